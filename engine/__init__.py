@@ -1,0 +1,1 @@
+"""The judged side: launch profiles and the reference engine for MiniMax-H3 Ref2VA."""

@@ -1,0 +1,77 @@
+"""``python -m engine.reference serve --config PROFILE.yaml [--host H] [--port P]``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from types import FrameType
+
+import uvicorn
+
+from engine.reference.app import create_app
+from engine.reference.errors import ProfileError
+from engine.reference.profile import load_profile
+
+logger = logging.getLogger("engine.reference")
+
+# Long enough for a finished response to go out; a generation still running is cancelled at
+# SIGTERM anyway, so its request ends within one denoising step.
+GRACEFUL_SHUTDOWN_S = 5
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which also flags every generation the moment a signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: list[object]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        for callback in self._on_exit:
+            callback()  # type: ignore[operator]
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises a captured signal once it has stopped, so the process would die "by
+        # SIGTERM"; a stop that went gracefully should read as one, so the status is 0 instead.
+        self._captured_signals.clear()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine.reference")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve the HTTP API for one launch profile")
+    serve.add_argument("--config", required=True, help="launch profile YAML")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        profile = load_profile(args.config)
+    except ProfileError as exc:
+        logger.error("%s", exc)
+        return 2
+    app = create_app(profile)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,  # our logging setup, so every line goes to stderr in one format
+        log_level=args.log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    server = _Server(config, on_exit=[app.state.engine.runner.cancel_all])
+    server.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

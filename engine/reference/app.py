@@ -1,0 +1,225 @@
+"""The FastAPI app: vLLM-Omni's health, models and ``/v1/videos*`` routes over one generator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from engine.reference.errors import ApiError, GenerationCancelled
+from engine.reference.generator import VideoGenerator, build_generator
+from engine.reference.jobs import JobStore
+from engine.reference.profile import LaunchProfile
+from engine.reference.request import VideoRequest, parse_video_form
+from engine.reference.runner import GenerationRunner
+
+logger = logging.getLogger(__name__)
+
+SYNC_TIMEOUT_ENV = "VLLM_OMNI_VIDEO_SYNC_TIMEOUT"
+
+
+@dataclass
+class EngineState:
+    """What the routes share; lives on ``app.state.engine``."""
+
+    served_model_name: str
+    max_upload_mib: float | None
+    sync_timeout_s: float
+    runner: GenerationRunner
+    jobs: JobStore
+    created: int
+
+
+def _error_body(status_code: int, message: str, error_type: str, param: str | None) -> JSONResponse:
+    # vLLM's ErrorResponse: {"error": {"message", "type", "param", "code"}}.
+    error = {"message": message, "type": error_type, "param": param, "code": status_code}
+    return JSONResponse({"error": error}, status_code=status_code)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return _error_body(exc.status_code, exc.message, exc.error_type, exc.param)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error_body(
+            exc.status_code, str(exc.detail), HTTPStatus(exc.status_code).phrase, None
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        param = ".".join(str(part) for part in errors[0]["loc"]) if errors else None
+        label = "error" if len(errors) == 1 else "errors"
+        message = f"{len(errors)} validation {label}:\n" + "".join(
+            f"  {error}\n" for error in errors
+        )
+        return _error_body(400, message.rstrip(), HTTPStatus.BAD_REQUEST.phrase, param)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error")
+        return _error_body(500, str(exc), "InternalServerError", None)
+
+
+def _engine(request: Request) -> EngineState:
+    state: EngineState = request.app.state.engine
+    return state
+
+
+def create_app(profile: LaunchProfile, generator: VideoGenerator | None = None) -> FastAPI:
+    """Build the server for ``profile``; ``generator`` overrides the profile's (for tests)."""
+    args = profile.args
+    runner = GenerationRunner(generator or build_generator(args))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        logger.info(
+            "reference engine ready: profile %s, model %s", profile.name, args.served_model_name
+        )
+        try:
+            yield
+        finally:
+            runner.shutdown()
+            logger.info("reference engine stopped")
+
+    app = FastAPI(title="ref2va reference engine", lifespan=lifespan)
+    app.state.engine = EngineState(
+        served_model_name=args.served_model_name,
+        max_upload_mib=args.max_upload_mib,
+        sync_timeout_s=float(os.environ.get(SYNC_TIMEOUT_ENV, "600")),
+        runner=runner,
+        jobs=JobStore(runner),
+        created=int(time.time()),
+    )
+    _install_error_handlers(app)
+    _add_routes(app)
+    return app
+
+
+def _add_routes(app: FastAPI) -> None:
+    @app.get("/health")
+    async def health(request: Request) -> JSONResponse:
+        if _engine(request).runner.closed:
+            return JSONResponse({"status": "unhealthy"}, status_code=503)
+        return JSONResponse({"status": "healthy"})
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> JSONResponse:
+        engine = _engine(request)
+        card = {
+            "id": engine.served_model_name,
+            "object": "model",
+            "created": engine.created,
+            "owned_by": "vllm",
+            "root": engine.served_model_name,
+            "parent": None,
+            "max_model_len": None,
+            "permission": [
+                {
+                    "id": f"modelperm-{uuid.uuid4().hex}",
+                    "object": "model_permission",
+                    "created": engine.created,
+                    "allow_create_engine": False,
+                    "allow_sampling": True,
+                    "allow_logprobs": True,
+                    "allow_search_indices": False,
+                    "allow_view": True,
+                    "allow_fine_tuning": False,
+                    "organization": "*",
+                    "group": None,
+                    "is_blocking": False,
+                }
+            ],
+        }
+        return JSONResponse({"object": "list", "data": [card]})
+
+    @app.post("/v1/videos/sync")
+    async def create_video_sync(
+        request: Request, video: Annotated[VideoRequest, Depends(parse_video_form)]
+    ) -> Response:
+        engine = _engine(request)
+        request_id = f"video_sync-{uuid.uuid4().hex}"
+        started = time.perf_counter()
+        generation = engine.runner.submit(request_id, video.spec)
+        try:
+            result = await asyncio.wait_for(generation.wait(), engine.sync_timeout_s)
+        except TimeoutError:
+            generation.cancel()  # free the engine for the next request
+            raise ApiError(
+                504, f"Video generation timed out after {engine.sync_timeout_s}s."
+            ) from None
+        except GenerationCancelled as exc:
+            raise ApiError(500, f"Video generation failed: {exc}") from None
+        except Exception as exc:
+            logger.exception("sync video generation failed for request_id=%s", request_id)
+            raise ApiError(500, f"Video generation failed: {exc}") from None
+        inference_time_s = time.perf_counter() - started
+        return Response(
+            content=result.video_bytes,
+            media_type="video/mp4",
+            headers={
+                "X-Request-Id": request_id,
+                "X-Model": video.model,
+                "X-Inference-Time-S": f"{inference_time_s:.3f}",
+                "X-Stage-Durations": json.dumps(result.stage_durations, separators=(",", ":")),
+                "X-Peak-Memory-MB": f"{result.peak_memory_mb:.3f}",
+            },
+        )
+
+    @app.post("/v1/videos")
+    async def create_video(
+        request: Request, video: Annotated[VideoRequest, Depends(parse_video_form)]
+    ) -> JSONResponse:
+        job = _engine(request).jobs.create(video)
+        return JSONResponse(job.model_dump(mode="json"))
+
+    @app.get("/v1/videos")
+    async def list_videos(
+        request: Request,
+        after: str | None = None,
+        limit: Annotated[int | None, Query(ge=0, le=100)] = None,
+        order: Annotated[Literal["asc", "desc"], Query()] = "desc",
+    ) -> JSONResponse:
+        return JSONResponse(_engine(request).jobs.list(after=after, limit=limit, order=order))
+
+    @app.get("/v1/videos/{video_id}")
+    async def retrieve_video(request: Request, video_id: str) -> JSONResponse:
+        job = _engine(request).jobs.get(video_id)
+        content: dict[str, Any] = job.model_dump(mode="json")
+        if job.status == "failed":
+            # The real server answers a failed job with the failure's own status code.
+            code = job.error.code if job.error and isinstance(job.error.code, int) else 500
+            status_code = code if 400 <= code < 600 else 500
+            if content.get("error") is not None:
+                content["error"]["code"] = status_code
+            return JSONResponse(content, status_code=status_code)
+        return JSONResponse(content)
+
+    @app.delete("/v1/videos/{video_id}")
+    async def delete_video(request: Request, video_id: str) -> JSONResponse:
+        deleted = await _engine(request).jobs.delete(video_id)
+        return JSONResponse({"id": deleted, "deleted": True, "object": "video.deleted"})
+
+    @app.get("/v1/videos/{video_id}/content")
+    async def download_video(request: Request, video_id: str) -> Response:
+        job, video_bytes = _engine(request).jobs.content(video_id)
+        return Response(
+            content=video_bytes,
+            media_type=job.media_type,
+            headers={"Content-Disposition": f'attachment; filename="{job.file_name}"'},
+        )

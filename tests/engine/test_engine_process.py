@@ -1,0 +1,81 @@
+"""The engine as a process: long videos in time, and a prompt exit on SIGTERM mid-generation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.engine.conftest import probe, running_engine, write_profile
+
+pytestmark = pytest.mark.engine
+
+
+def test_362_frames_in_seconds(client: httpx.Client) -> None:
+    started = time.monotonic()
+    response = client.post(
+        "/v1/videos/sync",
+        data={"prompt": "waves", "width": "96", "height": "64", "num_frames": "362", "seed": "1"},
+    )
+    elapsed = time.monotonic() - started
+    assert response.status_code == 200, response.text
+    media = probe(response.content)
+    assert media.video_frames == 362
+    assert media.audio_duration_s == pytest.approx(round(362 * 32_000 / 24) / 32_000, abs=1e-6)
+    assert elapsed < 10.0
+
+
+def test_sigterm_during_generation_exits_promptly(tmp_path: Path) -> None:
+    profile = write_profile(tmp_path / "slow.yaml", **{"step-cost-ms": 200})
+    with running_engine(profile, tmp_path) as engine:
+        outcome: dict[str, int] = {}
+
+        def long_request() -> None:
+            try:
+                response = httpx.post(
+                    f"{engine.base_url}/v1/videos/sync",
+                    data={
+                        "prompt": "p",
+                        "width": "32",
+                        "height": "32",
+                        "num_frames": "5",
+                        "num_inference_steps": "200",
+                    },
+                    timeout=60.0,
+                )
+                outcome["status"] = response.status_code
+            except httpx.HTTPError:
+                outcome["status"] = -1
+
+        worker = threading.Thread(target=long_request, daemon=True)
+        worker.start()
+        time.sleep(1.0)
+        started = time.monotonic()
+        code = engine.stop()
+        assert time.monotonic() - started < 8.0
+        assert code == 0, engine.log()
+        worker.join(10.0)
+        assert outcome.get("status") != 200
+
+
+def test_sync_timeout_is_504_and_frees_the_engine(tmp_path: Path) -> None:
+    profile = write_profile(tmp_path / "slow.yaml", **{"step-cost-ms": 100})
+    env = {"VLLM_OMNI_VIDEO_SYNC_TIMEOUT": "1"}
+    form = {"prompt": "p", "width": "32", "height": "32", "num_frames": "5"}
+    with running_engine(profile, tmp_path, env) as engine:
+        slow = httpx.post(
+            f"{engine.base_url}/v1/videos/sync",
+            data={**form, "num_inference_steps": "100"},
+            timeout=30.0,
+        )
+        assert slow.status_code == 504
+        assert slow.json()["error"]["code"] == 504
+        quick = httpx.post(
+            f"{engine.base_url}/v1/videos/sync",
+            data={**form, "num_inference_steps": "2"},
+            timeout=30.0,
+        )
+        assert quick.status_code == 200, quick.text
