@@ -1,0 +1,426 @@
+"""Start, health-check, stop and audit one engine instance.
+
+The judge knows an engine only as a process tree and an HTTP port. Every instance runs in its own
+process group with an instance tag in its environment, so that teardown can find every process it
+started (also one that left the group) and the audit can prove that none survived.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from .errors import EngineStartError
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+INSTANCE_TAG_ENV = "REF2VA_INSTANCE"
+_KILL_WAIT_S = 10.0
+_LOG_TAIL_LINES = 20
+
+
+def free_port() -> int:
+    """A port that is free on loopback right now (the engine binds it moments later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    """True when a new server could listen on the port, as the next instance would."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR as every server sets it: TIME_WAIT leftovers of closed client connections
+        # are not a held port, a listener is.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one instance; recorded in the evidence (sanitized)."""
+
+    arm_id: str
+    instance_id: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: Path
+    port: int
+    startup_timeout_s: float
+    shutdown_grace_s: float
+    log_path: Path
+    # Unique across runs (the run id is part of it); every process of the instance inherits it.
+    tag: str = ""
+
+    @property
+    def process_tag(self) -> str:
+        return self.tag or self.instance_id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arm": self.arm_id,
+            "instance": self.instance_id,
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "port": self.port,
+            "startup_timeout_s": self.startup_timeout_s,
+            "shutdown_grace_s": self.shutdown_grace_s,
+            "log": self.log_path.name,
+        }
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    pid: int
+    name: str
+    status: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "name": self.name, "status": self.status}
+
+
+@dataclass(frozen=True)
+class CleanupAudit:
+    """What stopping one instance took and what it left behind."""
+
+    arm_id: str
+    instance_id: str
+    pid: int
+    exit_code: int | None
+    processes_seen: int
+    needed_sigkill: tuple[ProcessRecord, ...]
+    survivors: tuple[ProcessRecord, ...]
+    port_free: bool
+    stop_s: float
+    problems: tuple[str, ...]
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arm": self.arm_id,
+            "instance": self.instance_id,
+            "pid": self.pid,
+            "exit_code": self.exit_code,
+            "processes_seen": self.processes_seen,
+            "needed_sigkill": [p.to_dict() for p in self.needed_sigkill],
+            "survivors": [p.to_dict() for p in self.survivors],
+            "port_free": self.port_free,
+            "stop_s": round(self.stop_s, 3),
+            "clean": self.clean,
+            "problems": list(self.problems),
+        }
+
+
+def _die_with_parent() -> None:
+    # Runs in the child before exec: if the harness itself is killed outright (SIGKILL, OOM), the
+    # engine's main process gets SIGTERM instead of running on unattended.
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _tagged_processes(tag: str) -> list[psutil.Process]:
+    """Processes whose environment carries this instance's tag (children inherit it)."""
+    needle = f"{INSTANCE_TAG_ENV}={tag}".encode()
+    found: list[psutil.Process] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            with contextlib.suppress(psutil.Error):
+                found.append(psutil.Process(int(entry.name)))
+    return found
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        # is_running() also checks the creation time, so a recycled pid is not mistaken for ours.
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _record(proc: psutil.Process) -> ProcessRecord:
+    try:
+        return ProcessRecord(proc.pid, proc.name(), proc.status())
+    except psutil.Error:
+        return ProcessRecord(proc.pid, "?", "gone")
+
+
+class EngineInstance:
+    """One freshly started engine. Use as a context manager or call start() and stop()."""
+
+    def __init__(self, spec: LaunchSpec) -> None:
+        self.spec = spec
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._known: dict[int, psutil.Process] = {}
+        self.audit: CleanupAudit | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.spec.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen else None
+
+    @property
+    def running(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        try:
+            text = self.spec.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+    # -- start ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        spec = self.spec
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **spec.env, INSTANCE_TAG_ENV: spec.process_tag}
+        log.info("starting %s on port %d: %s", spec.instance_id, spec.port, " ".join(spec.argv))
+        with open(spec.log_path, "ab") as log_file:
+            try:
+                self._popen = subprocess.Popen(
+                    list(spec.argv),
+                    cwd=spec.cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    # Only prctl runs before exec; the harness starts engines from one thread.
+                    preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+                )
+            except OSError as exc:
+                raise EngineStartError(
+                    f"engine {spec.instance_id}: cannot execute {spec.argv[0]!r}: {exc.strerror}"
+                ) from None
+        self._remember(self._popen.pid)
+        self._wait_healthy()
+
+    def _wait_healthy(self) -> None:
+        spec = self.spec
+        deadline = time.monotonic() + spec.startup_timeout_s
+        delay = 0.05
+        with httpx.Client(timeout=httpx.Timeout(5.0)) as client:
+            while True:
+                code = self._popen.poll() if self._popen else None
+                if code is not None:
+                    raise EngineStartError(
+                        f"engine {spec.instance_id} exited with code {code} during start-up "
+                        f"(before /health answered); last log lines:\n{self.log_tail()}"
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(f"{self.base_url}/health").status_code == 200:
+                        self.snapshot_tree()
+                        log.info("%s healthy", spec.instance_id)
+                        return
+                self.snapshot_tree()
+                if time.monotonic() >= deadline:
+                    raise EngineStartError(
+                        f"engine {spec.instance_id} did not answer GET /health with 200 within "
+                        f"{spec.startup_timeout_s:g} s; last log lines:\n{self.log_tail()}"
+                    )
+                time.sleep(delay)
+                delay = min(delay * 1.5, 1.0)
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def _remember(self, pid: int) -> None:
+        with contextlib.suppress(psutil.Error):
+            if pid not in self._known:
+                self._known[pid] = psutil.Process(pid)
+
+    def snapshot_tree(self) -> None:
+        """Remember every descendant now, so one that later leaves the group is still found."""
+        if self._popen is None:
+            return
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self._popen.pid).children(recursive=True):
+                self._remember(child.pid)
+        for proc in _tagged_processes(self.spec.process_tag):
+            self._remember(proc.pid)
+
+    def _living(self) -> list[psutil.Process]:
+        for proc in _tagged_processes(self.spec.process_tag):
+            self._remember(proc.pid)
+        return [p for p in self._known.values() if _alive(p)]
+
+    # -- stop ------------------------------------------------------------------------------------
+    def stop(self) -> CleanupAudit:
+        """SIGTERM to the group, grace, SIGKILL to whatever is left, then audit. Idempotent."""
+        if self.audit is not None:
+            return self.audit
+        spec = self.spec
+        started = time.monotonic()
+        problems: list[str] = []
+        if self._popen is None:
+            # Never got as far as a process (the executable could not be run): nothing to stop.
+            self.audit = CleanupAudit(spec.arm_id, spec.instance_id, 0, None, 0, (), (),
+                                      port_is_free(spec.port), 0.0, ())
+            return self.audit
+        self.snapshot_tree()
+        pgid = self._popen.pid
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+        for proc in self._living():
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGTERM)
+        self._wait_gone(spec.shutdown_grace_s)
+        stubborn = self._living()
+        needed_kill = tuple(_record(p) for p in stubborn)
+        if stubborn:
+            problems.append(
+                f"{len(stubborn)} process(es) still alive {spec.shutdown_grace_s:g} s after "
+                f"SIGTERM, killed: " + ", ".join(f"{r.name}[{r.pid}]" for r in needed_kill)
+            )
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            for proc in stubborn:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            self._wait_gone(_KILL_WAIT_S)
+        exit_code = self._reap()
+        survivors = tuple(_record(p) for p in self._living())
+        if survivors:
+            problems.append(
+                "process(es) alive after SIGKILL: "
+                + ", ".join(f"{r.name}[{r.pid}]" for r in survivors)
+            )
+        port_free = self._wait_port_free(2.0)
+        if not port_free:
+            problems.append(f"port {spec.port} still held after the engine stopped")
+        self.audit = CleanupAudit(
+            arm_id=spec.arm_id,
+            instance_id=spec.instance_id,
+            pid=pgid,
+            exit_code=exit_code,
+            processes_seen=len(self._known),
+            needed_sigkill=needed_kill,
+            survivors=survivors,
+            port_free=port_free,
+            stop_s=time.monotonic() - started,
+            problems=tuple(problems),
+        )
+        log.info("stopped %s: %s", spec.instance_id, "clean" if not problems else problems)
+        return self.audit
+
+    def _wait_gone(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._popen is not None:
+                self._popen.poll()  # reap the main process so it is not a zombie we wait on
+            if not self._living():
+                return
+            time.sleep(0.05)
+
+    def _reap(self) -> int | None:
+        if self._popen is None:
+            return None
+        try:
+            return self._popen.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _wait_port_free(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if port_is_free(self.spec.port):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+
+    def __enter__(self) -> EngineInstance:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class InstanceRegistry:
+    """Every instance started in this process, so a last-resort teardown can reach them all."""
+
+    live: dict[str, EngineInstance] = field(default_factory=dict)
+    on_audit: list[Callable[[CleanupAudit], None]] = field(default_factory=list)
+
+    def add(self, instance: EngineInstance) -> None:
+        self.live[instance.spec.instance_id] = instance
+
+    def stop(self, instance: EngineInstance) -> CleanupAudit:
+        audit = instance.stop()
+        if self.live.pop(instance.spec.instance_id, None) is not None:
+            for hook in self.on_audit:
+                hook(audit)
+        return audit
+
+    def stop_all(self) -> list[CleanupAudit]:
+        return [self.stop(inst) for inst in list(self.live.values())]
+
+
+REGISTRY = InstanceRegistry()
+
+
+def start_instance(spec: LaunchSpec, registry: InstanceRegistry = REGISTRY) -> EngineInstance:
+    """Start an instance; on a failed start it is stopped and audited before the error rises."""
+    instance = EngineInstance(spec)
+    registry.add(instance)
+    try:
+        instance.start()
+    except BaseException:
+        registry.stop(instance)
+        raise
+    return instance
+
+
+def build_argv(
+    kind: str,
+    command: Sequence[str],
+    model: str,
+    profile_path: Path,
+    profile_flags: Sequence[str],
+    port: int,
+) -> tuple[str, ...]:
+    """The engine's command line for one arm, from the campaign's engine kind and the profile."""
+    if kind == "reference":
+        # The reference engine reads the same profile file; its args are not repeated as flags.
+        return (*command, "serve", "--config", str(profile_path), "--host", LOOPBACK, "--port",
+                str(port))
+    if kind == "vllm-omni":
+        return (*command, "serve", model, "--omni", "--host", LOOPBACK, "--port", str(port),
+                *profile_flags)
+    raise ValueError(f"unknown engine kind {kind!r}")

@@ -1,0 +1,191 @@
+"""Start, health, stop and cleanup audit, against small fake engines that misbehave on purpose."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ref2va_accept.errors import EngineStartError
+from ref2va_accept.server import (
+    EngineInstance,
+    InstanceRegistry,
+    LaunchSpec,
+    build_argv,
+    free_port,
+    port_is_free,
+    start_instance,
+)
+
+FAKE_ENGINE = textwrap.dedent('''
+    import http.server, os, signal, socket, subprocess, sys, time
+    mode, port = sys.argv[1], int(sys.argv[2])
+    if mode == "crash":
+        print("loading weights... out of device memory", flush=True)
+        sys.exit(3)
+    if mode == "ignore-term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if mode == "escaping-child":
+        # A worker that leaves the process group and ignores SIGTERM, as leaked workers do.
+        subprocess.Popen([sys.executable, "-c",
+            "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+            start_new_session=True)
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            code = 503 if mode == "never-healthy" else 200
+            self.send_response(code); self.send_header("Content-Length", "2"); self.end_headers()
+            self.wfile.write(b"{}")
+        def log_message(self, *args):
+            pass
+    server = http.server.HTTPServer(("127.0.0.1", port), Handler)
+    if mode == "port-holder":
+        # A process the harness cannot know about (double-forked away, no instance tag) inherits
+        # the listener and keeps the port after the engine is gone.
+        os.set_inheritable(server.fileno(), True)
+        env = {k: v for k, v in os.environ.items() if k != "REF2VA_INSTANCE"}
+        first = os.fork()
+        if first == 0:
+            os.setsid()
+            if os.fork() > 0:
+                os._exit(0)
+            open(sys.argv[3], "w").write(str(os.getpid()))
+            os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)"], env)
+        os.waitpid(first, 0)
+        while not os.path.exists(sys.argv[3]):
+            time.sleep(0.01)
+    print("ready", flush=True)
+    server.serve_forever()
+''')
+
+
+@pytest.fixture
+def fake_engine(tmp_path: Path) -> Path:
+    script = tmp_path / "fake_engine.py"
+    script.write_text(FAKE_ENGINE)
+    return script
+
+
+def _spec(tmp_path: Path, script: Path, mode: str, *extra: str, startup: float = 10.0,
+          grace: float = 1.0) -> LaunchSpec:
+    port = free_port()
+    return LaunchSpec(
+        arm_id="b0", instance_id=f"test-{mode}-{port}",
+        argv=(sys.executable, str(script), mode, str(port), *extra),
+        env={}, cwd=tmp_path, port=port, startup_timeout_s=startup, shutdown_grace_s=grace,
+        log_path=tmp_path / f"{mode}.log",
+    )
+
+
+def test_healthy_engine_starts_and_stops_clean(tmp_path: Path, fake_engine: Path) -> None:
+    registry = InstanceRegistry()
+    instance = start_instance(_spec(tmp_path, fake_engine, "healthy"), registry)
+    assert instance.running
+    pid = instance.pid
+    audit = registry.stop(instance)
+    assert audit.clean, audit.problems
+    assert audit.port_free and audit.survivors == () and audit.needed_sigkill == ()
+    assert pid is not None and not psutil.pid_exists(pid)
+
+
+def test_crash_during_startup_fails_at_once_quoting_the_log(tmp_path: Path,
+                                                            fake_engine: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(EngineStartError, match="exited with code 3") as info:
+        start_instance(_spec(tmp_path, fake_engine, "crash", startup=60.0), InstanceRegistry())
+    assert "out of device memory" in str(info.value)
+    assert time.monotonic() - started < 10  # the crash is noticed, not waited out
+
+
+def test_engine_never_healthy_times_out_and_is_stopped(tmp_path: Path, fake_engine: Path) -> None:
+    registry = InstanceRegistry()
+    audits = []
+    registry.on_audit.append(audits.append)
+    with pytest.raises(EngineStartError, match=r"within 1\.5 s"):
+        start_instance(_spec(tmp_path, fake_engine, "never-healthy", startup=1.5), registry)
+    assert len(audits) == 1 and audits[0].survivors == ()
+    assert registry.live == {}
+
+
+def test_missing_executable_is_one_clear_error(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, tmp_path / "x.py", "healthy")
+    spec = LaunchSpec(**{**spec.__dict__, "argv": ("/nonexistent/vllm", "serve")})
+    with pytest.raises(EngineStartError, match="cannot execute '/nonexistent/vllm'"):
+        start_instance(spec, InstanceRegistry())
+
+
+def test_engine_ignoring_sigterm_is_killed_and_audit_says_so(tmp_path: Path,
+                                                             fake_engine: Path) -> None:
+    registry = InstanceRegistry()
+    instance = start_instance(_spec(tmp_path, fake_engine, "ignore-term"), registry)
+    audit = registry.stop(instance)
+    assert not audit.clean
+    assert [p.pid for p in audit.needed_sigkill] == [instance.pid]
+    assert audit.survivors == () and audit.port_free
+    assert "after SIGTERM" in audit.problems[0]
+
+
+def test_worker_that_left_the_group_is_found_and_killed(tmp_path: Path,
+                                                        fake_engine: Path) -> None:
+    registry = InstanceRegistry()
+    instance = start_instance(_spec(tmp_path, fake_engine, "escaping-child"), registry)
+    children = psutil.Process(instance.pid).children()
+    assert len(children) == 1
+    child = children[0]
+    assert os.getpgid(child.pid) != os.getpgid(instance.pid)
+    audit = registry.stop(instance)
+    assert not audit.clean
+    assert child.pid in [p.pid for p in audit.needed_sigkill]
+    assert audit.survivors == ()
+    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+
+
+def test_port_held_by_an_unknown_process_fails_the_audit(tmp_path: Path,
+                                                         fake_engine: Path) -> None:
+    pid_file = tmp_path / "holder.pid"
+    registry = InstanceRegistry()
+    instance = start_instance(_spec(tmp_path, fake_engine, "port-holder", str(pid_file)),
+                              registry)
+    holder = int(pid_file.read_text())
+    try:
+        audit = registry.stop(instance)
+        assert not audit.port_free and not audit.clean
+        assert f"port {instance.spec.port} still held" in " ".join(audit.problems)
+    finally:
+        os.kill(holder, signal.SIGKILL)  # the holder this test made, by pid, never by name
+
+
+def test_stop_is_idempotent(tmp_path: Path, fake_engine: Path) -> None:
+    instance = EngineInstance(_spec(tmp_path, fake_engine, "healthy"))
+    instance.start()
+    assert instance.stop() is instance.stop()
+
+
+def test_port_is_free_detects_a_listener() -> None:
+    import socket
+
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        assert not port_is_free(port)
+    assert port_is_free(port)
+
+
+def test_vllm_argv_is_serve_model_omni_on_loopback(tmp_path: Path) -> None:
+    argv = build_argv("vllm-omni", ["vllm"], "/models/h3", tmp_path / "b0.yaml",
+                      ["--usp", "4"], 8123)
+    assert argv == ("vllm", "serve", "/models/h3", "--omni", "--host", "127.0.0.1", "--port",
+                    "8123", "--usp", "4")
+
+
+def test_reference_argv_passes_the_profile_file(tmp_path: Path) -> None:
+    argv = build_argv("reference", [sys.executable, "-m", "engine.reference"], "m",
+                      tmp_path / "b0.yaml", [], 8000)
+    assert argv[1:] == ("-m", "engine.reference", "serve", "--config", str(tmp_path / "b0.yaml"),
+                        "--host", "127.0.0.1", "--port", "8000")
