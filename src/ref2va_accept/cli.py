@@ -1,0 +1,132 @@
+"""`ref2va-accept`: the harness's command line.
+
+Every failure is one line on stderr naming what and where, and a non-zero exit; no traceback for
+bad input. Exit codes: 0 ok, 1 the check found a problem, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import __version__
+from .campaign import freeze, lock_path, verify
+from .errors import Ref2VAError
+from .media import MediaExpectation, check_media, probe
+
+log = logging.getLogger("ref2va_accept")
+
+EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _cmd_freeze(args: argparse.Namespace) -> int:
+    written = freeze(args.campaign)
+    sys.stdout.write(f"froze {args.campaign} -> {written.name}\n")
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    status = verify(args.campaign)
+    if args.json:
+        sys.stdout.write(json.dumps({
+            "campaign": str(args.campaign), "lock": lock_path(args.campaign).name,
+            "state": status.state, "ok": status.ok, "problems": list(status.problems),
+            "unfilled": list(status.unfilled), "verdict_cap": status.cap_reason,
+        }, indent=2) + "\n")
+    else:
+        for problem in status.problems:
+            sys.stdout.write(f"drift: {problem}\n")
+        for name in status.unfilled:
+            sys.stdout.write(f"unfilled: {name}\n")
+        sys.stdout.write(f"{args.campaign}: {status.state}"
+                         + ("" if status.ok else f" (verdicts capped: {status.cap_reason})")
+                         + "\n")
+    return EXIT_OK if status.ok else EXIT_PROBLEM
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    expect = None
+    if args.frames is not None:
+        expect = MediaExpectation(
+            num_frames=args.frames, fps=args.fps, width=args.width, height=args.height,
+            sample_rate=args.sample_rate, channels=args.channels, audio=not args.no_audio,
+        )
+    result = probe(args.file)
+    problems = check_media(result, expect)
+    if args.json:
+        payload = result.to_dict() | {
+            "complete": not problems,
+            "problems": [{"code": p.code, "message": p.message} for p in problems],
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        video, audio = result.video, result.audio
+        if video:
+            sys.stdout.write(f"video: {video.codec} {video.width}x{video.height} "
+                             f"{video.fps:g} fps, {video.frames_decoded} frames decoded, "
+                             f"{video.duration_s:.3f} s\n")
+        if audio:
+            sys.stdout.write(f"audio: {audio.codec} {audio.sample_rate} Hz, {audio.channels} ch, "
+                             f"{audio.duration_s:.3f} s\n")
+    if problems:
+        # One line, however many problems: the file's name, then each problem with its code.
+        sys.stderr.write(f"{Path(args.file).name}: incomplete: "
+                         + "; ".join(f"{p.code}: {p.message}" for p in problems) + "\n")
+    return EXIT_OK if not problems else EXIT_PROBLEM
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ref2va-accept", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what is done")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("freeze", help="write the campaign's lock (hashes of campaign and files)")
+    p.add_argument("campaign", type=Path)
+    p.set_defaults(run=_cmd_freeze)
+
+    p = sub.add_parser("verify", help="check a campaign against its lock; names each drift")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_verify)
+
+    p = sub.add_parser("probe", help="decode an MP4 and check it is complete")
+    p.add_argument("file", type=Path)
+    p.add_argument("--json", action="store_true", help="print the probe as JSON")
+    p.add_argument("--frames", type=int, help="expected frame count (enables the exact checks)")
+    p.add_argument("--fps", type=float, default=24.0)
+    p.add_argument("--width", type=int)
+    p.add_argument("--height", type=int)
+    p.add_argument("--sample-rate", type=int, default=32000)
+    p.add_argument("--channels", type=int, default=2)
+    p.add_argument("--no-audio", action="store_true", help="expect no audio stream")
+    p.set_defaults(run=_cmd_probe)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "probe" and args.frames is not None and (
+        args.width is None or args.height is None
+    ):
+        sys.stderr.write("ref2va-accept probe: --frames needs --width and --height\n")
+        return EXIT_BAD_INPUT
+    try:
+        code: int = args.run(args)
+    except Ref2VAError as exc:
+        sys.stderr.write(f"ref2va-accept {args.command}: {exc}\n")
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        sys.stderr.write(f"ref2va-accept {args.command}: {exc.filename or ''}: {exc.strerror}\n")
+        return EXIT_BAD_INPUT
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,337 @@
+"""The pytest plugin: campaign selection, per-track parametrization and marks, fixtures that
+start engines, the evidence bundle, and the verdict table at the top of the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+from pytest_html.basereport import BaseReport
+
+from .campaign import (
+    TRACK_IDS,
+    FreezeStatus,
+    LoadedCampaign,
+    canonical_campaign,
+    duration_class,
+    load_campaign,
+    quality_class,
+    verify,
+)
+from .errors import CampaignError, Ref2VAError
+from .evidence import EvidenceBundle, new_run_id
+from .sanitize import Sanitizer
+from .server import REGISTRY, CleanupAudit
+from .verdicts import CheckResult, TrackVerdict, judge
+from .workload import Arms
+
+log = logging.getLogger(__name__)
+
+CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
+DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
+_STATE = pytest.StashKey["RunState"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ref2va", "Ref2VA acceptance campaign")
+    group.addoption("--campaign", default=None, metavar="PATH",
+                    help=f"campaign file (default: ${CAMPAIGN_ENV}, else {DEFAULT_CAMPAIGN})")
+    group.addoption("--evidence-dir", default="evidence", metavar="DIR",
+                    help="folder under which each run writes evidence/<run-id>/ (default: "
+                         "evidence, relative to the rootdir)")
+
+
+@dataclass
+class RunState:
+    """What one pytest session knows about the campaign and its evidence."""
+
+    config: pytest.Config
+    run_id: str
+    evidence_root: Path
+    campaign_path: Path
+    own_report: Path | None
+    _campaign: LoadedCampaign | None = None
+    _freeze: FreezeStatus | None = None
+    bundle: EvidenceBundle | None = None
+    ran_tracks: set[str] = field(default_factory=set)
+
+    @property
+    def campaign(self) -> LoadedCampaign:
+        if self._campaign is None:
+            self._campaign = load_campaign(self.campaign_path)
+        return self._campaign
+
+    @property
+    def freeze(self) -> FreezeStatus:
+        if self._freeze is None:
+            self._freeze = verify(self.campaign_path)
+        return self._freeze
+
+    def display(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.config.rootpath.resolve()).as_posix()
+        except ValueError:
+            return path.name
+
+    def evidence(self) -> EvidenceBundle:
+        if self.bundle is None:
+            sanitizer = Sanitizer.for_this_host(repo=self.config.rootpath,
+                                                evidence=self.evidence_root)
+            self.bundle = EvidenceBundle.create(self.evidence_root, self.run_id, sanitizer)
+            campaign, freeze = self.campaign, self.freeze
+            self.bundle.set_campaign({
+                "name": campaign.model.name,
+                "file": self.display(self.campaign_path),
+                "engine_kind": campaign.model.engine.kind,
+                "source_pin": campaign.model.engine.source_pin,
+                "canonical": canonical_campaign(campaign),
+                "freeze": {
+                    "state": freeze.state,
+                    "lock_sha256": freeze.lock_sha256,
+                    "problems": list(freeze.problems),
+                    "unfilled": list(freeze.unfilled),
+                    "verdict_cap": freeze.cap_reason,
+                },
+            })
+            REGISTRY.on_audit.append(self._record_audit)
+        return self.bundle
+
+    def _record_audit(self, audit: CleanupAudit) -> None:
+        bundle = self.evidence()
+        bundle.add_audit(audit.to_dict())
+        track = audit.instance_id.split(".", 1)[0]
+        bundle.add_check(CheckResult(
+            track, audit.arm_id, "cleanup", "pass" if audit.clean else "fail",
+            None if audit.clean else "incomplete_cleanup", "; ".join(audit.problems),
+            {"instance": audit.instance_id, "stop_s": round(audit.stop_s, 3)}))
+
+    def verdicts(self, checks: list[CheckResult]) -> list[TrackVerdict]:
+        campaign = self.campaign
+        cap = self.freeze.cap_reason
+        rows: list[TrackVerdict] = []
+        for track_id in TRACK_IDS:
+            if track_id not in self.ran_tracks:
+                continue
+            candidates = [a.id for a in campaign.arms_for(track_id) if a.id != "b0"]
+            judged: list[str | None] = [*candidates] or [None]
+            for candidate in judged:
+                rows.append(judge(track_id, quality_class(track_id), candidate, checks, cap))
+        return rows
+
+
+def _resolve_campaign_path(config: pytest.Config) -> Path:
+    given = config.getoption("campaign")
+    if given:
+        return Path(given).resolve()
+    from_env = os.environ.get(CAMPAIGN_ENV)
+    if from_env:
+        # A relative path in the environment is taken from the rootdir, so a host's shell
+        # profile works from any folder of the checkout.
+        path = Path(from_env)
+        return path if path.is_absolute() else (config.rootpath / path)
+    return config.rootpath / DEFAULT_CAMPAIGN
+
+
+def _interrupt_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # A SIGTERM to the harness (CI cancelling, a scheduler) must tear engines down like Ctrl-C.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    run_id = new_run_id()
+    evidence_root = Path(config.getoption("evidence_dir"))
+    if not evidence_root.is_absolute():
+        evidence_root = config.rootpath / evidence_root
+    own_report = None
+    if config.pluginmanager.hasplugin("html") and not config.getoption("htmlpath", None):
+        own_report = evidence_root / run_id / "report.html"
+        config.option.htmlpath = str(own_report)
+        config.option.self_contained_html = True
+    config.stash[_STATE] = RunState(config, run_id, evidence_root,
+                                    _resolve_campaign_path(config), own_report)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+
+
+def _state(config: pytest.Config) -> RunState:
+    return config.stash[_STATE]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "track_id" not in metafunc.fixturenames:
+        return
+    state = _state(metafunc.config)
+    try:
+        tracks = list(state.campaign.model.tracks)
+    except Ref2VAError as exc:
+        pytest.fail(f"cannot load the campaign: {exc}", pytrace=False)
+    params = [
+        pytest.param(track_id, id=track_id, marks=[getattr(pytest.mark, duration_class(track_id)),
+                                                   getattr(pytest.mark, quality_class(track_id))])
+        for track_id in TRACK_IDS if track_id in tracks
+    ]
+    metafunc.parametrize("track_id", params)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is None or state.own_report is None:
+        return
+    if any("track_id" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    # No campaign test in this run (unit tests only): no evidence run, so no report of ours.
+    for plugin in session.config.pluginmanager.get_plugins():
+        if isinstance(plugin, BaseReport):
+            session.config.pluginmanager.unregister(plugin)
+    with contextlib.suppress(OSError):
+        state.own_report.parent.rmdir()  # pytest-html made it at configure; empty here
+        state.evidence_root.rmdir()
+    state.own_report = None
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def campaign(pytestconfig: pytest.Config) -> LoadedCampaign:
+    """The campaign this run judges (--campaign, $REF2VA_CAMPAIGN, or the reference campaign)."""
+    try:
+        return _state(pytestconfig).campaign
+    except CampaignError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def evidence(pytestconfig: pytest.Config) -> EvidenceBundle:
+    """The run's evidence bundle, created on first use under evidence/<run-id>/."""
+    return _state(pytestconfig).evidence()
+
+
+@pytest.fixture
+def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: EvidenceBundle,
+         track_id: str) -> Iterator[Arms]:
+    """Starts engine instances for this track's arms; each is stopped and audited at teardown.
+
+    An instance that does not stop cleanly fails the test's teardown, after the audit is in the
+    evidence: a leaked worker or a held port is a finding, not noise.
+    """
+    state = _state(pytestconfig)
+    state.ran_tracks.add(track_id)
+    runner = Arms(campaign, evidence)
+    yield runner
+    dirty = [audit for audit in (REGISTRY.stop(i) for i in runner.started) if not audit.clean]
+    if dirty:
+        pytest.fail("engine cleanup incomplete: " + "; ".join(
+            f"{a.instance_id}: {', '.join(a.problems)}" for a in dirty), pytrace=False)
+
+
+@pytest.fixture
+def track(campaign: LoadedCampaign, track_id: str) -> Any:
+    """The campaign's definition of this test's track."""
+    return campaign.model.tracks[track_id]  # type: ignore[index]
+
+
+# -- end of run ----------------------------------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is None:
+        return
+    # Last resort: anything still running (Ctrl-C mid-request) is stopped and audited before the
+    # report is written; the fixtures' own teardown then finds the audit already done.
+    REGISTRY.stop_all()
+    if state.bundle is not None:
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        state.bundle.finish("interrupted" if interrupted else "complete", state.verdicts)
+
+
+def pytest_html_report_title(report: Any) -> None:
+    report.title = "Ref2VA acceptance report"
+
+
+def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: list[str],
+                                session: pytest.Session) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is None or state.bundle is None:
+        return
+    prefix.insert(0, verdict_table_html(state))
+
+
+_VERDICT_COLOURS = {"supported": "#1a7f37", "failed": "#cf222e", "inconclusive": "#9a6700"}
+
+
+def verdict_table_html(state: RunState) -> str:
+    bundle = state.bundle
+    assert bundle is not None
+    campaign = bundle.data.get("campaign") or {}
+    freeze = campaign.get("freeze", {})
+    rows = []
+    for v in bundle.verdicts:
+        colour = _VERDICT_COLOURS[v.verdict]
+        rows.append(
+            "<tr>"
+            f"<td>{html.escape(v.track)}</td><td>{html.escape(v.candidate or '(none)')}</td>"
+            f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}</td>"
+            f"<td>{html.escape(', '.join(v.reasons))}</td>"
+            f"<td>{html.escape(', '.join(v.open_checks)) or '-'}</td>"
+            f"<td>{html.escape(v.note)}</td></tr>"
+        )
+    freeze_line = html.escape(
+        f"protocol: {freeze.get('state')}"
+        + (f"; verdicts capped at inconclusive ({freeze.get('verdict_cap')})"
+           if freeze.get("verdict_cap") else "")
+        + (f"; unfilled: {', '.join(freeze.get('unfilled', []))}" if freeze.get("unfilled")
+           else "")
+    )
+    return (
+        "<h2>Verdicts per track</h2>"
+        f"<p>campaign <b>{html.escape(str(campaign.get('name')))}</b> "
+        f"({html.escape(str(campaign.get('file')))}), engine "
+        f"{html.escape(str(campaign.get('engine_kind')))}, run {html.escape(bundle.run_id)}, "
+        f"status {html.escape(str(bundle.data.get('status')))}</p>"
+        f"<p>{freeze_line}</p>"
+        "<table class='ref2va-verdicts' border='1' cellpadding='4' "
+        "style='border-collapse:collapse'>"
+        "<tr><th>track</th><th>candidate</th><th>verdict</th><th>reasons</th>"
+        "<th>open checks</th><th>note</th></tr>"
+        + "".join(rows)
+        + "</table><p>Evidence: evidence.json beside this report.</p>"
+    )
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None or state.bundle is None:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "Ref2VA verdicts per track")
+    for v in state.bundle.verdicts:
+        reasons = ", ".join(v.reasons)
+        opened = f" open: {', '.join(v.open_checks)}" if v.open_checks else ""
+        tr.write_line(f"{v.track:13} {v.candidate or '(none)':20} {v.verdict.upper():13} "
+                      f"{reasons}{opened}")
+    tr.write_line(f"evidence: {state.display(state.bundle.folder)}/evidence.json")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None:
+        return
+    REGISTRY.stop_all()
+    if state.bundle is not None:
+        state.bundle.sanitize_files()
+        latest = state.evidence_root / "latest"
+        if latest.is_symlink() or not latest.exists():
+            latest.unlink(missing_ok=True)
+            latest.symlink_to(state.run_id)

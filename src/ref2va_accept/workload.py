@@ -1,0 +1,231 @@
+"""From a campaign track to requests, engine instances and recorded outcomes.
+
+This is the one place where campaign, server, client, media and evidence meet, so that the test
+scenarios stay thin: start an arm's engine, send a track's request, keep what came back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from .campaign import ArmSpec, LoadedCampaign, PinnedFile, duration_class
+from .client import ClientTimeouts, GenerationRequest, ReferenceFile, Sample, TimedClient
+from .errors import CampaignError, MediaError
+from .media import MediaExpectation, MediaProblem, check_media, probe
+from .server import (
+    REGISTRY,
+    EngineInstance,
+    InstanceRegistry,
+    LaunchSpec,
+    build_argv,
+    free_port,
+    start_instance,
+)
+from .verdicts import CheckResult
+
+if TYPE_CHECKING:
+    from .evidence import EvidenceBundle
+
+log = logging.getLogger(__name__)
+
+def arm_by_id(campaign: LoadedCampaign, arm_id: str) -> ArmSpec:
+    arms = campaign.model.arms()
+    for arm in arms:
+        if arm.id == arm_id:
+            return arm
+    raise CampaignError(
+        f"{campaign.path}: no arm {arm_id!r}; the campaign has {[a.id for a in arms]}"
+    )
+
+
+def _reference(campaign: LoadedCampaign, pinned: PinnedFile) -> ReferenceFile:
+    path = campaign.resolve(pinned.path)
+    # The campaign infers the MIME type from the suffix when it is not given.
+    return ReferenceFile(filename=path.name, content=path.read_bytes(),
+                         mime=pinned.mime or "application/octet-stream")
+
+
+def build_request(
+    campaign: LoadedCampaign, track_id: str, arm: ArmSpec, seed: int
+) -> GenerationRequest:
+    """The multipart request of one track for one arm: same inputs and seeds in every arm."""
+    track = campaign.model.tracks[track_id]  # type: ignore[index]
+    shape = track.request
+    prompt = campaign.resolve(track.inputs.prompt.path).read_text(encoding="utf-8").strip()
+    references = [_reference(campaign, track.inputs.reference_image)]
+    if track.inputs.reference_audio is not None:
+        references.append(_reference(campaign, track.inputs.reference_audio))
+    values: dict[str, Any] = {
+        "prompt": prompt,
+        "model": campaign.model.engine.model,
+        "width": shape.width,
+        "height": shape.height,
+        "num_frames": track.num_frames,
+        "fps": shape.fps,
+        "num_inference_steps": shape.num_inference_steps,
+        "flow_shift": shape.flow_shift,
+        "guidance_scale": shape.guidance_scale,
+        "negative_prompt": shape.negative_prompt,
+        "seed": seed,
+        "generate_sound": shape.generate_sound,
+        "extra_params": shape.extra_params,
+    }
+    # Per-arm fields (e.g. quality=lossless); the campaign refuses any that the track fixes.
+    values.update(arm.request)
+    return GenerationRequest.from_values(values, tuple(references))
+
+
+def expectation(campaign: LoadedCampaign, track_id: str) -> MediaExpectation:
+    track = campaign.model.tracks[track_id]  # type: ignore[index]
+    return MediaExpectation(
+        num_frames=track.num_frames,
+        fps=float(track.request.fps),
+        width=track.request.width,
+        height=track.request.height,
+        audio=track.request.generate_sound,
+    )
+
+
+def client_timeouts(campaign: LoadedCampaign, track_id: str) -> ClientTimeouts:
+    timeouts = campaign.model.protocol.timeouts[duration_class(track_id)]
+    return ClientTimeouts(request_s=timeouts.request_s, connect_s=timeouts.connect_s)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One request's sample and, when media came back, its probe and problems."""
+
+    sample: Sample
+    media: dict[str, Any] | None
+    problems: tuple[MediaProblem, ...]
+
+    @property
+    def complete(self) -> bool:
+        return self.sample.ok and self.media is not None and not self.problems
+
+    def explain(self) -> str:
+        if not self.sample.ok:
+            return f"request failed ({self.sample.failure}): {self.sample.detail}"
+        return "; ".join(f"{p.code}: {p.message}" for p in self.problems) or "complete"
+
+
+class Arms:
+    """Starts engine instances for a campaign's arms and records what they do."""
+
+    def __init__(
+        self,
+        campaign: LoadedCampaign,
+        evidence: EvidenceBundle,
+        registry: InstanceRegistry = REGISTRY,
+    ) -> None:
+        self.campaign = campaign
+        self.evidence = evidence
+        self.registry = registry
+        self._counter = itertools.count(1)
+        self.started: list[EngineInstance] = []
+
+    def launch_spec(self, track_id: str, arm: ArmSpec) -> LaunchSpec:
+        campaign = self.campaign
+        engine = campaign.model.engine
+        profile = campaign.profile(arm)
+        port = free_port()
+        instance_id = f"{track_id}.{arm.id}.{next(self._counter)}"
+        env: dict[str, str] = {"PYTHONUNBUFFERED": "1", **campaign.model.environment,
+                               **profile.env}
+        devices = campaign.model.devices
+        if devices.visibility_env:
+            env[devices.visibility_env] = ",".join(str(d) for d in devices.visible)
+        if engine.kind == "vllm-omni":
+            # Upstream's own tests launch the server this way; fork breaks NPU/CUDA workers.
+            env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+        argv = build_argv(engine.kind, engine.resolved_command(), engine.model,
+                          campaign.resolve(arm.profile), profile.cli_args(), port)
+        return LaunchSpec(
+            arm_id=arm.id,
+            instance_id=instance_id,
+            argv=argv,
+            env=env,
+            cwd=campaign.engine_workdir(),
+            port=port,
+            startup_timeout_s=engine.startup_timeout_s,
+            shutdown_grace_s=engine.shutdown_grace_s,
+            log_path=self.evidence.log_path(instance_id),
+            tag=f"{self.evidence.run_id}/{instance_id}",
+        )
+
+    def start(self, track_id: str, arm_id: str = "b0") -> EngineInstance:
+        arm = arm_by_id(self.campaign, arm_id)
+        spec = self.launch_spec(track_id, arm)
+        record = spec.to_dict() | {"track": track_id, "run": self.evidence.run_id}
+        self.evidence.add_instance(record)
+        try:
+            instance = start_instance(spec, self.registry)
+        except Exception as exc:
+            self.evidence.add_check(CheckResult(
+                track_id, arm_id, "engine_start", "fail", "engine_start_failed",
+                str(exc).splitlines()[0]))
+            raise
+        self.started.append(instance)
+        return instance
+
+    def request(
+        self,
+        engine: EngineInstance,
+        track_id: str,
+        arm_id: str,
+        *,
+        kind: str,
+        index: int,
+        seed: int | None = None,
+        record_check: str | None = None,
+    ) -> Outcome:
+        """One timed request; the sample, the MP4 and its probe land in the evidence at once."""
+        campaign = self.campaign
+        track = campaign.model.tracks[track_id]  # type: ignore[index]
+        seed = track.request.seeds[0] if seed is None else seed
+        arm = arm_by_id(campaign, arm_id)
+        request = build_request(campaign, track_id, arm, seed)
+        with TimedClient(engine.base_url, client_timeouts(campaign, track_id)) as client:
+            sample, body = client.generate(request, arm=arm_id, track=track_id, kind=kind,
+                                           index=index, seed=seed)
+        engine.snapshot_tree()
+        media: dict[str, Any] | None = None
+        problems: list[MediaProblem] = []
+        if body and sample.ok:
+            path = self.evidence.media_path(track_id, arm_id,
+                                            f"{kind}-{index}-seed{seed}-{sample.sample_id}.mp4")
+            path.write_bytes(body)
+            sample = replace(sample, media_file=self.evidence.relative(path))
+            try:
+                probed = probe(path)
+                media = probed.to_dict()
+                problems = check_media(probed, expectation(campaign, track_id))
+            except MediaError as exc:
+                problems = [MediaProblem("unreadable", str(exc))]
+            self.evidence.add_media({
+                "sample_id": sample.sample_id, "file": sample.media_file, "probe": media,
+                "problems": [{"code": p.code, "message": p.message} for p in problems],
+            })
+        self.evidence.add_sample(sample.to_dict() | {"request": request.describe()})
+        outcome = Outcome(sample, media, tuple(problems))
+        if record_check:
+            self.evidence.add_check(media_check(record_check, track_id, arm_id, outcome))
+        return outcome
+
+
+def media_check(name: str, track_id: str, arm_id: str, outcome: Outcome) -> CheckResult:
+    """A completeness check of one arm's output, with the reason code its failure means."""
+    baseline = arm_id == "b0"
+    data = {"sample_id": outcome.sample.sample_id, "latency_s": outcome.sample.latency_s,
+            "sha256": outcome.sample.sha256}
+    if not outcome.sample.ok:
+        reason = "baseline_request_failed" if baseline else "candidate_request_failed"
+        return CheckResult(track_id, arm_id, name, "fail", reason, outcome.explain(), data)
+    if not outcome.complete:
+        reason = "baseline_invalid_media" if baseline else "invalid_media"
+        return CheckResult(track_id, arm_id, name, "fail", reason, outcome.explain(), data)
+    return CheckResult(track_id, arm_id, name, "pass", None, "complete MP4", data)
+

@@ -1,0 +1,150 @@
+"""The plugin as a user drives it: track selection by marks, evidence, and interruption."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACKS = ("5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy")
+
+
+def _pytest(*args: str, cwd: Path = ROOT, timeout: float = 300,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
+
+
+def _collected(expression: str, *extra: str) -> list[str]:
+    result = _pytest("tests/acceptance", "-m", expression, "--collect-only", "-q", *extra)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return [line for line in result.stdout.splitlines() if "::" in line]
+
+
+@pytest.mark.parametrize("track", TRACKS)
+def test_marks_select_exactly_one_track(track: str) -> None:
+    duration, quality = track.split("-")
+    items = _collected(f"{quality} and {duration}")
+    assert items, "nothing collected"
+    assert all(item.endswith(f"[{track}]") for item in items), items
+
+
+def test_a_duration_mark_selects_both_of_its_tracks() -> None:
+    items = _collected("5s")
+    ids = {re.search(r"\[(.*)\]$", item).group(1) for item in items}  # type: ignore[union-attr]
+    assert ids == {"5s-lossless", "5s-lossy"}
+
+
+def _campaign_copy(folder: Path, **changes: object) -> Path:
+    """The reference campaign moved to folder, with its inputs and a B0 profile of our own."""
+    (folder / "inputs").mkdir(parents=True)
+    for name in ("prompt.txt", "reference.png", "reference.wav"):
+        shutil.copy(ROOT / "fixtures/inputs" / name, folder / "inputs" / name)
+    data = yaml.safe_load((ROOT / "fixtures/campaigns/reference.yaml").read_text())
+    profile = yaml.safe_load((ROOT / "engine/profiles/reference/b0.yaml").read_text())
+    profile["args"].update(changes.pop("profile_args", {}))  # type: ignore[call-overload]
+    (folder / "b0.yaml").write_text(yaml.safe_dump(profile))
+    data["baseline"]["profile"] = "b0.yaml"
+    data["engine"]["workdir"] = os.path.relpath(ROOT, folder)
+    for track in data["tracks"].values():
+        for pinned in track["inputs"].values():
+            pinned["path"] = "inputs/" + Path(pinned["path"]).name
+    data.update(changes)
+    path = folder / "campaign.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_campaign_comes_from_the_environment_when_no_option_is_given(tmp_path: Path) -> None:
+    campaign = _campaign_copy(tmp_path / "c", tracks={})
+    result = _pytest("tests/acceptance", "--collect-only", "-q",
+                     env={"REF2VA_CAMPAIGN": str(campaign)})
+    assert result.returncode != 0
+    assert "campaign.yaml" in result.stdout and "tracks" in result.stdout
+
+
+def test_malformed_campaign_fails_collection_with_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema_version: 1\nname: x\nsurprise: 1\n")
+    result = _pytest("tests/acceptance", "--collect-only", "-q", "--campaign", str(bad))
+    assert result.returncode != 0
+    assert "bad.yaml: surprise: unknown key" in result.stdout
+    assert "Traceback" not in result.stdout
+
+
+def _tagged(run_id: str) -> list[int]:
+    """Processes carrying this run's instance tag in their environment (found by tag, not name)."""
+    found = []
+    needle = f"REF2VA_INSTANCE={run_id}/".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
+    evidence = tmp_path / "evidence"
+    result = _pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                     "--evidence-dir", str(evidence))
+    assert result.returncode == 0, result.stdout[-3000:]
+    run = next(p for p in evidence.iterdir() if not p.is_symlink())
+    bundle = json.loads((run / "evidence.json").read_text())
+    assert bundle["status"] == "complete"
+    assert [v["track"] for v in bundle["verdicts"]] == ["5s-lossless"]
+    assert bundle["verdicts"][0]["verdict"] == "inconclusive"  # no candidate, gates still open
+    assert bundle["samples"][0]["ok"] and bundle["samples"][0]["latency_s"] > 0
+    assert all(i["cleanup"]["clean"] for i in bundle["instances"])
+    report = (run / "report.html").read_text()
+    assert "Verdicts per track" in report and "INCONCLUSIVE" in report
+    for text in (report, (run / "evidence.json").read_text(),
+                 *(log.read_text() for log in (run / "logs").iterdir())):
+        assert str(ROOT) not in text and str(tmp_path) not in text
+        assert "127.0.0.1" not in text
+    assert (evidence / "latest").resolve() == run.resolve()
+
+
+def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path) -> None:
+    # 50 steps at 400 ms each: the request is still running when the interrupt comes.
+    campaign = _campaign_copy(tmp_path / "c", profile_args={"step-cost-ms": 400})
+    evidence = tmp_path / "evidence"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "tests/acceptance/test_b0_output.py", "-m",
+         "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        run: Path | None = None
+        while time.monotonic() < deadline:
+            runs = [p for p in evidence.glob("*/logs/*.log") if p.stat().st_size > 0]
+            if runs and "POST" not in runs[0].read_text() and _tagged(runs[0].parents[1].name):
+                run = runs[0].parents[1]
+                break
+            time.sleep(0.2)
+        assert run is not None, "the engine never started"
+        time.sleep(3.0)  # well inside the 20 s request
+        assert _tagged(run.name), "the engine should be running mid-request"
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _tagged(run.name) == [], output[-2000:]
+    bundle = json.loads((run / "evidence.json").read_text())
+    assert bundle["status"] == "interrupted"
+    assert bundle["instances"] and all("cleanup" in i for i in bundle["instances"])
+    assert bundle["instances"][0]["cleanup"]["survivors"] == []
