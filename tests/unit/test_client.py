@@ -71,7 +71,9 @@ def test_request_is_multipart_with_vllm_field_names_and_mime_types() -> None:
         return _ok()
 
     _generate(handler)
-    request = seen[0]
+    # The connection is opened with GET /health before the clock; then the timed POST.
+    assert [r.method for r in seen] == ["GET", "POST"]
+    request = seen[1]
     body = request.content
     assert request.url.path == "/v1/videos/sync"
     assert request.headers["content-type"].startswith("multipart/form-data")
