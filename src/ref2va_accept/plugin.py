@@ -265,7 +265,7 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     state = session.config.stash.get(_STATE, None)
     if state is None or state.bundle is None:
         return
-    prefix.insert(0, verdict_table_html(state))
+    prefix.insert(0, verdict_table_html(state) + samples_table_html(state.bundle))
 
 
 _VERDICT_COLOURS = {"supported": "#1a7f37", "failed": "#cf222e", "inconclusive": "#9a6700"}
@@ -307,6 +307,32 @@ def verdict_table_html(state: RunState) -> str:
         "<th>open checks</th><th>note</th></tr>"
         + "".join(rows)
         + "</table><p>Evidence: evidence.json beside this report.</p>"
+    )
+
+
+def samples_table_html(bundle: EvidenceBundle) -> str:
+    """Every timed request of the run, failed ones included, with its media verdict."""
+    problems = {m["sample_id"]: m["problems"] for m in bundle.data["media"]}
+    rows = []
+    for s in bundle.data["samples"]:
+        latency = f"{s['latency_s']:.3f}" if s.get("latency_s") is not None else "-"
+        server = f"{s['inference_time_s']:.3f}" if s.get("inference_time_s") is not None else "-"
+        found = problems.get(s["sample_id"])
+        media = "-" if found is None else ("complete" if not found else "; ".join(
+            f"{p['code']}: {p['message']}" for p in found))
+        outcome = "ok" if s["ok"] else f"{s['failure']}: {s.get('detail') or ''}"
+        rows.append(
+            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
+                s["track"], s["arm"], s["kind"], s["index"], s["seed"], s["status"], latency,
+                server, outcome, media, s.get("media_file") or "-")) + "</tr>"
+        )
+    return (
+        "<h3>Timed requests</h3>"
+        "<table class='ref2va-samples' border='1' cellpadding='3' "
+        "style='border-collapse:collapse'>"
+        "<tr><th>track</th><th>arm</th><th>kind</th><th>#</th><th>seed</th><th>HTTP</th>"
+        "<th>latency s</th><th>server s</th><th>outcome</th><th>media</th><th>file</th></tr>"
+        + "".join(rows) + "</table>"
     )
 
 

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .campaign import ArmSpec, LoadedCampaign, PinnedFile, duration_class
+from .campaign import ArmSpec, LoadedCampaign, PinnedFile, duration_class, unfilled_fields
 from .client import ClientTimeouts, GenerationRequest, ReferenceFile, Sample, TimedClient
 from .errors import CampaignError, MediaError
 from .media import MediaExpectation, MediaProblem, check_media, probe
@@ -157,6 +157,11 @@ class Arms:
         )
 
     def start(self, track_id: str, arm_id: str = "b0") -> EngineInstance:
+        unfilled = unfilled_fields(self.campaign)
+        if unfilled:
+            # A placeholder model path or pin cannot start anything meaningful.
+            raise CampaignError(f"{self.campaign.path}: cannot start an engine while fields are "
+                                f"unfilled: {', '.join(unfilled)}")
         arm = arm_by_id(self.campaign, arm_id)
         spec = self.launch_spec(track_id, arm)
         record = spec.to_dict() | {"track": track_id, "run": self.evidence.run_id}

@@ -1,0 +1,72 @@
+"""From campaign to launch: the real server's command line, devices and environment."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ref2va_accept.campaign import load_campaign
+from ref2va_accept.errors import CampaignError
+from ref2va_accept.evidence import EvidenceBundle
+from ref2va_accept.sanitize import Sanitizer
+from ref2va_accept.workload import Arms, build_request
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _copy_910c(tmp_path: Path, fill: bool) -> Path:
+    for rel in ("fixtures/inputs/prompt.txt", "fixtures/inputs/reference.png",
+                "fixtures/inputs/reference.wav", "engine/profiles/vllm-omni/b0.yaml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    text = (ROOT / "fixtures/campaigns/910c.yaml").read_text()
+    if fill:
+        text = text.replace(
+            '"<FILL: MiniMax-H3 checkpoint id or path as passed to vllm serve>"', "MiniMax/H3"
+        ).replace(
+            '"<FILL: vllm-omni wheel version + sha256 (and vllm, torch_npu, CANN versions)>"',
+            "vllm-omni==0.30.0",
+        )
+    path = tmp_path / "fixtures/campaigns/910c.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _arms(campaign_path: Path, tmp_path: Path) -> Arms:
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    return Arms(load_campaign(campaign_path), bundle)
+
+
+def test_vllm_omni_arm_launches_vllm_serve_omni_on_the_campaign_devices(tmp_path: Path) -> None:
+    arms = _arms(_copy_910c(tmp_path, fill=True), tmp_path)
+    spec = arms.launch_spec("15s-lossy", arms.campaign.model.baseline)
+    assert spec.argv[:7] == ("vllm", "serve", "MiniMax/H3", "--omni", "--host", "127.0.0.1",
+                             "--port")
+    flags = spec.argv[8:]
+    assert flags.count("--omni") == 0
+    pairs = dict(zip(flags[::2], flags[1::2], strict=False))
+    assert pairs["--task-type"] == "ref2va" and pairs["--ulysses-degree"] == "4"
+    assert "--enforce-eager" in flags
+    assert spec.env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert spec.env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    assert spec.env["VLLM_OMNI_VIDEO_SYNC_TIMEOUT"] == "3600"
+    assert spec.startup_timeout_s == 2100
+
+
+def test_unfilled_placeholders_refuse_to_start_naming_them(tmp_path: Path) -> None:
+    arms = _arms(_copy_910c(tmp_path, fill=False), tmp_path)
+    with pytest.raises(CampaignError, match=r"engine\.model.*engine\.source_pin"):
+        arms.start("5s-lossless")
+
+
+def test_request_carries_the_track_shape_inputs_and_seed(tmp_path: Path) -> None:
+    campaign = load_campaign(_copy_910c(tmp_path, fill=True))
+    request = build_request(campaign, "15s-lossless", campaign.model.baseline, 42)
+    fields = dict(request.fields)
+    assert (fields["width"], fields["height"], fields["num_frames"]) == ("1344", "768", "362")
+    assert fields["seed"] == "42" and fields["num_inference_steps"] == "50"
+    assert '"task":"ref2va"' in fields["extra_params"]
+    assert [r.mime for r in request.references] == ["image/png", "audio/wav"]
