@@ -9,7 +9,6 @@ field, with what was expected and what was found.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -33,8 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from ref2va_accept import __version__
-from ref2va_accept.errors import CampaignError, FreezeError
+from ref2va_accept.errors import CampaignError
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +102,7 @@ class _RuleViolations(ValueError):
     """
 
     def __init__(self, violations: list[tuple[tuple[str | int, ...], str]]) -> None:
-        super().__init__("; ".join(f"{_dotted(loc)}: {msg}" for loc, msg in violations))
+        super().__init__("; ".join(f"{dotted_path(loc)}: {msg}" for loc, msg in violations))
         self.violations = violations
 
 
@@ -124,22 +122,22 @@ def _check_relative_path(value: str) -> str:
     return value
 
 
-def _check_sha256(value: str) -> str:
+def check_sha256(value: str) -> str:
     if is_placeholder(value) or _SHA256.match(value):
         return value
     raise ValueError(f"64 lowercase hex digits or a <FILL: ...> placeholder, found {value!r}")
 
 
 RelPath = Annotated[str, AfterValidator(_check_relative_path)]
-Sha256 = Annotated[str, AfterValidator(_check_sha256)]
+Sha256 = Annotated[str, AfterValidator(check_sha256)]
 
 
-class _Model(BaseModel):
+class StrictModel(BaseModel):
     # strict: a YAML "42" is not silently a seed, 3 is not silently "3" in an env value.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-class PinnedFile(_Model):
+class PinnedFile(StrictModel):
     path: RelPath
     sha256: Sha256
     mime: str | None = None
@@ -165,7 +163,7 @@ class PinnedFile(_Model):
         return data
 
 
-class TrackInputs(_Model):
+class TrackInputs(StrictModel):
     prompt: PinnedFile
     reference_image: PinnedFile
     reference_audio: PinnedFile | None = None
@@ -183,7 +181,7 @@ class TrackInputs(_Model):
         return self
 
 
-class RequestShape(_Model):
+class RequestShape(StrictModel):
     width: int
     height: int
     fps: int = H3_FPS
@@ -216,7 +214,7 @@ class RequestShape(_Model):
         return self
 
 
-class Track(_Model):
+class Track(StrictModel):
     duration_s: float
     num_frames: int
     request: RequestShape
@@ -240,12 +238,12 @@ class Track(_Model):
         return quality_class(self.track_id)
 
 
-class TimeoutSet(_Model):
+class TimeoutSet(StrictModel):
     request_s: float = Field(gt=0)
     connect_s: float = Field(default=10, gt=0)
 
 
-class Protocol(_Model):
+class Protocol(StrictModel):
     warmups: int = Field(ge=0)
     repeats: int = Field(ge=1)
     ordering: Literal["AB", "ABBA", "ABA"]
@@ -254,13 +252,13 @@ class Protocol(_Model):
     timeouts: dict[DurationClass, TimeoutSet]
 
 
-class Budget(_Model):
+class Budget(StrictModel):
     max_candidates: int = Field(default=12, ge=0)
     max_wall_hours: float = Field(default=16, gt=0)
     max_logical_device_hours: float = Field(default=64, gt=0)
 
 
-class EngineSpec(_Model):
+class EngineSpec(StrictModel):
     kind: Literal["reference", "vllm-omni"]
     model: str
     command: list[str] | None = Field(default=None, min_length=1)
@@ -278,7 +276,7 @@ class EngineSpec(_Model):
         return ["vllm"]
 
 
-class DeviceSpec(_Model):
+class DeviceSpec(StrictModel):
     kind: Literal["none", "npu", "cuda"]
     visible: list[int] = []
     visibility_env: str | None = None
@@ -307,7 +305,7 @@ class DeviceSpec(_Model):
         return self
 
 
-class ArmSpec(_Model):
+class ArmSpec(StrictModel):
     id: str
     profile: RelPath
     request: dict[str, str | int | float | bool] = {}
@@ -337,7 +335,7 @@ def _env_violations(env: Mapping[str, str], where: str) -> list[tuple[tuple[str 
     ]
 
 
-class Campaign(_Model):
+class Campaign(StrictModel):
     schema_version: Literal[1]
     name: str
     description: str = ""
@@ -426,7 +424,7 @@ def _track_violations(track_id: str, track: Track) -> list[tuple[tuple[str | int
 ArgValue = bool | int | float | str | list[Any] | dict[str, Any]
 
 
-class LaunchProfile(_Model):
+class LaunchProfile(StrictModel):
     name: str
     description: str = ""
     declared: Literal["baseline", "lossless", "lossy"]
@@ -504,7 +502,7 @@ def _read_mapping(path: Path, display: str) -> dict[str, Any]:
     return data
 
 
-def _dotted(loc: tuple[str | int, ...]) -> str:
+def dotted_path(loc: tuple[str | int, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -543,7 +541,7 @@ def _model_at(root: type[BaseModel], loc: tuple[str | int, ...]) -> type[BaseMod
     )
 
 
-def _show(value: Any, limit: int = 80) -> str:
+def show_value(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     text = repr(text) if isinstance(value, str) else text
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -555,7 +553,9 @@ def _error_lines(display: str, root: type[BaseModel], exc: ValidationError) -> l
         loc = tuple(err["loc"])
         inner = err.get("ctx", {}).get("error")
         if isinstance(inner, _RuleViolations):
-            lines += [f"{display}: {_dotted(loc + sub)}: {msg}" for sub, msg in inner.violations]
+            lines += [
+                f"{display}: {dotted_path(loc + sub)}: {msg}" for sub, msg in inner.violations
+            ]
             continue
         if err["type"] == "extra_forbidden":
             parent = _model_at(root, loc[:-1])
@@ -566,14 +566,14 @@ def _error_lines(display: str, root: type[BaseModel], exc: ValidationError) -> l
         elif isinstance(inner, Exception):
             msg = str(inner)
         else:
-            msg = f"{err['msg']}, found {_show(err['input'])}"
+            msg = f"{err['msg']}, found {show_value(err['input'])}"
             if is_placeholder(err["input"]):
                 msg += " (a <FILL: ...> placeholder is allowed only where text is expected)"
-        lines.append(f"{display}: {_dotted(loc)}: {msg}")
+        lines.append(f"{display}: {dotted_path(loc)}: {msg}")
     return lines
 
 
-def _validate(model: type[_M], data: dict[str, Any], display: str) -> _M:
+def validate_model(model: type[_M], data: dict[str, Any], display: str) -> _M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -581,7 +581,7 @@ def _validate(model: type[_M], data: dict[str, Any], display: str) -> _M:
 
 
 def _load_profile(path: Path, display: str) -> LaunchProfile:
-    return _validate(LaunchProfile, _read_mapping(path, display), display)
+    return validate_model(LaunchProfile, _read_mapping(path, display), display)
 
 
 def load_profile(path: str | os.PathLike[str]) -> LaunchProfile:
@@ -658,30 +658,11 @@ class LoadedCampaign:
 def load_campaign(path: str | os.PathLike[str]) -> LoadedCampaign:
     """Load and validate a campaign file. Placeholders load fine; they only block freezing."""
     display = os.fspath(path)
-    model = _validate(Campaign, _read_mapping(Path(path), display), display)
+    model = validate_model(Campaign, _read_mapping(Path(path), display), display)
     return LoadedCampaign(path=Path(path), model=model)
 
 
-# --------------------------------------------------------------------------- canonical form
-
-
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
-
-
-def canonical_campaign(campaign: LoadedCampaign) -> dict[str, Any]:
-    """The campaign as JSON-ready data with sorted keys: what the lock hashes."""
-    result: dict[str, Any] = _sorted(campaign.model.model_dump(mode="json"))
-    return result
-
-
-def _canonical_sha256(canonical: Mapping[str, Any]) -> str:
-    body = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+# --------------------------------------------------------------------------- placeholders
 
 
 def _placeholders(value: Any, loc: tuple[str | int, ...] = ()) -> Iterator[str]:
@@ -692,7 +673,7 @@ def _placeholders(value: Any, loc: tuple[str | int, ...] = ()) -> Iterator[str]:
         for i, item in enumerate(value):
             yield from _placeholders(item, (*loc, i))
     elif is_placeholder(value):
-        yield _dotted(loc)
+        yield dotted_path(loc)
 
 
 def unfilled_fields(campaign: LoadedCampaign) -> list[str]:
@@ -710,191 +691,3 @@ def unfilled_fields(campaign: LoadedCampaign) -> list[str]:
             continue  # a broken profile is reported by freeze and by profile(), not here
         found += [f"profile {rel}: {p}" for p in _placeholders(prof.model_dump(mode="json"))]
     return found
-
-
-def campaign_files(campaign: LoadedCampaign) -> dict[str, Path]:
-    """Every file the campaign depends on, keyed by its posix path relative to the campaign."""
-    rels = [arm.profile for arm in campaign.model.arms()]
-    rels += [pinned.path for _, pinned in campaign.pinned_inputs()]
-    return {
-        posixpath.normpath(rel): campaign.resolve(rel)
-        for rel in sorted(set(rels))
-        if not is_placeholder(rel)
-    }
-
-
-def lock_path(campaign_path: str | os.PathLike[str]) -> Path:
-    path = Path(campaign_path)
-    return path.with_name(f"{path.stem}.lock.json")
-
-
-def _file_sha256(path: Path) -> str | None:
-    try:
-        digest = hashlib.sha256()
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
-    except FileNotFoundError:
-        return None
-
-
-def _short(sha: str) -> str:
-    return f"{sha[:8]}…"
-
-
-def _pin_problems(campaign: LoadedCampaign, hashes: Mapping[str, str | None]) -> list[str]:
-    problems: list[str] = []
-    done: set[str] = set()
-    for _, pinned in campaign.pinned_inputs():
-        rel = posixpath.normpath(pinned.path)
-        found = hashes.get(rel)
-        if is_placeholder(pinned.sha256) or found is None or rel in done:
-            continue
-        done.add(rel)
-        if found != pinned.sha256:
-            problems.append(
-                f"file {rel}: pinned sha256 {_short(pinned.sha256)}, found {_short(found)}"
-            )
-    return problems
-
-
-# --------------------------------------------------------------------------- freeze / verify
-
-
-def freeze(path: str | os.PathLike[str]) -> Path:
-    """Write the lock beside the campaign, or refuse with every reason named."""
-    campaign = load_campaign(path)
-    files = campaign_files(campaign)
-    hashes = {rel: _file_sha256(p) for rel, p in files.items()}
-    problems = [f"{f}: unfilled placeholder" for f in unfilled_fields(campaign)]
-    problems += [f"file {rel}: missing" for rel, sha in hashes.items() if sha is None]
-    problems += _pin_problems(campaign, hashes)
-    for arm in campaign.model.arms():
-        if not is_placeholder(arm.profile) and hashes.get(posixpath.normpath(arm.profile)):
-            try:
-                campaign.profile(arm)
-            except CampaignError as exc:
-                problems.append(str(exc))
-    for loc, pinned in campaign.pinned_inputs():
-        rel = posixpath.normpath(pinned.path)
-        if loc.endswith(".prompt") and hashes.get(rel):
-            text = campaign.resolve(pinned.path).read_bytes()
-            try:
-                if not text.decode("utf-8").strip():
-                    problems.append(f"file {rel}: a prompt, found an empty file")
-            except UnicodeDecodeError:
-                problems.append(f"file {rel}: a UTF-8 text prompt, found undecodable bytes")
-    if problems:
-        listed = "\n".join(f"  {p}" for p in dict.fromkeys(problems))
-        raise FreezeError(f"{campaign.path}: cannot freeze:\n{listed}")
-
-    canonical = canonical_campaign(campaign)
-    lock = {
-        "schema": LOCK_SCHEMA,
-        "harness_version": __version__,
-        "campaign_sha256": _canonical_sha256(canonical),
-        "campaign": canonical,
-        "files": {rel: sha for rel, sha in hashes.items() if sha is not None},
-    }
-    target = lock_path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(lock, sort_keys=True, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    os.replace(tmp, target)  # a reader never sees half a lock
-    logger.info("froze %s -> %s (%s)", campaign.path, target, lock["campaign_sha256"])
-    return target
-
-
-class _Lock(_Model):
-    # the lock's own strings are hashes and names; strict keeps a hand edit from sneaking through
-    schema_: Literal["ref2va-lock/1"] = Field(alias="schema")
-    harness_version: str
-    campaign_sha256: Annotated[str, AfterValidator(_check_sha256)]
-    campaign: dict[str, Any]
-    files: dict[str, Annotated[str, AfterValidator(_check_sha256)]]
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
-
-
-@dataclass(frozen=True)
-class FreezeStatus:
-    state: Literal["frozen", "not_frozen", "drifted"]
-    problems: tuple[str, ...]
-    unfilled: tuple[str, ...]
-    lock_sha256: str | None
-
-    @property
-    def ok(self) -> bool:
-        return self.state == "frozen" and not self.unfilled
-
-    @property
-    def cap_reason(self) -> str | None:
-        """The verdict cap this status imposes (protocol.md, verdict order step 1)."""
-        if self.ok:
-            return None
-        if self.state == "not_frozen":
-            return "protocol_not_frozen"
-        return "protocol_deviation"
-
-
-def _diff(locked: Any, now: Any, loc: tuple[str | int, ...] = ()) -> Iterator[str]:
-    if isinstance(locked, dict) and isinstance(now, dict):
-        for key in sorted(set(locked) | set(now)):
-            if key not in now:
-                yield f"{_dotted((*loc, key))}: locked {_show(locked[key])}, now absent"
-            elif key not in locked:
-                yield f"{_dotted((*loc, key))}: absent in the lock, now {_show(now[key])}"
-            else:
-                yield from _diff(locked[key], now[key], (*loc, key))
-    elif isinstance(locked, list) and isinstance(now, list) and len(locked) == len(now):
-        for i, (a, b) in enumerate(zip(locked, now, strict=True)):
-            yield from _diff(a, b, (*loc, i))
-    elif locked != now or type(locked) is not type(now):
-        yield f"{_dotted(loc)}: locked {_show(locked)}, now {_show(now)}"
-
-
-def verify(path: str | os.PathLike[str]) -> FreezeStatus:
-    """Compare the campaign and its files with the lock; drift is reported, never raised."""
-    campaign = load_campaign(path)
-    unfilled = tuple(unfilled_fields(campaign))
-    target = lock_path(path)
-    try:
-        raw = target.read_bytes()
-    except FileNotFoundError:
-        return FreezeStatus("not_frozen", (f"{target}: no lock; freeze the campaign first",),
-                            unfilled, None)  # fmt: skip
-    lock_sha = hashlib.sha256(raw).hexdigest()
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CampaignError(f"{target}: malformed lock: {exc}") from None
-    if not isinstance(data, dict):
-        raise CampaignError(f"{target}: top level: a JSON object, found {type(data).__name__}")
-    lock = _validate(_Lock, data, os.fspath(target))
-
-    problems: list[str] = []
-    if lock.harness_version != __version__:
-        problems.append(f"harness_version: locked {lock.harness_version}, now {__version__}")
-    if _canonical_sha256(lock.campaign) != lock.campaign_sha256:
-        problems.append("campaign_sha256: does not match the lock's own campaign (edited by hand?)")
-    problems += _diff(lock.campaign, canonical_campaign(campaign))
-
-    files = campaign_files(campaign)
-    hashes = {rel: _file_sha256(p) for rel, p in files.items()}
-    for rel in sorted(set(files) | set(lock.files)):
-        if rel not in files:
-            problems.append(f"file {rel}: in the lock, no longer used by the campaign")
-        elif rel not in lock.files:
-            problems.append(f"file {rel}: not in the lock")
-        elif hashes[rel] is None:
-            problems.append(f"file {rel}: missing")
-        elif hashes[rel] != lock.files[rel]:
-            found = hashes[rel] or ""
-            problems.append(
-                f"file {rel}: locked sha256 {_short(lock.files[rel])}, found {_short(found)}"
-            )
-    problems += _pin_problems(campaign, hashes)
-    state: Literal["frozen", "drifted"] = "drifted" if problems else "frozen"
-    if problems:
-        logger.warning("%s drifted from its lock: %d problem(s)", campaign.path, len(problems))
-    return FreezeStatus(state, tuple(problems), unfilled, lock_sha)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .campaign import freeze, lock_path, verify
 from .errors import Ref2VAError
+from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, probe
 
 log = logging.getLogger("ref2va_accept")

@@ -2,8 +2,9 @@
 
 The clock (monotonic) starts just before the request is handed to the transport and stops after
 the last body byte arrived. Building the multipart body, opening the connection, hashing and
-writing the MP4 happen outside the clock. Every outcome, including non-200, timeouts, lost connections and truncated
-bodies, comes back as a Sample with a reason; the harness never loses a sample to an exception.
+writing the MP4 happen outside the clock. Every outcome, including non-200, timeouts, lost
+connections and truncated bodies, comes back as a Sample with a reason; the harness never loses a
+sample to an exception.
 """
 
 from __future__ import annotations

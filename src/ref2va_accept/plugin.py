@@ -18,18 +18,10 @@ from typing import Any
 import pytest
 from pytest_html.basereport import BaseReport
 
-from .campaign import (
-    TRACK_IDS,
-    FreezeStatus,
-    LoadedCampaign,
-    canonical_campaign,
-    duration_class,
-    load_campaign,
-    quality_class,
-    verify,
-)
+from .campaign import TRACK_IDS, LoadedCampaign, duration_class, load_campaign, quality_class
 from .errors import CampaignError, Ref2VAError
 from .evidence import EvidenceBundle, new_run_id
+from .lock import FreezeStatus, canonical_campaign, verify
 from .sanitize import Sanitizer
 from .server import REGISTRY, CleanupAudit
 from .verdicts import CheckResult, TrackVerdict, judge

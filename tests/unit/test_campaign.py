@@ -18,21 +18,23 @@ from hypothesis import strategies as st
 
 from ref2va_accept.campaign import (
     TRACK_IDS,
-    FreezeStatus,
     LaunchProfile,
     LoadedCampaign,
-    campaign_files,
-    canonical_campaign,
     duration_class,
-    freeze,
     load_campaign,
     load_profile,
-    lock_path,
     quality_class,
     unfilled_fields,
-    verify,
 )
 from ref2va_accept.errors import CampaignError, FreezeError
+from ref2va_accept.lock import (
+    FreezeStatus,
+    campaign_files,
+    canonical_campaign,
+    freeze,
+    lock_path,
+    verify,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "fixtures" / "campaigns"
@@ -481,3 +483,9 @@ def test_canonical_hash_ignores_yaml_key_order(tmp_path: Path, rng: random.Rando
 
     data = _campaign()
     assert digest(_shuffled(copy.deepcopy(data), rng)) == digest(data)
+
+
+def test_shipped_reference_campaign_is_frozen_and_clean() -> None:
+    # CI judges against this campaign: an edit without a new freeze would cap every verdict.
+    status = verify(SHIPPED / "reference.yaml")
+    assert status.ok, status.problems
