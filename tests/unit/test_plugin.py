@@ -148,3 +148,33 @@ def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path)
     assert bundle["status"] == "interrupted"
     assert bundle["instances"] and all("cleanup" in i for i in bundle["instances"])
     assert bundle["instances"][0]["cleanup"]["survivors"] == []
+
+
+def _run_5s_lossless(campaign: Path, evidence: Path) -> dict[str, object]:
+    result = _pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                     "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    assert result.returncode == 0, result.stdout[-3000:]
+    run = next(p for p in evidence.iterdir() if not p.is_symlink())
+    bundle: dict[str, object] = json.loads((run / "evidence.json").read_text())
+    return bundle
+
+
+def test_unfrozen_campaign_runs_but_caps_verdicts(tmp_path: Path) -> None:
+    bundle = _run_5s_lossless(_campaign_copy(tmp_path / "c"), tmp_path / "evidence")
+    assert bundle["campaign"]["freeze"]["state"] == "not_frozen"  # type: ignore[index]
+    verdict = bundle["verdicts"][0]  # type: ignore[index]
+    assert verdict["verdict"] == "inconclusive"
+    assert "protocol_not_frozen" in verdict["reasons"]
+
+
+def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
+    from ref2va_accept.lock import freeze
+
+    campaign = _campaign_copy(tmp_path / "c")
+    freeze(campaign)
+    (campaign.parent / "inputs" / "prompt.txt").write_text("a different prompt\n")
+    bundle = _run_5s_lossless(campaign, tmp_path / "evidence")
+    freeze_state = bundle["campaign"]["freeze"]  # type: ignore[index]
+    assert freeze_state["state"] == "drifted"
+    assert any("prompt.txt" in p for p in freeze_state["problems"])
+    assert "protocol_deviation" in bundle["verdicts"][0]["reasons"]  # type: ignore[index]
