@@ -297,6 +297,14 @@ class EngineInstance:
         self._wait_gone(spec.shutdown_grace_s)
         stubborn = self._living()
         needed_kill = tuple(_record(p) for p in stubborn)
+        main_exited = self._popen.poll() is not None
+        if stubborn and main_exited and not port_is_free(spec.port):
+            # The server is gone but something it started still listens: the next instance
+            # could not bind, or would share the port with a ghost.
+            problems.append(
+                f"port {spec.port} still held after the main process exited, by one of: "
+                + ", ".join(f"{r.name}[{r.pid}]" for r in needed_kill)
+            )
         if stubborn:
             problems.append(
                 f"{len(stubborn)} process(es) still alive {spec.shutdown_grace_s:g} s after "

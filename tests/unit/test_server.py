@@ -160,6 +160,36 @@ def test_port_held_by_an_unknown_process_fails_the_audit(tmp_path: Path,
         os.kill(holder, signal.SIGKILL)  # the holder this test made, by pid, never by name
 
 
+HOLDER_ENGINE = textwrap.dedent('''
+    import http.server, os, signal, subprocess, sys
+    port = int(sys.argv[1])
+    server = http.server.HTTPServer(("127.0.0.1", port), http.server.BaseHTTPRequestHandler)
+    server.RequestHandlerClass = type("H", (http.server.BaseHTTPRequestHandler,), {
+        "do_GET": lambda self: (self.send_response(200), self.send_header("Content-Length", "0"),
+                                self.end_headers()),
+        "log_message": lambda self, *a: None})
+    os.set_inheritable(server.fileno(), True)
+    # A child of ours (it keeps the instance tag) that holds the listener and ignores SIGTERM.
+    subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+        pass_fds=(server.fileno(),))
+    server.serve_forever()
+''')
+
+
+def test_child_holding_the_port_after_main_exit_is_named(tmp_path: Path) -> None:
+    script = tmp_path / "holder_engine.py"
+    script.write_text(HOLDER_ENGINE)
+    port = free_port()
+    spec = LaunchSpec(arm_id="b0", instance_id=f"holder-{port}",
+                      argv=(sys.executable, str(script), str(port)), env={}, cwd=tmp_path,
+                      port=port, startup_timeout_s=10, shutdown_grace_s=1.0,
+                      log_path=tmp_path / "holder.log")
+    audit = start_instance(spec, InstanceRegistry()).stop()
+    assert any("still held after the main process exited" in p for p in audit.problems)
+    assert audit.survivors == () and audit.port_free  # then killed, and the port came free
+
+
 def test_stop_is_idempotent(tmp_path: Path, fake_engine: Path) -> None:
     instance = EngineInstance(_spec(tmp_path, fake_engine, "healthy"))
     instance.start()
