@@ -11,11 +11,65 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.reference.errors import ProfileError
 
 ENGINE_NAME = "reference"
+# Depth of the reference DiT; Cache-DiT's Fn/Bn block counts are checked against it at load time.
+DIT_BLOCKS = 6
+
+
+class CacheDitConfig(BaseModel):
+    """``--cache-config`` for ``cache_dit``: Cache-DiT's DBCache keys, with its defaults."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    Fn_compute_blocks: int = Field(1, ge=1, le=DIT_BLOCKS)
+    Bn_compute_blocks: int = Field(0, ge=0, le=DIT_BLOCKS)
+    max_warmup_steps: int = Field(4, ge=0)
+    residual_diff_threshold: float = Field(0.04, ge=0.0)
+    max_continuous_cached_steps: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _leaves_middle_blocks(self) -> CacheDitConfig:
+        if self.Fn_compute_blocks + self.Bn_compute_blocks >= DIT_BLOCKS:
+            raise ValueError(
+                f"Fn_compute_blocks + Bn_compute_blocks must leave a middle block to cache "
+                f"(the reference DiT has {DIT_BLOCKS} blocks), got "
+                f"{self.Fn_compute_blocks} + {self.Bn_compute_blocks}"
+            )
+        return self
+
+
+class KvOffloadConfig(BaseModel):
+    """``--kv-offload-config``: H3's cross-step reference K/V reuse (host tiers not modelled)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    mode: Literal["tier1", "tier2"] = "tier1"
+    # 1 recomputes every step (exact); 0 populates once per request; N > 1 refreshes every N steps.
+    kv_refresh_interval: int = Field(1, ge=0)
+    kv_host_quantization: Literal["none"] = "none"  # fp8/int8 host copies are not implemented
+    skip_reference_projection: Literal[False] = False  # not implemented; refused when true
+
+
+class CostModel(BaseModel):
+    """Declared device time per unit of work actually computed, slept once per denoising step.
+
+    Units: ``block_ms`` per DiT block per pass per step; ``text_kv_ms`` per cross-attention K/V
+    projection (one per block per pass when computed); ``ref_kv_ms`` per reference K/V projection
+    (one per block per step when computed); ``step_ms`` per step whatever ran (the old
+    ``step-cost-ms``); ``decode_ms_per_frame`` per output frame, charged once at decode.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    block_ms: float = Field(0.0, ge=0.0)
+    text_kv_ms: float = Field(0.0, ge=0.0)
+    ref_kv_ms: float = Field(0.0, ge=0.0)
+    step_ms: float = Field(0.0, ge=0.0)
+    decode_ms_per_frame: float = Field(0.0, ge=0.0)
 
 
 class EngineArgs(BaseModel):
@@ -25,15 +79,62 @@ class EngineArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, frozen=True)
 
     served_model_name: str = Field("ref2va-reference", alias="served-model-name", min_length=1)
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    # "auto" is float32 here (the real server's auto is bf16); bfloat16 is the reduced-precision
+    # candidate and is reported as an approximate path.
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    # Compile is not implemented: eager always runs, and enabled_path.json says "eager".
     enforce_eager: bool = Field(False, alias="enforce-eager")
-    # Reference-only: device time declared per denoising step, slept by the synthetic generator so
-    # that latency-sensitive scenarios have something to measure.
+    # "auto" takes CUDA or an NPU when torch sees one; noise is drawn on the CPU either way.
+    device: Literal["cpu", "auto", "cuda", "npu"] = "cpu"
+    cache_backend: Literal["none", "cache_dit"] = Field("none", alias="cache-backend")
+    cache_config: CacheDitConfig | None = Field(None, alias="cache-config")
+    kv_offload_config: KvOffloadConfig | None = Field(None, alias="kv-offload-config")
+    # Reference-only, LOSSLESS: text/ref-audio cross-attention K/V computed once per request.
+    text_kv_precompute: bool = Field(False, alias="text-kv-precompute")
+    # Reference-only: "split_k" splits one projection's reduction in two halves (not bit-exact).
+    reduction_order: Literal["standard", "split_k"] = Field("standard", alias="reduction-order")
+    # Reference-only: declared device time (see CostModel); unset falls back to the
+    # REF2VA_REFERENCE_COST_MODEL environment variable, then to zeros.
+    cost_model: CostModel | None = Field(None, alias="cost-model")
+    # Reference-only: shorthand for ``cost-model: {step_ms: N}``, kept for existing profiles.
     step_cost_ms: float = Field(0.0, alias="step-cost-ms", ge=0.0)
+    # Reference-only: torch intra-op threads; bit-exactness is promised per thread count.
+    torch_threads: int = Field(1, alias="torch-threads", ge=1, le=256)
     # Reference-only: mixed into every latent seed, so a test can stand up a "different model".
     seed_salt: int = Field(0, alias="seed-salt")
     # Reference-only: one cap for every reference upload, so tests can hit the limit cheaply.
     max_upload_mib: float | None = Field(None, alias="max-upload-mib", gt=0.0)
+
+    @model_validator(mode="after")
+    def _cache_config_needs_cache_dit(self) -> EngineArgs:
+        if self.cache_config is not None and self.cache_backend != "cache_dit":
+            raise ValueError("cache-config is given but cache-backend is not cache_dit")
+        return self
+
+    # --- Profiling and fault injection (issue 3, items 5 and 6) --------------------------------
+    # Kept together at the end; engine/reference/profiling.py and faults.py own their meaning.
+    # vLLM's ``--profiler-config``: its ProfilerConfig keys (profiler, torch_profiler_dir, ...);
+    # with a profiler set, /start_profile and /stop_profile exist.
+    profiler_config: dict[str, Any] | None = Field(None, alias="profiler-config")
+    # vLLM-Omni's flag: per-stage seconds in X-Stage-Durations and the job's stage_durations.
+    enable_diffusion_pipeline_profiler: bool = Field(
+        False, alias="enable-diffusion-pipeline-profiler"
+    )
+    # Reference-only: a deliberate fault, for testing the judge (names in faults.FAULT_NAMES).
+    fault: str | None = None
+    # Reference-only: the denoising step crash/hang/http_500 strike at (default: the middle one).
+    fault_at_step: int | None = Field(None, alias="fault-at-step", ge=1)
+
+    @model_validator(mode="after")
+    def _known_profiler_config_and_fault(self) -> EngineArgs:
+        # Imported here so that this block stays self-contained; both are leaf modules.
+        from engine.reference.faults import FAULT_NAMES, unknown_fault_message  # noqa: PLC0415
+        from engine.reference.profiling import check_profiler_config  # noqa: PLC0415
+
+        check_profiler_config(self.profiler_config)
+        if self.fault is not None and self.fault not in FAULT_NAMES:
+            raise ValueError(unknown_fault_message(self.fault))
+        return self
 
 
 class LaunchProfile(BaseModel):

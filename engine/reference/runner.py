@@ -12,14 +12,19 @@ import logging
 import resource
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from engine.reference.errors import GenerationCancelled
 from engine.reference.generator import GenerationSpec, VideoGenerator
 from engine.reference.mux import encode_mp4
+from engine.reference.profiling import StageClock
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def peak_memory_mb() -> float:
@@ -70,12 +75,20 @@ class Generation:
 class GenerationRunner:
     """Admits generations, runs them in order on one thread, and stops them on shutdown."""
 
-    def __init__(self, generator: VideoGenerator) -> None:
+    def __init__(self, generator: VideoGenerator, *, pipeline_profiler: bool = False) -> None:
         self._generator = generator
+        # vLLM-Omni's --enable-diffusion-pipeline-profiler: per-stage times in the result.
+        self._pipeline_profiler = pipeline_profiler
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ref2va-engine")
         self._live: dict[str, Generation] = {}
         self._lock = threading.Lock()
         self._closed = False
+
+    def validate(self, spec: GenerationSpec) -> None:
+        """Let the generator refuse (400) what it cannot honour, before any job exists."""
+        validate = getattr(self._generator, "validate", None)
+        if validate is not None:
+            validate(spec)
 
     def submit(self, request_id: str, spec: GenerationSpec) -> Generation:
         generation = Generation(request_id=request_id, spec=spec)
@@ -106,7 +119,10 @@ class GenerationRunner:
         generation.started.set()
         started = time.perf_counter()
         logger.info("generation %s started", generation.request_id)
+        clock = StageClock() if self._pipeline_profiler else None
         media = self._generator.generate(generation.spec, generation)
+        if clock is not None:
+            media = clock.generated(media)
         video_bytes = encode_mp4(media, generation.check)
         generation.progress = 100
         logger.info(
@@ -117,12 +133,19 @@ class GenerationRunner:
         )
         return GenerationResult(
             video_bytes=video_bytes,
-            # Empty unless a pipeline profiler is on, as on the real server.
-            stage_durations={},
+            # Empty unless the pipeline profiler is on, as on the real server.
+            stage_durations=clock.durations() if clock is not None else {},
             peak_memory_mb=peak_memory_mb(),
             num_frames=media.num_frames,
             fps=media.fps,
         )
+
+    def call_on_engine_thread(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the engine thread, in order with the generations around it.
+
+        For what must happen on the thread that computes, such as starting torch's profiler.
+        """
+        return self._executor.submit(work)
 
     @property
     def closed(self) -> bool:

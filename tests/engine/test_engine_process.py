@@ -14,18 +14,16 @@ from tests.engine.conftest import probe, running_engine, write_profile
 pytestmark = pytest.mark.engine
 
 
-def test_362_frames_in_seconds(client: httpx.Client) -> None:
-    started = time.monotonic()
+def test_362_frames_come_back_complete(client: httpx.Client) -> None:
+    # Speed is measured by benchmarks/reference_engine.py, never by a timed test.
     response = client.post(
         "/v1/videos/sync",
         data={"prompt": "waves", "width": "96", "height": "64", "num_frames": "362", "seed": "1"},
     )
-    elapsed = time.monotonic() - started
     assert response.status_code == 200, response.text
     media = probe(response.content)
     assert media.video_frames == 362
     assert media.audio_duration_s == pytest.approx(round(362 * 32_000 / 24) / 32_000, abs=1e-6)
-    assert elapsed < 10.0
 
 
 def test_sigterm_during_generation_exits_promptly(tmp_path: Path) -> None:

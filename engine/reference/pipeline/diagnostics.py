@@ -1,0 +1,157 @@
+"""Request-owned diagnostics: comparison-point tensors as safetensors and ``enabled_path.json``.
+
+A request opts in with ``extra_params.acceptance``: ``{"dump_dir": ABS_PATH, "points": [...]}``
+(or ``"points": "all"``). The folder must lie under a root allowed at launch
+(``REF2VA_DIAGNOSTICS_ROOT``, roots separated by ``os.pathsep``). A request without the block
+gets a :class:`NoDumps`, whose ``wants`` is always false, so the pipeline never copies a tensor it
+would not write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+from engine.reference.errors import bad_request
+
+logger = logging.getLogger(__name__)
+
+DIAGNOSTICS_ROOT_ENV = "REF2VA_DIAGNOSTICS_ROOT"
+FIXED_POINTS = (
+    "cond.text",
+    "cond.image",
+    "cond.audio",
+    "latent.video",
+    "latent.audio",
+    "decoded.video",
+    "decoded.audio",
+)
+STEP_POINT = re.compile(r"^dit\.step(\d{3})$")
+ENABLED_PATH_FILE = "enabled_path.json"
+
+
+def step_point(step: int) -> str:
+    return f"dit.step{step:03d}"
+
+
+def allowed_roots() -> tuple[Path, ...]:
+    """Roots named at launch; read once, when the generator is built."""
+    raw = os.environ.get(DIAGNOSTICS_ROOT_ENV, "")
+    return tuple(Path(part).resolve() for part in raw.split(os.pathsep) if part.strip())
+
+
+def _valid_names(steps: int) -> str:
+    return (
+        f"{', '.join(FIXED_POINTS)}, dit.stepNNN for NNN in 000..{steps - 1:03d} "
+        '(zero-padded), or "all"'
+    )
+
+
+class NoDumps:
+    """The diagnostics of a request that asked for none: wants nothing, writes nothing."""
+
+    enabled = False
+
+    def wants(self, point: str) -> bool:
+        return False
+
+    def put(self, point: str, tensor: torch.Tensor) -> None:
+        raise AssertionError(f"{point} written without a dump request")
+
+    def finish(self, enabled_path: Mapping[str, Any]) -> None:
+        return None
+
+
+class Dumps:
+    """Writes each wanted point as ``<dump_dir>/<point>.safetensors`` when it is produced."""
+
+    enabled = True
+
+    def __init__(self, folder: Path, points: frozenset[str]) -> None:
+        self.folder = folder
+        self.points = points
+        self.written: list[str] = []
+
+    def wants(self, point: str) -> bool:
+        return point in self.points
+
+    def put(self, point: str, tensor: torch.Tensor) -> None:
+        # one tensor per file, named after the point; contiguous CPU copy for safetensors
+        save_file(
+            {point: tensor.detach().to("cpu").contiguous()}, self.folder / f"{point}.safetensors"
+        )
+        self.written.append(point)
+
+    def finish(self, enabled_path: Mapping[str, Any]) -> None:
+        body = {**enabled_path, "points_written": list(self.written)}
+        (self.folder / ENABLED_PATH_FILE).write_text(
+            json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        logger.info(
+            "diagnostics: %d points and %s in %s", len(self.written), ENABLED_PATH_FILE, self.folder
+        )
+
+
+def parse_request(
+    extra_params: Mapping[str, Any], steps: int, roots: tuple[Path, ...]
+) -> tuple[Path, frozenset[str]] | None:
+    """Validate a request's acceptance block; None when it has none. Raises a 400 otherwise."""
+    block = extra_params.get("acceptance")
+    if block is None:
+        return None
+    if not isinstance(block, dict) or set(block) - {"dump_dir", "points"}:
+        raise bad_request(
+            "extra_params.acceptance must be an object with keys 'dump_dir' and 'points'."
+        )
+    if not roots:
+        raise bad_request(
+            f"Diagnostics are disabled on this server: {DIAGNOSTICS_ROOT_ENV} was not set at "
+            "launch, so extra_params.acceptance cannot be honoured."
+        )
+    raw_dir = block.get("dump_dir")
+    if not isinstance(raw_dir, str) or not os.path.isabs(raw_dir):
+        raise bad_request(
+            f"extra_params.acceptance.dump_dir must be an absolute path, got {raw_dir!r}."
+        )
+    if ".." in Path(raw_dir).parts:
+        raise bad_request(f"extra_params.acceptance.dump_dir must not contain '..': {raw_dir}.")
+    folder = Path(raw_dir).resolve()
+    if not any(folder == root or folder.is_relative_to(root) for root in roots):
+        raise bad_request(
+            f"extra_params.acceptance.dump_dir {raw_dir} is outside the diagnostics roots "
+            f"allowed at launch ({DIAGNOSTICS_ROOT_ENV})."
+        )
+    points = block.get("points")
+    all_points = frozenset(FIXED_POINTS) | {step_point(step) for step in range(steps)}
+    if points == "all":
+        chosen = all_points
+    elif isinstance(points, list) and points and all(isinstance(p, str) for p in points):
+        unknown = [p for p in points if p not in all_points]
+        if unknown:
+            raise bad_request(
+                f"extra_params.acceptance.points: unknown comparison point(s) {unknown}; "
+                f"valid names: {_valid_names(steps)}."
+            )
+        chosen = frozenset(points)
+    else:
+        raise bad_request(
+            'extra_params.acceptance.points must be "all" or a non-empty list of names; '
+            f"valid names: {_valid_names(steps)}."
+        )
+    return folder, chosen
+
+
+def open_dumps(target: tuple[Path, frozenset[str]] | None) -> Dumps | NoDumps:
+    if target is None:
+        return NoDumps()
+    folder, points = target
+    folder.mkdir(parents=True, exist_ok=True)
+    return Dumps(folder, points)

@@ -1,0 +1,65 @@
+"""Diagnostics over HTTP: the acceptance block is checked while the form is parsed (a 400, no
+job), and an accepted one leaves its points and enabled_path.json before the response returns."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.reference.app import create_app
+from engine.reference.pipeline.diagnostics import DIAGNOSTICS_ROOT_ENV
+from engine.reference.profile import load_profile
+from tests.engine.asgi_engine import AsgiEngine
+from tests.engine.conftest import B0_PROFILE
+
+pytestmark = pytest.mark.engine
+
+FORM = {
+    "prompt": "p",
+    "width": "32",
+    "height": "32",
+    "num_frames": "5",
+    "num_inference_steps": "3",
+    "seed": "3",
+}
+
+
+@pytest.fixture
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AsgiEngine]:
+    monkeypatch.setenv(DIAGNOSTICS_ROOT_ENV, str(tmp_path / "root"))
+    served = AsgiEngine(create_app(load_profile(B0_PROFILE)))
+    yield served
+    served.close()
+
+
+def _post(engine: AsgiEngine, acceptance: dict[str, object]) -> tuple[int, str]:
+    extra = json.dumps({"acceptance": acceptance})
+    response = engine.post("/v1/videos/sync", data={**FORM, "extra_params": extra})
+    return response.status_code, response.text
+
+
+def test_points_and_enabled_path_are_written(engine: AsgiEngine, tmp_path: Path) -> None:
+    folder = tmp_path / "root" / "run1"
+    status, text = _post(engine, {"dump_dir": str(folder), "points": ["dit.step001"]})
+    assert status == 200, text
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "dit.step001.safetensors",
+        "enabled_path.json",
+    ]
+    enabled = json.loads((folder / "enabled_path.json").read_text())
+    assert enabled["weights_sha256"] and enabled["cache"]["backend"] == "none"
+    assert set(enabled["stages"]) >= {"encode", "denoise", "decode_video"}
+
+
+def test_dump_dir_outside_the_root_is_400(engine: AsgiEngine, tmp_path: Path) -> None:
+    status, text = _post(engine, {"dump_dir": str(tmp_path / "elsewhere"), "points": "all"})
+    assert status == 400 and "outside" in text
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_unknown_point_is_400_listing_valid_names(engine: AsgiEngine, tmp_path: Path) -> None:
+    status, text = _post(engine, {"dump_dir": str(tmp_path / "root" / "x"), "points": ["z"]})
+    assert status == 400 and "cond.text" in text and "dit.stepNNN" in text

@@ -1,0 +1,110 @@
+"""The torch pipeline itself: determinism, comparison points, and what a request without
+diagnostics costs (nothing written)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.reference.errors import ApiError
+from engine.reference.generator import video_latent_frames
+from tests.engine.conftest import REPO_ROOT, engine_env
+from tests.engine.pipeline_harness import (
+    SPEC,
+    STEPS,
+    Monitor,
+    Run,
+    first_difference,
+    generator,
+    run,
+)
+
+pytestmark = pytest.mark.engine
+
+
+def test_same_seed_twice_gives_identical_dumps_and_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    first, second = run(engine, tmp_path / "a"), run(engine, tmp_path / "b")
+    assert len(first.points()) == 7 + STEPS
+    assert first.points() == second.points()
+    assert first_difference(first, second) is None
+    assert all(np.array_equal(a, b) for a, b in zip(first.frames, second.frames, strict=True))
+
+
+def test_another_process_gives_identical_dumps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = run(generator(monkeypatch, tmp_path), tmp_path / "here")
+    script = (
+        "import sys; from pathlib import Path; from tests.engine.pipeline_harness import *;"
+        "import pytest; mp = pytest.MonkeyPatch();"
+        "run(generator(mp, Path(sys.argv[1])), Path(sys.argv[1]) / 'there')"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], cwd=REPO_ROOT, env=engine_env(), check=True
+    )
+    there = Run(tmp_path / "there", [], None)
+    assert here.points() == there.points()
+    assert first_difference(here, there) is None
+
+
+def test_shapes_follow_h3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(generator(monkeypatch, tmp_path), tmp_path / "a")
+    assert video_latent_frames(124) == 37 and video_latent_frames(362) == 107
+    assert len(result.frames) == SPEC.num_frames
+    assert result.frames[0].shape == (32, 32, 3) and result.frames[0].dtype == np.uint8
+    assert result.audio is not None
+    assert result.audio.shape == (2, round(SPEC.num_frames / SPEC.fps * 32_000))
+    enabled = result.enabled_path
+    assert enabled["weights_sha256"] and enabled["compile"] == "eager"
+    assert enabled["approximate"] == [] and enabled["cache"]["backend"] == "none"
+
+
+def test_no_acceptance_block_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    media = engine.generate(SPEC, Monitor())
+    assert len(list(media.frames)) == SPEC.num_frames
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "expected"),
+    [
+        ({"dump_dir": "/etc/elsewhere", "points": "all"}, "outside"),
+        ({"dump_dir": "ROOT/a/../../x", "points": "all"}, ".."),
+        ({"dump_dir": "relative/dir", "points": "all"}, "absolute"),
+        ({"dump_dir": "ROOT/a", "points": ["cond.text", "dit.step999"]}, "dit.step999"),
+        ({"dump_dir": "ROOT/a", "points": ["nope"]}, "valid names"),
+    ],
+    ids=["outside-root", "dotdot", "relative", "step-out-of-range", "unknown-point"],
+)
+def test_bad_acceptance_block_is_400(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, acceptance: dict[str, object], expected: str
+) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    block = json.loads(json.dumps(acceptance).replace("ROOT", str(tmp_path)))
+    spec = SPEC.__class__(**{**SPEC.__dict__, "extra_params": {"acceptance": block}})
+    with pytest.raises(ApiError) as caught:
+        engine.validate(spec)
+    assert caught.value.status_code == 400 and expected in caught.value.message
+
+
+def test_diagnostics_without_a_root_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    monkeypatch.delenv("REF2VA_DIAGNOSTICS_ROOT")
+    engine.roots = ()
+    block = {"dump_dir": str(tmp_path / "a"), "points": "all"}
+    spec = SPEC.__class__(**{**SPEC.__dict__, "extra_params": {"acceptance": block}})
+    with pytest.raises(ApiError, match="REF2VA_DIAGNOSTICS_ROOT"):
+        engine.validate(spec)
