@@ -11,6 +11,7 @@ import uvicorn
 
 from engine.reference.app import create_app
 from engine.reference.errors import ProfileError
+from engine.reference.faults import PROCESS_FAULTS, resolve_fault, start_fault_children
 from engine.reference.profile import load_profile
 
 logger = logging.getLogger("engine.reference")
@@ -56,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         profile = load_profile(args.config)
-    except ProfileError as exc:
+        # Checked here too, so that an unknown fault from the environment names the file.
+        fault = resolve_fault(profile.args, origin=args.config)
+    except (ProfileError, ValueError) as exc:
         logger.error("%s", exc)
         return 2
     app = create_app(profile)
@@ -69,7 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     server = _Server(config, on_exit=[app.state.engine.runner.cancel_all])
-    server.run()
+    if fault is None or fault.name not in PROCESS_FAULTS:
+        server.run()
+        return 0
+    # Bound here rather than inside uvicorn, so that a fault child can inherit the socket.
+    listen_socket = config.bind_socket()
+    # Never waited for or stopped: outliving the server is the fault.
+    start_fault_children(fault, listen_socket)
+    server.run(sockets=[listen_socket])
     return 0
 
 

@@ -17,12 +17,22 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from engine.reference.errors import ApiError, GenerationCancelled
+from engine.reference.errors import ApiError, GenerationCancelled, ProfileError
+from engine.reference.faults import (
+    WIRE_FAULTS,
+    FaultPlan,
+    MediaFaultMiddleware,
+    announce,
+    resolve_fault,
+    wrap_generator,
+)
 from engine.reference.generator import VideoGenerator, build_generator
 from engine.reference.jobs import JobStore
 from engine.reference.profile import LaunchProfile
+from engine.reference.profiling import STAGE_ID, ProfilerConfig, TorchTraceSession
 from engine.reference.request import VideoRequest, parse_video_form
 from engine.reference.runner import GenerationRunner
 
@@ -41,6 +51,11 @@ class EngineState:
     runner: GenerationRunner
     jobs: JobStore
     created: int
+    # Set when the profile's profiler-config names a profiler (then the profile routes exist).
+    profiler: TorchTraceSession | None = None
+    fault: FaultPlan | None = None
+    # Identity of the seeded random weights (reference-only field on the model card).
+    weights_sha256: str | None = None
 
 
 def _error_body(status_code: int, message: str, error_type: str, param: str | None) -> JSONResponse:
@@ -84,7 +99,18 @@ def _engine(request: Request) -> EngineState:
 def create_app(profile: LaunchProfile, generator: VideoGenerator | None = None) -> FastAPI:
     """Build the server for ``profile``; ``generator`` overrides the profile's (for tests)."""
     args = profile.args
-    runner = GenerationRunner(generator or build_generator(args))
+    try:
+        fault = resolve_fault(args, origin=f"launch profile {profile.name!r}")
+    except ValueError as exc:
+        raise ProfileError(str(exc)) from None
+    announce(fault)
+    inner = generator or build_generator(args, profile)
+    runner = GenerationRunner(
+        wrap_generator(inner, fault),
+        pipeline_profiler=args.enable_diffusion_pipeline_profiler,
+    )
+    profiler_config = ProfilerConfig.model_validate(args.profiler_config or {})
+    profiler = TorchTraceSession(profiler_config) if profiler_config.enabled else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -105,10 +131,60 @@ def create_app(profile: LaunchProfile, generator: VideoGenerator | None = None) 
         runner=runner,
         jobs=JobStore(runner),
         created=int(time.time()),
+        profiler=profiler,
+        fault=fault,
+        weights_sha256=getattr(inner, "weights_sha256", None),
     )
     _install_error_handlers(app)
     _add_routes(app)
+    if profiler is not None:
+        # As vLLM-Omni: the routes exist only when a profiler is configured (404 otherwise).
+        logger.warning(
+            "Profiler endpoints are enabled. This should ONLY be used for local development!"
+        )
+        _add_profile_routes(app, profiler)
+    if fault is not None and fault.name in WIRE_FAULTS:
+        app.add_middleware(MediaFaultMiddleware, fault=fault.name)
     return app
+
+
+class ProfileRequest(BaseModel):
+    """vLLM-Omni's optional body of the profile routes: which stages (all when omitted)."""
+
+    stages: list[int] | None = None
+
+
+def _add_profile_routes(app: FastAPI, profiler: TorchTraceSession) -> None:
+    def concerns_us(request: ProfileRequest | None) -> bool:
+        return request is None or request.stages is None or STAGE_ID in request.stages
+
+    @app.post("/start_profile")
+    async def start_profile(
+        raw_request: Request, request: ProfileRequest | None = None
+    ) -> JSONResponse:
+        if concerns_us(request):
+            runner = _engine(raw_request).runner
+            try:
+                await asyncio.wrap_future(runner.call_on_engine_thread(profiler.start))
+            except Exception as exc:
+                logger.exception("Failed to start profiler: %s", exc)
+                raise ApiError(500, f"Failed to start profiler: {exc}") from None
+            logger.info("Profiler started.")
+        return JSONResponse({"status": "SUCCESS"})
+
+    @app.post("/stop_profile")
+    async def stop_profile(
+        raw_request: Request, request: ProfileRequest | None = None
+    ) -> JSONResponse:
+        if concerns_us(request):
+            runner = _engine(raw_request).runner
+            try:
+                await asyncio.wrap_future(runner.call_on_engine_thread(profiler.stop))
+            except Exception:
+                # vLLM-Omni's diffusion engine logs a failed stop and still answers SUCCESS.
+                logger.exception("Failed to stop profiling")
+            logger.info("Profiler stopped.")
+        return JSONResponse({"status": "SUCCESS"})
 
 
 def _add_routes(app: FastAPI) -> None:
@@ -129,6 +205,7 @@ def _add_routes(app: FastAPI) -> None:
             "root": engine.served_model_name,
             "parent": None,
             "max_model_len": None,
+            "weights_sha256": engine.weights_sha256,
             "permission": [
                 {
                     "id": f"modelperm-{uuid.uuid4().hex}",
