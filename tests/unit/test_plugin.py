@@ -178,3 +178,38 @@ def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
     assert freeze_state["state"] == "drifted"
     assert any("prompt.txt" in p for p in freeze_state["problems"])
     assert "protocol_deviation" in bundle["verdicts"][0]["reasons"]  # type: ignore[index]
+
+
+def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(
+    tmp_path: Path,
+) -> None:
+    campaign = _campaign_copy(tmp_path / "c", profile_args={"fault": "crash"})
+    evidence = tmp_path / "evidence"
+    result = _pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                     "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    assert result.returncode == 1
+    assert "request failed (connection_lost)" in result.stdout
+    run = next(p for p in evidence.iterdir() if not p.is_symlink())
+    bundle = json.loads((run / "evidence.json").read_text())
+    assert bundle["samples"][0]["failure"] == "connection_lost"
+    assert "baseline_request_failed" in bundle["verdicts"][0]["reasons"]
+    assert _tagged(run.name) == []
+
+
+def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Path) -> None:
+    campaign = _campaign_copy(tmp_path / "c", profile_args={"fault": "hang"})
+    data = yaml.safe_load(campaign.read_text())
+    data["protocol"]["timeouts"]["5s"]["request_s"] = 6
+    data["engine"]["shutdown_grace_s"] = 2
+    campaign.write_text(yaml.safe_dump(data, sort_keys=False))
+    evidence = tmp_path / "evidence"
+    result = _pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                     "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    assert result.returncode == 1
+    run = next(p for p in evidence.iterdir() if not p.is_symlink())
+    bundle = json.loads((run / "evidence.json").read_text())
+    assert bundle["samples"][0]["failure"] == "timeout"
+    cleanup = bundle["instances"][0]["cleanup"]
+    assert not cleanup["clean"] and cleanup["needed_sigkill"] and cleanup["survivors"] == []
+    assert "engine cleanup incomplete" in result.stdout
+    assert _tagged(run.name) == []
