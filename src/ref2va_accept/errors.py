@@ -25,3 +25,7 @@ class EngineStartError(Ref2VAError):
 
 class EngineStopError(Ref2VAError):
     """An engine instance could not be stopped cleanly."""
+
+
+class TensorFileError(Ref2VAError):
+    """A tensor dump (safetensors) is missing, unreadable or malformed."""
