@@ -214,11 +214,53 @@ class RequestShape(StrictModel):
         return self
 
 
+# The dtypes a safetensors dump can hold, plus what the MP4 decodes to.
+TensorDtype = Literal[
+    "F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2",
+    "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL",
+]  # fmt: skip
+MP4_POINTS = ("mp4.video", "mp4.audio")
+_POINT_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+class ComparisonPoint(StrictModel):
+    """One named tensor a lossless candidate must reproduce bit for bit (quality.md)."""
+
+    name: str
+    # diagnostics: written by the engine for requests that ask (request-owned dumps);
+    # mp4: decoded by the judge from the returned MP4 (mp4.video frames, mp4.audio samples).
+    source: Literal["diagnostics", "mp4"]
+    dtype: TensorDtype
+    # A placeholder until the host has seen the real engine write the point.
+    shape: list[int] | str
+
+    @model_validator(mode="after")
+    def _shape(self) -> ComparisonPoint:
+        violations: list[tuple[tuple[str | int, ...], str]] = []
+        if not _POINT_NAME.match(self.name):
+            violations.append((("name",), f"a point name [a-z0-9_.-], found {self.name!r}"))
+        if self.source == "mp4" and self.name not in MP4_POINTS:
+            violations.append(
+                (("name",), f"an mp4 point is one of {', '.join(MP4_POINTS)}, found {self.name!r}")
+            )
+        if isinstance(self.shape, str) and not is_placeholder(self.shape):
+            violations.append(
+                (("shape",), f"a list of sizes or a <FILL: ...>, found {self.shape!r}")
+            )
+        if isinstance(self.shape, list) and any(size < 0 for size in self.shape):
+            violations.append((("shape",), f"non-negative sizes, found {self.shape}"))
+        _raise_violations(violations)
+        return self
+
+
 class Track(StrictModel):
     duration_s: float
     num_frames: int
     request: RequestShape
     inputs: TrackInputs
+    # Lossless tracks only: the frozen points, in pipeline order (the first divergence is named
+    # in this order).
+    comparison_points: list[ComparisonPoint] = []
     # The id is the key the track sits under in the campaign, which sets it after validation;
     # the helpers below need it because lossless/lossy is not a property of the numbers.
     _track_id: str | None = PrivateAttr(default=None)
@@ -412,6 +454,19 @@ def _track_violations(track_id: str, track: Track) -> list[tuple[tuple[str | int
             (("tracks", track_id, "num_frames"), f"a {seconds:g} s track has {frames} frames "
              f"(H3 snaps to 17n+5), found {track.num_frames}")
         )  # fmt: skip
+    points = [point.name for point in track.comparison_points]
+    if quality_class(track_id) == "lossless" and not points:
+        out.append(
+            (("tracks", track_id, "comparison_points"),
+             "at least one point for a lossless track (bit-exactness needs something to compare)")
+        )  # fmt: skip
+    if quality_class(track_id) == "lossy" and points:
+        out.append(
+            (("tracks", track_id, "comparison_points"),
+             f"none for a lossy track (it is judged by scores), found {points}")
+        )  # fmt: skip
+    for name in sorted({n for n in points if points.count(n) > 1}):
+        out.append((("tracks", track_id, "comparison_points"), f"unique names, {name!r} twice"))
     duration = track.request.extra_params.get("duration")
     if duration is not None and duration != seconds:
         out.append(

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .errors import Ref2VAError
+from .errors import Ref2VAError, TensorFileError
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, probe
+from .tensors import compare_dumps, compare_tensor_files
 
 log = logging.getLogger("ref2va_accept")
 
@@ -79,6 +80,32 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return EXIT_OK if not problems else EXIT_PROBLEM
 
 
+def _cmd_compare_tensors(args: argparse.Namespace) -> int:
+    a, b = Path(args.a), Path(args.b)
+    if a.is_dir() and b.is_dir():
+        result = compare_dumps(a, b)
+    elif a.is_dir() or b.is_dir():
+        # Names only: an absolute path in a report leaks the host's layout.
+        folder, other = (a, b) if a.is_dir() else (b, a)
+        raise TensorFileError(f"{folder.name} is a folder but {other.name} is not; "
+                              "expected two safetensors files or two dump folders")
+    else:
+        result = compare_tensor_files(a, b)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        for point in result.points:
+            sys.stdout.write(point.summary() + "\n")
+        if not result.points:
+            sys.stdout.write("no tensors found on either side\n")
+        elif result.first_divergence is None:
+            sys.stdout.write(f"all {len(result.points)} points equal\n")
+        else:
+            sys.stdout.write(f"first divergence: {result.first_divergence}\n")
+    # Nothing compared proves nothing: an empty dump is a problem, not a pass.
+    return EXIT_OK if result.points and result.equal else EXIT_PROBLEM
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ref2va-accept", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -105,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channels", type=int, default=2)
     p.add_argument("--no-audio", action="store_true", help="expect no audio stream")
     p.set_defaults(run=_cmd_probe)
+
+    p = sub.add_parser("compare-tensors",
+                       help="compare two safetensors files or dump folders bit for bit")
+    p.add_argument("a", type=Path, help="a safetensors file, or a folder of <point>.safetensors")
+    p.add_argument("b", type=Path, help="the same kind as A")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(run=_cmd_compare_tensors)
     return parser
 
 

@@ -6,6 +6,7 @@ Layout of `evidence/<run-id>/`:
   report.html     the pytest-html report (self-contained), verdict table first
   logs/           one log per engine instance
   media/          the MP4s that came back, per track and arm
+  dumps/          request-owned comparison points (safetensors + enabled_path.json)
 An interrupted run keeps everything written so far; its status says `interrupted`.
 """
 
@@ -109,6 +110,14 @@ class EvidenceBundle:
         folder = self.folder / "media" / track / arm
         folder.mkdir(parents=True, exist_ok=True)
         return folder / name
+
+    @property
+    def dumps_root(self) -> Path:
+        return self.folder / "dumps"
+
+    def dump_dir(self, track: str, instance: str, request: str) -> Path:
+        """A fresh folder for one request's comparison points (the engine creates it)."""
+        return self.dumps_root / track / instance / request
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.folder).as_posix()

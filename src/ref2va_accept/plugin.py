@@ -22,6 +22,7 @@ from .campaign import TRACK_IDS, LoadedCampaign, duration_class, load_campaign, 
 from .errors import CampaignError, Ref2VAError
 from .evidence import EvidenceBundle, new_run_id
 from .lock import FreezeStatus, canonical_campaign, verify
+from .lossless import Baseline
 from .sanitize import Sanitizer
 from .server import REGISTRY, CleanupAudit
 from .verdicts import CheckResult, TrackVerdict, judge
@@ -163,19 +164,33 @@ def _state(config: pytest.Config) -> RunState:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Campaign tests run once per track (and per candidate entering it), with its marks.
+
+    A test module may set `TRACK_CLASS = "lossless"` (or "lossy") to run on those tracks only.
+    """
     if "track_id" not in metafunc.fixturenames:
         return
     state = _state(metafunc.config)
     try:
-        tracks = list(state.campaign.model.tracks)
+        campaign = state.campaign
     except Ref2VAError as exc:
         pytest.fail(f"cannot load the campaign: {exc}", pytrace=False)
-    params = [
-        pytest.param(track_id, id=track_id, marks=[getattr(pytest.mark, duration_class(track_id)),
-                                                   getattr(pytest.mark, quality_class(track_id))])
-        for track_id in TRACK_IDS if track_id in tracks
-    ]
-    metafunc.parametrize("track_id", params)
+    wanted = getattr(metafunc.module, "TRACK_CLASS", None)
+    track_ids = [t for t in TRACK_IDS if t in campaign.model.tracks
+                 and (wanted is None or quality_class(t) == wanted)]
+
+    def marks(track_id: str) -> list[pytest.MarkDecorator]:
+        return [getattr(pytest.mark, duration_class(track_id)),
+                getattr(pytest.mark, quality_class(track_id))]
+
+    if "candidate_id" in metafunc.fixturenames:
+        metafunc.parametrize(("track_id", "candidate_id"), [
+            pytest.param(t, arm.id, id=f"{t}:{arm.id}", marks=marks(t))
+            for t in track_ids for arm in campaign.arms_for(t) if arm.id != "b0"
+        ])
+    else:
+        metafunc.parametrize("track_id", [pytest.param(t, id=t, marks=marks(t))
+                                          for t in track_ids])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -228,6 +243,12 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
             f"{a.instance_id}: {', '.join(a.problems)}" for a in dirty), pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def lossless_baselines() -> dict[str, Baseline]:
+    """B0's reference run per lossless track, made once and shared by that track's candidates."""
+    return {}
+
+
 @pytest.fixture
 def track(campaign: LoadedCampaign, track_id: str) -> Any:
     """The campaign's definition of this test's track."""
@@ -257,7 +278,8 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     state = session.config.stash.get(_STATE, None)
     if state is None or state.bundle is None:
         return
-    prefix.insert(0, verdict_table_html(state) + samples_table_html(state.bundle))
+    prefix.insert(0, verdict_table_html(state) + comparison_tables_html(state.bundle)
+                  + samples_table_html(state.bundle))
 
 
 _VERDICT_COLOURS = {"supported": "#1a7f37", "failed": "#cf222e", "inconclusive": "#9a6700"}
@@ -300,6 +322,31 @@ def verdict_table_html(state: RunState) -> str:
         + "".join(rows)
         + "</table><p>Evidence: evidence.json beside this report.</p>"
     )
+
+
+def comparison_tables_html(bundle: EvidenceBundle) -> str:
+    """Per lossless comparison: every point, equal or how it differs (issue 4's evidence table)."""
+    parts = []
+    for check in bundle.data["checks"]:
+        points = check.get("data", {}).get("points")
+        if not points:
+            continue
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
+                p["name"], p["status"], p.get("differing", "-"), p.get("elements", "-"),
+                p.get("first_index") if p.get("first_index") is not None else "-",
+                p.get("max_abs_diff") if p.get("max_abs_diff") is not None else "-",
+                p.get("max_ulp") if p.get("max_ulp") is not None else "-")) + "</tr>"
+            for p in points)
+        parts.append(
+            f"<h4>{html.escape(check['track'])} / {html.escape(check['arm'])}: "
+            f"{html.escape(check['name'])} {check['status'].upper()}</h4>"
+            f"<p>{html.escape(check.get('detail') or '')}</p>"
+            "<table class='ref2va-points' border='1' cellpadding='3' "
+            "style='border-collapse:collapse'><tr><th>point</th><th>status</th>"
+            "<th>differing</th><th>elements</th><th>first index</th><th>max |diff|</th>"
+            "<th>max ULP</th></tr>" + rows + "</table>")
+    return ("<h3>Comparison points</h3>" + "".join(parts)) if parts else ""
 
 
 def samples_table_html(bundle: EvidenceBundle) -> str:

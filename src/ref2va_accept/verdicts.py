@@ -27,6 +27,7 @@ VALIDITY_REASONS = frozenset({
     "protocol_deviation",
     "protocol_not_frozen",
     "baseline_nondeterministic",
+    "baseline_contract",
     "baseline_variability_too_high",
     "engine_start_failed",
 })
@@ -82,7 +83,8 @@ class TrackVerdict:
 # What a candidate must have passed, per quality class, before its track can be supported.
 # Gates built by later issues are listed already: until they run they stay open.
 REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
-    "lossless": ("b0_media", "candidate_media", "cleanup", "lossless_gate", "latency_ratio"),
+    "lossless": ("b0_media", "candidate_media", "cleanup", "baseline_determinism",
+                 "lossless_gate", "enabled_path_audit", "unobserved_output", "latency_ratio"),
     "lossy": ("b0_media", "candidate_media", "cleanup", "lossy_gate", "latency_ratio"),
 }
 

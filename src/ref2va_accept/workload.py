@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .campaign import ArmSpec, LoadedCampaign, PinnedFile, duration_class, unfilled_fields
@@ -25,6 +27,10 @@ from .server import (
     start_instance,
 )
 from .verdicts import CheckResult
+
+# The launch-time variable that names where request-owned dumps may be written (the reference
+# engine honours it; the real server's worker extension reads the same).
+DIAGNOSTICS_ROOT_ENV = "REF2VA_DIAGNOSTICS_ROOT"
 
 if TYPE_CHECKING:
     from .evidence import EvidenceBundle
@@ -49,9 +55,17 @@ def _reference(campaign: LoadedCampaign, pinned: PinnedFile) -> ReferenceFile:
 
 
 def build_request(
-    campaign: LoadedCampaign, track_id: str, arm: ArmSpec, seed: int
+    campaign: LoadedCampaign,
+    track_id: str,
+    arm: ArmSpec,
+    seed: int,
+    diagnostics: Diagnostics | None = None,
 ) -> GenerationRequest:
-    """The multipart request of one track for one arm: same inputs and seeds in every arm."""
+    """The multipart request of one track for one arm: same inputs and seeds in every arm.
+
+    With `diagnostics`, the request owns a dump: `extra_params.acceptance` names the folder and
+    the comparison points the engine must write there. Without, nothing is asked and nothing paid.
+    """
     track = campaign.model.tracks[track_id]  # type: ignore[index]
     shape = track.request
     prompt = campaign.resolve(track.inputs.prompt.path).read_text(encoding="utf-8").strip()
@@ -71,11 +85,23 @@ def build_request(
         "negative_prompt": shape.negative_prompt,
         "seed": seed,
         "generate_sound": shape.generate_sound,
-        "extra_params": shape.extra_params,
+        "extra_params": shape.extra_params if diagnostics is None else {
+            **shape.extra_params,
+            "acceptance": {"dump_dir": str(diagnostics.dump_dir),
+                           "points": list(diagnostics.points)},
+        },
     }
     # Per-arm fields (e.g. quality=lossless); the campaign refuses any that the track fixes.
     values.update(arm.request)
     return GenerationRequest.from_values(values, tuple(references))
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """Where one request's comparison points go, and which."""
+
+    dump_dir: Path
+    points: tuple[str, ...]
 
 
 def expectation(campaign: LoadedCampaign, track_id: str) -> MediaExpectation:
@@ -101,6 +127,8 @@ class Outcome:
     sample: Sample
     media: dict[str, Any] | None
     problems: tuple[MediaProblem, ...]
+    media_path: Path | None = None
+    dump_dir: Path | None = None
 
     @property
     def complete(self) -> bool:
@@ -138,6 +166,8 @@ class Arms:
         devices = campaign.model.devices
         if devices.visibility_env:
             env[devices.visibility_env] = ",".join(str(d) for d in devices.visible)
+        # Request-owned dumps may only land inside this run's evidence (the engine refuses others).
+        env[DIAGNOSTICS_ROOT_ENV] = str(self.evidence.dumps_root)
         if engine.kind == "vllm-omni":
             # Upstream's own tests launch the server this way; fork breaks NPU/CUDA workers.
             env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
@@ -186,19 +216,31 @@ class Arms:
         index: int,
         seed: int | None = None,
         record_check: str | None = None,
+        diagnostics_points: Sequence[str] = (),
     ) -> Outcome:
-        """One timed request; the sample, the MP4 and its probe land in the evidence at once."""
+        """One timed request; the sample, the MP4 and its probe land in the evidence at once.
+
+        With `diagnostics_points`, the engine dumps them under the run's evidence (a quality
+        request); timed requests carry none, since dumping perturbs timing.
+        """
         campaign = self.campaign
         track = campaign.model.tracks[track_id]  # type: ignore[index]
         seed = track.request.seeds[0] if seed is None else seed
         arm = arm_by_id(campaign, arm_id)
-        request = build_request(campaign, track_id, arm, seed)
+        diagnostics = None
+        if diagnostics_points:
+            diagnostics = Diagnostics(
+                self.evidence.dump_dir(track_id, engine.spec.instance_id, f"{kind}-{index}"),
+                tuple(diagnostics_points),
+            )
+        request = build_request(campaign, track_id, arm, seed, diagnostics)
         with TimedClient(engine.base_url, client_timeouts(campaign, track_id)) as client:
             sample, body = client.generate(request, arm=arm_id, track=track_id, kind=kind,
                                            index=index, seed=seed)
         engine.snapshot_tree()
         media: dict[str, Any] | None = None
         problems: list[MediaProblem] = []
+        path: Path | None = None
         if body and sample.ok:
             path = self.evidence.media_path(track_id, arm_id,
                                             f"{kind}-{index}-seed{seed}-{sample.sample_id}.mp4")
@@ -214,8 +256,12 @@ class Arms:
                 "sample_id": sample.sample_id, "file": sample.media_file, "probe": media,
                 "problems": [{"code": p.code, "message": p.message} for p in problems],
             })
-        self.evidence.add_sample(sample.to_dict() | {"request": request.describe()})
-        outcome = Outcome(sample, media, tuple(problems))
+        record = sample.to_dict() | {"request": request.describe()}
+        if diagnostics is not None:
+            record["dump_dir"] = self.evidence.relative(diagnostics.dump_dir)
+        self.evidence.add_sample(record)
+        outcome = Outcome(sample, media, tuple(problems), path,
+                          diagnostics.dump_dir if diagnostics else None)
         if record_check:
             self.evidence.add_check(media_check(record_check, track_id, arm_id, outcome))
         return outcome

@@ -58,8 +58,10 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _track(seconds: float, frames: int) -> dict[str, Any]:
+def _track(seconds: float, frames: int, lossless: bool = True) -> dict[str, Any]:
+    points = [{"name": "mp4.video", "source": "mp4", "dtype": "U8", "shape": [frames, 64, 112, 3]}]
     return {
+        "comparison_points": points if lossless else [],
         "duration_s": seconds,
         "num_frames": frames,
         "request": {
@@ -105,7 +107,7 @@ def _campaign() -> dict[str, Any]:
         ],
         "tracks": {
             "5s-lossless": _track(5.0, 124),
-            "15s-lossy": _track(15.0, 362),
+            "15s-lossy": _track(15.0, 362, lossless=False),
         },
         "protocol": {
             "warmups": 1,
@@ -348,7 +350,11 @@ def test_profile_flag_with_dashes_rejected(tmp_path: Path) -> None:
 
 def test_shipped_910c_loads_with_host_fields_unfilled() -> None:
     loaded = load_campaign(SHIPPED / "910c.yaml")
-    assert unfilled_fields(loaded) == ["engine.model", "engine.source_pin"]
+    unfilled = unfilled_fields(loaded)
+    assert unfilled[:2] == ["engine.model", "engine.source_pin"]
+    # The rest are comparison-point shapes only the host can read off its B0.
+    assert unfilled[2:] and all(".comparison_points[" in f and f.endswith(".shape")
+                                for f in unfilled[2:])
     assert loaded.profile(loaded.model.baseline).declared == "baseline"
     assert verify(SHIPPED / "910c.yaml").cap_reason is not None
 

@@ -93,10 +93,10 @@ def test_probe_missing_file(tmp_path: Path) -> None:
 def campaign_copy(tmp_path: Path) -> Path:
     """The reference campaign with the files it pins, laid out as in the repository."""
     for rel in ("fixtures/campaigns/reference.yaml", "fixtures/inputs/prompt.txt",
-                "fixtures/inputs/reference.png", "fixtures/inputs/reference.wav",
-                "engine/profiles/reference/b0.yaml"):
+                "fixtures/inputs/reference.png", "fixtures/inputs/reference.wav"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
+    shutil.copytree(ROOT / "engine/profiles/reference", tmp_path / "engine/profiles/reference")
     return tmp_path / "fixtures/campaigns/reference.yaml"
 
 

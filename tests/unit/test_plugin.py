@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,18 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest, tagged
+
 TRACKS = ("5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy")
 
 
-def _pytest(*args: str, cwd: Path = ROOT, timeout: float = 300,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
-
-
 def _collected(expression: str, *extra: str) -> list[str]:
-    result = _pytest("tests/acceptance", "-m", expression, "--collect-only", "-q", *extra)
+    result = run_pytest("tests/acceptance", "-m", expression, "--collect-only", "-q", *extra)
     assert result.returncode == 0, result.stdout + result.stderr
     return [line for line in result.stdout.splitlines() if "::" in line]
 
@@ -45,29 +38,9 @@ def test_a_duration_mark_selects_both_of_its_tracks() -> None:
     assert ids == {"5s-lossless", "5s-lossy"}
 
 
-def _campaign_copy(folder: Path, **changes: object) -> Path:
-    """The reference campaign moved to folder, with its inputs and a B0 profile of our own."""
-    (folder / "inputs").mkdir(parents=True)
-    for name in ("prompt.txt", "reference.png", "reference.wav"):
-        shutil.copy(ROOT / "fixtures/inputs" / name, folder / "inputs" / name)
-    data = yaml.safe_load((ROOT / "fixtures/campaigns/reference.yaml").read_text())
-    profile = yaml.safe_load((ROOT / "engine/profiles/reference/b0.yaml").read_text())
-    profile["args"].update(changes.pop("profile_args", {}))  # type: ignore[call-overload]
-    (folder / "b0.yaml").write_text(yaml.safe_dump(profile))
-    data["baseline"]["profile"] = "b0.yaml"
-    data["engine"]["workdir"] = os.path.relpath(ROOT, folder)
-    for track in data["tracks"].values():
-        for pinned in track["inputs"].values():
-            pinned["path"] = "inputs/" + Path(pinned["path"]).name
-    data.update(changes)
-    path = folder / "campaign.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
 def test_campaign_comes_from_the_environment_when_no_option_is_given(tmp_path: Path) -> None:
-    campaign = _campaign_copy(tmp_path / "c", tracks={})
-    result = _pytest("tests/acceptance", "--collect-only", "-q",
+    campaign = campaign_copy(tmp_path / "c", tracks={})
+    result = run_pytest("tests/acceptance", "--collect-only", "-q",
                      env={"REF2VA_CAMPAIGN": str(campaign)})
     assert result.returncode != 0
     assert "campaign.yaml" in result.stdout and "tracks" in result.stdout
@@ -76,29 +49,15 @@ def test_campaign_comes_from_the_environment_when_no_option_is_given(tmp_path: P
 def test_malformed_campaign_fails_collection_with_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("schema_version: 1\nname: x\nsurprise: 1\n")
-    result = _pytest("tests/acceptance", "--collect-only", "-q", "--campaign", str(bad))
+    result = run_pytest("tests/acceptance", "--collect-only", "-q", "--campaign", str(bad))
     assert result.returncode != 0
     assert "bad.yaml: surprise: unknown key" in result.stdout
     assert "Traceback" not in result.stdout
 
 
-def _tagged(run_id: str) -> list[int]:
-    """Processes carrying this run's instance tag in their environment (found by tag, not name)."""
-    found = []
-    needle = f"REF2VA_INSTANCE={run_id}/".encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if needle in (entry / "environ").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
 def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
     evidence = tmp_path / "evidence"
-    result = _pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                      "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
@@ -119,7 +78,7 @@ def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
 
 def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path) -> None:
     # 50 steps at 400 ms each: the request is still running when the interrupt comes.
-    campaign = _campaign_copy(tmp_path / "c", profile_args={"step-cost-ms": 400})
+    campaign = campaign_copy(tmp_path / "c", profile_args={"step-cost-ms": 400})
     evidence = tmp_path / "evidence"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "tests/acceptance/test_b0_output.py", "-m",
@@ -130,20 +89,20 @@ def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path)
         run: Path | None = None
         while time.monotonic() < deadline:
             runs = [p for p in evidence.glob("*/logs/*.log") if p.stat().st_size > 0]
-            if runs and "POST" not in runs[0].read_text() and _tagged(runs[0].parents[1].name):
+            if runs and "POST" not in runs[0].read_text() and tagged(runs[0].parents[1].name):
                 run = runs[0].parents[1]
                 break
             time.sleep(0.2)
         assert run is not None, "the engine never started"
         time.sleep(3.0)  # well inside the 20 s request
-        assert _tagged(run.name), "the engine should be running mid-request"
+        assert tagged(run.name), "the engine should be running mid-request"
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert _tagged(run.name) == [], output[-2000:]
+    assert tagged(run.name) == [], output[-2000:]
     bundle = json.loads((run / "evidence.json").read_text())
     assert bundle["status"] == "interrupted"
     assert bundle["instances"] and all("cleanup" in i for i in bundle["instances"])
@@ -151,7 +110,7 @@ def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path)
 
 
 def _run_5s_lossless(campaign: Path, evidence: Path) -> dict[str, object]:
-    result = _pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                      "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
@@ -160,7 +119,7 @@ def _run_5s_lossless(campaign: Path, evidence: Path) -> dict[str, object]:
 
 
 def test_unfrozen_campaign_runs_but_caps_verdicts(tmp_path: Path) -> None:
-    bundle = _run_5s_lossless(_campaign_copy(tmp_path / "c"), tmp_path / "evidence")
+    bundle = _run_5s_lossless(campaign_copy(tmp_path / "c"), tmp_path / "evidence")
     assert bundle["campaign"]["freeze"]["state"] == "not_frozen"  # type: ignore[index]
     verdict = bundle["verdicts"][0]  # type: ignore[index]
     assert verdict["verdict"] == "inconclusive"
@@ -170,7 +129,7 @@ def test_unfrozen_campaign_runs_but_caps_verdicts(tmp_path: Path) -> None:
 def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
     from ref2va_accept.lock import freeze
 
-    campaign = _campaign_copy(tmp_path / "c")
+    campaign = campaign_copy(tmp_path / "c")
     freeze(campaign)
     (campaign.parent / "inputs" / "prompt.txt").write_text("a different prompt\n")
     bundle = _run_5s_lossless(campaign, tmp_path / "evidence")
@@ -183,9 +142,9 @@ def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
 def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(
     tmp_path: Path,
 ) -> None:
-    campaign = _campaign_copy(tmp_path / "c", profile_args={"fault": "crash"})
+    campaign = campaign_copy(tmp_path / "c", profile_args={"fault": "crash"})
     evidence = tmp_path / "evidence"
-    result = _pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                      "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 1
     assert "request failed (connection_lost)" in result.stdout
@@ -193,17 +152,17 @@ def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(
     bundle = json.loads((run / "evidence.json").read_text())
     assert bundle["samples"][0]["failure"] == "connection_lost"
     assert "baseline_request_failed" in bundle["verdicts"][0]["reasons"]
-    assert _tagged(run.name) == []
+    assert tagged(run.name) == []
 
 
 def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Path) -> None:
-    campaign = _campaign_copy(tmp_path / "c", profile_args={"fault": "hang"})
+    campaign = campaign_copy(tmp_path / "c", profile_args={"fault": "hang"})
     data = yaml.safe_load(campaign.read_text())
     data["protocol"]["timeouts"]["5s"]["request_s"] = 6
     data["engine"]["shutdown_grace_s"] = 2
     campaign.write_text(yaml.safe_dump(data, sort_keys=False))
     evidence = tmp_path / "evidence"
-    result = _pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                      "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 1
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
@@ -212,4 +171,4 @@ def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Pa
     cleanup = bundle["instances"][0]["cleanup"]
     assert not cleanup["clean"] and cleanup["needed_sigkill"] and cleanup["survivors"] == []
     assert "engine cleanup incomplete" in result.stdout
-    assert _tagged(run.name) == []
+    assert tagged(run.name) == []

@@ -13,7 +13,10 @@ def _passing(candidate: str = "c1") -> list[CheckResult]:
         CheckResult(T, "b0", "cleanup", "pass"),
         CheckResult(T, candidate, "candidate_media", "pass"),
         CheckResult(T, candidate, "cleanup", "pass"),
+        CheckResult(T, "b0", "baseline_determinism", "pass"),
         CheckResult(T, candidate, "lossless_gate", "pass"),
+        CheckResult(T, candidate, "enabled_path_audit", "pass"),
+        CheckResult(T, candidate, "unobserved_output", "pass"),
         CheckResult(T, candidate, "latency_ratio", "pass", data={"verdict": "supported"}),
     ]
 

@@ -1,0 +1,302 @@
+"""The lossless gate: strict bit-exactness at the frozen comparison points (quality.md).
+
+Order of judgement for one lossless track:
+1. B0 must honour its own contract (every point written, with the frozen dtype and shape) and
+   reproduce itself bit for bit on two independent instances, watched and unobserved alike;
+   otherwise the track is inconclusive and no candidate is judged against that noise.
+2. A candidate must write every point (`comparison_point_missing`), equal B0 at every point in
+   pipeline order (`quality_gate_failed`, naming the first divergence), give the same decoded
+   output when unobserved as when watched (`output_differs_when_unobserved`), and show no
+   approximate path in its enabled_path.json (`enabled_path_mismatch`), whatever its label says.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .campaign import ComparisonPoint
+from .decoded import compare_decoded_mp4
+from .errors import MediaError, TensorFileError
+from .tensors import (
+    DumpComparison,
+    PointComparison,
+    compare_dumps,
+    read_header,
+)
+from .verdicts import CheckResult
+from .workload import Arms, Outcome
+
+log = logging.getLogger(__name__)
+
+ENABLED_PATH = "enabled_path.json"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A lossless track's frozen comparison points, in pipeline order."""
+
+    points: tuple[ComparisonPoint, ...]
+
+    @property
+    def diagnostics(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.points if p.source == "diagnostics")
+
+    @property
+    def mp4(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.points if p.source == "mp4")
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.points)
+
+
+def contract_problems(outcome: Outcome, contract: Contract) -> list[str]:
+    """What the request did not deliver of the contract: missing points, wrong dtype or shape."""
+    problems: list[str] = []
+    if not outcome.sample.ok or outcome.media_path is None:
+        return [f"the request failed ({outcome.sample.failure}): {outcome.sample.detail}"]
+    folder = outcome.dump_dir
+    for point in contract.points:
+        dtype: str = point.dtype
+        if point.source == "mp4":
+            found = _mp4_shape(outcome, point.name)
+        else:
+            path = folder / f"{point.name}.safetensors" if folder else None
+            if path is None or not path.is_file():
+                problems.append(f"{point.name}: not written")
+                continue
+            try:
+                tensors = list(read_header(path).values())
+            except TensorFileError as exc:
+                problems.append(f"{point.name}: unreadable ({exc})")
+                continue
+            if len(tensors) != 1:
+                problems.append(f"{point.name}: one tensor expected, found {len(tensors)}")
+                continue
+            found, dtype = list(tensors[0].shape), tensors[0].dtype
+        if dtype != point.dtype:
+            problems.append(f"{point.name}: dtype {point.dtype} frozen, {dtype} written")
+        if isinstance(point.shape, list) and found is not None and found != point.shape:
+            problems.append(f"{point.name}: shape {point.shape} frozen, {found} written")
+    if contract.diagnostics and (folder is None or not (folder / ENABLED_PATH).is_file()):
+        problems.append(f"{ENABLED_PATH}: not written")
+    return problems
+
+
+def _mp4_shape(outcome: Outcome, name: str) -> list[int] | None:
+    media = outcome.media or {}
+    if name == "mp4.video" and media.get("video"):
+        v = media["video"]
+        return [v["frames_decoded"], v["height"], v["width"], 3]
+    if name == "mp4.audio" and media.get("audio"):
+        a = media["audio"]
+        return [a["channels"], a["samples_decoded"]]
+    return None
+
+
+def compare(reference: Outcome, other: Outcome, contract: Contract) -> DumpComparison:
+    """Every contract point of two requests, in the contract's (pipeline) order."""
+    found: dict[str, PointComparison] = {}
+    if contract.diagnostics and reference.dump_dir and other.dump_dir:
+        for point in compare_dumps(reference.dump_dir, other.dump_dir,
+                                   contract.diagnostics).points:
+            found[point.name] = point
+    if contract.mp4 and reference.media_path and other.media_path:
+        found.update(compare_mp4(reference.media_path, other.media_path, contract.mp4))
+    points = tuple(found[name] for name in contract.order if name in found)
+    first = next((p.name for p in points if not p.equal), None)
+    return DumpComparison(points=points, first_divergence=first)
+
+
+def compare_mp4(a: Path, b: Path, names: Sequence[str]) -> dict[str, PointComparison]:
+    try:
+        decoded = compare_decoded_mp4(a, b)
+    except MediaError as exc:
+        log.warning("decoded comparison failed: %s", exc)
+        return {}
+    return {p.name: p for p in decoded.points if p.name in names}
+
+
+def enabled_path(outcome: Outcome) -> dict[str, Any] | None:
+    if outcome.dump_dir is None:
+        return None
+    try:
+        loaded: dict[str, Any] = json.loads((outcome.dump_dir / ENABLED_PATH).read_text())
+    except (OSError, ValueError):
+        return None
+    return loaded
+
+
+def enabled_path_problems(candidate: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+    """Approximate paths that actually ran in the candidate, read from what it reports."""
+    problems: list[str] = []
+    approximate = candidate.get("approximate") or []
+    if approximate:
+        problems.append(f"approximate paths ran: {', '.join(map(str, approximate))}")
+    reused = (candidate.get("cache") or {}).get("reused_steps") or []
+    if reused and "cache_dit" not in approximate:
+        problems.append(f"cached steps reused: {reused}")
+    kv_reused = (candidate.get("reference_kv") or {}).get("reused_steps") or []
+    if kv_reused and "reference_kv_reuse" not in approximate:
+        problems.append(f"reference K/V reused at steps: {kv_reused}")
+    if candidate.get("dtype") != baseline.get("dtype"):
+        problems.append(f"dtype {candidate.get('dtype')}, B0 ran {baseline.get('dtype')}")
+    return problems
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """B0's reference run of a lossless track and whether it may be judged against."""
+
+    watched: Outcome
+    checks: tuple[CheckResult, ...]
+
+    @property
+    def usable(self) -> bool:
+        return all(check.status == "pass" for check in self.checks)
+
+    def explain(self) -> str:
+        return "; ".join(c.detail for c in self.checks if c.status != "pass")
+
+
+def judge_baseline(
+    track: str, contract: Contract, first: Outcome, unobserved: Outcome, second: Outcome
+) -> Baseline:
+    """B0 twice on independent instances (watched), once unobserved: all must agree bit for bit."""
+    for outcome in (first, unobserved, second):
+        if not outcome.sample.ok:
+            check = CheckResult(track, "b0", "baseline_determinism", "fail",
+                                "baseline_request_failed", outcome.explain())
+            return Baseline(first, (check,))
+    problems = contract_problems(first, contract) + contract_problems(second, contract)
+    if problems:
+        check = CheckResult(track, "b0", "baseline_determinism", "fail", "baseline_contract",
+                            "B0 does not honour the frozen contract: " + "; ".join(problems))
+        return Baseline(first, (check,))
+    between = compare(first, second, contract)
+    watched_mp4 = compare_mp4(first.media_path, unobserved.media_path,  # type: ignore[arg-type]
+                              ("mp4.video", "mp4.audio"))
+    differing = [p.name for p in between.points if not p.equal]
+    differing += [f"{name} (unobserved)" for name, p in watched_mp4.items() if not p.equal]
+    data = {"points": [p.to_dict() for p in between.points]}
+    if differing:
+        check = CheckResult(track, "b0", "baseline_determinism", "fail",
+                            "baseline_nondeterministic",
+                            f"B0 does not reproduce itself; differing: {', '.join(differing)}",
+                            data)
+    else:
+        check = CheckResult(track, "b0", "baseline_determinism", "pass", None,
+                            f"B0 bit-exact with itself at {len(between.points)} points", data)
+    return Baseline(first, (check,))
+
+
+def judge_candidate(
+    track: str,
+    candidate: str,
+    contract: Contract,
+    baseline: Baseline,
+    watched: Outcome,
+    unobserved: Outcome,
+) -> list[CheckResult]:
+    """The candidate's lossless checks; each failing one names its reason code."""
+    checks: list[CheckResult] = []
+    missing = contract_problems(watched, contract)
+    if not watched.sample.ok:
+        return [CheckResult(track, candidate, "lossless_gate", "fail",
+                            "candidate_request_failed", watched.explain())]
+    comparison = compare(baseline.watched, watched, contract)
+    table = {"points": [p.to_dict() for p in comparison.points],
+             "first_divergence": comparison.first_divergence}
+    if missing:
+        checks.append(CheckResult(track, candidate, "lossless_gate", "fail",
+                                  "comparison_point_missing", "; ".join(missing), table))
+    elif not comparison.equal:
+        first = next(p for p in comparison.points if not p.equal)
+        checks.append(CheckResult(
+            track, candidate, "lossless_gate", "fail", "quality_gate_failed",
+            f"not bit-exact; first diverging point {first.name} ({_describe(first)})", table))
+    else:
+        checks.append(CheckResult(track, candidate, "lossless_gate", "pass", None,
+                                  f"bit-exact with B0 at {len(comparison.points)} points", table))
+
+    base_path, cand_path = enabled_path(baseline.watched), enabled_path(watched)
+    if contract.diagnostics:
+        if cand_path is None or base_path is None:
+            checks.append(CheckResult(track, candidate, "enabled_path_audit", "fail",
+                                      "comparison_point_missing", f"{ENABLED_PATH} not written"))
+        else:
+            problems = enabled_path_problems(cand_path, base_path)
+            checks.append(CheckResult(
+                track, candidate, "enabled_path_audit", "fail" if problems else "pass",
+                "enabled_path_mismatch" if problems else None,
+                "; ".join(problems) or "no approximate path ran",
+                {"approximate": cand_path.get("approximate"), "dtype": cand_path.get("dtype")}))
+
+    if not unobserved.sample.ok or unobserved.media_path is None or watched.media_path is None:
+        checks.append(CheckResult(track, candidate, "unobserved_output", "fail",
+                                  "candidate_request_failed", unobserved.explain()))
+    else:
+        same = compare_mp4(watched.media_path, unobserved.media_path, contract.mp4 or
+                           ("mp4.video", "mp4.audio"))
+        differing = [name for name, p in same.items() if not p.equal]
+        checks.append(CheckResult(
+            track, candidate, "unobserved_output", "fail" if differing or not same else "pass",
+            "output_differs_when_unobserved" if differing or not same else None,
+            (f"decoded output differs when no diagnostics are asked: {', '.join(differing)}"
+             if differing else "could not decode both outputs" if not same
+             else "decoded output identical watched and unobserved")))
+    return checks
+
+
+def _describe(point: PointComparison) -> str:
+    if point.status != "differs":
+        return point.status.replace("_", " ")
+    return (f"{point.differing}/{point.elements} elements differ, first at "
+            f"{point.first_index}, max |diff| {point.max_abs_diff:.3g}, max ULP {point.max_ulp}")
+
+
+def contract_for(arms: Arms, track_id: str) -> Contract:
+    track = arms.campaign.model.tracks[track_id]  # type: ignore[index]
+    return Contract(tuple(track.comparison_points))
+
+
+def run_baseline(arms: Arms, track_id: str) -> Baseline:
+    """B0 on two fresh instances: watched + unobserved on the first, watched on the second.
+
+    Every check lands in the evidence before this returns; the instances are stopped here.
+    """
+    contract = contract_for(arms, track_id)
+    first_engine = arms.start(track_id, "b0")
+    first = arms.request(first_engine, track_id, "b0", kind="quality", index=0,
+                         diagnostics_points=contract.diagnostics, record_check="b0_media")
+    unobserved = arms.request(first_engine, track_id, "b0", kind="unobserved", index=0)
+    arms.registry.stop(first_engine)
+    second_engine = arms.start(track_id, "b0")
+    second = arms.request(second_engine, track_id, "b0", kind="quality", index=1,
+                          diagnostics_points=contract.diagnostics)
+    arms.registry.stop(second_engine)
+    baseline = judge_baseline(track_id, contract, first, unobserved, second)
+    for check in baseline.checks:
+        arms.evidence.add_check(check)
+    return baseline
+
+
+def run_candidate(arms: Arms, track_id: str, candidate: str, baseline: Baseline
+                  ) -> list[CheckResult]:
+    """The candidate on a fresh instance, watched then unobserved, judged against B0."""
+    contract = contract_for(arms, track_id)
+    engine = arms.start(track_id, candidate)
+    watched = arms.request(engine, track_id, candidate, kind="quality", index=0,
+                           diagnostics_points=contract.diagnostics,
+                           record_check="candidate_media")
+    unobserved = arms.request(engine, track_id, candidate, kind="unobserved", index=0)
+    arms.registry.stop(engine)
+    checks = judge_candidate(track_id, candidate, contract, baseline, watched, unobserved)
+    for check in checks:
+        arms.evidence.add_check(check)
+    return checks

@@ -1,0 +1,102 @@
+"""The lossless gate against the reference engine, run as a user runs it, verdicts checked.
+
+The reference candidates do for real what their profiles say, so the gate's verdicts are known:
+lossless-text-kv is bit-exact, reduction-order diverges from the first DiT output on, and
+mislabelled-cache runs Cache-DiT under a lossless label. A B0 with unseeded noise in one step
+must make the track inconclusive rather than be judged against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.suite_runner import ROOT, bundle, campaign_copy, only_run, run_pytest, tagged
+
+
+def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in evidence["checks"] if c["arm"] == arm}
+
+
+def _verdict(evidence: dict[str, Any], candidate: str) -> dict[str, Any]:
+    return next(v for v in evidence["verdicts"] if v["candidate"] == candidate)
+
+
+@pytest.fixture(scope="module")
+def five_second_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
+    evidence = tmp_path_factory.mktemp("evidence")
+    result = run_pytest("tests/quality/test_lossless.py", "-m", "lossless and 5s",
+                        "--campaign", str(ROOT / "fixtures/campaigns/reference.yaml"),
+                        "--evidence-dir", str(evidence), timeout=900)
+    return result, bundle(evidence), only_run(evidence)
+
+
+def test_the_run_fails_because_some_candidates_must(five_second_run: Any) -> None:
+    result, evidence, _ = five_second_run
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "2 failed, 2 passed" in result.stdout
+    assert tagged(evidence["run_id"]) == []
+
+
+def test_baseline_is_deterministic(five_second_run: Any) -> None:
+    check = _checks(five_second_run[1], "b0")["baseline_determinism"]
+    assert check["status"] == "pass", check["detail"]
+    assert len(check["data"]["points"]) == 12  # 10 dumped points + 2 decoded from the MP4
+
+
+def test_lossless_candidate_passes_every_lossless_check(five_second_run: Any) -> None:
+    checks = _checks(five_second_run[1], "lossless-text-kv")
+    for name in ("lossless_gate", "enabled_path_audit", "unobserved_output", "candidate_media"):
+        assert checks[name]["status"] == "pass", checks[name]
+    points = checks["lossless_gate"]["data"]["points"]
+    assert all(p["status"] == "equal" for p in points) and len(points) == 12
+    verdict = _verdict(five_second_run[1], "lossless-text-kv")
+    assert verdict["verdict"] == "inconclusive" and verdict["open_checks"] == ["latency_ratio"]
+
+
+def test_reduction_order_fails_at_the_first_dit_output(five_second_run: Any) -> None:
+    checks = _checks(five_second_run[1], "reduction-order")
+    gate = checks["lossless_gate"]
+    assert gate["status"] == "fail" and gate["reason"] == "quality_gate_failed"
+    assert gate["data"]["first_divergence"] == "dit.step000"
+    assert "first diverging point dit.step000" in gate["detail"]
+    assert checks["enabled_path_audit"]["status"] == "pass"  # it hides nothing: it is just wrong
+    verdict = _verdict(five_second_run[1], "reduction-order")
+    assert verdict["verdict"] == "failed" and verdict["reasons"] == ["quality_gate_failed"]
+
+
+def test_mislabelled_candidate_fails_the_enabled_path_audit(five_second_run: Any) -> None:
+    checks = _checks(five_second_run[1], "mislabelled-cache")
+    audit = checks["enabled_path_audit"]
+    assert audit["status"] == "fail" and audit["reason"] == "enabled_path_mismatch"
+    assert "cache_dit" in audit["detail"]
+    assert checks["lossless_gate"]["data"]["first_divergence"].startswith("dit.step")
+    verdict = _verdict(five_second_run[1], "mislabelled-cache")
+    assert verdict["verdict"] == "failed" and "enabled_path_mismatch" in verdict["reasons"]
+
+
+def test_report_shows_verdicts_and_the_point_table(five_second_run: Any) -> None:
+    report = (five_second_run[2] / "report.html").read_text()
+    assert "Comparison points" in report
+    assert "reduction-order" in report and "dit.step000" in report and "FAILED" in report
+
+
+def test_nondeterministic_baseline_makes_the_track_inconclusive(tmp_path: Path) -> None:
+    campaign = campaign_copy(tmp_path / "c", profile_args={"fault": "nondeterministic"})
+    evidence = tmp_path / "evidence"
+    result = run_pytest("tests/quality/test_lossless.py", "-m", "lossless and 5s",
+                        "-k", "baseline or lossless-text-kv", "--campaign", str(campaign),
+                        "--evidence-dir", str(evidence), timeout=600)
+    assert result.returncode == 1
+    assert "INCONCLUSIVE" in result.stdout
+    found = bundle(evidence)
+    check = _checks(found, "b0")["baseline_determinism"]
+    assert check["status"] == "fail" and check["reason"] == "baseline_nondeterministic"
+    assert "dit.step" in check["detail"]
+    verdict = _verdict(found, "lossless-text-kv")
+    assert verdict["verdict"] == "inconclusive"
+    assert "baseline_nondeterministic" in verdict["reasons"]
+    # Never judged against noise: the candidate was not even started.
+    assert not [i for i in found["instances"] if i["arm"] == "lossless-text-kv"]
