@@ -253,6 +253,30 @@ class ComparisonPoint(StrictModel):
         return self
 
 
+class LossyGate(StrictModel):
+    """How a lossy track is judged (quality.md): relative score error against B0, same seeds."""
+
+    # Two-sided relative error per gated dimension must stay below this (0.01 = 1%).
+    threshold: float = Field(default=0.01, gt=0, lt=1)
+    # VBench's min-max normalization magnifies changes; whether the gate uses it is frozen here.
+    normalized: bool = False
+    # The dimensions that decide (scorer ids, e.g. vbench.temporal_flickering or
+    # proxy.dynamic_degree.farneback); every other score is reported beside them.
+    gated: list[str] = Field(min_length=1)
+    # Also gate the aggregate over the gated dimensions of each kind (VBench, proxy).
+    gate_aggregate: bool = True
+    # B0's same-seed spread must be below this fraction of the threshold, or the track is
+    # inconclusive (baseline_variability_too_high): the gate only decides where B0 leaves room.
+    variability_fraction: float = Field(default=0.25, gt=0, le=1)
+
+
+class ScorerWeights(StrictModel):
+    """A model file a VBench scorer reads from the host's disk; never downloaded."""
+
+    path: str
+    sha256: str
+
+
 class Track(StrictModel):
     duration_s: float
     num_frames: int
@@ -261,6 +285,8 @@ class Track(StrictModel):
     # Lossless tracks only: the frozen points, in pipeline order (the first divergence is named
     # in this order).
     comparison_points: list[ComparisonPoint] = []
+    # Lossy tracks only.
+    lossy_gate: LossyGate | None = None
     # The id is the key the track sits under in the campaign, which sets it after validation;
     # the helpers below need it because lossless/lossy is not a property of the numbers.
     _track_id: str | None = PrivateAttr(default=None)
@@ -389,6 +415,9 @@ class Campaign(StrictModel):
     tracks: dict[TrackId, Track] = Field(min_length=1)
     protocol: Protocol
     budget: Budget
+    # Model files of the VBench scorers by name (dino_vitb16, clip_vitb32, ...), on the host's
+    # disk; a scorer whose weights are absent leaves its dimension open.
+    scorer_weights: dict[str, ScorerWeights] = {}
 
     @model_validator(mode="after")
     def _rules(self) -> Campaign:
@@ -460,6 +489,10 @@ def _track_violations(track_id: str, track: Track) -> list[tuple[tuple[str | int
             (("tracks", track_id, "comparison_points"),
              "at least one point for a lossless track (bit-exactness needs something to compare)")
         )  # fmt: skip
+    if quality_class(track_id) == "lossy" and track.lossy_gate is None:
+        out.append((("tracks", track_id, "lossy_gate"), "a lossy gate for a lossy track"))
+    if quality_class(track_id) == "lossless" and track.lossy_gate is not None:
+        out.append((("tracks", track_id, "lossy_gate"), "none for a lossless track"))
     if quality_class(track_id) == "lossy" and points:
         out.append(
             (("tracks", track_id, "comparison_points"),

@@ -60,8 +60,10 @@ def _sha(data: bytes) -> str:
 
 def _track(seconds: float, frames: int, lossless: bool = True) -> dict[str, Any]:
     points = [{"name": "mp4.video", "source": "mp4", "dtype": "U8", "shape": [frames, 64, 112, 3]}]
+    gate = {"threshold": 0.01, "gated": ["vbench.temporal_flickering"]}
     return {
         "comparison_points": points if lossless else [],
+        "lossy_gate": None if lossless else gate,
         "duration_s": seconds,
         "num_frames": frames,
         "request": {
@@ -352,9 +354,11 @@ def test_shipped_910c_loads_with_host_fields_unfilled() -> None:
     loaded = load_campaign(SHIPPED / "910c.yaml")
     unfilled = unfilled_fields(loaded)
     assert unfilled[:2] == ["engine.model", "engine.source_pin"]
-    # The rest are comparison-point shapes only the host can read off its B0.
-    assert unfilled[2:] and all(".comparison_points[" in f and f.endswith(".shape")
-                                for f in unfilled[2:])
+    # The rest only the host knows: comparison-point shapes read off its B0, and where the
+    # VBench models lie on its disk.
+    assert unfilled[2:] and all(
+        (".comparison_points[" in f and f.endswith(".shape")) or f.startswith("scorer_weights.")
+        for f in unfilled[2:])
     assert loaded.profile(loaded.model.baseline).declared == "baseline"
     assert verify(SHIPPED / "910c.yaml").cap_reason is not None
 
