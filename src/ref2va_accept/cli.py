@@ -106,6 +106,58 @@ def _cmd_compare_tensors(args: argparse.Namespace) -> int:
     return EXIT_OK if result.points and result.equal else EXIT_PROBLEM
 
 
+def _cmd_score(args: argparse.Namespace) -> int:
+    # Imported here: the quality package pulls in OpenCV, which the other subcommands never need.
+    from .quality import (  # noqa: PLC0415
+        check_comparable,
+        compare_videos,
+        relative_errors,
+        score_video,
+    )
+
+    weights: dict[str, Path] = {}
+    for item in args.weights or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise Ref2VAError(f"--weights expects NAME=PATH, got {item!r}")
+        weights[name] = Path(value)
+    scores = score_video(args.video, reference_image=args.reference, weights=weights)
+    payload: dict[str, object] = {"video": Path(args.video).name,
+                                  "scores": [s.to_dict() for s in scores]}
+    code = EXIT_OK
+    if args.baseline is not None:
+        problems = check_comparable(probe(args.video), probe(args.baseline))
+        payload["baseline"] = Path(args.baseline).name
+        payload["comparable"] = not problems
+        payload["precondition_problems"] = problems
+        if problems:
+            code = EXIT_PROBLEM  # a failed precondition: reported, never scored
+        else:
+            base = score_video(args.baseline, reference_image=args.reference, weights=weights)
+            payload["baseline_scores"] = [s.to_dict() for s in base]
+            payload["relative_errors"] = [e.to_dict() for e in
+                                          relative_errors(scores, base, normalized=args.normalized)]
+            payload["fidelity"] = compare_videos(args.video, args.baseline).to_dict()
+    if args.json:
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return code
+    rows = [f"{'scorer':<42} {'kind':<12} {'status':<6} value"]
+    rows += [f"{s.scorer.id:<42} {s.kind:<12} {s.status:<6} "
+             + (f"{s.value:.6f}" if s.value is not None else s.detail) for s in scores]
+    for problem in payload.get("precondition_problems", []):  # type: ignore[attr-defined]
+        rows.append(f"not comparable: {problem}")
+    for err in payload.get("relative_errors", []):  # type: ignore[attr-defined]
+        value = err["error"]
+        shown = f"{value:.4%}" if isinstance(value, float) else f"{err['status']} {err['detail']}"
+        rows.append(f"rel.err {err['scorer']:<34} {err['kind']:<12} {shown}")
+    fidelity = payload.get("fidelity")
+    if isinstance(fidelity, dict):
+        rows.append(f"fidelity: PSNR {fidelity['psnr_db']} dB (min {fidelity['psnr_min_db']}), "
+                    f"SSIM {fidelity['ssim_mean']:.6f} (min {fidelity['ssim_min']:.6f})")
+    sys.stdout.write("\n".join(rows) + "\n")
+    return code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ref2va-accept", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -139,6 +191,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", type=Path, help="the same kind as A")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(run=_cmd_compare_tensors)
+
+    p = sub.add_parser("score", help="score a video (VBench, proxies, consistency); with "
+                       "--baseline also relative errors and fidelity")
+    p.add_argument("video", type=Path)
+    p.add_argument("--baseline", type=Path, help="B0's MP4 for the same seed")
+    p.add_argument("--reference", type=Path, help="the reference image")
+    p.add_argument("--weights", action="append", metavar="NAME=PATH",
+                   help="a local TorchScript model, e.g. dino_vitb16=/models/dino.pt (repeatable)")
+    p.add_argument("--normalized", action="store_true",
+                   help="relative errors on VBench-normalised scores (default: raw)")
+    p.add_argument("--json", action="store_true", help="print the scores as JSON")
+    p.set_defaults(run=_cmd_score)
     return parser
 
 

@@ -23,6 +23,7 @@ from .errors import CampaignError, Ref2VAError
 from .evidence import EvidenceBundle, new_run_id
 from .lock import FreezeStatus, canonical_campaign, verify
 from .lossless import Baseline
+from .lossy import LossyBaseline
 from .sanitize import Sanitizer
 from .server import REGISTRY, CleanupAudit
 from .verdicts import CheckResult, TrackVerdict, judge
@@ -246,6 +247,12 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
 @pytest.fixture(scope="session")
 def lossless_baselines() -> dict[str, Baseline]:
     """B0's reference run per lossless track, made once and shared by that track's candidates."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def lossy_baselines() -> dict[str, LossyBaseline]:
+    """B0's scored runs per lossy track, made once and shared by that track's candidates."""
     return {}
 
 

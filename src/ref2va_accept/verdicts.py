@@ -40,6 +40,7 @@ CANDIDATE_DEFECTS = frozenset({
     "caching_suspected",
     "comparison_point_missing",
     "output_differs_when_unobserved",
+    "quality_precondition_failed",
 })
 
 
@@ -85,7 +86,8 @@ class TrackVerdict:
 REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
     "lossless": ("b0_media", "candidate_media", "cleanup", "baseline_determinism",
                  "lossless_gate", "enabled_path_audit", "unobserved_output", "latency_ratio"),
-    "lossy": ("b0_media", "candidate_media", "cleanup", "lossy_gate", "latency_ratio"),
+    "lossy": ("b0_media", "candidate_media", "cleanup", "baseline_variability", "lossy_gate",
+              "latency_ratio"),
 }
 
 

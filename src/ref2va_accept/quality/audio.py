@@ -1,0 +1,541 @@
+"""Audio of a candidate against B0's audio for the same seed (quality.md, "Audio").
+
+Both soundtracks are decoded whole (15 s of stereo 32 kHz is under 4 MB as float32), aligned by
+the cross-correlation lag found within +/-100 ms, truncated to their common length, and compared
+with SNR, SI-SDR, log-spectral distance and a multi-resolution STFT distance. Each arm also gets
+its own statistics: BS.1770-4 integrated loudness, sample peak, clipping and silence ratios.
+
+Lengths: AAC priming and end padding move the decoded sample count by up to two AAC frames (see
+media.py for what PyAV 18 actually shows), so a length difference of up to 2 * 1024 samples is
+expected and anything beyond is reported as outside the slack. The metrics are still computed on
+the common length, so a gate can show both the length problem and how the rest compares.
+
+Conventions: the baseline is the reference in every ratio (SNR, SI-SDR, spectral convergence), a
+positive lag means the candidate's content arrives later than the baseline's, and values that are
+infinite by definition (identical signals) are +inf, never a crash or a clamp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+import numpy.typing as npt
+from scipy import fft as sp_fft
+from scipy import signal as sp_signal
+
+from ref2va_accept.errors import MediaError
+
+log = logging.getLogger(__name__)
+
+AUDIO_SCORER_VERSION = "1"
+SCORER_LAG = "audio.lag"
+SCORER_SNR = "audio.snr"
+SCORER_SI_SDR = "audio.si_sdr"
+SCORER_LSD = "audio.lsd"
+SCORER_MRSTFT = "audio.mrstft"
+SCORER_LOUDNESS = "audio.loudness"
+SCORER_PEAK = "audio.peak"
+SCORER_CLIPPING = "audio.clipping"
+SCORER_SILENCE = "audio.silence"
+SCORER_LENGTH = "audio.length"
+AUDIO_SCORER_IDS = (
+    SCORER_LAG, SCORER_SNR, SCORER_SI_SDR, SCORER_LSD, SCORER_MRSTFT, SCORER_LOUDNESS,
+    SCORER_PEAK, SCORER_CLIPPING, SCORER_SILENCE, SCORER_LENGTH,
+)
+
+AAC_FRAME_SAMPLES = 1024
+AAC_LENGTH_SLACK_SAMPLES = 2 * AAC_FRAME_SAMPLES
+LAG_SEARCH_S = 0.100
+CLIP_LEVEL = 0.999
+SILENCE_FRAME_S = 0.020
+SILENCE_DBFS = -60.0
+LSD_FFT = 2048
+LSD_POWER_FLOOR = 1e-10  # -100 dB: keeps silent bins finite without masking the noise floor
+MRSTFT_FFTS = (512, 1024, 2048)
+MRSTFT_MAG_FLOOR = 1e-7  # the clamp of Yamamoto et al. (Parallel WaveGAN) on |STFT|
+
+# ITU-R BS.1770-4, Table 1 and 2: the K-weighting pre-filter (high shelf) and the RLB high-pass,
+# as published for 48 kHz only.
+_BS1770_SHELF_48K = ((1.53512485958697, -2.69169618940638, 1.19839281085285),
+                     (1.0, -1.69065929318241, 0.73248077421585))
+_BS1770_HIGHPASS_48K = ((1.0, -2.0, 1.0), (1.0, -1.99004745483398, 0.99007225036621))
+_BS1770_RATE = 48000
+_BLOCK_S = 0.400
+_BLOCK_STEP_S = 0.100  # 75 % overlap
+_ABSOLUTE_GATE_LUFS = -70.0
+_RELATIVE_GATE_LU = -10.0
+_LOUDNESS_OFFSET = -0.691
+
+Float64Array = npt.NDArray[np.float64]
+Float32Array = npt.NDArray[np.float32]
+
+__all__ = [
+    "AAC_LENGTH_SLACK_SAMPLES",
+    "AUDIO_SCORER_IDS",
+    "AUDIO_SCORER_VERSION",
+    "SCORER_CLIPPING",
+    "SCORER_LAG",
+    "SCORER_LENGTH",
+    "SCORER_LOUDNESS",
+    "SCORER_LSD",
+    "SCORER_MRSTFT",
+    "SCORER_PEAK",
+    "SCORER_SILENCE",
+    "SCORER_SI_SDR",
+    "SCORER_SNR",
+    "AudioComparison",
+    "AudioStats",
+    "Biquad",
+    "DecodedAudio",
+    "audio_stats",
+    "compare_audio",
+    "compare_audio_files",
+    "decode_audio",
+    "integrated_loudness",
+    "k_weighting",
+]
+
+
+@dataclass(frozen=True, eq=False)  # eq on an ndarray field is ambiguous; compare fields instead
+class DecodedAudio:
+    samples: Float32Array  # [channels, n]
+    sample_rate: int
+    channels: int
+    start_time_s: float | None
+    duration_s: float
+    codec: str
+    name: str = ""  # basename of the source file, for messages; never a full path
+
+    @classmethod
+    def from_array(cls, samples: npt.ArrayLike, sample_rate: int, *,
+                   start_time_s: float | None = 0.0, codec: str = "pcm",
+                   name: str = "") -> DecodedAudio:
+        """Wrap samples shaped [channels, n] (or [n] for mono) that did not come from a file."""
+        array = np.asarray(samples, dtype=np.float32)
+        if array.ndim == 1:
+            array = array[np.newaxis, :]
+        if array.ndim != 2:
+            raise ValueError(f"expected samples shaped [channels, n], got shape {array.shape}")
+        if sample_rate <= 0:
+            raise ValueError(f"expected a positive sample rate, got {sample_rate}")
+        return cls(array, sample_rate, array.shape[0], start_time_s,
+                   array.shape[1] / sample_rate, codec, name)
+
+
+@dataclass(frozen=True)
+class AudioStats:
+    sample_rate: int
+    channels: int
+    samples: int  # per channel
+    duration_s: float
+    start_time_s: float | None
+    loudness_lufs: float  # BS.1770-4 integrated; -inf when every block is gated out
+    peak_dbfs: float  # sample peak, not true peak; -inf for digital silence
+    clipping_ratio: float  # samples (all channels) with |x| >= CLIP_LEVEL
+    silence_ratio: float  # 20 ms frames whose RMS over all channels is below -60 dBFS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: _json_number(value) for key, value in dataclasses.asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class AudioComparison:
+    candidate: AudioStats
+    baseline: AudioStats
+    lag_samples: int  # > 0: the candidate arrives later
+    lag_ms: float
+    lag_peak_correlation: float  # normalized; about -1 means an inverted copy
+    compared_samples: int  # per channel, after alignment and truncation
+    snr_db: float
+    si_sdr_db: float
+    lsd_db: float
+    mrstft: float  # mean over resolutions of spectral convergence + log-magnitude L1
+    mrstft_spectral_convergence: float
+    mrstft_log_magnitude: float
+    loudness_diff_lu: float  # candidate - baseline
+    length_mismatch_samples: int  # candidate - baseline, before alignment
+    length_within_aac_slack: bool
+    start_time_diff_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"scorer_version": AUDIO_SCORER_VERSION,
+                                  "length_slack_samples": AAC_LENGTH_SLACK_SAMPLES}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            record[field.name] = (value.to_dict() if isinstance(value, AudioStats)
+                                  else _json_number(value))
+        record["scorers"] = {
+            "lag_samples": SCORER_LAG, "snr_db": SCORER_SNR, "si_sdr_db": SCORER_SI_SDR,
+            "lsd_db": SCORER_LSD, "mrstft": SCORER_MRSTFT, "loudness_diff_lu": SCORER_LOUDNESS,
+            "length_mismatch_samples": SCORER_LENGTH, "peak_dbfs": SCORER_PEAK,
+            "clipping_ratio": SCORER_CLIPPING, "silence_ratio": SCORER_SILENCE,
+        }
+        return record
+
+
+def _json_number(value: Any) -> Any:
+    # JSON has no inf/nan; strings keep them unambiguous where a null would read as "missing".
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _av_reason(exc: BaseException) -> str:
+    # str(FFmpegError) embeds the path as given (often absolute); strerror alone does not.
+    return _one_line(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+
+
+# --- decoding -------------------------------------------------------------------------------
+
+
+def decode_audio(path: str | os.PathLike[str]) -> DecodedAudio:
+    """Decode the first audio stream of ``path`` into float32 [channels, n].
+
+    Raises :class:`MediaError` (one line, basename only) when the file cannot be opened, has no
+    audio stream, fails to decode, or decodes to no samples: a metric over a prefix would lie.
+    """
+    file_path = Path(path)
+    name = file_path.name
+    if not file_path.is_file():
+        raise MediaError(f"{name}: expected a media file with an audio stream, found no file")
+    try:
+        container = av.open(str(file_path), mode="r")
+    except (av.error.FFmpegError, OSError, ValueError) as exc:
+        raise MediaError(f"{name}: cannot open as a media file: {_av_reason(exc)}") from None
+    try:
+        if not container.streams.audio:
+            raise MediaError(f"{name}: expected an audio stream, found none")
+        stream = container.streams.audio[0]
+        ctx = stream.codec_context
+        chunks: list[Float32Array] = []
+        resampler: Any = None
+        frames = container.decode(stream)
+        decoded = 0
+        while True:
+            try:
+                frame = next(frames)
+            except StopIteration:
+                break
+            except (av.error.FFmpegError, ValueError) as exc:
+                raise MediaError(f"{name}: audio decode failed after {decoded} samples: "
+                                 f"{_av_reason(exc)}") from None
+            planar = [frame]
+            if frame.format.name != "fltp":
+                # AAC decodes to fltp already; other codecs are converted, not reinterpreted.
+                resampler = resampler or av.AudioResampler(
+                    format="fltp", layout=frame.layout, rate=frame.sample_rate)
+                planar = resampler.resample(frame)
+            for part in planar:
+                chunk = np.asarray(part.to_ndarray(), dtype=np.float32)
+                if chunks and chunk.shape[0] != chunks[0].shape[0]:
+                    raise MediaError(f"{name}: audio channel count changed mid-stream from "
+                                     f"{chunks[0].shape[0]} to {chunk.shape[0]}")
+                chunks.append(chunk)
+                decoded += chunk.shape[1]
+        rate = int(ctx.sample_rate or 0)
+        if decoded == 0 or rate <= 0:
+            raise MediaError(f"{name}: expected decodable audio, the {ctx.name} stream decoded "
+                             f"to no samples")
+        start = (float(stream.start_time * stream.time_base)
+                 if stream.start_time is not None and stream.time_base is not None else None)
+        samples = np.concatenate(chunks, axis=1)
+        return DecodedAudio(samples, rate, samples.shape[0], start, samples.shape[1] / rate,
+                            ctx.name, name)
+    finally:
+        container.close()
+
+
+# --- loudness (ITU-R BS.1770-4) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Biquad:
+    b: tuple[float, float, float]
+    a: tuple[float, float, float]  # a[0] == 1
+
+
+def _analog_prototype(stage: tuple[tuple[float, ...], tuple[float, ...]],
+                      rate: int) -> tuple[float, float, float, float, float]:
+    """Invert the prewarped bilinear transform: (f0, Q, Vh, Vb, Vl) of a digital biquad.
+
+    The biquad is H(S) = (Vh S^2 + Vb S / Q + Vl) / (S^2 + S / Q + 1) with S = s / w0, mapped by
+    S = (z - 1) / (K (z + 1)), K = tan(pi f0 / rate). Evaluating numerator and denominator at
+    z = 1, z = -1 and their difference isolates each parameter.
+    """
+    (b0, b1, b2), (a0, a1, a2) = stage
+    b0, b1, b2, a1, a2 = b0 / a0, b1 / a0, b2 / a0, a1 / a0, a2 / a0
+    k = math.sqrt((1 + a1 + a2) / (1 - a1 + a2))
+    k_over_q = 2 * (1 - a2) / (1 - a1 + a2)
+    vh = (b0 - b1 + b2) / (1 - a1 + a2)
+    vl = (b0 + b1 + b2) / (1 + a1 + a2)
+    vb = (b0 - b2) / (1 - a2)
+    return rate * math.atan(k) / math.pi, k / k_over_q, vh, vb, vl
+
+
+def _biquad_at(f0: float, q: float, vh: float, vb: float, vl: float, rate: int) -> Biquad:
+    k = math.tan(math.pi * f0 / rate)
+    den = 1 + k / q + k * k
+    return Biquad(
+        ((vh + vb * k / q + vl * k * k) / den, 2 * (vl * k * k - vh) / den,
+         (vh - vb * k / q + vl * k * k) / den),
+        (1.0, 2 * (k * k - 1) / den, (1 - k / q + k * k) / den),
+    )
+
+
+def k_weighting(sample_rate: int) -> tuple[Biquad, Biquad]:
+    """BS.1770-4's two K-weighting stages (shelf, RLB high-pass) for ``sample_rate``.
+
+    The standard publishes coefficients for 48 kHz only. As pyloudnorm and libebur128 do, the
+    analog prototype is recovered from them and mapped back with the bilinear transform at the
+    actual rate, prewarped at each stage's corner; at 48 kHz this returns the published values.
+    (The recovered prototype is libebur128's: shelf f0 1681.97 Hz, Q 0.70718, +3.99984 dB.)
+    """
+    if sample_rate <= 0:
+        raise ValueError(f"expected a positive sample rate, got {sample_rate}")
+    return (_biquad_at(*_analog_prototype(_BS1770_SHELF_48K, _BS1770_RATE), sample_rate),
+            _biquad_at(*_analog_prototype(_BS1770_HIGHPASS_48K, _BS1770_RATE), sample_rate))
+
+
+def integrated_loudness(samples: npt.ArrayLike, sample_rate: int) -> float:
+    """BS.1770-4 integrated loudness in LUFS of [channels, n] (or mono [n]) samples.
+
+    400 ms blocks with 75 % overlap, absolute gate -70 LUFS, relative gate -10 LU. Every channel
+    has weight 1.0 (mono and stereo; surround weights are not needed by this suite). Input shorter
+    than one block, or whose blocks all fall under the absolute gate, reads -inf.
+    """
+    x = np.atleast_2d(np.asarray(samples, dtype=np.float64))
+    block = round(_BLOCK_S * sample_rate)
+    step = round(_BLOCK_STEP_S * sample_rate)
+    n = x.shape[1]
+    if n < block or block <= 0:
+        return -math.inf
+    for stage in k_weighting(sample_rate):
+        x = sp_signal.lfilter(stage.b, stage.a, x, axis=1)
+    # Block mean squares from a running sum: O(n) however many blocks overlap.
+    energy = np.zeros((x.shape[0], n + 1))
+    np.cumsum(x * x, axis=1, out=energy[:, 1:])
+    starts = np.arange(0, n - block + 1, step)
+    z = (energy[:, starts + block] - energy[:, starts]) / block  # [channels, blocks]
+    total = z.sum(axis=0)
+    with np.errstate(divide="ignore"):
+        block_lufs = _LOUDNESS_OFFSET + 10 * np.log10(total)
+    above_absolute = block_lufs > _ABSOLUTE_GATE_LUFS
+    if not above_absolute.any():
+        return -math.inf
+    relative_gate = (_LOUDNESS_OFFSET + 10 * math.log10(float(total[above_absolute].mean()))
+                     + _RELATIVE_GATE_LU)
+    gated = above_absolute & (block_lufs > relative_gate)
+    return _LOUDNESS_OFFSET + 10 * math.log10(float(total[gated].mean()))
+
+
+# --- per-arm statistics -----------------------------------------------------------------------
+
+
+def _db(ratio: float) -> float:
+    if ratio <= 0:
+        return -math.inf
+    return 10 * math.log10(ratio)
+
+
+def audio_stats(audio: DecodedAudio) -> AudioStats:
+    """Loudness, sample peak, clipping and silence of one arm's soundtrack."""
+    x = audio.samples.astype(np.float64)
+    n = x.shape[1]
+    magnitude = np.abs(x)
+    peak = float(magnitude.max()) if x.size else 0.0
+    frame = max(1, round(SILENCE_FRAME_S * audio.sample_rate))
+    if n == 0:
+        silence = math.nan
+    else:
+        # Full 20 ms frames only; input shorter than one frame is judged as one frame.
+        frames = max(1, n // frame)
+        usable = x[:, : frames * frame] if n >= frame else x
+        mean_square = (usable * usable).reshape(x.shape[0], frames, -1).mean(axis=(0, 2))
+        threshold = 10 ** (SILENCE_DBFS / 10)  # on mean square: RMS below -60 dBFS
+        silence = float(np.mean(mean_square < threshold))
+    return AudioStats(
+        sample_rate=audio.sample_rate,
+        channels=audio.channels,
+        samples=n,
+        duration_s=n / audio.sample_rate,
+        start_time_s=audio.start_time_s,
+        loudness_lufs=integrated_loudness(x, audio.sample_rate),
+        peak_dbfs=_db(peak * peak),
+        clipping_ratio=float(np.mean(magnitude >= CLIP_LEVEL)) if x.size else math.nan,
+        silence_ratio=silence,
+    )
+
+
+# --- comparison against B0 --------------------------------------------------------------------
+
+
+def _find_lag(candidate: Float64Array, baseline: Float64Array,
+              max_lag: int) -> tuple[int, float]:
+    """Lag in [-max_lag, max_lag] maximizing |cross-correlation| summed over channels.
+
+    Summing per-channel correlations (rather than correlating a mono downmix) keeps channels in
+    opposite phase from cancelling. Ties, including all-silent input, resolve to lag 0.
+    """
+    n_c, n_b = candidate.shape[1], baseline.shape[1]
+    size = sp_fft.next_fast_len(n_c + n_b - 1, real=True)
+    spectrum = sp_fft.rfft(candidate, size, axis=1) * np.conj(sp_fft.rfft(baseline, size, axis=1))
+    corr = sp_fft.irfft(spectrum.sum(axis=0), size)
+    max_lag = min(max_lag, n_c - 1, n_b - 1)
+    lags = np.arange(-max_lag, max_lag + 1)
+    window = corr[lags % size]  # negative lags wrap to the end of the circular result
+    best = int(np.argmax(np.abs(window)))
+    zero = max_lag
+    if abs(window[zero]) >= abs(window[best]) * (1 - 1e-12):
+        best = zero
+    energy = math.sqrt(float(np.sum(candidate**2)) * float(np.sum(baseline**2)))
+    peak = float(window[best]) / energy if energy > 0 else 0.0
+    return int(lags[best]), peak
+
+
+def _energy_ratio_db(reference: float, error: float) -> float:
+    if error == 0:
+        return math.inf
+    return _db(reference / error)
+
+
+def _snr_db(candidate: Float64Array, baseline: Float64Array) -> float:
+    return _energy_ratio_db(float(np.sum(baseline**2)), float(np.sum((candidate - baseline)**2)))
+
+
+def _si_sdr_db(candidate: Float64Array, baseline: Float64Array) -> float:
+    """Scale-invariant SDR (Le Roux et al. 2019), no mean removal.
+
+    One scale for all channels, so a candidate exact in one channel and broken in the other reads
+    finite. The scale may be negative, so an inverted copy reads +inf here: SNR and the sign of
+    ``lag_peak_correlation`` are what show an inversion.
+    """
+    reference_energy = float(np.sum(baseline**2))
+    if reference_energy == 0:
+        return math.inf if not np.any(candidate) else -math.inf
+    alpha = float(np.sum(candidate * baseline)) / reference_energy
+    target = alpha * baseline
+    return _energy_ratio_db(float(np.sum(target**2)), float(np.sum((candidate - target)**2)))
+
+
+def _stft_magnitude(x: Float64Array, n_fft: int, hop: int) -> Float64Array:
+    """|STFT| [channels, frames, bins], Hann window, no centering, zero-padded to whole frames."""
+    n = x.shape[1]
+    frames = 1 + max(0, math.ceil((n - n_fft) / hop))
+    padded = np.zeros((x.shape[0], n_fft + (frames - 1) * hop))
+    padded[:, :n] = x
+    windows = np.lib.stride_tricks.sliding_window_view(padded, n_fft, axis=1)[:, ::hop]
+    window = sp_signal.get_window("hann", n_fft)
+    return np.asarray(np.abs(sp_fft.rfft(windows * window, axis=2)), dtype=np.float64)
+
+
+def _lsd_db(candidate: Float64Array, baseline: Float64Array) -> float:
+    """Mean over frames and channels of the RMS over bins of the power difference in dB."""
+    cand = _stft_magnitude(candidate, LSD_FFT, LSD_FFT // 4)
+    base = _stft_magnitude(baseline, LSD_FFT, LSD_FFT // 4)
+    diff = 10 * np.log10(cand**2 + LSD_POWER_FLOOR) - 10 * np.log10(base**2 + LSD_POWER_FLOOR)
+    return float(np.mean(np.sqrt(np.mean(diff**2, axis=2))))
+
+
+def _mrstft(candidate: Float64Array, baseline: Float64Array) -> tuple[float, float]:
+    """Mean over FFT sizes of (spectral convergence, mean |log|B| - log|C||), hop n_fft / 4."""
+    convergence: list[float] = []
+    log_l1: list[float] = []
+    for n_fft in MRSTFT_FFTS:
+        cand = _stft_magnitude(candidate, n_fft, n_fft // 4)
+        base = _stft_magnitude(baseline, n_fft, n_fft // 4)
+        error = float(np.linalg.norm(base - cand))
+        reference = float(np.linalg.norm(base))
+        if error == 0:
+            convergence.append(0.0)
+        else:
+            convergence.append(error / reference if reference > 0 else math.inf)
+        log_l1.append(float(np.mean(np.abs(
+            np.log(np.maximum(base, MRSTFT_MAG_FLOOR))
+            - np.log(np.maximum(cand, MRSTFT_MAG_FLOOR))))))
+    return float(np.mean(convergence)), float(np.mean(log_l1))
+
+
+def _loudness_diff(candidate: float, baseline: float) -> float:
+    if candidate == baseline:  # also both -inf: equally silent is no difference
+        return 0.0
+    return candidate - baseline
+
+
+def compare_audio(candidate: DecodedAudio, baseline: DecodedAudio) -> AudioComparison:
+    """Compare a candidate's soundtrack with B0's for the same seed.
+
+    Raises ValueError (one line) when sample rates or channel counts differ: no metric here is
+    meaningful across them, and resampling or downmixing would hide a real defect.
+    """
+    who = f"candidate {candidate.name or '(array)'} vs baseline {baseline.name or '(array)'}"
+    if candidate.channels != baseline.channels:
+        raise ValueError(f"{who}: expected the same audio channel count, got "
+                         f"{candidate.channels} and {baseline.channels}")
+    if candidate.sample_rate != baseline.sample_rate:
+        raise ValueError(f"{who}: expected the same sample rate, got "
+                         f"{candidate.sample_rate} Hz and {baseline.sample_rate} Hz")
+    rate = baseline.sample_rate
+    cand = candidate.samples.astype(np.float64)
+    base = baseline.samples.astype(np.float64)
+    if cand.shape[1] == 0 or base.shape[1] == 0:
+        raise ValueError(f"{who}: expected audio samples in both arms, got "
+                         f"{cand.shape[1]} and {base.shape[1]}")
+    mismatch = cand.shape[1] - base.shape[1]
+    within_slack = abs(mismatch) <= AAC_LENGTH_SLACK_SAMPLES
+    lag, peak = _find_lag(cand, base, round(LAG_SEARCH_S * rate))
+    if lag > 0:
+        cand = cand[:, lag:]
+    elif lag < 0:
+        base = base[:, -lag:]
+    common = min(cand.shape[1], base.shape[1])
+    cand, base = cand[:, :common], base[:, :common]
+    if not within_slack:
+        log.warning("%s: lengths differ by %d samples, beyond the AAC slack of %d", who,
+                    mismatch, AAC_LENGTH_SLACK_SAMPLES)
+    if lag != 0:
+        log.warning("%s: audio lag %d samples (%.2f ms), expected 0", who, lag, 1000 * lag / rate)
+    convergence, log_magnitude = _mrstft(cand, base)
+    cand_stats, base_stats = audio_stats(candidate), audio_stats(baseline)
+    start_diff = (candidate.start_time_s - baseline.start_time_s
+                  if candidate.start_time_s is not None and baseline.start_time_s is not None
+                  else None)
+    return AudioComparison(
+        candidate=cand_stats,
+        baseline=base_stats,
+        lag_samples=lag,
+        lag_ms=1000 * lag / rate,
+        lag_peak_correlation=peak,
+        compared_samples=common,
+        snr_db=_snr_db(cand, base),
+        si_sdr_db=_si_sdr_db(cand, base),
+        lsd_db=_lsd_db(cand, base),
+        mrstft=convergence + log_magnitude,
+        mrstft_spectral_convergence=convergence,
+        mrstft_log_magnitude=log_magnitude,
+        loudness_diff_lu=_loudness_diff(cand_stats.loudness_lufs, base_stats.loudness_lufs),
+        length_mismatch_samples=mismatch,
+        length_within_aac_slack=within_slack,
+        start_time_diff_s=start_diff,
+    )
+
+
+def compare_audio_files(candidate_path: str | os.PathLike[str],
+                        baseline_path: str | os.PathLike[str]) -> AudioComparison:
+    """Decode both files and compare them; every failure is one :class:`MediaError` line."""
+    candidate, baseline = decode_audio(candidate_path), decode_audio(baseline_path)
+    try:
+        return compare_audio(candidate, baseline)
+    except ValueError as exc:
+        raise MediaError(str(exc)) from None

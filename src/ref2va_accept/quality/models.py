@@ -1,0 +1,195 @@
+"""Local TorchScript models behind the VBench dimensions, and VBench's preprocessing for each.
+
+Nothing is downloaded: the caller names a file per model, we ``torch.jit.load`` it on the CPU and
+record its sha256. torch is imported here lazily, inside the functions, because the judge must
+import without it. Conventions each TorchScript file must follow (the wrapper that exports a model
+owns anything model-specific that is not listed here, e.g. RAFT's ``iters=20, test_mode=True``):
+
+========================  ==============================================  ====================
+name (``--weights``)      input (float32, NCHW, batch 1)                  output
+========================  ==============================================  ====================
+dino_vitb16               [1,3,224,W'] ImageNet-normalised (VBench's      [1, D] features
+                          ``dino_transform``: short side 224, no crop)
+clip_vitb32, clip_vitl14  [1,3,224,224] CLIP-normalised (``clip_transform``:  [1, D] image
+                          bicubic short side 224, centre crop 224)         features
+laion_aesthetic           [1, D] L2-normalised CLIP ViT-L/14 features     [1] or [1,1] score
+musiq_spaq                [1,3,h,w] in [0,1], long side <= 512            [1] or [1,1], 0..100
+dreamsim                  [1,3,224,224] in [0,1]                          [1, D] embedding
+raft                      two [1,3,H8,W8] in [0,255], replicate-padded    [1,2,H8,W8] flow
+                          ("sintel" centring) to multiples of 8
+amt_s                     two [1,3,H16,W16] in [0,1], replicate-padded    [1,3,H16,W16] middle
+                          to multiples of 16                               frame in [0,1]
+========================  ==============================================  ====================
+
+Resizes follow torchvision's ``Resize(antialias=False)`` on uint8 video tensors as VBench applies
+it: interpolate in float, then round and clamp back to uint8, then divide by 255.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ref2va_accept.quality.imageops import U8
+from ref2va_accept.quality.registry import ScorerError, WeightIdentity, weight_identity
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "MODEL_NAMES",
+    "LoadedModel",
+    "amt_input",
+    "clip_input",
+    "dino_input",
+    "dreamsim_input",
+    "load_model",
+    "musiq_input",
+    "raft_input",
+    "unpad",
+]
+
+MODEL_NAMES = ("dino_vitb16", "clip_vitb32", "clip_vitl14", "laion_aesthetic", "musiq_spaq",
+               "dreamsim", "raft", "amt_s")
+_IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+_CLIP = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    name: str
+    identity: WeightIdentity
+    module: Any  # torch.jit.ScriptModule; typed loosely so the judge imports without torch
+
+    def __call__(self, *inputs: Any) -> F32:
+        import torch  # noqa: PLC0415 - the judge imports torch only when a model is used
+
+        with torch.inference_mode():
+            out = self.module(*inputs)
+        if isinstance(out, (tuple, list)):
+            out = out[-1]
+        if isinstance(out, Mapping):  # AMT returns {"imgt_pred": ...}
+            out = out["imgt_pred"]
+        return np.asarray(out.detach().to(torch.float32).cpu().numpy(), np.float32)
+
+
+def load_model(name: str, path: Path) -> LoadedModel:
+    if name not in MODEL_NAMES:
+        raise ScorerError(f"unknown model name {name!r}; expected one of {', '.join(MODEL_NAMES)}")
+    path = Path(path)
+    if not path.is_file():
+        raise ScorerError(f"{name}: weights file {path.name} not found")
+    identity = weight_identity(path)
+    import torch  # noqa: PLC0415
+
+    try:
+        with warnings.catch_warnings():
+            # torch 2.13 deprecates TorchScript; the weights contract still uses it.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = torch.jit.load(str(path), map_location="cpu")  # type: ignore[no-untyped-call]
+    except (RuntimeError, ValueError) as exc:
+        raise ScorerError(f"{name}: {path.name} is not a loadable TorchScript file: "
+                          f"{' '.join(str(exc).split())[:200]}") from None
+    module.eval()
+    log.info("loaded %s from %s (sha256 %s)", name, path.name, identity.sha256[:12])
+    return LoadedModel(name, identity, module)
+
+
+def _tensor(frame: U8) -> Any:
+    import torch  # noqa: PLC0415
+
+    return torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1)[None].to(torch.float32)
+
+
+def _resize_u8(x: Any, size: tuple[int, int], mode: str) -> Any:
+    import torch  # noqa: PLC0415
+
+    if tuple(x.shape[-2:]) == size:
+        return x
+    kwargs: dict[str, Any] = {"align_corners": False, "antialias": False}
+    out = torch.nn.functional.interpolate(x, size=size, mode=mode, **kwargs)
+    return out.round().clamp(0, 255)  # torchvision casts a uint8 video back to uint8
+
+
+def _short_side_size(h: int, w: int, short: int) -> tuple[int, int]:
+    # torchvision's Resize(int): the long side is truncated, not rounded.
+    if h <= w:
+        return short, int(short * w / h)
+    return int(short * h / w), short
+
+
+def _normalize(x: Any, stats: tuple[tuple[float, ...], tuple[float, ...]]) -> Any:
+    import torch  # noqa: PLC0415
+
+    mean = torch.tensor(stats[0], dtype=torch.float32).view(1, 3, 1, 1)
+    std = torch.tensor(stats[1], dtype=torch.float32).view(1, 3, 1, 1)
+    return (x / 255.0 - mean) / std
+
+
+def dino_input(frame: U8) -> Any:
+    x = _tensor(frame)
+    x = _resize_u8(x, _short_side_size(frame.shape[0], frame.shape[1], 224), "bilinear")
+    return _normalize(x, _IMAGENET)
+
+
+def _center_crop(x: Any, size: int) -> Any:
+    h, w = x.shape[-2:]
+    top, left = round((h - size) / 2.0), round((w - size) / 2.0)
+    return x[..., top:top + size, left:left + size]
+
+
+def clip_input(frame: U8) -> Any:
+    x = _tensor(frame)
+    x = _resize_u8(x, _short_side_size(frame.shape[0], frame.shape[1], 224), "bicubic")
+    return _normalize(_center_crop(x, 224), _CLIP)
+
+
+def dreamsim_input(frame: U8) -> Any:
+    return _resize_u8(_tensor(frame), (224, 224), "bicubic") / 255.0
+
+
+def musiq_input(frame: U8, mode: str = "longer") -> Any:
+    """VBench's imaging-quality transform ('longer' is its default; 'shorter' is the old one)."""
+    x = _tensor(frame)
+    h, w = frame.shape[:2]
+    side = max(h, w) if mode == "longer" else min(h, w)
+    if side > 512:
+        scale = 512.0 / side
+        x = _resize_u8(x, (int(scale * h), int(scale * w)), "bilinear")
+    return x / 255.0
+
+
+def _pad(x: Any, divisor: int) -> tuple[Any, tuple[int, int, int, int]]:
+    import torch  # noqa: PLC0415
+
+    h, w = x.shape[-2:]
+    pad_h = (((h // divisor) + 1) * divisor - h) % divisor
+    pad_w = (((w // divisor) + 1) * divisor - w) % divisor
+    pads = (pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2)
+    if not any(pads):
+        return x, pads
+    return torch.nn.functional.pad(x, pads, mode="replicate"), pads
+
+
+def raft_input(frame: U8) -> tuple[Any, tuple[int, int, int, int]]:
+    return _pad(_tensor(frame), 8)
+
+
+def amt_input(frame: U8) -> tuple[Any, tuple[int, int, int, int]]:
+    return _pad(_tensor(frame) / 255.0, 16)
+
+
+def unpad(x: F32, pads: tuple[int, int, int, int]) -> F32:
+    left, right, top, bottom = pads
+    h, w = x.shape[-2:]
+    return x[..., top:h - bottom, left:w - right]
+
+
+Preprocess = Callable[[U8], Any]

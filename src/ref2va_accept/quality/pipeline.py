@@ -1,0 +1,142 @@
+"""Every CPU-computable metric (and every model-based one whose weights are given) in ONE pass.
+
+The decoded 15 s 1344x768 video is over 1 GiB as uint8, so frames are streamed: each metric keeps
+only what its definition needs (the previous frame, the first frame's features, the even frame
+before an odd one, the sampled frame before this one).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import av
+
+from ref2va_accept.errors import MediaError
+from ref2va_accept.media import iter_video_frames
+from ref2va_accept.quality import consistency, proxies, vbench
+from ref2va_accept.quality.frames import FrameView
+from ref2va_accept.quality.imageops import U8
+from ref2va_accept.quality.registry import SCORERS, Score, ScorerError, error_score, open_score
+
+log = logging.getLogger(__name__)
+
+__all__ = ["score_frames", "score_video", "video_fps"]
+
+_ORDER = {scorer_id: i for i, scorer_id in enumerate(SCORERS)}
+
+
+def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None = None,
+                 weights: Mapping[str, Path] | None = None,
+                 include_proxies: bool = True) -> list[Score]:
+    """Score RGB uint8 frames in order; the result lists every dimension, open ones included."""
+    if not fps > 0:
+        raise ScorerError(f"fps must be positive, got {fps}")
+    metrics, scores = vbench.vbench_metrics(weights, fps=fps, reference=reference_image)
+    if include_proxies:
+        metrics += proxies.proxy_metrics(fps)
+    metrics += consistency.consistency_metrics(reference_image)
+    if reference_image is None:
+        scores += [open_score(info, "needs the reference image (--reference)")
+                   for info in SCORERS.values() if info.id.startswith("consistency.reference.")]
+    failed: dict[int, str] = {}
+    prev: FrameView | None = None
+    count = 0
+    for index, rgb in enumerate(frames):
+        view = FrameView(index, rgb, prev)
+        for slot, metric in enumerate(metrics):
+            if slot in failed:
+                continue
+            try:
+                metric.update(view)
+            except ScorerError:
+                raise
+            except Exception as exc:  # a model's own failure closes that dimension only
+                if not hasattr(metric, "info"):
+                    raise
+                failed[slot] = f"frame {index}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                log.warning("%s failed: %s", metric.info.id, failed[slot])
+        prev, count = view, index + 1
+    if count == 0:
+        raise ScorerError("no frames to score (the video decoded to zero frames)")
+    for slot, metric in enumerate(metrics):
+        scores += ([error_score(metric.info, failed[slot])] if slot in failed  # type: ignore[attr-defined]
+                   else metric.finish())
+    return sorted(scores, key=lambda s: _ORDER.get(s.scorer.id, len(_ORDER)))
+
+
+def prefetched(frames: Iterable[U8], depth: int = 3) -> Iterator[U8]:
+    """Decode on a helper thread while the caller scores: FFmpeg and OpenCV release the GIL, so
+    decoding and scoring overlap on two cores. At most ``depth`` frames wait in the queue; an
+    error in decoding is re-raised in the caller, after the frames decoded before it."""
+    handoff: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for frame in frames:
+                while not stop.is_set():
+                    try:
+                        handoff.put(("frame", frame), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            handoff.put(("end", None))
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            handoff.put(("error", exc))
+
+    worker = threading.Thread(target=produce, name="decode-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, item = handoff.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():
+            try:
+                handoff.get_nowait()
+            except queue.Empty:
+                worker.join(timeout=0.05)
+
+
+def video_fps(path: str | os.PathLike[str]) -> float:
+    """The video stream's average frame rate, from the container (no decoding)."""
+    name = Path(path).name
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise MediaError(f"{name}: expected a video stream, found none")
+            stream = container.streams.video[0]
+            rate = stream.average_rate or stream.guessed_rate
+    except (av.error.FFmpegError, OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        raise MediaError(f"{name}: cannot open as an MP4: {reason}") from None
+    if not rate:
+        raise MediaError(f"{name}: the video stream declares no frame rate")
+    return float(rate)
+
+
+def score_video(path: str | os.PathLike[str], *, reference_image: Path | None = None,
+                weights: Mapping[str, Path] | None = None,
+                include_proxies: bool = True) -> list[Score]:
+    """Decode ``path`` once and score it (see :func:`score_frames`)."""
+    reference = consistency.load_reference_image(reference_image) if reference_image else None
+    iter_video_frames(path)  # a generator: opening errors surface on the first frame below
+    fps = video_fps(path)
+    try:
+        return score_frames(prefetched(iter_video_frames(path)), fps=fps, reference_image=reference,
+                            weights=weights, include_proxies=include_proxies)
+    except ScorerError as exc:
+        raise ScorerError(f"{Path(path).name}: {exc}") from None

@@ -1,0 +1,76 @@
+"""The lossy gate against the reference engine, run as a user runs it, verdicts checked.
+
+cache-dit-mild reuses a few steps and must stay within 1% on every gated score; cache-dit-
+aggressive reuses most steps and must break at least one, named with its number. B0's own
+spread is in the evidence before any candidate is judged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.suite_runner import ROOT, bundle, only_run, run_pytest, tagged
+
+
+def _check(evidence: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(c for c in evidence["checks"]
+                                 if c["arm"] == arm and c["name"] == name)
+    return found
+
+
+def _verdict(evidence: dict[str, Any], candidate: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(v for v in evidence["verdicts"] if v["candidate"] == candidate)
+    return found
+
+
+@pytest.fixture(scope="module")
+def five_second_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
+    evidence = tmp_path_factory.mktemp("evidence")
+    result = run_pytest("tests/quality/test_lossy.py", "-m", "lossy and 5s",
+                        "--campaign", str(ROOT / "fixtures/campaigns/reference.yaml"),
+                        "--evidence-dir", str(evidence), timeout=900)
+    return result, bundle(evidence), only_run(evidence)
+
+
+def test_only_the_aggressive_candidate_fails(five_second_run: Any) -> None:
+    result, evidence, _ = five_second_run
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "1 failed, 2 passed" in result.stdout, result.stdout[-3000:]
+    assert tagged(evidence["run_id"]) == []
+
+
+def test_baseline_variability_is_in_the_evidence(five_second_run: Any) -> None:
+    check = _check(five_second_run[1], "b0", "baseline_variability")
+    assert check["status"] == "pass", check["detail"]
+    data = check["data"]
+    assert data["same_seed_spread"] and all(v == 0.0 for v in data["same_seed_spread"].values())
+    assert data["different_seed_spread"]  # seeds 42 and 43 differ, as they should
+
+
+def test_mild_cache_passes_with_per_dimension_numbers(five_second_run: Any) -> None:
+    check = _check(five_second_run[1], "cache-dit-mild", "lossy_gate")
+    assert check["status"] == "pass", check["detail"]
+    assert set(check["data"]["worst"]) >= {"vbench.temporal_flickering",
+                                           "proxy.imaging_quality.sharpness"}
+    assert all(v < 0.01 for v in check["data"]["worst"].values())
+    seed = check["data"]["per_seed"][0]
+    assert "psnr_db" in seed["fidelity"] and "si_sdr_db" in seed["audio"]
+
+
+def test_aggressive_cache_fails_naming_the_dimensions(five_second_run: Any) -> None:
+    check = _check(five_second_run[1], "cache-dit-aggressive", "lossy_gate")
+    assert check["status"] == "fail" and check["reason"] == "quality_gate_failed"
+    broken = [k for k, v in check["data"]["worst"].items() if v >= 0.01]
+    assert broken and all(name in check["detail"] for name in broken)
+    verdict = _verdict(five_second_run[1], "cache-dit-aggressive")
+    assert verdict["verdict"] == "failed" and verdict["reasons"] == ["quality_gate_failed"]
+    assert _verdict(five_second_run[1], "cache-dit-mild")["verdict"] == "inconclusive"
+
+
+def test_proxies_are_never_reported_as_vbench(five_second_run: Any) -> None:
+    scores = _check(five_second_run[1], "b0", "baseline_variability")["data"]["baseline_scores"]
+    for score in scores:
+        assert score["kind"] == score["scorer"].split(".", 1)[0]

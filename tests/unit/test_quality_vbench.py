@@ -1,0 +1,170 @@
+"""VBench dimensions: exact flicker, the formulas by hand, open checks, fake TorchScript models."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ref2va_accept.quality import score_frames
+from ref2va_accept.quality.registry import Score
+from ref2va_accept.quality.vbench import (
+    clamped_cosine,
+    consistency_score,
+    dynamic_verdict,
+    flicker_score,
+    i2v_score,
+    top5_flow_magnitude,
+)
+
+
+def _const(value: int, h: int = 32, w: int = 48) -> np.ndarray:
+    return np.full((h, w, 3), value, np.uint8)
+
+
+def _by_id(scores: list[Score]) -> dict[str, Score]:
+    return {s.scorer.id: s for s in scores}
+
+
+def test_static_clip_has_flicker_exactly_one() -> None:
+    rng = np.random.default_rng(1)
+    frame = rng.integers(0, 256, (32, 48, 3), dtype=np.uint8)
+    score = _by_id(score_frames([frame] * 6, fps=24))["vbench.temporal_flickering"]
+    assert score.status == "ok" and score.value == 1.0
+
+
+def test_alternating_brightness_step_gives_255_minus_d_over_255() -> None:
+    frames = [_const(100 + 7 * (i % 2)) for i in range(9)]
+    score = _by_id(score_frames(frames, fps=24))["vbench.temporal_flickering"]
+    assert score.value == pytest.approx((255 - 7) / 255, abs=1e-15)
+
+
+def test_flicker_averages_pairs_over_all_frames() -> None:
+    frames = [_const(10), _const(10), _const(40)]  # pair MAEs 0 and 30
+    score = _by_id(score_frames(frames, fps=24))["vbench.temporal_flickering"]
+    assert score.value == pytest.approx((255 - 15) / 255, abs=1e-15)
+    assert flicker_score([0.0, 30.0]) == score.value
+
+
+def test_single_frame_flicker_is_an_error_not_a_value() -> None:
+    score = _by_id(score_frames([_const(5)], fps=24))["vbench.temporal_flickering"]
+    assert score.status == "error" and score.value is None
+
+
+def test_model_dimensions_without_weights_are_open_naming_what_is_missing() -> None:
+    scores = _by_id(score_frames([_const(1), _const(2)], fps=24))
+    for dim in ("subject_consistency", "background_consistency", "motion_smoothness",
+                "dynamic_degree", "aesthetic_quality", "imaging_quality", "i2v_subject",
+                "i2v_background"):
+        s = scores[f"vbench.{dim}"]
+        assert s.status == "open" and s.value is None and "weights missing" in s.detail
+
+
+def test_missing_weights_file_is_open(tmp_path: Path) -> None:
+    scores = _by_id(score_frames([_const(1), _const(2)], fps=24,
+                                 weights={"dino_vitb16": tmp_path / "nope.pt"}))
+    assert scores["vbench.subject_consistency"].status == "open"
+    assert "nope.pt" in scores["vbench.subject_consistency"].detail
+
+
+def test_consistency_formula_by_hand() -> None:
+    assert consistency_score([1.0, 0.5], [0.8, 0.2]) == pytest.approx((0.9 + 0.35) / 2)
+    assert clamped_cosine(np.array([1.0, 0.0]), np.array([-1.0, 0.0])) == 0.0
+
+
+def test_i2v_formula_by_hand() -> None:
+    expected = 0.4 * 0.9 + 0.3 * 0.8 + 0.3 * 0.6
+    assert i2v_score([0.2, 0.9, 0.5], [0.6, 1.0]) == pytest.approx(expected)
+
+
+def test_top5_flow_magnitude_means_the_largest_5_percent() -> None:
+    flow = np.zeros((2, 10, 10))
+    flow[0].flat[:5] = [3.0, 4.0, 5.0, 6.0, 7.0]  # 5 of 100 pixels: exactly the top 5%
+    assert top5_flow_magnitude(flow) == pytest.approx(5.0)
+
+
+def test_dynamic_verdict_follows_vbench_counting() -> None:
+    # 16 sampled frames -> need round(4) = 4 pairs above 6 * 256 / 256 = 6.
+    assert dynamic_verdict([7.0] * 4 + [0.0] * 11, 16, 256) is True
+    assert dynamic_verdict([7.0] * 3 + [0.0] * 12, 16, 256) is False
+    assert dynamic_verdict([6.0] * 15, 16, 256) is False  # strictly above the threshold
+
+
+torch = pytest.importorskip("torch")
+_torchscript = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+class _MeanColour(torch.nn.Module):  # type: ignore[misc]
+    """A fake feature extractor: per-channel spatial mean, plus a constant 1."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        means = x.mean(dim=(2, 3))
+        return torch.cat([means, torch.ones_like(means[:, :1])], dim=1)
+
+
+class _Midpoint(torch.nn.Module):  # type: ignore[misc]
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a + b) / 2
+
+
+def _script(module: torch.nn.Module, path: Path) -> Path:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(module).save(str(path))
+    return path
+
+
+def _features(frame: np.ndarray) -> np.ndarray:
+    # What _MeanColour gives after VBench's DINO normalisation of a constant frame.
+    mean = np.array([0.485, 0.456, 0.406])
+    std = np.array([0.229, 0.224, 0.225])
+    v = (frame[0, 0].astype(np.float32) / 255.0 - mean.astype(np.float32)) / std.astype(np.float32)
+    return np.append(v, 1.0)
+
+
+def test_subject_consistency_with_fake_extractor_matches_hand_formula(tmp_path: Path) -> None:
+    model = _script(_MeanColour(), tmp_path / "dino.pt")
+    frames = [np.full((32, 48, 3), c, np.uint8) for c in ([10, 200, 30], [200, 10, 30],
+                                                          [10, 200, 30])]
+    score = _by_id(score_frames(frames, fps=24, weights={"dino_vitb16": model}))[
+        "vbench.subject_consistency"]
+    f = [_features(fr) for fr in frames]
+    expected = ((clamped_cosine(f[0], f[1]) + clamped_cosine(f[0], f[1])) / 2
+                + (clamped_cosine(f[1], f[2]) + clamped_cosine(f[0], f[2])) / 2) / 2
+    assert score.status == "ok"
+    assert score.value == pytest.approx(expected, abs=1e-6)
+    assert score.scorer.weights[0].name == "dino.pt" and len(score.scorer.weights[0].sha256) == 64
+
+
+def test_i2v_subject_with_fake_extractor(tmp_path: Path) -> None:
+    model = _script(_MeanColour(), tmp_path / "dino.pt")
+    ref = np.full((16, 24, 3), [10, 200, 30], np.uint8)
+    frames = [np.full((32, 48, 3), c, np.uint8) for c in ([10, 200, 30], [200, 10, 30])]
+    score = _by_id(score_frames(frames, fps=24, reference_image=ref,
+                                weights={"dino_vitb16": model}))["vbench.i2v_subject"]
+    f = [_features(fr) for fr in frames]
+    consec = clamped_cosine(f[0], f[1])
+    expected = 0.4 * 1.0 + 0.3 * consec + 0.3 * consec
+    assert score.value == pytest.approx(expected, abs=1e-6)
+
+
+def test_motion_smoothness_with_fake_interpolator(tmp_path: Path) -> None:
+    model = _script(_Midpoint(), tmp_path / "amt.pt")
+    # Even frames 0 and 20; the odd frame is 14, the midpoint predicts 10: MAE 4.
+    frames = [_const(0), _const(14), _const(20)]
+    score = _by_id(score_frames(frames, fps=24, weights={"amt_s": model}))[
+        "vbench.motion_smoothness"]
+    assert score.value == pytest.approx((255 - 4) / 255, abs=1e-9)
+
+
+def test_unloadable_weights_file_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    bad = tmp_path / "raft.pt"
+    bad.write_bytes(b"not torchscript")
+    score = _by_id(score_frames([_const(1), _const(2)], fps=24, weights={"raft": bad}))[
+        "vbench.dynamic_degree"]
+    assert score.status == "error" and "raft.pt" in score.detail
+    assert math.isnan(float("nan"))  # the run itself went on

@@ -1,0 +1,277 @@
+"""Proxies, fidelity, consistency, relative error, the streaming pass and the score CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from ref2va_accept.cli import main
+from ref2va_accept.errors import MediaError, Ref2VAError
+from ref2va_accept.media import probe
+from ref2va_accept.quality import (
+    ScorerError,
+    check_comparable,
+    compare_frames,
+    compare_videos,
+    relative_errors,
+    score_frames,
+    score_video,
+)
+from ref2va_accept.quality.registry import Score, ok_score, open_score, scorer
+from ref2va_accept.quality.scoring import aggregate_relative_error
+
+H, W = 64, 96
+
+
+def _by_id(scores: Sequence[Score]) -> dict[str, Score]:
+    return {s.scorer.id: s for s in scores}
+
+
+def _textured(shift: int = 0, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 256, (H, W + 64, 3), dtype=np.uint8)
+    base = np.repeat(np.repeat(base[::4, ::4], 4, 0), 4, 1)[:H]
+    return np.ascontiguousarray(base[:, shift:shift + W])
+
+
+def _write_mp4(path: Path, frames: Sequence[np.ndarray], fps: int = 24,
+               codec: str = "libx264rgb", pix_fmt: str = "rgb24") -> Path:
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream(codec, rate=fps, options={"qp": "0", "preset": "ultrafast"})
+        stream.width, stream.height = frames[0].shape[1], frames[0].shape[0]
+        stream.pix_fmt = pix_fmt
+        for frame in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, "rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+# ---- proxies ---------------------------------------------------------------------------------
+
+def test_static_clip_is_not_dynamic_and_moving_clip_is() -> None:
+    static = _by_id(score_frames([_textured()] * 24, fps=24))
+    moving = _by_id(score_frames([_textured(shift=2 * i) for i in range(24)], fps=24))
+    assert static["proxy.dynamic_degree.dis_flow"].value == 0.0
+    assert moving["proxy.dynamic_degree.dis_flow"].value == 1.0
+    assert static["proxy.dynamic_degree.dis_flow"].kind == "proxy"
+
+
+def test_static_clip_proxies_are_perfect() -> None:
+    scores = _by_id(score_frames([_textured()] * 6, fps=24))
+    assert scores["proxy.motion_smoothness.flow_warp"].value == 1.0
+    assert scores["proxy.subject_consistency.ssim"].value == 1.0
+    assert scores["proxy.background_consistency.histogram"].value == pytest.approx(1.0)
+    assert 0.0 < scores["proxy.imaging_quality.sharpness"].value < 1.0  # type: ignore[operator]
+
+
+def test_blur_lowers_the_sharpness_proxy() -> None:
+    import cv2
+
+    sharp = _textured()
+    blurred = np.asarray(cv2.GaussianBlur(sharp, (9, 9), 3))
+    s = _by_id(score_frames([sharp] * 3, fps=24))["proxy.imaging_quality.sharpness"].value
+    b = _by_id(score_frames([blurred] * 3, fps=24))["proxy.imaging_quality.sharpness"].value
+    assert b is not None and s is not None and b < s
+
+
+def test_proxy_scores_are_never_labelled_vbench() -> None:
+    for s in score_frames([_textured()] * 3, fps=24):
+        assert s.to_dict()["kind"] == s.scorer.id.split(".")[0].replace("consistency",
+                                                                        "consistency")
+        if s.scorer.id.startswith("proxy."):
+            assert s.to_dict()["kind"] == "proxy"
+
+
+# ---- temporal and reference consistency ------------------------------------------------------
+
+def test_frozen_frames_and_scene_cuts_are_counted() -> None:
+    a, b = _textured(seed=1), np.full((H, W, 3), [250, 10, 10], np.uint8)
+    scores = _by_id(score_frames([a, a, a, b, b], fps=24))
+    assert scores["consistency.temporal.frozen_frames"].value == 3.0
+    assert scores["consistency.temporal.scene_cuts"].value == 1.0
+    assert scores["consistency.temporal.scene_cuts"].extra["at_frames"] == [3]
+
+
+def test_reference_equal_to_frames_is_fully_consistent() -> None:
+    frame = _textured(seed=2)
+    ref = np.repeat(np.repeat(frame, 2, 0), 2, 1)  # twice the size: resized down to the frame
+    scores = _by_id(score_frames([frame] * 3, fps=24, reference_image=ref))
+    assert scores["consistency.reference.histogram"].value == pytest.approx(1.0, abs=1e-3)
+    assert scores["consistency.reference.first_frame_ssim"].value > 0.95  # type: ignore[operator]
+    assert scores["consistency.reference.dhash"].value == pytest.approx(1.0, abs=0.05)
+
+
+def test_reference_scores_are_open_without_a_reference() -> None:
+    scores = _by_id(score_frames([_textured()] * 2, fps=24))
+    assert scores["consistency.reference.histogram"].status == "open"
+
+
+# ---- fidelity --------------------------------------------------------------------------------
+
+def test_identical_frames_have_infinite_psnr_and_ssim_one() -> None:
+    frames = [_textured(seed=i) for i in range(3)]
+    report = compare_frames(frames, [f.copy() for f in frames])
+    assert report.all_identical and report.psnr_db == math.inf
+    assert report.psnr_per_frame == (math.inf,) * 3
+    assert report.ssim_per_frame == (1.0, 1.0, 1.0)
+    assert report.to_dict()["psnr_db"] == "inf"
+
+
+def test_psnr_of_known_mse() -> None:
+    a = np.full((H, W, 3), 100, np.uint8)
+    b = a + np.uint8(4)  # MSE 16 everywhere
+    report = compare_frames([a, a], [a, b])
+    assert report.psnr_per_frame[1] == pytest.approx(10 * math.log10(255**2 / 16))
+    assert report.psnr_per_frame[0] == math.inf
+    assert report.psnr_db == pytest.approx(10 * math.log10(255**2 / 8))  # from the mean MSE
+    assert not report.all_identical and report.identical_frames == 1
+
+
+def test_frame_count_mismatch_is_an_error() -> None:
+    with pytest.raises(ScorerError, match="frame counts differ"):
+        compare_frames([_textured()] * 3, [_textured()] * 2)
+
+
+def test_compare_videos_streams_lossless_files(tmp_path: Path) -> None:
+    frames = [_textured(shift=i) for i in range(4)]
+    a = _write_mp4(tmp_path / "a.mp4", frames)
+    b = _write_mp4(tmp_path / "b.mp4", frames)
+    assert compare_videos(a, b).all_identical
+
+
+# ---- relative error --------------------------------------------------------------------------
+
+def _s(scorer_id: str, value: float | None) -> Score:
+    info = scorer(scorer_id)
+    return ok_score(info, value) if value is not None else open_score(info, "weights missing")
+
+
+def test_relative_error_is_two_sided() -> None:
+    errs = relative_errors([_s("vbench.temporal_flickering", 0.99)],
+                           [_s("vbench.temporal_flickering", 0.98)], normalized=False)
+    assert errs[0].error == pytest.approx(0.01 / 0.98)
+    assert errs[0].status == "ok"
+
+
+def test_open_dimension_propagates_as_open_never_zero() -> None:
+    errs = relative_errors([_s("vbench.subject_consistency", None)],
+                           [_s("vbench.subject_consistency", 0.9)], normalized=False)
+    assert errs[0].status == "open" and errs[0].error is None
+    assert errs[-1].dimension == "aggregate" and errs[-1].status == "open"
+
+
+def test_missing_score_on_one_side_is_open() -> None:
+    errs = relative_errors([], [_s("proxy.subject_consistency.ssim", 0.9)], normalized=False)
+    assert errs[0].status == "open" and "no candidate score" in errs[0].detail
+
+
+def test_normalized_aggregate_matches_hand_computation() -> None:
+    cand = [_s("vbench.temporal_flickering", 0.95), _s("vbench.dynamic_degree", 1.0)]
+    base = [_s("vbench.temporal_flickering", 0.97), _s("vbench.dynamic_degree", 1.0)]
+    agg = aggregate_relative_error(cand, base, kind="vbench", normalized=True)
+    nc = ((0.95 - 0.6293) / (1 - 0.6293) + 0.5 * 1.0) / 1.5
+    nb = ((0.97 - 0.6293) / (1 - 0.6293) + 0.5 * 1.0) / 1.5
+    assert agg.candidate == pytest.approx(nc) and agg.baseline == pytest.approx(nb)
+    assert agg.error == pytest.approx(abs(nc - nb) / nb)
+    raw = aggregate_relative_error(cand, base, kind="vbench", normalized=False)
+    assert raw.error == pytest.approx(abs((0.95 + 0.5) - (0.97 + 0.5)) / (0.97 + 0.5))
+
+
+def test_proxies_and_vbench_aggregate_separately() -> None:
+    cand = [_s("vbench.temporal_flickering", 0.9), _s("proxy.subject_consistency.ssim", 0.5)]
+    base = [_s("vbench.temporal_flickering", 0.9), _s("proxy.subject_consistency.ssim", 0.6)]
+    aggs = {e.scorer_id: e for e in relative_errors(cand, base, normalized=False)
+            if e.dimension == "aggregate"}
+    assert aggs["vbench.aggregate"].error == 0.0
+    assert aggs["proxy.aggregate"].error == pytest.approx(0.1 / 0.6)
+
+
+# ---- comparability and broken input ----------------------------------------------------------
+
+def test_check_comparable_flags_fps_size_frames_and_codec(tmp_path: Path) -> None:
+    frames = [_textured(shift=i) for i in range(4)]
+    a = probe(_write_mp4(tmp_path / "a.mp4", frames))
+    assert check_comparable(a, probe(_write_mp4(tmp_path / "b.mp4", frames))) == []
+    fps = check_comparable(a, probe(_write_mp4(tmp_path / "c.mp4", frames, fps=25)))
+    count = check_comparable(a, probe(_write_mp4(tmp_path / "d.mp4", frames[:3])))
+    size = check_comparable(a, probe(_write_mp4(tmp_path / "e.mp4", [f[:32] for f in frames])))
+    codec = check_comparable(a, probe(_write_mp4(tmp_path / "f.mp4", frames, codec="libx264",
+                                                 pix_fmt="yuv444p")))
+    assert any("fps" in p for p in fps)
+    assert any("frame count" in p for p in count)
+    assert any("resolution" in p for p in size)
+    assert any("pixel format" in p for p in codec)
+    assert a.video is not None
+    other = dataclasses.replace(a, video=dataclasses.replace(a.video, codec="hevc"))
+    assert any("video codec" in p for p in check_comparable(a, other))
+
+
+def test_truncated_mp4_is_a_clear_error(tmp_path: Path) -> None:
+    good = _write_mp4(tmp_path / "good.mp4", [_textured(shift=i) for i in range(8)])
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
+    with pytest.raises(Ref2VAError, match=r"bad\.mp4"):
+        score_video(bad)
+
+
+def test_not_a_video_is_a_clear_error(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"\x00" * 100)
+    with pytest.raises(MediaError):
+        score_video(junk)
+
+
+def test_zero_frames_and_mismatched_sizes_are_errors() -> None:
+    with pytest.raises(ScorerError, match="no frames"):
+        score_frames([], fps=24)
+    with pytest.raises(ScorerError, match="differs"):
+        score_frames([_textured(), _textured()[:32]], fps=24)
+
+
+# ---- the streaming pass and the CLI ----------------------------------------------------------
+
+def test_score_video_matches_in_memory_frames_for_lossless_file(tmp_path: Path) -> None:
+    frames = [_textured(shift=i, seed=3) for i in range(6)]
+    path = _write_mp4(tmp_path / "v.mp4", frames)
+    from_file = _by_id(score_video(path))
+    in_memory = _by_id(score_frames(frames, fps=24))
+    assert from_file["vbench.temporal_flickering"].value == \
+        in_memory["vbench.temporal_flickering"].value
+
+
+def test_cli_score_json_with_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frames = [_textured(shift=i) for i in range(6)]
+    a = _write_mp4(tmp_path / "a.mp4", frames)
+    b = _write_mp4(tmp_path / "b.mp4", frames)
+    assert main(["score", str(a), "--baseline", str(b), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    ids = {s["scorer"]: s for s in payload["scores"]}
+    assert ids["vbench.temporal_flickering"]["status"] == "ok"
+    assert ids["vbench.subject_consistency"]["status"] == "open"
+    errs = {e["scorer"]: e for e in payload["relative_errors"]}
+    assert errs["vbench.temporal_flickering"]["error"] == 0.0
+    assert payload["fidelity"]["all_identical"] is True
+
+
+def test_cli_score_bad_input_is_one_line_exit_2(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"garbage")
+    assert main(["score", str(junk), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "junk.mp4" in err
+
+
+def test_cli_score_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _write_mp4(tmp_path / "a.mp4", [_textured(shift=i) for i in range(4)])
+    assert main(["score", str(a)]) == 0
+    assert "vbench.temporal_flickering" in capsys.readouterr().out
