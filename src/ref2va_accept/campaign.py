@@ -318,6 +318,17 @@ class Protocol(StrictModel):
     order_seed: int
     pause_s: float = Field(default=0, ge=0)
     timeouts: dict[DurationClass, TimeoutSet]
+    # A' (B0 re-measured after the candidate) may move its median by at most this fraction of
+    # A's; beyond it the run drifted and is not evaluable.
+    drift_tolerance: float = Field(default=0.10, gt=0, lt=1)
+    # The decision: the distribution-free ratio interval of protocol.md, at this confidence per
+    # end, against this target ratio (0.5 = a 50% latency reduction).
+    decision_rule: Literal["ratio-interval-moses/1"] = "ratio-interval-moses/1"
+    target_ratio: float = Field(default=0.5, gt=0, lt=1)
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    # Caching probe (MLPerf TEST04 idea): this many requests with fresh distinct seeds on the
+    # candidate's instance; its repeated identical requests must not be >10% faster. 0 = off.
+    caching_probe_requests: int = Field(default=2, ge=0)
 
 
 class Budget(StrictModel):

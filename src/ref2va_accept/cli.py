@@ -158,6 +158,52 @@ def _cmd_score(args: argparse.Namespace) -> int:
     return code
 
 
+def _latencies(flag: str, text: str) -> list[float]:
+    values = []
+    for item in text.split(","):
+        try:
+            values.append(float(item))
+        except ValueError:
+            raise Ref2VAError(f"{flag} expects comma-separated seconds, got {item.strip()!r} "
+                              f"in {text!r}") from None
+    return values
+
+
+def _cmd_verdict(args: argparse.Namespace) -> int:
+    from .stats import latency_verdict  # noqa: PLC0415 (scipy is only needed here)
+
+    baseline = _latencies("--baseline", args.baseline)
+    candidate = _latencies("--candidate", args.candidate)
+    try:
+        result = latency_verdict(baseline, candidate, args.target, args.confidence,
+                                 single_instance=args.instances == 1)
+    except ValueError as exc:
+        raise Ref2VAError(str(exc)) from None
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        return EXIT_OK  # the verdict is data, not an exit status
+    interval = result.interval
+
+    def shown(value: float | None) -> str:
+        return "null" if value is None else f"{value:.4f}"
+
+    rows = [
+        f"baseline  (n={len(result.baseline)}): " + " ".join(f"{v:g}" for v in result.baseline),
+        f"candidate (n={len(result.candidate)}): " + " ".join(f"{v:g}" for v in result.candidate),
+        f"ratio interval: k={interval.k} lower={shown(interval.lower)} "
+        f"upper={shown(interval.upper)} (one-sided {interval.confidence:g} at each end)",
+        f"ratio of medians: {result.ratio_of_medians:.4f}  "
+        f"ratio of means: {result.ratio_of_means:.4f}",
+        f"verdict: {result.verdict} ({', '.join(result.reasons)}); target ratio {result.target:g}",
+    ]
+    rows += [f"tail {t.arm} p{t.percentile * 100:g}: {shown(t.value)} "
+             f"({t.samples} samples; early stopping needs {t.required})" for t in result.tails]
+    if result.note:
+        rows.append(f"note: {result.note}")
+    sys.stdout.write("\n".join(rows) + "\n")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ref2va-accept", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -203,6 +249,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="relative errors on VBench-normalised scores (default: raw)")
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
     p.set_defaults(run=_cmd_score)
+
+    p = sub.add_parser("verdict", help="latency ratio interval and verdict from raw latencies")
+    p.add_argument("--baseline", required=True,
+                   help="B0 latencies in seconds, e.g. 301.2,298,305.5")
+    p.add_argument("--candidate", required=True, help="candidate latencies in seconds")
+    p.add_argument("--target", type=float, default=0.5, help="target ratio (0.5 = 50%% lower)")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="one-sided confidence at each end of the interval")
+    p.add_argument("--instances", type=int, default=1,
+                   help="server instances per arm the samples came from")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.set_defaults(run=_cmd_verdict)
     return parser
 
 

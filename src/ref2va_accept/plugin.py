@@ -9,7 +9,7 @@ import html
 import logging
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -248,6 +248,20 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
 def lossless_baselines() -> dict[str, Baseline]:
     """B0's reference run per lossless track, made once and shared by that track's candidates."""
     return {}
+
+
+@pytest.fixture
+def track_verdict(pytestconfig: pytest.Config, evidence: EvidenceBundle
+                  ) -> Callable[[str, str], TrackVerdict]:
+    """The verdict of a candidate in a track from every check recorded so far in this run."""
+    state = _state(pytestconfig)
+
+    def verdict(track_id: str, candidate: str) -> TrackVerdict:
+        state.ran_tracks.add(track_id)
+        return judge(track_id, quality_class(track_id), candidate, evidence.checks,
+                     state.freeze.cap_reason)
+
+    return verdict
 
 
 @pytest.fixture(scope="session")

@@ -269,6 +269,10 @@ class EngineInstance:
         for proc in _tagged_processes(self.spec.process_tag):
             self._remember(proc.pid)
 
+    def known_pids(self) -> set[int]:
+        """Every process of this instance seen so far (the engine's own, for device probes)."""
+        return set(self._known)
+
     def _living(self) -> list[psutil.Process]:
         for proc in _tagged_processes(self.spec.process_tag):
             self._remember(proc.pid)

@@ -85,9 +85,10 @@ class TrackVerdict:
 # Gates built by later issues are listed already: until they run they stay open.
 REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
     "lossless": ("b0_media", "candidate_media", "cleanup", "baseline_determinism",
-                 "lossless_gate", "enabled_path_audit", "unobserved_output", "latency_ratio"),
+                 "lossless_gate", "enabled_path_audit", "unobserved_output",
+                 "resource_interference", "latency_ratio"),
     "lossy": ("b0_media", "candidate_media", "cleanup", "baseline_variability", "lossy_gate",
-              "latency_ratio"),
+              "resource_interference", "latency_ratio"),
 }
 
 

@@ -1,0 +1,27 @@
+"""The per-track verdict of each candidate, from every check this run recorded, as the outcome.
+
+Runs after the acceptance, perf and quality scenarios (pytest collects folders in order):
+supported passes; failed fails; inconclusive fails too, marked INCONCLUSIVE with its reasons and
+open checks, since a track that was not shown to meet its target is not a pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ref2va_accept.verdicts import TrackVerdict
+
+pytestmark = pytest.mark.verdict
+
+
+def test_track_verdict(track_id: str, candidate_id: str,
+                       track_verdict: Callable[[str, str], TrackVerdict]) -> None:
+    verdict = track_verdict(track_id, candidate_id)
+    detail = f"reasons: {', '.join(verdict.reasons) or '-'}; open: " \
+             f"{', '.join(verdict.open_checks) or '-'}"
+    if verdict.verdict == "failed":
+        pytest.fail(f"FAILED: {detail}", pytrace=False)
+    if verdict.verdict == "inconclusive":
+        pytest.fail(f"INCONCLUSIVE: {detail}", pytrace=False)
