@@ -1,0 +1,68 @@
+"""Faults through the whole latency protocol: the right verdict and reason, nothing left behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ref2va_accept.lock import freeze
+from tests.unit.suite_runner import bundle, campaign_copy, run_pytest, tagged
+
+
+def _campaign(folder: Path, candidate_args: dict[str, Any], b0_args: dict[str, Any]) -> Path:
+    """A one-track, one-candidate copy of the reference campaign with a short protocol."""
+    path = campaign_copy(folder, profile_args=b0_args)
+    data = yaml.safe_load(path.read_text())
+    profile = yaml.safe_load((folder / "b0.yaml").read_text())
+    profile.update(name="faulty", declared="lossless")
+    profile["args"] = {k: v for k, v in profile["args"].items() if k != "fault"} | candidate_args
+    (folder / "faulty.yaml").write_text(yaml.safe_dump(profile))
+    data["candidates"] = [{"id": "faulty", "profile": "faulty.yaml", "tracks": ["5s-lossless"]}]
+    data["tracks"] = {"5s-lossless": data["tracks"]["5s-lossless"]}
+    data["protocol"].update(warmups=0, repeats=2, caching_probe_requests=0)
+    data["engine"]["shutdown_grace_s"] = 2
+    # No declared device time: the protocol is under test here, not the engine's speed.
+    data["environment"] = {}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    freeze(path)  # frozen, so that no verdict is capped for a reason other than the fault
+    return path
+
+
+def _perf(tmp_path: Path, candidate_args: dict[str, Any], b0_args: dict[str, Any]
+          ) -> tuple[Any, dict[str, Any]]:
+    campaign = _campaign(tmp_path / "c", candidate_args, b0_args)
+    evidence = tmp_path / "evidence"
+    result = run_pytest("tests/perf", "tests/verdicts", "-m", "lossless and 5s",
+                        "--campaign", str(campaign), "--evidence-dir", str(evidence),
+                        timeout=900)
+    return result, bundle(evidence)
+
+
+def _verdict(found: dict[str, Any]) -> dict[str, Any]:
+    verdict: dict[str, Any] = next(v for v in found["verdicts"] if v["candidate"] == "faulty")
+    return verdict
+
+
+def test_candidate_crashing_mid_request_is_failed(tmp_path: Path) -> None:
+    result, found = _perf(tmp_path, {"fault": "crash"}, {})
+    assert result.returncode == 1
+    latency = next(c for c in found["checks"] if c["name"] == "latency_ratio")
+    assert latency["reason"] == "candidate_request_failed"
+    verdict = _verdict(found)
+    assert verdict["verdict"] == "failed" and "candidate_request_failed" in verdict["reasons"]
+    # Every sample was kept, the failed ones too.
+    assert any(not s["ok"] for s in found["samples"] if s["arm"] == "faulty")
+    assert tagged(found["run_id"]) == []
+
+
+def test_baseline_leaking_a_worker_makes_the_track_inconclusive(tmp_path: Path) -> None:
+    result, found = _perf(tmp_path, {}, {"fault": "worker_ignores_sigterm"})
+    assert result.returncode == 1
+    cleanup = [c for c in found["checks"] if c["name"] == "cleanup" and c["arm"] == "b0"]
+    assert cleanup and all(c["reason"] == "incomplete_cleanup" for c in cleanup)
+    verdict = _verdict(found)
+    assert verdict["verdict"] == "inconclusive"
+    assert verdict["reasons"][0] == "incomplete_cleanup"
+    assert tagged(found["run_id"]) == []
