@@ -17,7 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .campaign import ComparisonPoint
 from .decoded import compare_decoded_mp4
@@ -30,6 +30,9 @@ from .tensors import (
 )
 from .verdicts import CheckResult
 from .workload import Arms, Outcome
+
+if TYPE_CHECKING:
+    from .evidence import EvidenceBundle
 
 log = logging.getLogger(__name__)
 
@@ -300,3 +303,39 @@ def run_candidate(arms: Arms, track_id: str, candidate: str, baseline: Baseline
     for check in checks:
         arms.evidence.add_check(check)
     return checks
+
+
+def timed_output_check(evidence: EvidenceBundle, track: str, candidate: str) -> CheckResult:
+    """The timed requests' decoded output equals the watched quality request's (MLPerf TEST01).
+
+    The timed requests carry no diagnostics, so an engine that takes another path when it is
+    watched would show here: each measured MP4 of the candidate (same seed) is compared, frames
+    and audio, with the MP4 of its quality request. Open when either side did not run.
+    """
+    samples = evidence.data["samples"]
+
+    def files(kind: str) -> dict[int, list[Path]]:
+        found: dict[int, list[Path]] = {}
+        for s in samples:
+            if (s["track"], s["arm"], s["kind"]) == (track, candidate, kind) and s["ok"] \
+                    and s.get("media_file"):
+                found.setdefault(s["seed"], []).append(evidence.folder / s["media_file"])
+        return found
+
+    watched, timed = files("quality"), files("measured")
+    pairs = [(watched[seed][0], path) for seed, paths in timed.items() if seed in watched
+             for path in paths]
+    if not pairs:
+        return CheckResult(track, candidate, "timed_output", "open", None,
+                           "needs the quality and the timed (perf) requests in the same run")
+    differing = []
+    for reference, path in pairs:
+        points = compare_mp4(reference, path, ("mp4.video", "mp4.audio"))
+        if len(points) != 2 or not all(p.equal for p in points.values()):
+            differing.append(path.name)
+    if differing:
+        return CheckResult(track, candidate, "timed_output", "fail",
+                           "output_differs_when_unobserved",
+                           f"timed outputs differ from the watched one: {', '.join(differing)}")
+    return CheckResult(track, candidate, "timed_output", "pass", None,
+                       f"{len(pairs)} timed outputs decode identical to the watched one")

@@ -22,7 +22,7 @@ from .campaign import TRACK_IDS, LoadedCampaign, duration_class, load_campaign, 
 from .errors import CampaignError, Ref2VAError
 from .evidence import EvidenceBundle, new_run_id
 from .lock import FreezeStatus, canonical_campaign, verify
-from .lossless import Baseline
+from .lossless import Baseline, timed_output_check
 from .lossy import LossyBaseline
 from .sanitize import Sanitizer
 from .server import REGISTRY, CleanupAudit
@@ -258,6 +258,8 @@ def track_verdict(pytestconfig: pytest.Config, evidence: EvidenceBundle
 
     def verdict(track_id: str, candidate: str) -> TrackVerdict:
         state.ran_tracks.add(track_id)
+        if quality_class(track_id) == "lossless":
+            evidence.add_check(timed_output_check(evidence, track_id, candidate))
         return judge(track_id, quality_class(track_id), candidate, evidence.checks,
                      state.freeze.cap_reason)
 

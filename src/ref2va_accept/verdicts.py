@@ -85,7 +85,7 @@ class TrackVerdict:
 # Gates built by later issues are listed already: until they run they stay open.
 REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
     "lossless": ("b0_media", "candidate_media", "cleanup", "baseline_determinism",
-                 "lossless_gate", "enabled_path_audit", "unobserved_output",
+                 "lossless_gate", "enabled_path_audit", "unobserved_output", "timed_output",
                  "resource_interference", "latency_ratio"),
     "lossy": ("b0_media", "candidate_media", "cleanup", "baseline_variability", "lossy_gate",
               "resource_interference", "latency_ratio"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ from ref2va_accept.lock import freeze
 from tests.unit.suite_runner import bundle, campaign_copy, run_pytest, tagged
 
 
-def _campaign(folder: Path, candidate_args: dict[str, Any], b0_args: dict[str, Any]) -> Path:
+def _campaign(folder: Path, candidate_args: dict[str, Any], b0_args: dict[str, Any],
+              environment: dict[str, str] | None = None) -> Path:
     """A one-track, one-candidate copy of the reference campaign with a short protocol."""
     path = campaign_copy(folder, profile_args=b0_args)
     data = yaml.safe_load(path.read_text())
@@ -24,15 +26,15 @@ def _campaign(folder: Path, candidate_args: dict[str, Any], b0_args: dict[str, A
     data["protocol"].update(warmups=0, repeats=2, caching_probe_requests=0)
     data["engine"]["shutdown_grace_s"] = 2
     # No declared device time: the protocol is under test here, not the engine's speed.
-    data["environment"] = {}
+    data["environment"] = environment or {}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     freeze(path)  # frozen, so that no verdict is capped for a reason other than the fault
     return path
 
 
-def _perf(tmp_path: Path, candidate_args: dict[str, Any], b0_args: dict[str, Any]
-          ) -> tuple[Any, dict[str, Any]]:
-    campaign = _campaign(tmp_path / "c", candidate_args, b0_args)
+def _perf(tmp_path: Path, candidate_args: dict[str, Any], b0_args: dict[str, Any],
+          environment: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
+    campaign = _campaign(tmp_path / "c", candidate_args, b0_args, environment)
     evidence = tmp_path / "evidence"
     result = run_pytest("tests/perf", "tests/verdicts", "-m", "lossless and 5s",
                         "--campaign", str(campaign), "--evidence-dir", str(evidence),
@@ -66,3 +68,15 @@ def test_baseline_leaking_a_worker_makes_the_track_inconclusive(tmp_path: Path) 
     assert verdict["verdict"] == "inconclusive"
     assert verdict["reasons"][0] == "incomplete_cleanup"
     assert tagged(found["run_id"]) == []
+
+
+def test_a_slightly_faster_candidate_is_not_supported(tmp_path: Path) -> None:
+    # Bit-exact with B0, but its declared text-K/V cost is 25% lower: about 15% faster in all.
+    device = {"block_ms": 0.5, "text_kv_ms": 12.0, "ref_kv_ms": 0.25}
+    result, found = _perf(tmp_path, {"cost-model": {**device, "text_kv_ms": 9.0}}, {},
+                          {"REF2VA_REFERENCE_COST_MODEL": json.dumps(device)})
+    assert result.returncode == 1
+    latency = next(c for c in found["checks"] if c["name"] == "latency_ratio")
+    assert latency["data"]["verdict"] in ("failed", "inconclusive")
+    assert latency["data"]["interval"]["ratio_of_medians"] < 1.0  # it is faster, just not enough
+    assert _verdict(found)["verdict"] != "supported"

@@ -17,6 +17,8 @@ def _passing(candidate: str = "c1") -> list[CheckResult]:
         CheckResult(T, candidate, "lossless_gate", "pass"),
         CheckResult(T, candidate, "enabled_path_audit", "pass"),
         CheckResult(T, candidate, "unobserved_output", "pass"),
+        CheckResult(T, candidate, "timed_output", "pass"),
+        CheckResult(T, candidate, "resource_interference", "pass"),
         CheckResult(T, candidate, "latency_ratio", "pass", data={"verdict": "supported"}),
     ]
 
