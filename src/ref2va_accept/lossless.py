@@ -28,7 +28,7 @@ from .tensors import (
     compare_dumps,
     read_header,
 )
-from .verdicts import CheckResult
+from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
 
 if TYPE_CHECKING:
@@ -153,18 +153,10 @@ def enabled_path_problems(candidate: dict[str, Any], baseline: dict[str, Any]) -
 
 
 @dataclass(frozen=True)
-class Baseline:
+class Baseline(GateChecks):
     """B0's reference run of a lossless track and whether it may be judged against."""
 
     watched: Outcome
-    checks: tuple[CheckResult, ...]
-
-    @property
-    def usable(self) -> bool:
-        return all(check.status == "pass" for check in self.checks)
-
-    def explain(self) -> str:
-        return "; ".join(c.detail for c in self.checks if c.status != "pass")
 
 
 def judge_baseline(
@@ -175,12 +167,12 @@ def judge_baseline(
         if not outcome.sample.ok:
             check = CheckResult(track, "b0", "baseline_determinism", "fail",
                                 "baseline_request_failed", outcome.explain())
-            return Baseline(first, (check,))
+            return Baseline(checks=(check,), watched=first)
     problems = contract_problems(first, contract) + contract_problems(second, contract)
     if problems:
         check = CheckResult(track, "b0", "baseline_determinism", "fail", "baseline_contract",
                             "B0 does not honour the frozen contract: " + "; ".join(problems))
-        return Baseline(first, (check,))
+        return Baseline(checks=(check,), watched=first)
     between = compare(first, second, contract)
     watched_mp4 = compare_mp4(first.media_path, unobserved.media_path,  # type: ignore[arg-type]
                               ("mp4.video", "mp4.audio"))
@@ -195,7 +187,7 @@ def judge_baseline(
     else:
         check = CheckResult(track, "b0", "baseline_determinism", "pass", None,
                             f"B0 bit-exact with itself at {len(between.points)} points", data)
-    return Baseline(first, (check,))
+    return Baseline(checks=(check,), watched=first)
 
 
 def judge_candidate(

@@ -29,7 +29,7 @@ from .quality.fidelity import compare_videos
 from .quality.pipeline import score_video
 from .quality.registry import Score
 from .quality.scoring import RelativeError, check_comparable, relative_errors
-from .verdicts import CheckResult
+from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
 
 log = logging.getLogger(__name__)
@@ -93,16 +93,10 @@ def _missing_gated(scores: Sequence[Score], gate: LossyGate) -> list[str]:
 
 
 @dataclass(frozen=True)
-class LossyBaseline:
+class LossyBaseline(GateChecks):
+    """B0's scored reference runs of a lossy track and whether they may be judged against."""
+
     runs: tuple[ScoredOutcome, ...]  # the reference run, one per seed
-    checks: tuple[CheckResult, ...]
-
-    @property
-    def usable(self) -> bool:
-        return all(check.status == "pass" for check in self.checks)
-
-    def explain(self) -> str:
-        return "; ".join(c.detail for c in self.checks if c.status != "pass")
 
 
 def run_baseline(arms: Arms, track_id: str) -> LossyBaseline:
@@ -122,7 +116,7 @@ def _baseline(arms: Arms, track_id: str) -> LossyBaseline:
     if failed:
         check = CheckResult(track_id, "b0", "baseline_variability", "fail",
                             "baseline_request_failed", failed[0].explain())
-        return LossyBaseline(tuple(first), (check,))
+        return LossyBaseline(checks=(check,), runs=tuple(first))
     same_seed: dict[str, float] = {}
     for a, b in zip(first, second, strict=True):
         for error in _errors(b.scores, a.scores, gate):
@@ -148,7 +142,7 @@ def _baseline(arms: Arms, track_id: str) -> LossyBaseline:
         worst = max(same_seed.values(), default=0.0)
         check = CheckResult(track_id, "b0", "baseline_variability", "pass", None,
                             f"B0 same-seed spread at most {worst:.4%} (limit {limit:.4%})", data)
-    return LossyBaseline(tuple(first), (check,))
+    return LossyBaseline(checks=(check,), runs=tuple(first))
 
 
 def judge_candidate(arms: Arms, track_id: str, candidate: str, baseline: LossyBaseline,

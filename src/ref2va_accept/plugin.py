@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pytest_html.basereport import BaseReport
@@ -22,14 +22,14 @@ from .campaign import TRACK_IDS, LoadedCampaign, duration_class, load_campaign, 
 from .errors import CampaignError, Ref2VAError
 from .evidence import EvidenceBundle, new_run_id
 from .lock import FreezeStatus, canonical_campaign, verify
-from .lossless import Baseline, timed_output_check
-from .lossy import LossyBaseline
+from .lossless import timed_output_check
 from .sanitize import Sanitizer
 from .server import REGISTRY, CleanupAudit
 from .verdicts import CheckResult, TrackVerdict, judge
 from .workload import Arms
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
 DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
@@ -244,10 +244,24 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
             f"{a.instance_id}: {', '.join(a.problems)}" for a in dirty), pytrace=False)
 
 
+class Baselines:
+    """B0's reference runs, made once per track and gate and shared by the track's candidates."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, str], Any] = {}
+
+    def get_or_make(self, gate: str, track_id: str, make: Callable[[], T]) -> T:
+        key = (gate, track_id)
+        if key not in self._made:
+            self._made[key] = make()
+        made: T = self._made[key]
+        return made
+
+
 @pytest.fixture(scope="session")
-def lossless_baselines() -> dict[str, Baseline]:
-    """B0's reference run per lossless track, made once and shared by that track's candidates."""
-    return {}
+def baselines() -> Baselines:
+    """The session's B0 reference runs (see Baselines)."""
+    return Baselines()
 
 
 @pytest.fixture
@@ -264,12 +278,6 @@ def track_verdict(pytestconfig: pytest.Config, evidence: EvidenceBundle
                      state.freeze.cap_reason)
 
     return verdict
-
-
-@pytest.fixture(scope="session")
-def lossy_baselines() -> dict[str, LossyBaseline]:
-    """B0's scored runs per lossy track, made once and shared by that track's candidates."""
-    return {}
 
 
 @pytest.fixture

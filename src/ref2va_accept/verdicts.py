@@ -64,6 +64,20 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class GateChecks:
+    """A baseline's checks, shared by its track's candidates: usable only when all passed."""
+
+    checks: tuple[CheckResult, ...]
+
+    @property
+    def usable(self) -> bool:
+        return all(check.status == "pass" for check in self.checks)
+
+    def explain(self) -> str:
+        return "; ".join(c.detail for c in self.checks if c.status != "pass")
+
+
+@dataclass(frozen=True)
 class TrackVerdict:
     track: str
     candidate: str | None

@@ -10,29 +10,24 @@ from __future__ import annotations
 
 import pytest
 
-from ref2va_accept.lossless import Baseline, run_baseline, run_candidate
+from ref2va_accept.lossless import run_baseline, run_candidate
+from ref2va_accept.plugin import Baselines
 from ref2va_accept.workload import Arms
 
 TRACK_CLASS = "lossless"
 pytestmark = pytest.mark.quality
 
 
-def _baseline(arms: Arms, track_id: str, cache: dict[str, Baseline]) -> Baseline:
-    if track_id not in cache:
-        cache[track_id] = run_baseline(arms, track_id)
-    return cache[track_id]
-
-
 def test_baseline_reproduces_itself(arms: Arms, track_id: str,
-                                    lossless_baselines: dict[str, Baseline]) -> None:
-    baseline = _baseline(arms, track_id, lossless_baselines)
+                                    baselines: Baselines) -> None:
+    baseline = baselines.get_or_make("lossless", track_id, lambda: run_baseline(arms, track_id))
     if not baseline.usable:
         pytest.fail(f"INCONCLUSIVE: {baseline.explain()}", pytrace=False)
 
 
 def test_candidate_is_bit_exact(arms: Arms, track_id: str, candidate_id: str,
-                                lossless_baselines: dict[str, Baseline]) -> None:
-    baseline = _baseline(arms, track_id, lossless_baselines)
+                                baselines: Baselines) -> None:
+    baseline = baselines.get_or_make("lossless", track_id, lambda: run_baseline(arms, track_id))
     if not baseline.usable:
         pytest.fail(f"INCONCLUSIVE: B0 cannot be judged against: {baseline.explain()}",
                     pytrace=False)

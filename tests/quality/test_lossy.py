@@ -10,31 +10,26 @@ from __future__ import annotations
 
 import pytest
 
-from ref2va_accept.lossy import LossyBaseline, run_baseline, run_candidate
+from ref2va_accept.lossy import run_baseline, run_candidate
+from ref2va_accept.plugin import Baselines
 from ref2va_accept.workload import Arms
 
 TRACK_CLASS = "lossy"
 pytestmark = pytest.mark.quality
 
 
-def _baseline(arms: Arms, track_id: str, cache: dict[str, LossyBaseline]) -> LossyBaseline:
-    if track_id not in cache:
-        cache[track_id] = run_baseline(arms, track_id)
-    return cache[track_id]
-
-
 def test_baseline_variability_leaves_room_to_decide(
-    arms: Arms, track_id: str, lossy_baselines: dict[str, LossyBaseline]
+    arms: Arms, track_id: str, baselines: Baselines
 ) -> None:
-    baseline = _baseline(arms, track_id, lossy_baselines)
+    baseline = baselines.get_or_make("lossy", track_id, lambda: run_baseline(arms, track_id))
     if not baseline.usable:
         pytest.fail(f"INCONCLUSIVE: {baseline.explain()}", pytrace=False)
 
 
 def test_candidate_within_the_lossy_gate(
-    arms: Arms, track_id: str, candidate_id: str, lossy_baselines: dict[str, LossyBaseline]
+    arms: Arms, track_id: str, candidate_id: str, baselines: Baselines
 ) -> None:
-    baseline = _baseline(arms, track_id, lossy_baselines)
+    baseline = baselines.get_or_make("lossy", track_id, lambda: run_baseline(arms, track_id))
     if not baseline.usable:
         pytest.fail(f"INCONCLUSIVE: B0 cannot be judged against: {baseline.explain()}",
                     pytrace=False)
