@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from ref2va_accept.lock import freeze
@@ -59,8 +60,10 @@ def test_candidate_crashing_mid_request_is_failed(tmp_path: Path) -> None:
     assert tagged(found["run_id"]) == []
 
 
-def test_baseline_leaking_a_worker_makes_the_track_inconclusive(tmp_path: Path) -> None:
-    result, found = _perf(tmp_path, {}, {"fault": "worker_ignores_sigterm"})
+@pytest.mark.parametrize("fault", ["worker_ignores_sigterm", "port_held_after_exit"])
+def test_baseline_leaving_a_process_makes_the_track_inconclusive(tmp_path: Path,
+                                                                  fault: str) -> None:
+    result, found = _perf(tmp_path, {}, {"fault": fault})
     assert result.returncode == 1
     cleanup = [c for c in found["checks"] if c["name"] == "cleanup" and c["arm"] == "b0"]
     assert cleanup and all(c["reason"] == "incomplete_cleanup" for c in cleanup)
