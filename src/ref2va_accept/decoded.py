@@ -12,56 +12,28 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import av
 import numpy as np
 import numpy.typing as npt
 
-from ref2va_accept.errors import MediaError
-from ref2va_accept.media import iter_video_frames
+from ref2va_accept.media import iter_video_frames, open_mp4
+from ref2va_accept.quality.audio import iter_audio_chunks
 from ref2va_accept.tensors import DumpComparison, PointComparison, Status, StreamingComparison
 
 log = logging.getLogger(__name__)
 
 
-def _open_media(path: Path) -> Any:
-    try:
-        return av.open(str(path), mode="r")
-    except (av.error.FFmpegError, OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or type(exc).__name__
-        raise MediaError(f"{path.name}: cannot open as an MP4: {reason}") from None
-
-
 def _audio_chunks(path: Path) -> Iterator[npt.NDArray[np.float32]]:
     """Decoded audio as float32 [channels, samples], one decoded frame at a time."""
-    container = _open_media(path)
+    container = open_mp4(path)
     try:
-        stream = container.streams.audio[0]
-        resampler: Any = None
-        decoded = container.decode(stream)
-        while True:
-            try:
-                frame = next(decoded)
-            except StopIteration:
-                return
-            except (av.error.FFmpegError, ValueError) as exc:
-                raise MediaError(f"{path.name}: audio decode failed: "
-                                 f"{getattr(exc, 'strerror', None) or exc}") from None
-            if frame.format.name != "fltp":
-                # AAC decodes to fltp already; other codecs are converted, not reinterpreted.
-                resampler = resampler or av.AudioResampler(
-                    format="fltp", layout=frame.layout, rate=frame.sample_rate)
-                frames = resampler.resample(frame)
-            else:
-                frames = [frame]
-            for planar in frames:
-                yield np.asarray(planar.to_ndarray(), np.float32)
+        yield from iter_audio_chunks(container, path.name)
     finally:
         container.close()
 
 
 def _streams(path: Path) -> tuple[bool, int | None]:
     """Whether ``path`` has a video stream, and its audio channel count (None: no audio)."""
-    container = _open_media(path)
+    container = open_mp4(path)
     try:
         audio = container.streams.audio
         channels = audio[0].codec_context.layout.nb_channels if audio else None

@@ -187,7 +187,7 @@ def _box_layout_reason(path: Path, size: int) -> str | None:
     return None
 
 
-def _open(path: Path) -> av.container.InputContainer:
+def open_mp4(path: Path) -> av.container.InputContainer:
     """Open ``path`` as an MP4 or raise one clear MediaError naming the file by basename."""
     name = path.name
     if not path.exists():
@@ -243,7 +243,7 @@ def probe(path: str | os.PathLike[str]) -> MediaProbe:
     stops decoding, and the counts so far are kept, so that ``check_media`` can name both.
     """
     file_path = Path(path)
-    container = _open(file_path)
+    container = open_mp4(file_path)
     try:
         size = file_path.stat().st_size
         sha = _sha256(file_path)
@@ -455,7 +455,7 @@ def iter_video_frames(path: str | os.PathLike[str]) -> Iterator[np.ndarray]:
     over the frames must not silently score a prefix.
     """
     file_path = Path(path)
-    container = _open(file_path)
+    container = open_mp4(file_path)
     try:
         if not container.streams.video:
             raise MediaError(f"{file_path.name}: expected a video stream, found none")

@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,35 @@ def _av_reason(exc: BaseException) -> str:
 # --- decoding -------------------------------------------------------------------------------
 
 
+def iter_audio_chunks(container: Any, name: str) -> Iterator[Float32Array]:
+    """The first audio stream of an open container as float32 [channels, n] chunks, streamed.
+
+    A decode error raises :class:`MediaError` naming ``name`` and how far decoding got.
+    """
+    stream = container.streams.audio[0]
+    resampler: Any = None
+    frames = container.decode(stream)
+    decoded = 0
+    while True:
+        try:
+            frame = next(frames)
+        except StopIteration:
+            return
+        except (av.error.FFmpegError, ValueError) as exc:
+            raise MediaError(f"{name}: audio decode failed after {decoded} samples: "
+                             f"{_av_reason(exc)}") from None
+        planar = [frame]
+        if frame.format.name != "fltp":
+            # AAC decodes to fltp already; other codecs are converted, not reinterpreted.
+            resampler = resampler or av.AudioResampler(
+                format="fltp", layout=frame.layout, rate=frame.sample_rate)
+            planar = resampler.resample(frame)
+        for part in planar:
+            chunk = np.asarray(part.to_ndarray(), dtype=np.float32)
+            decoded += chunk.shape[1]
+            yield chunk
+
+
 def decode_audio(path: str | os.PathLike[str]) -> DecodedAudio:
     """Decode the first audio stream of ``path`` into float32 [channels, n].
 
@@ -220,30 +250,12 @@ def decode_audio(path: str | os.PathLike[str]) -> DecodedAudio:
         stream = container.streams.audio[0]
         ctx = stream.codec_context
         chunks: list[Float32Array] = []
-        resampler: Any = None
-        frames = container.decode(stream)
-        decoded = 0
-        while True:
-            try:
-                frame = next(frames)
-            except StopIteration:
-                break
-            except (av.error.FFmpegError, ValueError) as exc:
-                raise MediaError(f"{name}: audio decode failed after {decoded} samples: "
-                                 f"{_av_reason(exc)}") from None
-            planar = [frame]
-            if frame.format.name != "fltp":
-                # AAC decodes to fltp already; other codecs are converted, not reinterpreted.
-                resampler = resampler or av.AudioResampler(
-                    format="fltp", layout=frame.layout, rate=frame.sample_rate)
-                planar = resampler.resample(frame)
-            for part in planar:
-                chunk = np.asarray(part.to_ndarray(), dtype=np.float32)
-                if chunks and chunk.shape[0] != chunks[0].shape[0]:
-                    raise MediaError(f"{name}: audio channel count changed mid-stream from "
-                                     f"{chunks[0].shape[0]} to {chunk.shape[0]}")
-                chunks.append(chunk)
-                decoded += chunk.shape[1]
+        for chunk in iter_audio_chunks(container, name):
+            if chunks and chunk.shape[0] != chunks[0].shape[0]:
+                raise MediaError(f"{name}: audio channel count changed mid-stream from "
+                                 f"{chunks[0].shape[0]} to {chunk.shape[0]}")
+            chunks.append(chunk)
+        decoded = sum(chunk.shape[1] for chunk in chunks)
         rate = int(ctx.sample_rate or 0)
         if decoded == 0 or rate <= 0:
             raise MediaError(f"{name}: expected decodable audio, the {ctx.name} stream decoded "
