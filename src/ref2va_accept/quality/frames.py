@@ -53,15 +53,14 @@ class FrameView:
 
     @cached_property
     def small_ssim(self) -> imageops.SsimStats:
-        # Float32 luma at the flow resolution: the proxies compare these numbers only with
+        # Float32 luma at the analysis resolution: the proxies compare these numbers only with
         # themselves (B0 under the same proxy) and structure survives the resize; fidelity SSIM
         # stays float64 at full resolution.
-        return imageops.ssim_stats(self.flow_gray.astype(np.float32))
+        return imageops.ssim_stats(self.small_gray.astype(np.float32))
 
     @cached_property
-    def flow_gray(self) -> U8:
-        small = imageops.resize_short_side(self.small_rgb, imageops.FLOW_SHORT_SIDE)
-        return np.asarray(cv2.cvtColor(small, cv2.COLOR_RGB2GRAY), np.uint8)
+    def small_gray(self) -> U8:
+        return np.asarray(cv2.cvtColor(self.small_rgb, cv2.COLOR_RGB2GRAY), np.uint8)
 
     @cached_property
     def histogram(self) -> F32:

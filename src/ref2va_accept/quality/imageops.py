@@ -19,7 +19,6 @@ from ref2va_accept.quality.registry import ScorerError
 
 __all__ = [
     "ANALYSIS_SHORT_SIDE",
-    "FLOW_SHORT_SIDE",
     "SsimStats",
     "dhash",
     "hamming",
@@ -39,23 +38,36 @@ U8 = npt.NDArray[np.uint8]
 F64 = npt.NDArray[np.float64]
 F32 = npt.NDArray[np.float32]
 
-# Proxies work on a downscaled copy: what they measure (structure, colour, coarse motion) survives
-# the resize, and VBench's own models see 224..512 px inputs too. 256 is VBench's reference short
-# side for the dynamic-degree threshold.
-ANALYSIS_SHORT_SIDE = 256
-FLOW_SHORT_SIDE = 128
+# Proxies work on one downscaled copy (1344x768 -> 224x128): what they measure (structure, colour,
+# coarse motion) survives the resize, and the flow they use runs at this size anyway. A 448x256
+# copy cost 0.55 s more CPU per 15 s video (area resize by 3, midpoint warps four times the pixels)
+# and changed no gate decision on the reference engine, whose frames are smaller than this.
+ANALYSIS_SHORT_SIDE = 128
 _SSIM_WIN, _SSIM_SIGMA = 11, 1.5
 _C1, _C2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
 _HIST_BINS = 8
 
 
 def resize_short_side(frame: U8, short_side: int) -> U8:
-    """Area-downscale so the short side is ``short_side``; never upscales."""
+    """Area-downscale so the short side is ``short_side``; never upscales.
+
+    When the size shrinks by a whole factor (1344x768 -> 224x128 is 6), its factors of two go
+    first as exact halvings (OpenCV's vectorised 2x2 path), then one area resize by the rest: the
+    same box average as one area resize by 6 up to the rounding of the intermediate uint8 image,
+    in half the time.
+    """
     h, w = frame.shape[:2]
     if min(h, w) <= short_side:
         return frame
     scale = short_side / min(h, w)
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    factor = h // size[1]
+    if (size[0] * factor, size[1] * factor) == (w, h):
+        while factor % 2 == 0:
+            h, w, factor = h // 2, w // 2, factor // 2
+            frame = np.asarray(cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA), np.uint8)
+    if (w, h) == size:
+        return frame
     return np.asarray(cv2.resize(frame, size, interpolation=cv2.INTER_AREA), np.uint8)
 
 

@@ -2,12 +2,14 @@
 
 Each is labelled ``proxy`` (scorer kind and id) and is only ever compared with B0 scored by the
 same proxy: the numbers are not VBench numbers. They keep VBench's formula shapes so they react to
-the same failures (lost motion, jitter, identity drift, colour drift, blur), and they work on
-downscaled copies (short side 256, flow at 128), much as VBench's models see 224..512 px inputs.
+the same failures (lost motion, jitter, identity drift, colour drift, blur), and they work on one
+downscaled copy (short side 128; VBench's models see 224..512 px inputs), except sharpness, which
+needs the full resolution to see fine-scale blur.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import cv2
@@ -59,6 +61,13 @@ class DenseFlow:
         return np.asarray(self._dis.calc(a, b, None), np.float32)
 
 
+@functools.lru_cache(maxsize=4)
+def _pixel_grid(h: int, w: int) -> tuple[F32, F32]:
+    gx, gy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    gx.flags.writeable = gy.flags.writeable = False  # shared between calls
+    return gx, gy
+
+
 def midpoint_prediction(before: U8, after: U8, flow: F32) -> U8:
     """The frame halfway between ``before`` and ``after`` under linear motion.
 
@@ -72,11 +81,11 @@ def midpoint_prediction(before: U8, after: U8, flow: F32) -> U8:
         flow = np.asarray(cv2.resize(flow, (w, h), interpolation=cv2.INTER_LINEAR), np.float32)
         flow[..., 0] *= sx
         flow[..., 1] *= sy
-    gx, gy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    half_x, half_y = 0.5 * flow[..., 0], 0.5 * flow[..., 1]
-    from_before = cv2.remap(before, gx - half_x, gy - half_y, cv2.INTER_LINEAR,
+    gx, gy = _pixel_grid(h, w)
+    half = 0.5 * flow
+    from_before = cv2.remap(before, gx - half[..., 0], gy - half[..., 1], cv2.INTER_LINEAR,
                             borderMode=cv2.BORDER_REPLICATE)
-    from_after = cv2.remap(after, gx + half_x, gy + half_y, cv2.INTER_LINEAR,
+    from_after = cv2.remap(after, gx + half[..., 0], gy + half[..., 1], cv2.INTER_LINEAR,
                            borderMode=cv2.BORDER_REPLICATE)
     return np.asarray(cv2.addWeighted(from_before, 0.5, from_after, 0.5, 0.0), np.uint8)
 
@@ -92,8 +101,8 @@ def sharpness(gray: U8) -> float:
 class FlowDynamicDegree:
     """VBench's dynamic_degree logic (sampling, top-5% magnitude, threshold) on DIS flow.
 
-    The flow runs at short side 128 and the threshold is 6 * min(H, W) / 256 of that image, so
-    threshold and magnitudes scale together.
+    The flow runs at the analysis size (short side 128) and the threshold is 6 * min(H, W) / 256 of
+    that image, so threshold and magnitudes scale together.
     """
 
     def __init__(self, fps: float) -> None:
@@ -108,7 +117,7 @@ class FlowDynamicDegree:
     def update(self, view: FrameView) -> None:
         if view.index % self.interval:
             return
-        gray = view.flow_gray
+        gray = view.small_gray
         self.n_sampled += 1
         self.min_side = min(gray.shape[:2])
         if self.prev is not None:
@@ -142,7 +151,7 @@ class FlowWarpSmoothness:
             self.odd = view.small_rgb
             return
         if self.even is not None and self.odd is not None:
-            flow = self.flow(self.even.flow_gray, view.flow_gray)
+            flow = self.flow(self.even.small_gray, view.small_gray)
             pred = midpoint_prediction(self.even.small_rgb, view.small_rgb, flow)
             self.maes.append(imageops.mae(pred, self.odd))
         self.even, self.odd = view, None

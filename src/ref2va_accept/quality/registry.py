@@ -111,7 +111,8 @@ def _info(id_: str, kind: Kind, dimension: str, version: str = "1") -> ScorerInf
 
 
 # Version strings change whenever a scorer's numbers could change: scores from two versions are
-# never compared.
+# never compared. Version 2 of the downscaled scorers: one 128-short-side analysis copy (was 256
+# for the histogram, hash and midpoint warp).
 SCORERS: dict[str, ScorerInfo] = {info.id: info for info in (
     _info("vbench.temporal_flickering", "vbench", "temporal_flickering"),
     _info("vbench.subject_consistency", "vbench", "subject_consistency"),
@@ -122,20 +123,20 @@ SCORERS: dict[str, ScorerInfo] = {info.id: info for info in (
     _info("vbench.imaging_quality", "vbench", "imaging_quality"),
     _info("vbench.i2v_subject", "vbench", "i2v_subject"),
     _info("vbench.i2v_background", "vbench", "i2v_background"),
-    _info("proxy.dynamic_degree.dis_flow", "proxy", "dynamic_degree"),
-    _info("proxy.motion_smoothness.flow_warp", "proxy", "motion_smoothness"),
-    _info("proxy.subject_consistency.ssim", "proxy", "subject_consistency"),
-    _info("proxy.background_consistency.histogram", "proxy", "background_consistency"),
+    _info("proxy.dynamic_degree.dis_flow", "proxy", "dynamic_degree", "2"),
+    _info("proxy.motion_smoothness.flow_warp", "proxy", "motion_smoothness", "2"),
+    _info("proxy.subject_consistency.ssim", "proxy", "subject_consistency", "2"),
+    _info("proxy.background_consistency.histogram", "proxy", "background_consistency", "2"),
     _info("proxy.imaging_quality.sharpness", "proxy", "imaging_quality"),
     _info("fidelity.psnr", "fidelity", "psnr"),
     _info("fidelity.ssim", "fidelity", "ssim"),
-    _info("consistency.reference.histogram", "consistency", "reference_histogram"),
-    _info("consistency.reference.dhash", "consistency", "reference_dhash"),
+    _info("consistency.reference.histogram", "consistency", "reference_histogram", "2"),
+    _info("consistency.reference.dhash", "consistency", "reference_dhash", "2"),
     _info("consistency.reference.first_frame_ssim", "consistency", "reference_first_frame_ssim"),
     _info("consistency.reference.first_frame_psnr", "consistency", "reference_first_frame_psnr"),
     _info("consistency.temporal.frozen_frames", "consistency", "frozen_frames"),
-    _info("consistency.temporal.scene_cuts", "consistency", "scene_cuts"),
-    _info("consistency.temporal.consecutive_ssim", "consistency", "consecutive_ssim"),
+    _info("consistency.temporal.scene_cuts", "consistency", "scene_cuts", "2"),
+    _info("consistency.temporal.consecutive_ssim", "consistency", "consecutive_ssim", "2"),
 )}
 
 
