@@ -2,12 +2,13 @@
 
 Writes a 15 s, 1344x768, 24 fps MP4 (362 frames of moving gradients, shapes and noise, libx264 at
 its default CRF, plus AAC audio) to a temporary folder, then alternates rounds of
-``ffmpeg -v error -i FILE -f null -`` and ``score_video`` with every CPU-computable metric
-(proxies, temporal flickering, temporal consistency; no weights), each scoring round in a fresh
-child process so its peak RSS is its own. Prints the median times, their ratio (target <= 2x)
-and the scoring's peak RSS (target < 2 GiB).
+``ffmpeg -v error -i FILE -f null -`` and what ``ref2va-accept score FILE`` computes: every
+CPU-computable metric (temporal flickering, the proxies, temporal consistency; no weights) and
+the soundtrack's loudness, peak, clipping and silence, each scoring round in a fresh child
+process so its peak RSS is its own. Prints the median times, their ratio (target <= 2x) and the
+scoring's peak RSS (target < 2 GiB).
 
-    .venv/bin/python benchmarks/score_video.py [--rounds 3] [--keep DIR]
+    .venv/bin/python benchmarks/score_video.py [--rounds 5] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -36,12 +37,16 @@ _CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[2])
 from ref2va_accept.quality import score_video
+from ref2va_accept.quality.audio import audio_stats, decode_audio
 start = time.perf_counter()
 scores = score_video(sys.argv[1])
+video_s = time.perf_counter() - start
+stats = audio_stats(decode_audio(sys.argv[1]))
 elapsed = time.perf_counter() - start
 peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": elapsed, "peak_rss_kib": peak_kib,
-                  "scores": {s.scorer.id: s.value for s in scores if s.status == "ok"}}))
+print(json.dumps({"seconds": elapsed, "video_seconds": video_s, "peak_rss_kib": peak_kib,
+                  "scores": {s.scorer.id: s.value for s in scores if s.status == "ok"},
+                  "audio": stats.to_dict()}))
 """
 
 
@@ -96,7 +101,7 @@ def score_in_child(path: Path) -> dict[str, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--preset", default="medium", help="libx264 preset (its default)")
     parser.add_argument("--keep", type=Path, help="reuse/keep the MP4 in this folder")
     args = parser.parse_args()
@@ -122,12 +127,14 @@ def main() -> int:
             last = score_in_child(path)
             score_s.append(float(last["seconds"]))  # type: ignore[arg-type]
             peaks.append(int(last["peak_rss_kib"]))  # type: ignore[call-overload]
-            log.info("round %d: ffmpeg %.2f s, score_video %.2f s, peak RSS %.0f MiB",
-                     round_ + 1, ffmpeg_s[-1], score_s[-1], peaks[-1] / 1024)
+            log.info("round %d: ffmpeg %.2f s, scoring %.2f s (video %.2f s), peak RSS %.0f MiB",
+                     round_ + 1, ffmpeg_s[-1], score_s[-1],
+                     float(last["video_seconds"]), peaks[-1] / 1024)  # type: ignore[arg-type]
         ff, sc = statistics.median(ffmpeg_s), statistics.median(score_s)
         log.info("scores: %s", json.dumps(last["scores"], indent=1))
+        log.info("audio: %s", json.dumps(last["audio"]))
         log.info("median ffmpeg decode-to-null: %.2f s", ff)
-        log.info("median score_video:           %.2f s", sc)
+        log.info("median scoring:               %.2f s", sc)
         log.info("ratio score/ffmpeg: %.2fx (target <= 2x)", sc / ff)
         log.info("peak RSS of scoring: %.2f GiB (target < 2 GiB)", max(peaks) * 1024 / GIB)
     finally:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .errors import Ref2VAError, TensorFileError
+from .errors import MediaError, Ref2VAError, TensorFileError
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, probe
 from .tensors import compare_dumps, compare_tensor_files
@@ -106,6 +106,41 @@ def _cmd_compare_tensors(args: argparse.Namespace) -> int:
     return EXIT_OK if result.points and result.equal else EXIT_PROBLEM
 
 
+def _num(value: object, spec: str) -> str:
+    # Values come from JSON-ready dicts: inf/nan are already the strings "inf"/"-inf"/"nan".
+    return format(value, spec) if isinstance(value, (int, float)) else str(value)
+
+
+def _audio_rows(payload: dict[str, object]) -> list[str]:
+    rows: list[str] = []
+    audio = payload.get("audio")
+    if isinstance(audio, dict):
+        if audio["status"] != "ok":
+            rows.append(f"audio: {audio['status']}: {audio['detail']}")
+        else:
+            start = audio["start_time_s"]
+            rows.append(
+                f"audio: {_num(audio['duration_s'], '.3f')} s"
+                + (f" from {_num(start, '.3f')} s" if start is not None else "")
+                + f", {audio['sample_rate']} Hz x{audio['channels']}, loudness "
+                f"{_num(audio['loudness_lufs'], '.2f')} LUFS, peak "
+                f"{_num(audio['peak_dbfs'], '.2f')} dBFS, clipping "
+                f"{_num(audio['clipping_ratio'], '.4%')}, silence "
+                f"{_num(audio['silence_ratio'], '.1%')}")
+    cmp = payload.get("audio_comparison")
+    if isinstance(cmp, dict):
+        if cmp.get("status") == "error":
+            rows.append(f"audio vs baseline: error: {cmp['detail']}")
+        else:
+            rows.append(
+                f"audio vs baseline: lag {_num(cmp['lag_ms'], '.2f')} ms, "
+                f"SNR {_num(cmp['snr_db'], '.2f')} dB, SI-SDR {_num(cmp['si_sdr_db'], '.2f')} dB, "
+                f"LSD {_num(cmp['lsd_db'], '.3f')} dB, MR-STFT {_num(cmp['mrstft'], '.4f')}, "
+                f"loudness {_num(cmp['loudness_diff_lu'], '+.2f')} LU, "
+                f"length difference {cmp['length_mismatch_samples']} samples")
+    return rows
+
+
 def _cmd_score(args: argparse.Namespace) -> int:
     # Imported here: the quality package pulls in OpenCV, which the other subcommands never need.
     from .quality import (  # noqa: PLC0415
@@ -114,6 +149,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         relative_errors,
         score_video,
     )
+    from .quality.audio import audio_stats, compare_audio, decode_audio  # noqa: PLC0415
 
     weights: dict[str, Path] = {}
     for item in args.weights or []:
@@ -125,8 +161,19 @@ def _cmd_score(args: argparse.Namespace) -> int:
     payload: dict[str, object] = {"video": Path(args.video).name,
                                   "scores": [s.to_dict() for s in scores]}
     code = EXIT_OK
+    video_probe = probe(args.video)
+    soundtrack = None
+    if video_probe.audio is None:
+        payload["audio"] = {"status": "absent", "detail": "no audio stream"}
+    else:
+        try:
+            soundtrack = decode_audio(args.video)
+            payload["audio"] = {"status": "ok", **audio_stats(soundtrack).to_dict()}
+        except MediaError as exc:  # the video scores stand; the broken soundtrack is a problem
+            payload["audio"] = {"status": "error", "detail": str(exc)}
+            code = EXIT_PROBLEM
     if args.baseline is not None:
-        problems = check_comparable(probe(args.video), probe(args.baseline))
+        problems = check_comparable(video_probe, probe(args.baseline))
         payload["baseline"] = Path(args.baseline).name
         payload["comparable"] = not problems
         payload["precondition_problems"] = problems
@@ -138,6 +185,13 @@ def _cmd_score(args: argparse.Namespace) -> int:
             payload["relative_errors"] = [e.to_dict() for e in
                                           relative_errors(scores, base, normalized=args.normalized)]
             payload["fidelity"] = compare_videos(args.video, args.baseline).to_dict()
+            if soundtrack is not None:
+                try:
+                    payload["audio_comparison"] = compare_audio(
+                        soundtrack, decode_audio(args.baseline)).to_dict()
+                except (MediaError, ValueError) as exc:
+                    payload["audio_comparison"] = {"status": "error", "detail": str(exc)}
+                    code = EXIT_PROBLEM
     if args.json:
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return code
@@ -154,6 +208,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     if isinstance(fidelity, dict):
         rows.append(f"fidelity: PSNR {fidelity['psnr_db']} dB (min {fidelity['psnr_min_db']}), "
                     f"SSIM {fidelity['ssim_mean']:.6f} (min {fidelity['ssim_min']:.6f})")
+    rows += _audio_rows(payload)
     sys.stdout.write("\n".join(rows) + "\n")
     return code
 
@@ -238,8 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(run=_cmd_compare_tensors)
 
-    p = sub.add_parser("score", help="score a video (VBench, proxies, consistency); with "
-                       "--baseline also relative errors and fidelity")
+    p = sub.add_parser("score", help="score a video (VBench, proxies, consistency, audio); "
+                       "with --baseline also relative errors, fidelity and audio against it")
     p.add_argument("video", type=Path)
     p.add_argument("--baseline", type=Path, help="B0's MP4 for the same seed")
     p.add_argument("--reference", type=Path, help="the reference image")
