@@ -13,6 +13,7 @@ from ref2va_accept.quality.registry import Score
 from ref2va_accept.quality.vbench import (
     clamped_cosine,
     consistency_score,
+    dynamic_interval,
     dynamic_verdict,
     flicker_score,
     i2v_score,
@@ -51,6 +52,12 @@ def test_flicker_averages_pairs_over_all_frames() -> None:
 def test_single_frame_flicker_is_an_error_not_a_value() -> None:
     score = _by_id(score_frames([_const(5)], fps=24))["vbench.temporal_flickering"]
     assert score.status == "error" and score.value is None
+
+
+@pytest.mark.parametrize(("fps", "interval"), [(24, 3), (25, 3), (12, 2), (8, 1), (4, 1), (1, 1)])
+def test_dynamic_degree_samples_every_max_1_round_fps_over_8(fps: float, interval: int) -> None:
+    # VBench dynamic_degree.py: max(1, round(fps / 8)); Python rounds 1.5 to 2 and 0.5 to 0.
+    assert dynamic_interval(fps) == interval
 
 
 def test_model_dimensions_without_weights_are_open_naming_what_is_missing() -> None:
@@ -150,6 +157,50 @@ def test_i2v_subject_with_fake_extractor(tmp_path: Path) -> None:
     consec = clamped_cosine(f[0], f[1])
     expected = 0.4 * 1.0 + 0.3 * consec + 0.3 * consec
     assert score.value == pytest.approx(expected, abs=1e-6)
+
+
+def test_resized_frames_stay_float_as_in_vbench() -> None:
+    # VBench resizes torch.Tensor(frames), a float tensor: bicubic overshoot past 0..255 is kept
+    # and nothing is rounded (scripts/check_vbench_transforms.py compares with torchvision).
+    from ref2va_accept.quality import models
+
+    frame = np.zeros((32, 48, 3), np.uint8)
+    frame[:, 24:] = 255  # a hard edge
+    x = models.clip_input(frame)
+    mean = torch.tensor((0.48145466, 0.4578275, 0.40821073)).view(1, 3, 1, 1)
+    std = torch.tensor((0.26862954, 0.26130258, 0.27577711)).view(1, 3, 1, 1)
+    pixels = (x * std + mean) * 255.0
+    assert float(pixels.max()) > 255.5 and float(pixels.min()) < -0.5
+    fractional = (pixels - pixels.round()).abs()
+    assert float(fractional.max()) > 0.1
+
+
+def test_i2v_transforms_crop_to_224_and_take_the_reference_at_its_own_size() -> None:
+    from ref2va_accept.quality import models
+
+    assert tuple(models.dino_i2v_input(np.zeros((64, 112, 3), np.uint8)).shape) == (1, 3, 224, 224)
+    assert tuple(models.dreamsim_input(np.zeros((64, 112, 3), np.uint8)).shape) == (1, 3, 224, 224)
+    assert tuple(models.dino_i2v_image(np.zeros((300, 200, 3), np.uint8)).shape) == (1, 3, 224, 224)
+    assert tuple(models.dreamsim_image(np.zeros((300, 200, 3), np.uint8)).shape) == (1, 3, 224, 224)
+
+
+def test_i2v_subject_sees_only_the_reference_centre_crop(tmp_path: Path) -> None:
+    # Resize(256) + CenterCrop(224) of a 256x512 reference keeps columns 144..368: what lies
+    # outside cannot move the score (squashing the reference to the frame size would).
+    model = _script(_MeanColour(), tmp_path / "dino.pt")
+    frames = [np.full((32, 48, 3), c, np.uint8) for c in ([10, 200, 30], [200, 10, 30])]
+    ref = np.full((256, 512, 3), [10, 200, 30], np.uint8)
+    edited = ref.copy()
+    edited[:, :100] = [250, 250, 250]
+    edited[:, 412:] = [0, 0, 0]
+    scores = [_by_id(score_frames(frames, fps=24, reference_image=r,
+                                  weights={"dino_vitb16": model}))["vbench.i2v_subject"].value
+              for r in (ref, edited)]
+    assert scores[0] == scores[1]
+    edited[:, 200:300] = [250, 250, 250]  # inside the crop: it must move
+    moved = _by_id(score_frames(frames, fps=24, reference_image=edited,
+                                weights={"dino_vitb16": model}))["vbench.i2v_subject"].value
+    assert moved != scores[0]
 
 
 def test_motion_smoothness_with_fake_interpolator(tmp_path: Path) -> None:

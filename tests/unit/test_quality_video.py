@@ -228,6 +228,27 @@ def test_normalized_aggregate_matches_hand_computation() -> None:
     assert raw.error == pytest.approx(abs((0.95 + 0.5) - (0.97 + 0.5)) / (0.97 + 0.5))
 
 
+def test_i2v_dimensions_aggregate_as_vbench_plus_plus_i2v_total() -> None:
+    # VBench++ (scripts/cal_i2v_final_score.py): normalise with NORMALIZE_DIC_I2V, weighted
+    # mean per part, total = (quality + i2v) / 2.
+    cand = [_s("vbench.subject_consistency", 0.95), _s("vbench.dynamic_degree", 0.0),
+            _s("vbench.i2v_subject", 0.97), _s("vbench.i2v_background", 0.96)]
+    base = [_s("vbench.subject_consistency", 0.96), _s("vbench.dynamic_degree", 0.0),
+            _s("vbench.i2v_subject", 0.98), _s("vbench.i2v_background", 0.97)]
+    agg = aggregate_relative_error(cand, base, kind="vbench", normalized=True)
+
+    def total(subject: float, i2v_s: float, i2v_b: float) -> float:
+        quality = ((subject - 0.1462) / (1 - 0.1462) + 0.5 * 0.0) / 1.5
+        i2v = ((i2v_s - 0.1462) / (1 - 0.1462) + (i2v_b - 0.2615) / (1 - 0.2615)) / 2
+        return (quality + i2v) / 2
+
+    assert agg.candidate == pytest.approx(total(0.95, 0.97, 0.96), abs=1e-12)
+    assert agg.baseline == pytest.approx(total(0.96, 0.98, 0.97), abs=1e-12)
+    assert "I2V total" in agg.detail
+    only_i2v = aggregate_relative_error(cand[2:], base[2:], kind="vbench", normalized=False)
+    assert only_i2v.candidate == pytest.approx((0.97 + 0.96) / 2, abs=1e-12)
+
+
 def test_proxies_and_vbench_aggregate_separately() -> None:
     cand = [_s("vbench.temporal_flickering", 0.9), _s("proxy.subject_consistency.ssim", 0.5)]
     base = [_s("vbench.temporal_flickering", 0.9), _s("proxy.subject_consistency.ssim", 0.6)]

@@ -9,7 +9,10 @@ owns anything model-specific that is not listed here, e.g. RAFT's ``iters=20, te
 name (``--weights``)      input (float32, NCHW, batch 1)                  output
 ========================  ==============================================  ====================
 dino_vitb16               [1,3,224,W'] ImageNet-normalised (VBench's      [1, D] features
-                          ``dino_transform``: short side 224, no crop)
+                          ``dino_transform``: short side 224, no crop);
+                          for i2v_subject [1,3,224,224] (VBench++'s
+                          ``dino_transform_internet``: bicubic short side
+                          256, centre crop 224)
 clip_vitb32, clip_vitl14  [1,3,224,224] CLIP-normalised (``clip_transform``:  [1, D] image
                           bicubic short side 224, centre crop 224)         features
 laion_aesthetic           [1, D] L2-normalised CLIP ViT-L/14 features     [1] or [1,1] score
@@ -21,8 +24,15 @@ amt_s                     two [1,3,H16,W16] in [0,1], replicate-padded    [1,3,H
                           to multiples of 16                               frame in [0,1]
 ========================  ==============================================  ====================
 
-Resizes follow torchvision's ``Resize(antialias=False)`` on uint8 video tensors as VBench applies
-it: interpolate in float, then round and clamp back to uint8, then divide by 255.
+Frames are resized as VBench resizes them: ``load_video`` hands its transforms
+``torch.Tensor(frames)``, a float32 tensor, so the resize is never rounded or clamped back to
+uint8 (bicubic may overshoot 0..255), then divided by 255. VBench's own dimensions pass
+``antialias=False``; VBench++'s i2v transforms leave it to torchvision, whose default has
+antialiased tensors since 0.17, so those use ``antialias=True`` (I2V_ANTIALIAS). The reference
+image takes VBench++'s PIL path (``Image.open`` -> PIL bicubic resize -> ``ToTensor``) at its own
+size: VBench++ crops references to the video's aspect ratio when it prepares its data, so the
+campaign's reference images must be prepared that way too. ``scripts/check_vbench_transforms.py``
+compares every transform here with torchvision's.
 """
 
 from __future__ import annotations
@@ -47,7 +57,10 @@ __all__ = [
     "LoadedModel",
     "amt_input",
     "clip_input",
+    "dino_i2v_image",
+    "dino_i2v_input",
     "dino_input",
+    "dreamsim_image",
     "dreamsim_input",
     "load_model",
     "musiq_input",
@@ -60,6 +73,8 @@ MODEL_NAMES = ("dino_vitb16", "clip_vitb32", "clip_vitl14", "laion_aesthetic", "
 _IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 _CLIP = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
 F32 = npt.NDArray[np.float32]
+# torchvision's tensor Resize default since 0.17; VBench++'s i2v transforms do not set it.
+I2V_ANTIALIAS = True
 
 
 @dataclass(frozen=True)
@@ -108,14 +123,13 @@ def _tensor(frame: U8) -> Any:
     return torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1)[None].to(torch.float32)
 
 
-def _resize_u8(x: Any, size: tuple[int, int], mode: str) -> Any:
+def _resize(x: Any, size: tuple[int, int], mode: str, antialias: bool = False) -> Any:
     import torch  # noqa: PLC0415
 
     if tuple(x.shape[-2:]) == size:
         return x
-    kwargs: dict[str, Any] = {"align_corners": False, "antialias": False}
-    out = torch.nn.functional.interpolate(x, size=size, mode=mode, **kwargs)
-    return out.round().clamp(0, 255)  # torchvision casts a uint8 video back to uint8
+    return torch.nn.functional.interpolate(x, size=size, mode=mode, align_corners=False,
+                                           antialias=antialias)
 
 
 def _short_side_size(h: int, w: int, short: int) -> tuple[int, int]:
@@ -125,18 +139,19 @@ def _short_side_size(h: int, w: int, short: int) -> tuple[int, int]:
     return int(short * h / w), short
 
 
-def _normalize(x: Any, stats: tuple[tuple[float, ...], tuple[float, ...]]) -> Any:
+def _normalize(x01: Any, stats: tuple[tuple[float, ...], tuple[float, ...]]) -> Any:
+    """torchvision ``Normalize`` of a 0..1 tensor."""
     import torch  # noqa: PLC0415
 
     mean = torch.tensor(stats[0], dtype=torch.float32).view(1, 3, 1, 1)
     std = torch.tensor(stats[1], dtype=torch.float32).view(1, 3, 1, 1)
-    return (x / 255.0 - mean) / std
+    return (x01 - mean) / std
 
 
 def dino_input(frame: U8) -> Any:
     x = _tensor(frame)
-    x = _resize_u8(x, _short_side_size(frame.shape[0], frame.shape[1], 224), "bilinear")
-    return _normalize(x, _IMAGENET)
+    x = _resize(x, _short_side_size(frame.shape[0], frame.shape[1], 224), "bilinear")
+    return _normalize(x / 255.0, _IMAGENET)
 
 
 def _center_crop(x: Any, size: int) -> Any:
@@ -147,12 +162,46 @@ def _center_crop(x: Any, size: int) -> Any:
 
 def clip_input(frame: U8) -> Any:
     x = _tensor(frame)
-    x = _resize_u8(x, _short_side_size(frame.shape[0], frame.shape[1], 224), "bicubic")
-    return _normalize(_center_crop(x, 224), _CLIP)
+    x = _resize(x, _short_side_size(frame.shape[0], frame.shape[1], 224), "bicubic")
+    return _normalize(_center_crop(x, 224) / 255.0, _CLIP)
 
 
 def dreamsim_input(frame: U8) -> Any:
-    return _resize_u8(_tensor(frame), (224, 224), "bicubic") / 255.0
+    """VBench++ ``dreamsim_transform(224)`` on a video frame: bicubic to 224x224, / 255."""
+    return _resize(_tensor(frame), (224, 224), "bicubic", I2V_ANTIALIAS) / 255.0
+
+
+def dino_i2v_input(frame: U8) -> Any:
+    """VBench++ ``dino_transform_internet()`` on a video frame: bicubic short side 256, centre
+    crop 224, / 255, ImageNet normalisation."""
+    x = _tensor(frame)
+    x = _resize(x, _short_side_size(frame.shape[0], frame.shape[1], 256), "bicubic",
+                I2V_ANTIALIAS)
+    return _normalize(_center_crop(x, 224) / 255.0, _IMAGENET)
+
+
+def _pil_resize(image: U8, size_hw: tuple[int, int]) -> Any:
+    """PIL's bicubic resize (always antialiased), as torchvision's Resize does on a PIL image;
+    returns ``ToTensor``'s [1, 3, H, W] float in 0..1."""
+    import torch  # noqa: PLC0415
+    from PIL import Image  # noqa: PLC0415 - only the reference-image path needs Pillow
+
+    pil = Image.fromarray(np.ascontiguousarray(image), mode="RGB")
+    if pil.size != (size_hw[1], size_hw[0]):
+        pil = pil.resize((size_hw[1], size_hw[0]), Image.Resampling.BICUBIC)
+    array = np.asarray(pil, np.float32) / np.float32(255.0)
+    return torch.from_numpy(np.ascontiguousarray(array)).permute(2, 0, 1)[None]
+
+
+def dino_i2v_image(image: U8) -> Any:
+    """VBench++ ``dino_transform_Image_internet()`` on the reference image (PIL path)."""
+    x = _pil_resize(image, _short_side_size(image.shape[0], image.shape[1], 256))
+    return _normalize(_center_crop(x, 224), _IMAGENET)
+
+
+def dreamsim_image(image: U8) -> Any:
+    """VBench++ ``dreamsim_transform_Image(224)`` on the reference image (PIL path)."""
+    return _pil_resize(image, (224, 224))
 
 
 def musiq_input(frame: U8, mode: str = "longer") -> Any:
@@ -162,7 +211,7 @@ def musiq_input(frame: U8, mode: str = "longer") -> Any:
     side = max(h, w) if mode == "longer" else min(h, w)
     if side > 512:
         scale = 512.0 / side
-        x = _resize_u8(x, (int(scale * h), int(scale * w)), "bilinear")
+        x = _resize(x, (int(scale * h), int(scale * w)), "bilinear")
     return x / 255.0
 
 

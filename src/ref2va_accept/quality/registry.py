@@ -112,17 +112,19 @@ def _info(id_: str, kind: Kind, dimension: str, version: str = "1") -> ScorerInf
 
 # Version strings change whenever a scorer's numbers could change: scores from two versions are
 # never compared. Version 2 of the downscaled scorers: one 128-short-side analysis copy (was 256
-# for the histogram, hash and midpoint warp).
+# for the histogram, hash and midpoint warp). Version 2 of the model-based VBench dimensions:
+# resized frames stay float as in VBench (no uint8 rounding); the i2v ones use VBench++'s own
+# transforms and its PIL path for the reference image.
 SCORERS: dict[str, ScorerInfo] = {info.id: info for info in (
     _info("vbench.temporal_flickering", "vbench", "temporal_flickering"),
-    _info("vbench.subject_consistency", "vbench", "subject_consistency"),
-    _info("vbench.background_consistency", "vbench", "background_consistency"),
+    _info("vbench.subject_consistency", "vbench", "subject_consistency", "2"),
+    _info("vbench.background_consistency", "vbench", "background_consistency", "2"),
     _info("vbench.motion_smoothness", "vbench", "motion_smoothness"),
     _info("vbench.dynamic_degree", "vbench", "dynamic_degree"),
-    _info("vbench.aesthetic_quality", "vbench", "aesthetic_quality"),
-    _info("vbench.imaging_quality", "vbench", "imaging_quality"),
-    _info("vbench.i2v_subject", "vbench", "i2v_subject"),
-    _info("vbench.i2v_background", "vbench", "i2v_background"),
+    _info("vbench.aesthetic_quality", "vbench", "aesthetic_quality", "2"),
+    _info("vbench.imaging_quality", "vbench", "imaging_quality", "2"),
+    _info("vbench.i2v_subject", "vbench", "i2v_subject", "2"),
+    _info("vbench.i2v_background", "vbench", "i2v_background", "2"),
     _info("proxy.dynamic_degree.dis_flow", "proxy", "dynamic_degree", "2"),
     _info("proxy.motion_smoothness.flow_warp", "proxy", "motion_smoothness", "2"),
     _info("proxy.subject_consistency.ssim", "proxy", "subject_consistency", "2"),

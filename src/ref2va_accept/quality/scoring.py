@@ -2,10 +2,14 @@
 that both arms were produced alike.
 
 e = |s_c - s_b| / |s_b|, two-sided: a rise is a deviation too. A dimension that is open or in
-error on either side gives an open relative error, never 0. Aggregates follow VBench's total:
+error on either side gives an open relative error, never 0. Aggregates follow VBench's totals:
 per-dimension (score - min) / (max - min) when ``normalized``, then the weighted mean (weights 1,
-dynamic degree 0.5). VBench dimensions aggregate among VBench dimensions only and proxies among
-proxies only; fidelity and consistency scores get per-dimension errors and no aggregate.
+dynamic degree 0.5); when the reduced set holds both VBench++ I2V dimensions and quality
+dimensions, the total is the mean of the two weighted means, as VBench++ computes its I2V total.
+(VBench++'s quality score leaves temporal flickering out; a campaign that gates it keeps it in
+the quality part, where VBench's T2V quality score has it.) VBench dimensions aggregate among
+VBench dimensions only and proxies among proxies only; fidelity and consistency scores get
+per-dimension errors and no aggregate.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from ref2va_accept.quality.registry import Kind, Score, json_number
 
 __all__ = [
     "DIMENSION_WEIGHTS",
+    "I2V_DIMENSIONS",
     "NORMALIZE_RANGE",
     "RelativeError",
     "aggregate_relative_error",
@@ -29,9 +34,8 @@ __all__ = [
     "relative_errors",
 ]
 
-# VBench scripts/constant.py, NORMALIZE_DIC ("Min"/"Max" per dimension) and DIM_WEIGHT, for the
-# quality dimensions. The i2v dimensions (VBench++) have no constant there that we know of; they
-# are left unnormalised (0..1) rather than given invented bounds.
+# VBench scripts/constant.py: NORMALIZE_DIC and NORMALIZE_DIC_I2V ("Min"/"Max" per dimension),
+# DIM_WEIGHT and DIM_WEIGHT_I2V (1 except dynamic degree 0.5 and camera motion 0.1).
 NORMALIZE_RANGE: dict[str, tuple[float, float]] = {
     "subject_consistency": (0.1462, 1.0),
     "background_consistency": (0.2615, 1.0),
@@ -40,10 +44,14 @@ NORMALIZE_RANGE: dict[str, tuple[float, float]] = {
     "dynamic_degree": (0.0, 1.0),
     "aesthetic_quality": (0.0, 1.0),
     "imaging_quality": (0.0, 1.0),
-    "i2v_subject": (0.0, 1.0),
-    "i2v_background": (0.0, 1.0),
+    "i2v_subject": (0.1462, 1.0),
+    "i2v_background": (0.2615, 1.0),
+    "camera_motion": (0.0, 1.0),
 }
-DIMENSION_WEIGHTS: dict[str, float] = {"dynamic_degree": 0.5}
+DIMENSION_WEIGHTS: dict[str, float] = {"dynamic_degree": 0.5, "camera_motion": 0.1}
+# VBench++'s I2V score (scripts/cal_i2v_final_score.py); its total is the plain mean of the
+# quality score (the other dimensions) and the I2V score, each a weighted mean of its own.
+I2V_DIMENSIONS = frozenset({"i2v_subject", "i2v_background", "camera_motion"})
 _AGGREGATED_KINDS: tuple[Kind, ...] = ("vbench", "proxy")
 
 
@@ -124,14 +132,21 @@ def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Scor
     if problems or not ids:
         return RelativeError("aggregate", name, kind, normalized, None, None, None, "open",
                              "; ".join(problems) or f"no {kind} dimensions")
-    weights = [DIMENSION_WEIGHTS.get(cand[i].dimension, 1.0) for i in ids]
-    total = math.fsum(weights)
-    agg_c = math.fsum(w * _value(cand[i], normalized) for w, i in zip(weights, ids, strict=True))
-    agg_b = math.fsum(w * _value(base[i], normalized) for w, i in zip(weights, ids, strict=True))
-    agg_c, agg_b = agg_c / total, agg_b / total
+    parts = [part for part in ([i for i in ids if cand[i].dimension not in I2V_DIMENSIONS],
+                               [i for i in ids if cand[i].dimension in I2V_DIMENSIONS]) if part]
+    agg_c = math.fsum(_weighted_mean(cand, part, normalized) for part in parts) / len(parts)
+    agg_b = math.fsum(_weighted_mean(base, part, normalized) for part in parts) / len(parts)
+    detail = (f"weighted mean of {len(ids)} dimensions" if len(parts) == 1 else
+              f"mean of the quality score ({len(parts[0])} dimensions) and the I2V score "
+              f"({len(parts[1])} dimensions), VBench++'s I2V total")
     return RelativeError("aggregate", name, kind, normalized, agg_c, agg_b,
-                         relative_error(agg_c, agg_b), "ok",
-                         f"weighted mean of {len(ids)} dimensions")
+                         relative_error(agg_c, agg_b), "ok", detail)
+
+
+def _weighted_mean(scores: dict[str, Score], ids: Sequence[str], normalized: bool) -> float:
+    weights = [DIMENSION_WEIGHTS.get(scores[i].dimension, 1.0) for i in ids]
+    total = math.fsum(w * _value(scores[i], normalized) for w, i in zip(weights, ids, strict=True))
+    return total / math.fsum(weights)
 
 
 def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,

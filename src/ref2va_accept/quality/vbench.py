@@ -102,10 +102,8 @@ def top5_flow_magnitude(flow: npt.NDArray[Any]) -> float:
 
 
 def dynamic_interval(fps: float) -> int:
-    interval = round(fps / 8)
-    if interval < 1:
-        raise ScorerError(f"dynamic_degree samples every round(fps/8) frames; fps {fps:g} gives 0")
-    return int(interval)
+    """VBench samples every max(1, round(fps / 8)) frames (every frame at 4 fps and below)."""
+    return max(1, round(fps / 8))
 
 
 def dynamic_verdict(pair_scores: Sequence[float], n_sampled: int, min_side: int) -> bool:
@@ -270,11 +268,18 @@ class DynamicDegree:
 
 
 class I2VConsistency:
-    """i2v_subject (DINO) and i2v_background (DreamSim) against the reference image."""
+    """i2v_subject (DINO) and i2v_background (DreamSim) against the reference image.
+
+    Every frame, the first included, is compared with the reference; the reference goes through
+    VBench++'s PIL transform at its own size (VBench++ crops references to the video's aspect
+    ratio when it prepares its data, not in the scorer).
+    """
 
     def __init__(self, info: ScorerInfo, model: models.LoadedModel,
-                 preprocess: Callable[[U8], Any], reference: U8) -> None:
+                 preprocess: Callable[[U8], Any], preprocess_image: Callable[[U8], Any],
+                 reference: U8) -> None:
         self.info, self.model, self.preprocess = info, model, preprocess
+        self.preprocess_image = preprocess_image
         self.reference = reference
         self.image_feat: F64 | None = None
         self.prev: F64 | None = None
@@ -283,14 +288,7 @@ class I2VConsistency:
 
     def update(self, view: FrameView) -> None:
         if self.image_feat is None:
-            import cv2  # noqa: PLC0415
-
-            # VBench++ crops its references to the video's aspect; we resize to the frame size.
-            ref = self.reference
-            if ref.shape[:2] != view.rgb.shape[:2]:
-                ref = np.asarray(cv2.resize(ref, (view.width, view.height),
-                                            interpolation=cv2.INTER_AREA), np.uint8)
-            self.image_feat = _normalized(self.model(self.preprocess(ref)))
+            self.image_feat = _normalized(self.model(self.preprocess_image(self.reference)))
         feat = _normalized(self.model(self.preprocess(view.rgb)))
         self.to_image.append(clamped_cosine(self.image_feat, feat))
         if self.prev is not None:
@@ -322,8 +320,10 @@ def _build(dimension: str, loaded: Mapping[str, models.LoadedModel], fps: float,
         return DynamicDegree(info, loaded["raft"], fps)
     assert reference is not None
     if dimension == "i2v_subject":
-        return I2VConsistency(info, loaded["dino_vitb16"], models.dino_input, reference)
-    return I2VConsistency(info, loaded["dreamsim"], models.dreamsim_input, reference)
+        return I2VConsistency(info, loaded["dino_vitb16"], models.dino_i2v_input,
+                              models.dino_i2v_image, reference)
+    return I2VConsistency(info, loaded["dreamsim"], models.dreamsim_input,
+                          models.dreamsim_image, reference)
 
 
 def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float,
