@@ -33,6 +33,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ __all__ = [
     "check_media",
     "iter_video_frames",
     "probe",
+    "x264_settings",
 ]
 
 
@@ -78,6 +80,12 @@ class VideoStreamInfo:
     frames_declared: int | None
     duration_s: float  # frames_decoded / fps
     start_time_s: float | None
+    # Encoder settings two arms must share to be compared: the codec profile, the colour
+    # description (it decides the YUV->RGB conversion every metric sees), and the options string
+    # x264 writes into its first SEI ("x264 core 165: cabac=1 ref=3 ..."), when there is one.
+    profile: str | None = None
+    colour: str | None = None
+    encoder_settings: str | None = None
 
 
 @dataclass(frozen=True)
@@ -235,6 +243,17 @@ def _stream_fps(stream: av.video.stream.VideoStream) -> float:
     return 0.0
 
 
+_X264_SEI = re.compile(rb"x264 - core (\d+)[^\x00]*? - options: ([ -~]+)")
+
+
+def x264_settings(packet: bytes) -> str | None:
+    """x264's options string from its SEI in the first packet, or None (another encoder)."""
+    match = _X264_SEI.search(packet)
+    if match is None:
+        return None
+    return f"x264 core {match.group(1).decode()}: {match.group(2).decode().strip()}"
+
+
 def probe(path: str | os.PathLike[str]) -> MediaProbe:
     """Decode every frame and every audio sample of ``path`` once, and describe what was found.
 
@@ -256,6 +275,7 @@ def probe(path: str | os.PathLike[str]) -> MediaProbe:
         errors: list[str] = []
         frames = 0
         samples = 0
+        first_video_packet = b""
         live = {s.index for s in (video_stream, audio_stream) if s is not None}
         wanted = [s for s in (video_stream, audio_stream) if s is not None]
         if wanted:
@@ -271,6 +291,8 @@ def probe(path: str | os.PathLike[str]) -> MediaProbe:
                 if packet.stream.index not in live:
                     continue
                 is_video = packet.stream.type == "video"
+                if is_video and not first_video_packet:
+                    first_video_packet = bytes(packet)
                 try:
                     decoded = packet.decode()
                 except (av.error.FFmpegError, ValueError) as exc:
@@ -300,6 +322,10 @@ def probe(path: str | os.PathLike[str]) -> MediaProbe:
                 frames_declared=video_stream.frames or None,
                 duration_s=frames / fps if fps > 0 else 0.0,
                 start_time_s=_seconds(video_stream.start_time, video_stream.time_base),
+                profile=ctx.profile,
+                colour=(f"space {ctx.colorspace}, range {ctx.color_range}, "
+                        f"primaries {ctx.color_primaries}, transfer {ctx.color_trc}"),
+                encoder_settings=x264_settings(first_video_packet),
             )
         audio = None
         if audio_stream is not None:

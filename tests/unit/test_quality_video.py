@@ -44,10 +44,10 @@ def _textured(shift: int = 0, seed: int = 0) -> np.ndarray:
 
 def _write_mp4(path: Path, frames: Sequence[np.ndarray], fps: int = 24,
                codec: str = "libx264rgb", pix_fmt: str = "rgb24",
-               tone: np.ndarray | None = None) -> Path:
-    """Lossless video; with ``tone`` (mono float32 at 32 kHz) also an AAC soundtrack."""
+               tone: np.ndarray | None = None, qp: int = 0) -> Path:
+    """Lossless video (qp 0); with ``tone`` (mono float32 at 32 kHz) also an AAC soundtrack."""
     with av.open(str(path), "w") as out:
-        stream = out.add_stream(codec, rate=fps, options={"qp": "0", "preset": "ultrafast"})
+        stream = out.add_stream(codec, rate=fps, options={"qp": str(qp), "preset": "ultrafast"})
         stream.width, stream.height = frames[0].shape[1], frames[0].shape[0]
         stream.pix_fmt = pix_fmt
         sound = None if tone is None else out.add_stream("aac", rate=32000, layout="mono")
@@ -277,6 +277,24 @@ def test_check_comparable_flags_fps_size_frames_and_codec(tmp_path: Path) -> Non
     assert a.video is not None
     other = dataclasses.replace(a, video=dataclasses.replace(a.video, codec="hevc"))
     assert any("video codec" in p for p in check_comparable(a, other))
+
+
+def test_check_comparable_names_the_encoder_options_that_differ(tmp_path: Path) -> None:
+    frames = [_textured(shift=i) for i in range(4)]
+    a = probe(_write_mp4(tmp_path / "a.mp4", frames))
+    assert a.video is not None and a.video.encoder_settings is not None
+    assert a.video.encoder_settings.startswith("x264 core ")
+    b = probe(_write_mp4(tmp_path / "b.mp4", frames, qp=12))
+    problems = check_comparable(a, b)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("encoder settings differ: a.mp4 vs b.mp4: ")
+    assert "qp 0 vs 12" in problems[0]
+    assert b.video is not None
+    other = dataclasses.replace(b, video=dataclasses.replace(b.video, encoder_settings=None,
+                                                             colour="space 1, range 2"))
+    problems = check_comparable(a, other)
+    assert any("colour description differs" in p for p in problems)
+    assert any("b.mp4 carries no x264 options, a.mp4 does" in p for p in problems)
 
 
 def test_truncated_mp4_is_a_clear_error(tmp_path: Path) -> None:

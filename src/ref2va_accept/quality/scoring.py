@@ -177,12 +177,30 @@ def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,
     return out
 
 
+def _settings_diff(a: str | None, b: str | None, name_a: str, name_b: str) -> str:
+    """Name what differs between two x264 option strings ("x264 core N: k=v k=v ...")."""
+    if a is None or b is None:
+        return (f"{name_a if a is None else name_b} carries no x264 options, "
+                f"{name_b if a is None else name_a} does")
+    head_a, _, opts_a = a.partition(": ")
+    head_b, _, opts_b = b.partition(": ")
+    parsed_a = dict(item.partition("=")[::2] for item in opts_a.split())
+    parsed_b = dict(item.partition("=")[::2] for item in opts_b.split())
+    diffs = [f"{key} {parsed_a.get(key, '(absent)')} vs {parsed_b.get(key, '(absent)')}"
+             for key in sorted(set(parsed_a) | set(parsed_b))
+             if parsed_a.get(key) != parsed_b.get(key)]
+    if head_a != head_b:
+        diffs.insert(0, f"{head_a} vs {head_b}")
+    return f"{name_a} vs {name_b}: " + ", ".join(diffs)
+
+
 def check_comparable(meta_a: MediaProbe, meta_b: MediaProbe, *,
                      fps_tolerance: float = 1e-3) -> list[str]:
     """Why two arms' outputs may not be compared at all; empty when they may.
 
-    Frame count, fps, resolution and encoder settings (codec, pixel format) must match: re-encoding
-    alone moved flicker by over 1% in one test, so a mismatch is a failed precondition.
+    Frame count, fps, resolution and encoder settings (codec, profile, pixel format, colour
+    description, x264's options string) must match: re-encoding alone moved flicker by over 1%
+    in one test, so a mismatch is a failed precondition.
     """
     a, b = meta_a.video, meta_b.video
     if a is None or b is None:
@@ -194,9 +212,13 @@ def check_comparable(meta_a: MediaProbe, meta_b: MediaProbe, *,
         ("video codec", a.codec, b.codec),
         ("pixel format", a.pix_fmt, b.pix_fmt),
     ]
+    pairs += [("codec profile", a.profile, b.profile), ("colour description", a.colour, b.colour)]
     for what, va, vb in pairs:
         if va != vb:
             problems.append(f"{what} differs: {meta_a.name} has {va}, {meta_b.name} has {vb}")
+    if a.encoder_settings != b.encoder_settings:
+        differ = _settings_diff(a.encoder_settings, b.encoder_settings, meta_a.name, meta_b.name)
+        problems.append(f"encoder settings differ: {differ}")
     if abs(a.fps - b.fps) > fps_tolerance:
         problems.append(f"fps differs: {meta_a.name} has {a.fps:g}, {meta_b.name} has {b.fps:g}")
     if (meta_a.audio is None) != (meta_b.audio is None):
