@@ -268,6 +268,10 @@ class LossyGate(StrictModel):
     # B0's same-seed spread must be below this fraction of the threshold, or the track is
     # inconclusive (baseline_variability_too_high): the gate only decides where B0 leaves room.
     variability_fraction: float = Field(default=0.25, gt=0, le=1)
+    # Fidelity to B0 (same seed), gated only when frozen here: every seed's PSNR (dB, from the
+    # mean MSE over frames) and mean SSIM must reach these. Unset, fidelity is reported only.
+    min_psnr_db: float | None = Field(default=None, gt=0)
+    min_ssim: float | None = Field(default=None, gt=-1, le=1)
 
 
 class ScorerWeights(StrictModel):

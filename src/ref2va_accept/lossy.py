@@ -2,20 +2,22 @@
 
 Order of judgement for one lossy track:
 1. B0's variability first: B0 with the same seeds on two independent instances, and B0 with
-   different seeds. If the same-seed spread of a gated dimension is not below the frozen
-   fraction of the threshold, the gate cannot decide and the track is inconclusive
-   (`baseline_variability_too_high`).
+   different seeds, every dimension's spread recorded. If the same-seed spread of a gated
+   dimension (or their aggregate) is not below the frozen fraction of the threshold, the gate
+   cannot decide and the track is inconclusive (`baseline_variability_too_high`).
 2. A candidate's output must be comparable with B0's (frame count, fps, size, encoder): a
    mismatch is a failed precondition (`quality_precondition_failed`), never a score.
 3. Every gated dimension (and, when frozen so, the aggregate) must differ from B0's by less than
    the threshold, two-sided, for every seed; an open dimension (weights absent) leaves the gate
-   open, never passed. Fidelity (PSNR, SSIM) and audio metrics against B0 are reported beside it,
-   since VBench alone stayed within 1% in published caching work while fidelity collapsed.
+   open, never passed. Fidelity (PSNR, SSIM, per-frame curves) and audio metrics against B0 are
+   reported beside it, since VBench alone stayed within 1% in published caching work while
+   fidelity collapsed; fidelity is gated too where the contract freezes a minimum PSNR or SSIM.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +89,17 @@ def _errors(candidate: Sequence[Score], baseline: Sequence[Score], gate: LossyGa
     return _gated_errors(relative_errors(gated, base, normalized=gate.normalized), gate)
 
 
+def _spread(candidate: Sequence[Score], baseline: Sequence[Score], gate: LossyGate
+            ) -> list[tuple[RelativeError, bool]]:
+    """Every dimension's relative error (recorded), and whether it decides (the gated ones and
+    their aggregate); aggregates over ungated dimensions would be numbers nobody froze."""
+    gated = _errors(candidate, baseline, gate)
+    gated_ids = {e.scorer_id for e in gated}
+    rest = [e for e in relative_errors(candidate, baseline, normalized=gate.normalized)
+            if e.dimension != "aggregate" and e.scorer_id not in gated_ids]
+    return [(e, True) for e in gated] + [(e, False) for e in rest]
+
+
 def _missing_gated(scores: Sequence[Score], gate: LossyGate) -> list[str]:
     found = {s.scorer.id for s in scores}
     return [scorer_id for scorer_id in gate.gated if scorer_id not in found]
@@ -118,19 +131,21 @@ def _baseline(arms: Arms, track_id: str) -> LossyBaseline:
                             "baseline_request_failed", failed[0].explain())
         return LossyBaseline(checks=(check,), runs=tuple(first))
     same_seed: dict[str, float] = {}
+    decisive: set[str] = set()
     for a, b in zip(first, second, strict=True):
-        for error in _errors(b.scores, a.scores, gate):
+        for error, decides in _spread(b.scores, a.scores, gate):
+            decisive |= {error.scorer_id} if decides else set()
             if error.error is not None:
                 same_seed[error.scorer_id] = max(same_seed.get(error.scorer_id, 0.0), error.error)
     other_seed: dict[str, float] = {}
     if len(first) > 1:
-        for error in _errors(first[1].scores, first[0].scores, gate):
+        for error, _ in _spread(first[1].scores, first[0].scores, gate):
             if error.error is not None:
                 other_seed[error.scorer_id] = error.error
     limit = gate.variability_fraction * gate.threshold
-    too_wide = {k: v for k, v in same_seed.items() if v >= limit}
+    too_wide = {k: v for k, v in same_seed.items() if k in decisive and v >= limit}
     data = {"same_seed_spread": same_seed, "different_seed_spread": other_seed,
-            "limit": limit, "threshold": gate.threshold,
+            "gated": sorted(decisive), "limit": limit, "threshold": gate.threshold,
             "baseline_scores": [s.to_dict() for s in first[0].scores]}
     if too_wide:
         check = CheckResult(
@@ -152,6 +167,7 @@ def judge_candidate(arms: Arms, track_id: str, candidate: str, baseline: LossyBa
     worst: dict[str, float] = {}
     opened: set[str] = set()
     precondition: list[str] = []
+    fidelity_broken: list[str] = []
     for base, cand in zip(baseline.runs, runs, strict=True):
         if not cand.outcome.complete or cand.outcome.media_path is None:
             return CheckResult(track_id, candidate, "lossy_gate", "fail",
@@ -168,29 +184,56 @@ def judge_candidate(arms: Arms, track_id: str, candidate: str, baseline: LossyBa
         for e in errors:
             if e.error is not None:
                 worst[e.scorer_id] = max(worst.get(e.scorer_id, 0.0), e.error)
+        beside = _beside(base.outcome.media_path, cand.outcome.media_path)
+        low, unjudged = fidelity_below(beside["fidelity"], gate)
+        fidelity_broken += [f"{what} (seed {cand.seed})" for what in low]
+        opened |= set(unjudged)
         per_seed.append({"seed": cand.seed, "errors": [_error_dict(e) for e in errors],
-                         **_beside(base.outcome.media_path, cand.outcome.media_path)})
+                         **beside})
     data = {"threshold": gate.threshold, "normalized": gate.normalized, "worst": worst,
-            "per_seed": per_seed}
+            "min_psnr_db": gate.min_psnr_db, "min_ssim": gate.min_ssim, "per_seed": per_seed}
     if precondition:
         return CheckResult(track_id, candidate, "lossy_gate", "fail",
                            "quality_precondition_failed",
                            "outputs not comparable: " + "; ".join(dict.fromkeys(precondition)),
                            data)
     broken = {k: v for k, v in worst.items() if v >= gate.threshold}
-    if broken:
-        return CheckResult(
-            track_id, candidate, "lossy_gate", "fail", "quality_gate_failed",
-            f"relative error at or above {gate.threshold:.2%}: "
-            + ", ".join(f"{k} {v:.3%}" for k, v in sorted(broken.items(), key=lambda i: -i[1])),
-            data)
+    if broken or fidelity_broken:
+        parts = ([f"relative error at or above {gate.threshold:.2%}: " + ", ".join(
+            f"{k} {v:.3%}" for k, v in sorted(broken.items(), key=lambda i: -i[1]))]
+            if broken else [])
+        if fidelity_broken:
+            parts.append("fidelity to B0 below the frozen minimum: " + ", ".join(fidelity_broken))
+        return CheckResult(track_id, candidate, "lossy_gate", "fail", "quality_gate_failed",
+                           "; ".join(parts), data)
     if opened:
         return CheckResult(track_id, candidate, "lossy_gate", "open", None,
                            "cannot decide: open dimensions " + ", ".join(sorted(opened)), data)
     top = max(worst.values(), default=0.0)
+    fidelity_note = "".join(
+        f", {name} at least {value:g}" for name, value in
+        (("PSNR dB", gate.min_psnr_db), ("SSIM", gate.min_ssim)) if value is not None)
     return CheckResult(track_id, candidate, "lossy_gate", "pass", None,
-                       f"every gated score within {gate.threshold:.2%} of B0 (worst {top:.3%})",
-                       data)
+                       f"every gated score within {gate.threshold:.2%} of B0 (worst {top:.3%})"
+                       + fidelity_note, data)
+
+
+def fidelity_below(fidelity: dict[str, Any], gate: LossyGate) -> tuple[list[str], list[str]]:
+    """(fidelity minimums this seed missed, fidelity scorers that could not be judged)."""
+    wanted = [(scorer_id, key, minimum, unit) for scorer_id, key, minimum, unit in (
+        ("fidelity.psnr", "psnr_db", gate.min_psnr_db, " dB"),
+        ("fidelity.ssim", "ssim_mean", gate.min_ssim, "")) if minimum is not None]
+    if not wanted:
+        return [], []
+    if "error" in fidelity:
+        return [], [scorer_id for scorer_id, *_ in wanted]
+    low = []
+    for scorer_id, key, minimum, unit in wanted:
+        raw = fidelity[key]
+        value = math.inf if raw == "inf" else float(raw)  # "inf": every frame identical to B0
+        if not value >= minimum:
+            low.append(f"{scorer_id} {value:.4g}{unit} < {minimum:g}{unit}")
+    return low, []
 
 
 def _error_dict(error: RelativeError) -> dict[str, Any]:
@@ -200,11 +243,10 @@ def _error_dict(error: RelativeError) -> dict[str, Any]:
 
 
 def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
-    """Fidelity and audio against B0: reported, not gated (unless a later contract says so)."""
+    """Fidelity (with its per-frame curves) and audio against B0, for the evidence."""
     out: dict[str, Any] = {}
     try:
-        out["fidelity"] = {k: v for k, v in compare_videos(candidate, baseline).to_dict().items()
-                           if k not in ("psnr_per_frame", "ssim_per_frame")}
+        out["fidelity"] = compare_videos(candidate, baseline).to_dict()  # curves included
     except Ref2VAError as exc:
         out["fidelity"] = {"error": str(exc)}
     try:

@@ -203,6 +203,18 @@ def test_relative_error_is_two_sided() -> None:
                            [_s("vbench.temporal_flickering", 0.98)], normalized=False)
     assert errs[0].error == pytest.approx(0.01 / 0.98)
     assert errs[0].status == "ok"
+    flipped = relative_errors([_s("vbench.temporal_flickering", 0.97)],
+                              [_s("vbench.temporal_flickering", 0.98)], normalized=False)
+    assert flipped[0].error == pytest.approx(0.01 / 0.98)
+
+
+def test_relative_error_of_equal_infinities_is_zero() -> None:
+    # A reference-consistency PSNR can be inf on both arms (frame 0 equals the reference).
+    from ref2va_accept.quality.scoring import relative_error
+
+    assert relative_error(math.inf, math.inf) == 0.0
+    assert relative_error(math.inf, 30.0) == math.inf
+    assert relative_error(0.5, 0.0) == math.inf and relative_error(0.0, 0.0) == 0.0
 
 
 def test_open_dimension_propagates_as_open_never_zero() -> None:

@@ -83,6 +83,8 @@ def normalize(dimension: str, value: float, kind: Kind) -> float:
 
 
 def relative_error(candidate: float, baseline: float) -> float:
+    if candidate == baseline:  # also inf == inf: a PSNR identical on both sides did not move
+        return 0.0
     if baseline == 0.0:
         return 0.0 if candidate == 0.0 else math.inf
     return abs(candidate - baseline) / abs(baseline)
