@@ -5,7 +5,6 @@ start engines, the evidence bundle, and the verdict table at the top of the repo
 from __future__ import annotations
 
 import contextlib
-import html
 import logging
 import os
 import signal
@@ -23,6 +22,7 @@ from .errors import CampaignError, Ref2VAError
 from .evidence import EvidenceBundle, new_run_id
 from .lock import FreezeStatus, canonical_campaign, verify
 from .lossless import timed_output_check
+from .report import summary_html
 from .sanitize import Sanitizer
 from .server import REGISTRY, CleanupAudit
 from .verdicts import CheckResult, TrackVerdict, judge
@@ -309,101 +309,7 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     state = session.config.stash.get(_STATE, None)
     if state is None or state.bundle is None:
         return
-    prefix.insert(0, verdict_table_html(state) + comparison_tables_html(state.bundle)
-                  + samples_table_html(state.bundle))
-
-
-_VERDICT_COLOURS = {"supported": "#1a7f37", "failed": "#cf222e", "inconclusive": "#9a6700"}
-
-
-def verdict_table_html(state: RunState) -> str:
-    bundle = state.bundle
-    assert bundle is not None
-    campaign = bundle.data.get("campaign") or {}
-    freeze = campaign.get("freeze", {})
-    rows = []
-    for v in bundle.verdicts:
-        colour = _VERDICT_COLOURS[v.verdict]
-        rows.append(
-            "<tr>"
-            f"<td>{html.escape(v.track)}</td><td>{html.escape(v.candidate or '(none)')}</td>"
-            f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}</td>"
-            f"<td>{html.escape(', '.join(v.reasons))}</td>"
-            f"<td>{html.escape(', '.join(v.open_checks)) or '-'}</td>"
-            f"<td>{html.escape(v.note)}</td></tr>"
-        )
-    freeze_line = html.escape(
-        f"protocol: {freeze.get('state')}"
-        + (f"; verdicts capped at inconclusive ({freeze.get('verdict_cap')})"
-           if freeze.get("verdict_cap") else "")
-        + (f"; unfilled: {', '.join(freeze.get('unfilled', []))}" if freeze.get("unfilled")
-           else "")
-    )
-    return (
-        "<h2>Verdicts per track</h2>"
-        f"<p>campaign <b>{html.escape(str(campaign.get('name')))}</b> "
-        f"({html.escape(str(campaign.get('file')))}), engine "
-        f"{html.escape(str(campaign.get('engine_kind')))}, run {html.escape(bundle.run_id)}, "
-        f"status {html.escape(str(bundle.data.get('status')))}</p>"
-        f"<p>{freeze_line}</p>"
-        "<table class='ref2va-verdicts' border='1' cellpadding='4' "
-        "style='border-collapse:collapse'>"
-        "<tr><th>track</th><th>candidate</th><th>verdict</th><th>reasons</th>"
-        "<th>open checks</th><th>note</th></tr>"
-        + "".join(rows)
-        + "</table><p>Evidence: evidence.json beside this report.</p>"
-    )
-
-
-def comparison_tables_html(bundle: EvidenceBundle) -> str:
-    """Per lossless comparison: every point, equal or how it differs (issue 4's evidence table)."""
-    parts = []
-    for check in bundle.data["checks"]:
-        points = check.get("data", {}).get("points")
-        if not points:
-            continue
-        rows = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
-                p["name"], p["status"], p.get("differing", "-"), p.get("elements", "-"),
-                p.get("first_index") if p.get("first_index") is not None else "-",
-                p.get("max_abs_diff") if p.get("max_abs_diff") is not None else "-",
-                p.get("max_ulp") if p.get("max_ulp") is not None else "-")) + "</tr>"
-            for p in points)
-        parts.append(
-            f"<h4>{html.escape(check['track'])} / {html.escape(check['arm'])}: "
-            f"{html.escape(check['name'])} {check['status'].upper()}</h4>"
-            f"<p>{html.escape(check.get('detail') or '')}</p>"
-            "<table class='ref2va-points' border='1' cellpadding='3' "
-            "style='border-collapse:collapse'><tr><th>point</th><th>status</th>"
-            "<th>differing</th><th>elements</th><th>first index</th><th>max |diff|</th>"
-            "<th>max ULP</th></tr>" + rows + "</table>")
-    return ("<h3>Comparison points</h3>" + "".join(parts)) if parts else ""
-
-
-def samples_table_html(bundle: EvidenceBundle) -> str:
-    """Every timed request of the run, failed ones included, with its media verdict."""
-    problems = {m["sample_id"]: m["problems"] for m in bundle.data["media"]}
-    rows = []
-    for s in bundle.data["samples"]:
-        latency = f"{s['latency_s']:.3f}" if s.get("latency_s") is not None else "-"
-        server = f"{s['inference_time_s']:.3f}" if s.get("inference_time_s") is not None else "-"
-        found = problems.get(s["sample_id"])
-        media = "-" if found is None else ("complete" if not found else "; ".join(
-            f"{p['code']}: {p['message']}" for p in found))
-        outcome = "ok" if s["ok"] else f"{s['failure']}: {s.get('detail') or ''}"
-        rows.append(
-            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
-                s["track"], s["arm"], s["kind"], s["index"], s["seed"], s["status"], latency,
-                server, outcome, media, s.get("media_file") or "-")) + "</tr>"
-        )
-    return (
-        "<h3>Timed requests</h3>"
-        "<table class='ref2va-samples' border='1' cellpadding='3' "
-        "style='border-collapse:collapse'>"
-        "<tr><th>track</th><th>arm</th><th>kind</th><th>#</th><th>seed</th><th>HTTP</th>"
-        "<th>latency s</th><th>server s</th><th>outcome</th><th>media</th><th>file</th></tr>"
-        + "".join(rows) + "</table>"
-    )
+    prefix.insert(0, summary_html(state.bundle))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -1,0 +1,228 @@
+"""The HTML report's own sections, above pytest-html's results table.
+
+A reviewer reads them top down: the verdict per track and candidate first, then the evidence each
+gate decided on (B0's spread and every lossy score, fidelity and audio figure; every lossless
+comparison point), then every timed request. Everything shown is read from the evidence bundle,
+so the report and ``evidence.json`` cannot disagree.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .evidence import EvidenceBundle
+
+__all__ = ["summary_html"]
+
+_TABLE = "border='1' cellpadding='3' style='border-collapse:collapse'"
+
+
+def summary_html(bundle: EvidenceBundle) -> str:
+    return (verdict_table_html(bundle) + lossy_tables_html(bundle)
+            + comparison_tables_html(bundle) + samples_table_html(bundle))
+
+
+_VERDICT_COLOURS = {"supported": "#1a7f37", "failed": "#cf222e", "inconclusive": "#9a6700"}
+
+
+def verdict_table_html(bundle: EvidenceBundle) -> str:
+    campaign = bundle.data.get("campaign") or {}
+    freeze = campaign.get("freeze", {})
+    rows = []
+    for v in bundle.verdicts:
+        colour = _VERDICT_COLOURS[v.verdict]
+        rows.append(
+            "<tr>"
+            f"<td>{html.escape(v.track)}</td><td>{html.escape(v.candidate or '(none)')}</td>"
+            f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}</td>"
+            f"<td>{html.escape(', '.join(v.reasons))}</td>"
+            f"<td>{html.escape(', '.join(v.open_checks)) or '-'}</td>"
+            f"<td>{html.escape(v.note)}</td></tr>"
+        )
+    freeze_line = html.escape(
+        f"protocol: {freeze.get('state')}"
+        + (f"; verdicts capped at inconclusive ({freeze.get('verdict_cap')})"
+           if freeze.get("verdict_cap") else "")
+        + (f"; unfilled: {', '.join(freeze.get('unfilled', []))}" if freeze.get("unfilled")
+           else "")
+    )
+    return (
+        "<h2>Verdicts per track</h2>"
+        f"<p>campaign <b>{html.escape(str(campaign.get('name')))}</b> "
+        f"({html.escape(str(campaign.get('file')))}), engine "
+        f"{html.escape(str(campaign.get('engine_kind')))}, run {html.escape(bundle.run_id)}, "
+        f"status {html.escape(str(bundle.data.get('status')))}</p>"
+        f"<p>{freeze_line}</p>"
+        "<table class='ref2va-verdicts' border='1' cellpadding='4' "
+        "style='border-collapse:collapse'>"
+        "<tr><th>track</th><th>candidate</th><th>verdict</th><th>reasons</th>"
+        "<th>open checks</th><th>note</th></tr>"
+        + "".join(rows)
+        + "</table><p>Evidence: evidence.json beside this report.</p>"
+    )
+
+
+def comparison_tables_html(bundle: EvidenceBundle) -> str:
+    """Per lossless comparison: every point, equal or how it differs (issue 4's evidence table)."""
+    parts = []
+    for check in bundle.data["checks"]:
+        points = check.get("data", {}).get("points")
+        if not points:
+            continue
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
+                p["name"], p["status"], p.get("differing", "-"), p.get("elements", "-"),
+                p.get("first_index") if p.get("first_index") is not None else "-",
+                p.get("max_abs_diff") if p.get("max_abs_diff") is not None else "-",
+                p.get("max_ulp") if p.get("max_ulp") is not None else "-")) + "</tr>"
+            for p in points)
+        parts.append(
+            f"<h4>{html.escape(check['track'])} / {html.escape(check['arm'])}: "
+            f"{html.escape(check['name'])} {check['status'].upper()}</h4>"
+            f"<p>{html.escape(check.get('detail') or '')}</p>"
+            "<table class='ref2va-points' border='1' cellpadding='3' "
+            "style='border-collapse:collapse'><tr><th>point</th><th>status</th>"
+            "<th>differing</th><th>elements</th><th>first index</th><th>max |diff|</th>"
+            "<th>max ULP</th></tr>" + rows + "</table>")
+    return ("<h3>Comparison points</h3>" + "".join(parts)) if parts else ""
+
+
+def samples_table_html(bundle: EvidenceBundle) -> str:
+    """Every timed request of the run, failed ones included, with its media verdict."""
+    problems = {m["sample_id"]: m["problems"] for m in bundle.data["media"]}
+    rows = []
+    for s in bundle.data["samples"]:
+        latency = f"{s['latency_s']:.3f}" if s.get("latency_s") is not None else "-"
+        server = f"{s['inference_time_s']:.3f}" if s.get("inference_time_s") is not None else "-"
+        found = problems.get(s["sample_id"])
+        media = "-" if found is None else ("complete" if not found else "; ".join(
+            f"{p['code']}: {p['message']}" for p in found))
+        outcome = "ok" if s["ok"] else f"{s['failure']}: {s.get('detail') or ''}"
+        rows.append(
+            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
+                s["track"], s["arm"], s["kind"], s["index"], s["seed"], s["status"], latency,
+                server, outcome, media, s.get("media_file") or "-")) + "</tr>"
+        )
+    return (
+        "<h3>Timed requests</h3>"
+        "<table class='ref2va-samples' border='1' cellpadding='3' "
+        "style='border-collapse:collapse'>"
+        "<tr><th>track</th><th>arm</th><th>kind</th><th>#</th><th>seed</th><th>HTTP</th>"
+        "<th>latency s</th><th>server s</th><th>outcome</th><th>media</th><th>file</th></tr>"
+        + "".join(rows) + "</table>"
+    )
+
+
+def _cells(values: Iterable[Any], tag: str = "td") -> str:
+    return "".join(f"<{tag}>{html.escape(str(v))}</{tag}>" for v in values)
+
+
+def _num(value: Any, spec: str) -> str:
+    """A number as the evidence holds it; "inf"/"nan" strings and None pass through."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-" if value is None else str(value)
+    return format(value, spec)
+
+
+def _curve_svg(values: Sequence[Any], *, cap: float, label: str) -> str:
+    """A small inline line chart of a per-frame curve (identical frames drawn at ``cap``)."""
+    points = [min(cap, float(v)) if isinstance(v, (int, float)) else cap for v in values]
+    finite = [p for p in points if math.isfinite(p)]
+    if len(finite) < 2:
+        return ""
+    low, high = min(finite), max(finite)
+    span = (high - low) or 1.0
+    width, height = 360, 60
+    step = width / (len(points) - 1)
+    path = " ".join(f"{i * step:.1f},{height - (p - low) / span * (height - 4) - 2:.1f}"
+                    for i, p in enumerate(points))
+    return (f"<svg width='{width}' height='{height}' role='img' aria-label='{html.escape(label)}'"
+            " style='border:1px solid #ccc;vertical-align:middle'>"
+            f"<polyline fill='none' stroke='#0969da' stroke-width='1' points='{path}'/></svg>"
+            f" <small>{html.escape(label)}: {low:.2f} .. {high:.2f}</small>")
+
+
+def _variability_html(check: dict[str, Any]) -> str:
+    data = check.get("data") or {}
+    same = data.get("same_seed_spread") or {}
+    other = data.get("different_seed_spread") or {}
+    limit = data.get("limit")
+    gated = set(data.get("gated") or [])
+    rows = "".join(
+        "<tr>" + _cells((scorer, "gated" if scorer in gated else "reported",
+                         _num(same.get(scorer), ".4%"), _num(other.get(scorer), ".4%"),
+                         "yes" if scorer in same and isinstance(limit, (int, float))
+                         and same[scorer] < limit else "no")) + "</tr>"
+        for scorer in sorted(set(same) | set(other), key=lambda k: (k not in gated, k)))
+    return (f"<h4>{html.escape(check['track'])} / B0: baseline variability "
+            f"{check['status'].upper()}</h4><p>{html.escape(check.get('detail') or '')}</p>"
+            + (f"<table class='ref2va-variability' {_TABLE}><tr>"
+               + _cells(("scorer", "role", "same-seed spread", "different-seed spread",
+                         f"below the limit {_num(limit, '.4%')}"), "th") + "</tr>" + rows
+               + "</table>" if rows else ""))
+
+
+def _seed_html(seed: dict[str, Any], threshold: Any) -> str:
+    rows = "".join(
+        "<tr>" + _cells((e["scorer"], e["kind"], _num(e.get("baseline"), ".6f"),
+                         _num(e.get("candidate"), ".6f"), _num(e.get("error"), ".4%"),
+                         e["status"] if e.get("error") is None else (
+                             "within" if isinstance(threshold, (int, float))
+                             and e["error"] < threshold else "BROKEN"),
+                         e.get("detail") or "")) + "</tr>"
+        for e in seed.get("errors", []))
+    parts = [f"<p><b>seed {html.escape(str(seed.get('seed')))}</b></p>",
+             f"<table class='ref2va-lossy' {_TABLE}><tr>"
+             + _cells(("scorer", "kind", "B0", "candidate", "relative error", "gate", "detail"),
+                      "th") + "</tr>" + rows + "</table>"]
+    fidelity = seed.get("fidelity") or {}
+    if "error" in fidelity:
+        parts.append(f"<p>fidelity to B0: error: {html.escape(str(fidelity['error']))}</p>")
+    elif fidelity:
+        parts.append(
+            "<p>fidelity to B0: PSNR " + html.escape(
+                f"{_num(fidelity.get('psnr_db'), '.2f')} dB (min frame "
+                f"{_num(fidelity.get('psnr_min_db'), '.2f')} dB), SSIM "
+                f"{_num(fidelity.get('ssim_mean'), '.4f')} (min frame "
+                f"{_num(fidelity.get('ssim_min'), '.4f')}), "
+                f"{fidelity.get('identical_frames')}/{fidelity.get('frames')} frames identical")
+            + "<br>" + _curve_svg(fidelity.get("psnr_per_frame") or [], cap=100.0,
+                                  label="PSNR per frame, dB")
+            + "<br>" + _curve_svg(fidelity.get("ssim_per_frame") or [], cap=1.0,
+                                  label="SSIM per frame") + "</p>")
+    audio = seed.get("audio") or {}
+    if "error" in audio:
+        parts.append(f"<p>audio against B0: error: {html.escape(str(audio['error']))}</p>")
+    elif audio:
+        parts.append("<p>audio against B0: " + html.escape(
+            f"lag {_num(audio.get('lag_ms'), '.2f')} ms, SNR {_num(audio.get('snr_db'), '.2f')}"
+            f" dB, SI-SDR {_num(audio.get('si_sdr_db'), '.2f')} dB, LSD "
+            f"{_num(audio.get('lsd_db'), '.3f')} dB, MR-STFT {_num(audio.get('mrstft'), '.4f')}, "
+            f"loudness {_num(audio.get('loudness_diff_lu'), '+.2f')} LU, length difference "
+            f"{audio.get('length_mismatch_samples')} samples") + "</p>")
+    return "".join(parts)
+
+
+def lossy_tables_html(bundle: EvidenceBundle) -> str:
+    """Per lossy track: B0's spread, then per candidate and seed every score against B0."""
+    parts = []
+    for check in bundle.data["checks"]:
+        if check["name"] == "baseline_variability":
+            parts.append(_variability_html(check))
+        elif check["name"] == "lossy_gate":
+            data = check.get("data") or {}
+            gate = (f"threshold {_num(data.get('threshold'), '.2%')}, "
+                    f"{'normalized' if data.get('normalized') else 'raw'} scores"
+                    + "".join(f", {name} at least {data[key]}" for key, name in
+                              (("min_psnr_db", "PSNR dB"), ("min_ssim", "SSIM"))
+                              if data.get(key) is not None))
+            parts.append(
+                f"<h4>{html.escape(check['track'])} / {html.escape(check['arm'])}: lossy gate "
+                f"{check['status'].upper()}</h4><p>{html.escape(check.get('detail') or '')}"
+                f"<br><small>{html.escape(gate)}</small></p>"
+                + "".join(_seed_html(seed, data.get("threshold"))
+                          for seed in data.get("per_seed", [])))
+    return ("<h3>Lossy gates</h3>" + "".join(parts)) if parts else ""

@@ -1,0 +1,65 @@
+"""The HTML report's lossy section: B0's spread, per-dimension errors, fidelity and audio."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ref2va_accept.evidence import EvidenceBundle
+from ref2va_accept.report import lossy_tables_html, summary_html
+from ref2va_accept.sanitize import Sanitizer
+from ref2va_accept.verdicts import CheckResult
+
+
+def _bundle(tmp_path: Path) -> EvidenceBundle:
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    bundle.add_check(CheckResult(
+        "5s-lossy", "b0", "baseline_variability", "pass", None, "B0 same-seed spread at most 0",
+        {"same_seed_spread": {"vbench.temporal_flickering": 0.0, "fidelity.x": 0.0},
+         "different_seed_spread": {"vbench.temporal_flickering": 0.0039},
+         "gated": ["vbench.temporal_flickering"], "limit": 0.0025, "threshold": 0.01}))
+    errors = [
+        {"scorer": "vbench.temporal_flickering", "dimension": "temporal_flickering",
+         "kind": "vbench", "baseline": 0.98, "candidate": 0.97, "error": 0.0102,
+         "status": "ok", "detail": ""},
+        {"scorer": "vbench.aesthetic_quality", "dimension": "aesthetic_quality",
+         "kind": "vbench", "baseline": None, "candidate": None, "error": None, "status": "open",
+         "detail": "weights missing"},
+    ]
+    bundle.add_check(CheckResult(
+        "5s-lossy", "cache-dit-aggressive", "lossy_gate", "fail", "quality_gate_failed",
+        "relative error at or above 1.00%: vbench.temporal_flickering 1.020%",
+        {"threshold": 0.01, "normalized": False, "min_psnr_db": 30.0, "min_ssim": None,
+         "worst": {"vbench.temporal_flickering": 0.0102},
+         "per_seed": [{"seed": 42, "errors": errors,
+                       "fidelity": {"frames": 3, "psnr_db": 27.5, "psnr_min_db": 25.0,
+                                    "ssim_mean": 0.91, "ssim_min": 0.88, "identical_frames": 1,
+                                    "all_identical": False,
+                                    "psnr_per_frame": ["inf", 25.0, 26.0],
+                                    "ssim_per_frame": [1.0, 0.88, 0.85]},
+                       "audio": {"error": "b.mp4: expected an audio stream, found none"}}]}))
+    return bundle
+
+
+def test_lossy_section_shows_every_number_a_reviewer_decides_on(tmp_path: Path) -> None:
+    page = lossy_tables_html(_bundle(tmp_path))
+    assert page.startswith("<h3>Lossy gates</h3>")
+    assert "5s-lossy / B0: baseline variability PASS" in page
+    assert "0.3900%" in page and "below the limit 0.2500%" in page  # different-seed spread
+    assert page.index("vbench.temporal_flickering") < page.index("fidelity.x")  # gated first
+    assert "5s-lossy / cache-dit-aggressive: lossy gate FAIL" in page
+    assert "PSNR dB at least 30.0" in page
+    assert "1.0200%" in page and "BROKEN" in page  # the broken dimension, marked
+    assert "weights missing" in page and "<td>open</td>" in page  # open, never within
+    assert "PSNR 27.50 dB (min frame 25.00 dB)" in page and "1/3 frames identical" in page
+    assert page.count("<polyline") == 2  # PSNR and SSIM curves; identical frame drawn at the cap
+    assert "audio against B0: error: b.mp4: expected an audio stream" in page
+
+
+def test_report_orders_verdicts_then_gates_then_requests(tmp_path: Path) -> None:
+    page = summary_html(_bundle(tmp_path))
+    assert page.index("Verdicts per track") < page.index("Lossy gates") \
+        < page.index("Timed requests")
+
+
+def test_no_lossy_checks_no_section(tmp_path: Path) -> None:
+    assert lossy_tables_html(EvidenceBundle.create(tmp_path, "run", Sanitizer((), ()))) == ""
