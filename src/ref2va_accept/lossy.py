@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .campaign import LossyGate
+from .campaign import LossyGate, is_placeholder
 from .errors import MediaError, Ref2VAError
 from .media import probe
 from .quality.audio import compare_audio_files
@@ -56,9 +56,11 @@ def _score(arms: Arms, track_id: str, outcome: Outcome) -> tuple[Score, ...]:
     campaign = arms.campaign
     track = campaign.model.tracks[track_id]  # type: ignore[index]
     weights = {name: Path(w.path) for name, w in campaign.model.scorer_weights.items()}
+    pins = {name: w.sha256 for name, w in campaign.model.scorer_weights.items()
+            if not is_placeholder(w.sha256)}
     return tuple(score_video(outcome.media_path,
                              reference_image=campaign.resolve(track.inputs.reference_image.path),
-                             weights=weights))
+                             weights=weights, weight_pins=pins))
 
 
 def _run_seeds(arms: Arms, track_id: str, arm_id: str, seeds: Sequence[int],

@@ -212,6 +212,23 @@ def test_motion_smoothness_with_fake_interpolator(tmp_path: Path) -> None:
     assert score.value == pytest.approx((255 - 4) / 255, abs=1e-9)
 
 
+def test_weights_that_differ_from_the_campaign_pin_are_refused(tmp_path: Path) -> None:
+    import hashlib
+
+    model = _script(_MeanColour(), tmp_path / "dino.pt")
+    actual = hashlib.sha256(model.read_bytes()).hexdigest()
+    frames = [_const(10), _const(20)]
+    good = _by_id(score_frames(frames, fps=24, weights={"dino_vitb16": model},
+                               weight_pins={"dino_vitb16": actual}))
+    assert good["vbench.subject_consistency"].status == "ok"
+    assert good["vbench.subject_consistency"].scorer.weights[0].sha256 == actual
+    bad = _by_id(score_frames(frames, fps=24, weights={"dino_vitb16": model},
+                              weight_pins={"dino_vitb16": "0" * 64}))
+    score = bad["vbench.subject_consistency"]
+    assert score.status == "error" and score.value is None
+    assert f"sha256 {actual[:12]}" in score.detail and "pins 000000000000" in score.detail
+
+
 def test_unloadable_weights_file_is_an_error_not_a_crash(tmp_path: Path) -> None:
     bad = tmp_path / "raft.pt"
     bad.write_bytes(b"not torchscript")

@@ -33,11 +33,17 @@ _ORDER = {scorer_id: i for i, scorer_id in enumerate(SCORERS)}
 
 def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None = None,
                  weights: Mapping[str, Path] | None = None,
+                 weight_pins: Mapping[str, str] | None = None,
                  include_proxies: bool = True) -> list[Score]:
-    """Score RGB uint8 frames in order; the result lists every dimension, open ones included."""
+    """Score RGB uint8 frames in order; the result lists every dimension, open ones included.
+
+    ``weight_pins`` maps a weights name to the sha256 the campaign pinned for it: a file that
+    hashes otherwise puts its dimensions in error rather than scoring with other weights.
+    """
     if not fps > 0:
         raise ScorerError(f"fps must be positive, got {fps}")
-    metrics, scores = vbench.vbench_metrics(weights, fps=fps, reference=reference_image)
+    metrics, scores = vbench.vbench_metrics(weights, fps=fps, reference=reference_image,
+                                            pins=weight_pins)
     if include_proxies:
         metrics += proxies.proxy_metrics(fps)
     metrics += consistency.consistency_metrics(reference_image)
@@ -130,6 +136,7 @@ def video_fps(path: str | os.PathLike[str]) -> float:
 
 def score_video(path: str | os.PathLike[str], *, reference_image: Path | None = None,
                 weights: Mapping[str, Path] | None = None,
+                weight_pins: Mapping[str, str] | None = None,
                 include_proxies: bool = True) -> list[Score]:
     """Decode ``path`` once and score it (see :func:`score_frames`)."""
     reference = consistency.load_reference_image(reference_image) if reference_image else None
@@ -137,6 +144,7 @@ def score_video(path: str | os.PathLike[str], *, reference_image: Path | None = 
     fps = video_fps(path)
     try:
         return score_frames(prefetched(iter_video_frames(path)), fps=fps, reference_image=reference,
-                            weights=weights, include_proxies=include_proxies)
+                            weights=weights, weight_pins=weight_pins,
+                            include_proxies=include_proxies)
     except ScorerError as exc:
         raise ScorerError(f"{Path(path).name}: {exc}") from None

@@ -8,6 +8,7 @@ label, and is gated only against B0 scored by the same proxy.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Mapping
@@ -150,11 +151,20 @@ def scorer(scorer_id: str) -> ScorerInfo:
 
 
 def weight_identity(path: Path) -> WeightIdentity:
+    """The file's basename and sha256; hashed once per (file, size, mtime) in a process, since
+    a lossy track loads the same gigabyte-sized weights for every video it scores."""
+    resolved = Path(path).resolve()
+    stat = resolved.stat()
+    return _identity(resolved, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _identity(path: Path, size: int, mtime_ns: int) -> WeightIdentity:
     digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
+    with path.open("rb") as handle:
         while chunk := handle.read(_HASH_CHUNK):
             digest.update(chunk)
-    return WeightIdentity(name=Path(path).name, sha256=digest.hexdigest())
+    return WeightIdentity(name=path.name, sha256=digest.hexdigest())
 
 
 def ok_score(info: ScorerInfo, value: float, detail: str = "",

@@ -326,10 +326,16 @@ def _build(dimension: str, loaded: Mapping[str, models.LoadedModel], fps: float,
                           models.dreamsim_image, reference)
 
 
-def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float,
-                   reference: U8 | None) -> tuple[list[FrameMetric], list[Score]]:
-    """The VBench metrics to run, and the dimensions that are open (or broken) and why."""
+def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference: U8 | None,
+                   pins: Mapping[str, str] | None = None
+                   ) -> tuple[list[FrameMetric], list[Score]]:
+    """The VBench metrics to run, and the dimensions that are open (or broken) and why.
+
+    A weights file whose sha256 differs from its pin in ``pins`` is refused: its dimensions are
+    in error, naming both hashes.
+    """
     weights = dict(weights or {})
+    pins = dict(pins or {})
     unknown = sorted(set(weights) - set(models.MODEL_NAMES))
     if unknown:
         raise ScorerError(f"unknown weights name(s) {', '.join(unknown)}; "
@@ -353,9 +359,17 @@ def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float,
         for name in names:
             if name not in loaded and name not in failed:
                 try:
-                    loaded[name] = models.load_model(name, Path(weights[name]))
+                    model = models.load_model(name, Path(weights[name]))
                 except ScorerError as exc:
                     failed[name] = str(exc)
+                    continue
+                pinned = pins.get(name)
+                if pinned is not None and model.identity.sha256 != pinned.lower():
+                    failed[name] = (f"{name}: {model.identity.name} has sha256 "
+                                    f"{model.identity.sha256[:12]}..., the campaign pins "
+                                    f"{pinned[:12]}...; not scored with other weights")
+                else:
+                    loaded[name] = model
         broken = [failed[n] for n in names if n in failed]
         if broken:
             closed.append(error_score(info, "; ".join(broken)))
