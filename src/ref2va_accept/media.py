@@ -29,7 +29,9 @@ built some other way (for example loaded back from evidence).
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 import hashlib
 import logging
 import os
@@ -474,12 +476,36 @@ def check_media(probe: MediaProbe, expect: MediaExpectation | None = None) -> li
     return problems
 
 
+# glibc mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+@functools.cache
+def keep_frame_buffers() -> bool:
+    """Let freed decoded frames be reused instead of returned to the kernel (glibc only);
+    :func:`iter_video_frames` calls it.
+
+    A 1344x768 RGB frame is 3 MB: by default glibc maps it fresh and unmaps it when freed (or
+    trims it off the heap), so every frame page-faults its 750 pages in again, 80k faults and
+    about 0.2 s of CPU for a 15 s video. Raising the mmap and trim thresholds once keeps up to
+    128 MB of freed memory for reuse in this process. Returns whether it applied.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, 64 << 20)) and bool(mallopt(_M_TRIM_THRESHOLD,
+                                                                     128 << 20))
+
+
 def iter_video_frames(path: str | os.PathLike[str]) -> Iterator[np.ndarray]:
     """Yield each decoded video frame as RGB uint8 (H, W, 3), one at a time.
 
     Unlike :func:`probe`, a decode error raises :class:`MediaError`: a caller computing a metric
     over the frames must not silently score a prefix.
     """
+    keep_frame_buffers()
     file_path = Path(path)
     container = open_mp4(file_path)
     try:

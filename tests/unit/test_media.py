@@ -330,3 +330,13 @@ def test_missing_path_and_directory_raise_media_error(tmp_path: Path) -> None:
     folder = tmp_path / "folder.mp4"
     folder.mkdir()
     assert_one_line_media_error(folder, "not a regular file")
+
+
+def test_frame_buffers_are_kept_for_reuse_on_glibc() -> None:
+    import platform
+
+    from ref2va_accept.media import keep_frame_buffers
+
+    applied = keep_frame_buffers()
+    assert applied == (platform.libc_ver()[0] == "glibc")
+    assert keep_frame_buffers() is applied  # once per process
