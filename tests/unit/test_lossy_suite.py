@@ -73,6 +73,16 @@ def test_aggressive_cache_fails_naming_the_dimensions(five_second_run: Any) -> N
     assert _verdict(five_second_run[1], "cache-dit-mild")["verdict"] == "inconclusive"
 
 
+def test_report_shows_the_lossy_numbers(five_second_run: Any) -> None:
+    report = (five_second_run[2] / "report.html").read_text()
+    assert report.index("Verdicts per track") < report.index("Lossy gates")
+    assert "5s-lossy / B0: baseline variability PASS" in report
+    assert "5s-lossy / cache-dit-aggressive: lossy gate FAIL" in report and "BROKEN" in report
+    assert "5s-lossy / cache-dit-mild: lossy gate PASS" in report
+    assert "fidelity to B0: PSNR" in report and "<polyline" in report
+    assert "audio against B0: lag" in report
+
+
 def test_proxies_are_never_reported_as_vbench(five_second_run: Any) -> None:
     scores = _check(five_second_run[1], "b0", "baseline_variability")["data"]["baseline_scores"]
     for score in scores:
