@@ -154,6 +154,7 @@ def _variability_html(check: dict[str, Any]) -> str:
     rows = "".join(
         "<tr>" + _cells((scorer, "gated" if scorer in gated else "reported",
                          _num(same.get(scorer), ".4%"), _num(other.get(scorer), ".4%"),
+                         "-" if scorer not in gated else  # the limit decides gated ones only
                          "yes" if scorer in same and isinstance(limit, (int, float))
                          and same[scorer] < limit else "no")) + "</tr>"
         for scorer in sorted(set(same) | set(other), key=lambda k: (k not in gated, k)))
@@ -173,7 +174,8 @@ def _seed_html(seed: dict[str, Any], threshold: Any) -> str:
                              "within" if isinstance(threshold, (int, float))
                              and e["error"] < threshold else "BROKEN"),
                          e.get("detail") or "")) + "</tr>"
-        for e in seed.get("errors", []))
+        for e in seed.get("errors", [])).replace(
+            "<td>BROKEN</td>", "<td style='color:#cf222e;font-weight:bold'>BROKEN</td>")
     parts = [f"<p><b>seed {html.escape(str(seed.get('seed')))}</b></p>",
              f"<table class='ref2va-lossy' {_TABLE}><tr>"
              + _cells(("scorer", "kind", "B0", "candidate", "relative error", "gate", "detail"),

@@ -46,9 +46,12 @@ def test_lossy_section_shows_every_number_a_reviewer_decides_on(tmp_path: Path) 
     assert "5s-lossy / B0: baseline variability PASS" in page
     assert "0.3900%" in page and "below the limit 0.2500%" in page  # different-seed spread
     assert page.index("vbench.temporal_flickering") < page.index("fidelity.x")  # gated first
+    assert "<td>vbench.temporal_flickering</td><td>gated</td><td>0.0000%</td><td>0.3900%</td>" \
+        "<td>yes</td>" in page
+    assert "<td>fidelity.x</td><td>reported</td><td>0.0000%</td><td>-</td><td>-</td>" in page
     assert "5s-lossy / cache-dit-aggressive: lossy gate FAIL" in page
     assert "PSNR dB at least 30.0" in page
-    assert "1.0200%" in page and "BROKEN" in page  # the broken dimension, marked
+    assert "1.0200%" in page and "font-weight:bold'>BROKEN" in page  # marked in red
     assert "weights missing" in page and "<td>open</td>" in page  # open, never within
     assert "PSNR 27.50 dB (min frame 25.00 dB)" in page and "1/3 frames identical" in page
     assert page.count("<polyline") == 2  # PSNR and SSIM curves; identical frame drawn at the cap
