@@ -135,13 +135,19 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun], *,
             return checks
     distinct = [x for r in cand_runs for x in _latencies(r.distinct)]
     if distinct:
-        repeated, fresh = statistics.median(cand), statistics.median(distinct)
-        data["caching_probe"] = {"repeated_median_s": repeated, "distinct_median_s": fresh}
-        suspected = repeated < (1 - CACHING_MARGIN) * fresh
+        # Against the fastest distinct request: a cache makes repeats faster than every distinct
+        # request, while one slow distinct request (noise; there are only a few) must not look
+        # like a cache. A 2.3 s/3.0 s pair against 2.2 s repeats did, on a shared 2-core machine.
+        repeated, fastest = statistics.median(cand), min(distinct)
+        data["caching_probe"] = {"repeated_median_s": repeated, "distinct_fastest_s": fastest,
+                                 "distinct_s": distinct}
+        suspected = repeated < (1 - CACHING_MARGIN) * fastest
         checks.append(CheckResult(
             track_id, candidate, "caching_probe", "fail" if suspected else "pass",
             "caching_suspected" if suspected else None,
-            f"repeated identical requests median {repeated:.3f} s, distinct {fresh:.3f} s"))
+            f"repeated identical requests median {repeated:.3f} s, fastest of "
+            f"{len(distinct)} distinct {fastest:.3f} s (suspected below "
+            f"{1 - CACHING_MARGIN:.0%} of it)"))
     verdict = latency_verdict(baseline, cand, target, confidence,
                               single_instance=design != "ABBA")
     data["verdict"] = verdict.verdict
