@@ -17,6 +17,7 @@ from . import __version__
 from .errors import MediaError, Ref2VAError, TensorFileError
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, probe
+from .report import audio_comparison_text, number
 from .tensors import compare_dumps, compare_tensor_files
 
 log = logging.getLogger("ref2va_accept")
@@ -106,11 +107,6 @@ def _cmd_compare_tensors(args: argparse.Namespace) -> int:
     return EXIT_OK if result.points and result.equal else EXIT_PROBLEM
 
 
-def _num(value: object, spec: str) -> str:
-    # Values come from JSON-ready dicts: inf/nan are already the strings "inf"/"-inf"/"nan".
-    return format(value, spec) if isinstance(value, (int, float)) else str(value)
-
-
 def _audio_rows(payload: dict[str, object]) -> list[str]:
     rows: list[str] = []
     audio = payload.get("audio")
@@ -120,24 +116,19 @@ def _audio_rows(payload: dict[str, object]) -> list[str]:
         else:
             start = audio["start_time_s"]
             rows.append(
-                f"audio: {_num(audio['duration_s'], '.3f')} s"
-                + (f" from {_num(start, '.3f')} s" if start is not None else "")
+                f"audio: {number(audio['duration_s'], '.3f')} s"
+                + (f" from {number(start, '.3f')} s" if start is not None else "")
                 + f", {audio['sample_rate']} Hz x{audio['channels']}, loudness "
-                f"{_num(audio['loudness_lufs'], '.2f')} LUFS, peak "
-                f"{_num(audio['peak_dbfs'], '.2f')} dBFS, clipping "
-                f"{_num(audio['clipping_ratio'], '.4%')}, silence "
-                f"{_num(audio['silence_ratio'], '.1%')}")
+                f"{number(audio['loudness_lufs'], '.2f')} LUFS, peak "
+                f"{number(audio['peak_dbfs'], '.2f')} dBFS, clipping "
+                f"{number(audio['clipping_ratio'], '.4%')}, silence "
+                f"{number(audio['silence_ratio'], '.1%')}")
     cmp = payload.get("audio_comparison")
     if isinstance(cmp, dict):
         if cmp.get("status") == "error":
             rows.append(f"audio vs baseline: error: {cmp['detail']}")
         else:
-            rows.append(
-                f"audio vs baseline: lag {_num(cmp['lag_ms'], '.2f')} ms, "
-                f"SNR {_num(cmp['snr_db'], '.2f')} dB, SI-SDR {_num(cmp['si_sdr_db'], '.2f')} dB, "
-                f"LSD {_num(cmp['lsd_db'], '.3f')} dB, MR-STFT {_num(cmp['mrstft'], '.4f')}, "
-                f"loudness {_num(cmp['loudness_diff_lu'], '+.2f')} LU, "
-                f"length difference {cmp['length_mismatch_samples']} samples")
+            rows.append(f"audio vs baseline: {audio_comparison_text(cmp)}")
     return rows
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .evidence import EvidenceBundle
 
-__all__ = ["summary_html"]
+__all__ = ["audio_comparison_text", "number", "summary_html"]
 
 _TABLE = "border='1' cellpadding='3' style='border-collapse:collapse'"
 
@@ -120,11 +120,23 @@ def _cells(values: Iterable[Any], tag: str = "td") -> str:
     return "".join(f"<{tag}>{html.escape(str(v))}</{tag}>" for v in values)
 
 
-def _num(value: Any, spec: str) -> str:
-    """A number as the evidence holds it; "inf"/"nan" strings and None pass through."""
+def number(value: Any, spec: str) -> str:
+    """A number as the evidence holds it; "inf"/"nan" strings pass through, None is "-"."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "-" if value is None else str(value)
     return format(value, spec)
+
+
+
+def audio_comparison_text(audio: Mapping[str, Any]) -> str:
+    """One line of an AudioComparison's dict (the CLI prints it too)."""
+    return (f"lag {number(audio.get('lag_ms'), '.2f')} ms, "
+            f"SNR {number(audio.get('snr_db'), '.2f')} dB, "
+            f"SI-SDR {number(audio.get('si_sdr_db'), '.2f')} dB, "
+            f"LSD {number(audio.get('lsd_db'), '.3f')} dB, "
+            f"MR-STFT {number(audio.get('mrstft'), '.4f')}, "
+            f"loudness {number(audio.get('loudness_diff_lu'), '+.2f')} LU, "
+            f"length difference {audio.get('length_mismatch_samples')} samples")
 
 
 def _curve_svg(values: Sequence[Any], *, cap: float, label: str) -> str:
@@ -153,7 +165,7 @@ def _variability_html(check: dict[str, Any]) -> str:
     gated = set(data.get("gated") or [])
     rows = "".join(
         "<tr>" + _cells((scorer, "gated" if scorer in gated else "reported",
-                         _num(same.get(scorer), ".4%"), _num(other.get(scorer), ".4%"),
+                         number(same.get(scorer), ".4%"), number(other.get(scorer), ".4%"),
                          "-" if scorer not in gated else  # the limit decides gated ones only
                          "yes" if scorer in same and isinstance(limit, (int, float))
                          and same[scorer] < limit else "no")) + "</tr>"
@@ -162,14 +174,14 @@ def _variability_html(check: dict[str, Any]) -> str:
             f"{check['status'].upper()}</h4><p>{html.escape(check.get('detail') or '')}</p>"
             + (f"<table class='ref2va-variability' {_TABLE}><tr>"
                + _cells(("scorer", "role", "same-seed spread", "different-seed spread",
-                         f"below the limit {_num(limit, '.4%')}"), "th") + "</tr>" + rows
+                         f"below the limit {number(limit, '.4%')}"), "th") + "</tr>" + rows
                + "</table>" if rows else ""))
 
 
 def _seed_html(seed: dict[str, Any], threshold: Any) -> str:
     rows = "".join(
-        "<tr>" + _cells((e["scorer"], e["kind"], _num(e.get("baseline"), ".6f"),
-                         _num(e.get("candidate"), ".6f"), _num(e.get("error"), ".4%"),
+        "<tr>" + _cells((e["scorer"], e["kind"], number(e.get("baseline"), ".6f"),
+                         number(e.get("candidate"), ".6f"), number(e.get("error"), ".4%"),
                          e["status"] if e.get("error") is None else (
                              "within" if isinstance(threshold, (int, float))
                              and e["error"] < threshold else "BROKEN"),
@@ -186,10 +198,10 @@ def _seed_html(seed: dict[str, Any], threshold: Any) -> str:
     elif fidelity:
         parts.append(
             "<p>fidelity to B0: PSNR " + html.escape(
-                f"{_num(fidelity.get('psnr_db'), '.2f')} dB (min frame "
-                f"{_num(fidelity.get('psnr_min_db'), '.2f')} dB), SSIM "
-                f"{_num(fidelity.get('ssim_mean'), '.4f')} (min frame "
-                f"{_num(fidelity.get('ssim_min'), '.4f')}), "
+                f"{number(fidelity.get('psnr_db'), '.2f')} dB (min frame "
+                f"{number(fidelity.get('psnr_min_db'), '.2f')} dB), SSIM "
+                f"{number(fidelity.get('ssim_mean'), '.4f')} (min frame "
+                f"{number(fidelity.get('ssim_min'), '.4f')}), "
                 f"{fidelity.get('identical_frames')}/{fidelity.get('frames')} frames identical")
             + "<br>" + _curve_svg(fidelity.get("psnr_per_frame") or [], cap=100.0,
                                   label="PSNR per frame, dB")
@@ -199,12 +211,8 @@ def _seed_html(seed: dict[str, Any], threshold: Any) -> str:
     if "error" in audio:
         parts.append(f"<p>audio against B0: error: {html.escape(str(audio['error']))}</p>")
     elif audio:
-        parts.append("<p>audio against B0: " + html.escape(
-            f"lag {_num(audio.get('lag_ms'), '.2f')} ms, SNR {_num(audio.get('snr_db'), '.2f')}"
-            f" dB, SI-SDR {_num(audio.get('si_sdr_db'), '.2f')} dB, LSD "
-            f"{_num(audio.get('lsd_db'), '.3f')} dB, MR-STFT {_num(audio.get('mrstft'), '.4f')}, "
-            f"loudness {_num(audio.get('loudness_diff_lu'), '+.2f')} LU, length difference "
-            f"{audio.get('length_mismatch_samples')} samples") + "</p>")
+        parts.append("<p>audio against B0: " + html.escape(audio_comparison_text(audio))
+                     + "</p>")
     return "".join(parts)
 
 
@@ -216,7 +224,7 @@ def lossy_tables_html(bundle: EvidenceBundle) -> str:
             parts.append(_variability_html(check))
         elif check["name"] == "lossy_gate":
             data = check.get("data") or {}
-            gate = (f"threshold {_num(data.get('threshold'), '.2%')}, "
+            gate = (f"threshold {number(data.get('threshold'), '.2%')}, "
                     f"{'normalized' if data.get('normalized') else 'raw'} scores"
                     + "".join(f", {name} at least {data[key]}" for key, name in
                               (("min_psnr_db", "PSNR dB"), ("min_ssim", "SSIM"))
