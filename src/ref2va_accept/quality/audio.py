@@ -33,6 +33,7 @@ from scipy import fft as sp_fft
 from scipy import signal as sp_signal
 
 from ref2va_accept.errors import MediaError
+from ref2va_accept.media import av_reason, decode_frames
 
 log = logging.getLogger(__name__)
 
@@ -189,15 +190,6 @@ def _json_number(value: Any) -> Any:
     return value
 
 
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
-def _av_reason(exc: BaseException) -> str:
-    # str(FFmpegError) embeds the path as given (often absolute); strerror alone does not.
-    return _one_line(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
-
-
 # --- decoding -------------------------------------------------------------------------------
 
 
@@ -208,16 +200,12 @@ def iter_audio_chunks(container: Any, name: str) -> Iterator[Float32Array]:
     """
     stream = container.streams.audio[0]
     resampler: Any = None
-    frames = container.decode(stream)
     decoded = 0
-    while True:
-        try:
-            frame = next(frames)
-        except StopIteration:
-            return
-        except (av.error.FFmpegError, ValueError) as exc:
-            raise MediaError(f"{name}: audio decode failed after {decoded} samples: "
-                             f"{_av_reason(exc)}") from None
+
+    def failure() -> str:  # built when decoding fails: the count reached by then
+        return f"{name}: audio decode failed after {decoded} samples"
+
+    for frame in decode_frames(container, stream, failure):
         planar = [frame]
         if frame.format.name != "fltp":
             # AAC decodes to fltp already; other codecs are converted, not reinterpreted.
@@ -243,7 +231,7 @@ def decode_audio(path: str | os.PathLike[str]) -> DecodedAudio:
     try:
         container = av.open(str(file_path), mode="r")
     except (av.error.FFmpegError, OSError, ValueError) as exc:
-        raise MediaError(f"{name}: cannot open as a media file: {_av_reason(exc)}") from None
+        raise MediaError(f"{name}: cannot open as a media file: {av_reason(exc)}") from None
     try:
         if not container.streams.audio:
             raise MediaError(f"{name}: expected an audio stream, found none")
