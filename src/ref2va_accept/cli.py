@@ -16,7 +16,7 @@ from pathlib import Path
 from . import __version__
 from .errors import MediaError, Ref2VAError, TensorFileError
 from .lock import freeze, lock_path, verify
-from .media import MediaExpectation, check_media, probe
+from .media import MediaExpectation, check_media, open_mp4, probe
 from .report import audio_comparison_text, number
 from .tensors import compare_dumps, compare_tensor_files
 
@@ -152,9 +152,10 @@ def _cmd_score(args: argparse.Namespace) -> int:
     payload: dict[str, object] = {"video": Path(args.video).name,
                                   "scores": [s.to_dict() for s in scores]}
     code = EXIT_OK
-    video_probe = probe(args.video)
+    with open_mp4(Path(args.video)) as container:  # the stream list only: nothing decoded twice
+        has_audio = bool(container.streams.audio)
     soundtrack = None
-    if video_probe.audio is None:
+    if not has_audio:
         payload["audio"] = {"status": "absent", "detail": "no audio stream"}
     else:
         try:
@@ -164,7 +165,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
             payload["audio"] = {"status": "error", "detail": str(exc)}
             code = EXIT_PROBLEM
     if args.baseline is not None:
-        problems = check_comparable(video_probe, probe(args.baseline))
+        problems = check_comparable(probe(args.video), probe(args.baseline))
         payload["baseline"] = Path(args.baseline).name
         payload["comparable"] = not problems
         payload["precondition_problems"] = problems
