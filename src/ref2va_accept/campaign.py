@@ -533,7 +533,13 @@ class LaunchProfile(StrictModel):
     declared: Literal["baseline", "lossless", "lossy"]
     engine: Literal["reference", "vllm-omni"]
     args: dict[str, ArgValue] = {}
+    # Values may name ${workdir}: the campaign's engine workdir, made absolute at launch (a worker
+    # extension imported from the checkout needs it on PYTHONPATH whatever the host's layout).
     env: dict[str, str] = {}
+    # Set on a profile whose flags the campaign's pinned engine does not have yet (e.g. an option
+    # that only a later vLLM-Omni source has): what it needs, in words. Such a profile is shipped
+    # so the direction is on record, and refused wherever it would start or be frozen.
+    needs_source: str | None = None
 
     @model_validator(mode="after")
     def _names(self) -> LaunchProfile:
@@ -746,6 +752,11 @@ class LoadedCampaign:
             raise CampaignError(
                 f"{display}: declared: 'lossless' or 'lossy' for candidate {arm.id!r}, "
                 "found 'baseline'"
+            )
+        if prof.needs_source is not None:
+            raise CampaignError(
+                f"{display}: needs_source: this profile cannot run on the campaign's engine "
+                f"source; it needs {prof.needs_source}"
             )
         return prof
 

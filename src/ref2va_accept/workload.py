@@ -31,6 +31,9 @@ from .verdicts import CheckResult
 # The launch-time variable that names where request-owned dumps may be written (the reference
 # engine honours it; the real server's worker extension reads the same).
 DIAGNOSTICS_ROOT_ENV = "REF2VA_DIAGNOSTICS_ROOT"
+# In a launch profile's env values: the campaign's engine workdir, absolute (e.g. on PYTHONPATH, so
+# the real server's workers import the worker extension from this checkout).
+WORKDIR_TOKEN = "${workdir}"
 
 if TYPE_CHECKING:
     from .evidence import EvidenceBundle
@@ -161,8 +164,10 @@ class Arms:
         profile = campaign.profile(arm)
         port = free_port()
         instance_id = f"{track_id}.{arm.id}.{next(self._counter)}"
+        workdir = str(campaign.engine_workdir())
         env: dict[str, str] = {"PYTHONUNBUFFERED": "1", **campaign.model.environment,
-                               **profile.env}
+                               **{name: value.replace(WORKDIR_TOKEN, workdir)
+                                  for name, value in profile.env.items()}}
         devices = campaign.model.devices
         if devices.visibility_env:
             env[devices.visibility_env] = ",".join(str(d) for d in devices.visible)

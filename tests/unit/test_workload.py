@@ -18,9 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _copy_910c(tmp_path: Path, fill: bool) -> Path:
     for rel in ("fixtures/inputs/prompt.txt", "fixtures/inputs/reference.png",
-                "fixtures/inputs/reference.wav", "engine/profiles/vllm-omni/b0.yaml"):
+                "fixtures/inputs/reference.wav"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
+    shutil.copytree(ROOT / "engine/profiles/vllm-omni", tmp_path / "engine/profiles/vllm-omni")
     text = (ROOT / "fixtures/campaigns/910c.yaml").read_text()
     if fill:
         text = text.replace(
