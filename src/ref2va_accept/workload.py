@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .campaign import ArmSpec, LoadedCampaign, PinnedFile, duration_class, unfilled_fields
 from .client import ClientTimeouts, GenerationRequest, ReferenceFile, Sample, TimedClient
@@ -34,6 +35,13 @@ DIAGNOSTICS_ROOT_ENV = "REF2VA_DIAGNOSTICS_ROOT"
 # In a launch profile's env values: the campaign's engine workdir, absolute (e.g. on PYTHONPATH, so
 # the real server's workers import the worker extension from this checkout).
 WORKDIR_TOKEN = "${workdir}"
+# Placeholders that only a run on the host can fill, so they must not stop engines from starting:
+# comparison-point shapes (from B0's first dump: `ref2va-accept fill-points`), the engine's source
+# identity (shown by `ref2va-accept preflight`) and scorer weights (their dimensions stay open).
+# The run is still not frozen, so every verdict stays capped.
+_FILLED_FROM_A_RUN = re.compile(
+    r"^(tracks\.[^.]+\.comparison_points\[\d+\]\.shape|engine\.source_pin(\..+)?|scorer_weights\..+)$"
+)
 
 if TYPE_CHECKING:
     from .evidence import EvidenceBundle
@@ -143,6 +151,25 @@ class Outcome:
         return "; ".join(f"{p.code}: {p.message}" for p in self.problems) or "complete"
 
 
+@dataclass(frozen=True)
+class RequestStart:
+    """Which request is about to be sent, as an observer (live progress) is told."""
+
+    track: str
+    arm: str
+    kind: str
+    index: int
+    seed: int
+
+
+class RequestObserver(Protocol):
+    """Told as each request starts and ends (outcome None when the request raised)."""
+
+    def on_request_start(self, request: RequestStart) -> None: ...
+
+    def on_request_end(self, request: RequestStart, outcome: Outcome | None) -> None: ...
+
+
 class Arms:
     """Starts engine instances for a campaign's arms and records what they do."""
 
@@ -157,6 +184,8 @@ class Arms:
         self.registry = registry
         self._counter = itertools.count(1)
         self.started: list[EngineInstance] = []
+        # Set by whoever shows progress (the pytest plugin); the judge itself never needs one.
+        self.observer: RequestObserver | None = None
 
     def launch_spec(self, track_id: str, arm: ArmSpec) -> LaunchSpec:
         campaign = self.campaign
@@ -192,9 +221,9 @@ class Arms:
         )
 
     def start(self, track_id: str, arm_id: str = "b0") -> EngineInstance:
-        unfilled = unfilled_fields(self.campaign)
+        unfilled = [f for f in unfilled_fields(self.campaign) if not _FILLED_FROM_A_RUN.match(f)]
         if unfilled:
-            # A placeholder model path or pin cannot start anything meaningful.
+            # A placeholder model path, input or flag cannot start anything meaningful.
             raise CampaignError(f"{self.campaign.path}: cannot start an engine while fields are "
                                 f"unfilled: {', '.join(unfilled)}")
         arm = arm_by_id(self.campaign, arm_id)
@@ -212,6 +241,34 @@ class Arms:
         return instance
 
     def request(
+        self,
+        engine: EngineInstance,
+        track_id: str,
+        arm_id: str,
+        *,
+        kind: str,
+        index: int,
+        seed: int | None = None,
+        record_check: str | None = None,
+        diagnostics_points: Sequence[str] = (),
+    ) -> Outcome:
+        """One timed request (see `_request`), with the observer told as it starts and ends."""
+        if seed is None:
+            seed = self.campaign.model.tracks[track_id].request.seeds[0]  # type: ignore[index]
+        started = RequestStart(track_id, arm_id, kind, index, seed)
+        if self.observer is not None:
+            self.observer.on_request_start(started)
+        outcome: Outcome | None = None
+        try:
+            outcome = self._request(engine, track_id, arm_id, kind=kind, index=index, seed=seed,
+                                    record_check=record_check,
+                                    diagnostics_points=diagnostics_points)
+        finally:
+            if self.observer is not None:
+                self.observer.on_request_end(started, outcome)
+        return outcome
+
+    def _request(
         self,
         engine: EngineInstance,
         track_id: str,
