@@ -40,8 +40,10 @@ IMAGE_WIDTH, IMAGE_HEIGHT = 448, 256
 HORIZON_Y = 112  # wall above, floor below
 
 AUDIO_RATE = 32_000  # H3 emits stereo 32 kHz audio; the reference matches that format
-# 1.5 s keeps all fixtures under 200 KiB; 2 s of 16-bit stereo alone would be 250 KiB.
-AUDIO_SECONDS = 1.5
+# H3 refuses standalone reference audio outside 2..15 s (vLLM-Omni 0.30.0,
+# model_executor/models/minimax_h3/reference_video.py); 3 s sits clear of the lower bound, so
+# resampling or container rounding cannot push it under, and keeps the WAV at 375 KiB.
+AUDIO_SECONDS = 3.0
 
 WALL_RGB = (236, 200, 40)
 FLOOR_RGB = (40, 72, 196)

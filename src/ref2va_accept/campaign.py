@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from ref2va_accept import h3_limits
 from ref2va_accept.errors import CampaignError
 
 logger = logging.getLogger(__name__)
@@ -773,7 +774,12 @@ def load_campaign(path: str | os.PathLike[str]) -> LoadedCampaign:
     """Load and validate a campaign file. Placeholders load fine; they only block freezing."""
     display = os.fspath(path)
     model = validate_model(Campaign, _read_mapping(Path(path), display), display)
-    return LoadedCampaign(path=Path(path), model=model)
+    loaded = LoadedCampaign(path=Path(path), model=model)
+    # What the real server would refuse (input limits, its own time bounds) is a load error too.
+    problems = h3_limits.campaign_problems(loaded)
+    if problems:
+        raise CampaignError("\n".join(h3_limits.problem_lines(display, problems)))
+    return loaded
 
 
 # --------------------------------------------------------------------------- placeholders

@@ -49,8 +49,9 @@ PROFILE = {
 }
 INPUT_BYTES = {
     "inputs/prompt.txt": b"A red ball rolls across a blue floor toward a yellow wall.\n",
-    "inputs/reference.png": b"\x89PNG fake image bytes",
-    "inputs/reference.wav": b"RIFF fake audio bytes",
+    # Real media within H3's limits: loading refuses inputs the server would (h3_limits).
+    "inputs/reference.png": (REPO / "fixtures" / "inputs" / "reference.png").read_bytes(),
+    "inputs/reference.wav": (REPO / "fixtures" / "inputs" / "reference.wav").read_bytes(),
 }
 
 
