@@ -1,0 +1,140 @@
+"""Every upstream name the worker extension relies on, as plain data (no import of vllm_omni).
+
+Each entry is ``(file inside the wheel, kind, name)``; a contract test reads the 0.30.0 release
+wheel and asserts that each one still exists, so an upgrade that renames one of them fails in CI
+rather than silently writing no comparison point on the host. Kinds:
+
+- ``module``: the file exists (``name`` repeats its dotted module path);
+- ``class`` / ``function``: a top-level ``class NAME`` / ``def NAME`` in the file;
+- ``method``: ``Class.method`` defined in that class's body (``def`` or ``@property``);
+- ``parameter``: ``Class.method.param`` or ``function.param``: a parameter of that signature;
+- ``instance_attribute``: ``Class.attr`` assigned as ``self.attr = ...`` inside that class;
+- ``class_attribute``: ``Class.attr`` assigned in that class's body;
+- ``field``: ``Class.attr``, an annotated field of a dataclass;
+- ``key``: ``function.key``, a string key of the dict that function returns
+  (``_prepare_encoder_conditioning_inputs`` returns the request context as a dict).
+
+Third-party names (Cache-DiT, pinned by the wheel as ``cache-dit==1.5.0``) are listed apart in
+:data:`CACHE_DIT_NAMES`, with paths inside the cache-dit wheel.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+Kind = Literal[
+    "module", "class", "function", "method", "parameter", "instance_attribute",
+    "class_attribute", "field", "key",
+]
+
+WORKER = "vllm_omni/diffusion/worker/diffusion_worker.py"
+RUNNER = "vllm_omni/diffusion/worker/diffusion_model_runner.py"
+REQUEST = "vllm_omni/diffusion/request.py"
+SAMPLING = "vllm_omni/inputs/data.py"
+CONFIG = "vllm_omni/diffusion/data.py"
+FORWARD_CONTEXT = "vllm_omni/diffusion/forward_context.py"
+H3 = "vllm_omni/diffusion/models/minimax_h3/pipeline_minimax_h3.py"
+H3_LOOP = "vllm_omni/diffusion/models/minimax_h3/denoise_loop.py"
+CACHE_RUNTIME = "vllm_omni/diffusion/cache/cachedit/runtime.py"
+CACHE_BACKEND = "vllm_omni/diffusion/cache/cachedit/backend.py"
+ATTENTION = "vllm_omni/diffusion/attention/layer.py"
+VIDEO_FORM = "vllm_omni/entrypoints/openai/video/generation/helpers.py"
+VIDEO_SERVING = "vllm_omni/entrypoints/openai/serving_video.py"
+
+UPSTREAM_NAMES: Final[tuple[tuple[str, Kind, str], ...]] = (
+    # How the extension is mixed in: type(name, (extension, worker), {}) -- our execute_model
+    # runs first and delegates to DiffusionWorker.execute_model through super().
+    (WORKER, "class", "WorkerWrapperBase"),
+    (WORKER, "method", "WorkerWrapperBase._prepare_worker_class"),
+    (WORKER, "class", "DiffusionWorker"),
+    (WORKER, "method", "DiffusionWorker.execute_model"),
+    (WORKER, "parameter", "DiffusionWorker.execute_model.req"),
+    (WORKER, "parameter", "DiffusionWorker.execute_model.od_config"),
+    (WORKER, "parameter", "DiffusionWorker.execute_model.kv_prefetch_job"),
+    (WORKER, "parameter", "DiffusionWorker.execute_model.diffusion_kv_metadata"),
+    # Refused for diagnostics (they would bypass execute_model and write nothing).
+    (WORKER, "method", "DiffusionWorker.execute_model_batch"),
+    (WORKER, "method", "DiffusionWorker.execute_stepwise"),
+    (WORKER, "instance_attribute", "DiffusionWorker.rank"),
+    (WORKER, "instance_attribute", "DiffusionWorker.model_runner"),
+    (WORKER, "instance_attribute", "DiffusionWorker.od_config"),
+    # The runner owns the pipeline and any non-pipeline cache backend.
+    (RUNNER, "class", "DiffusionModelRunner"),
+    (RUNNER, "instance_attribute", "DiffusionModelRunner.pipeline"),
+    (RUNNER, "instance_attribute", "DiffusionModelRunner.cache_backend"),
+    (RUNNER, "instance_attribute", "DiffusionModelRunner.prompt_embed_cache"),
+    # The request and its per-request fields.
+    (REQUEST, "class", "OmniDiffusionRequest"),
+    (REQUEST, "field", "OmniDiffusionRequest.request_id"),
+    (REQUEST, "field", "OmniDiffusionRequest.sampling_params"),
+    (REQUEST, "method", "OmniDiffusionRequest.is_dummy_run"),
+    (SAMPLING, "class", "OmniDiffusionSamplingParams"),
+    (SAMPLING, "field", "OmniDiffusionSamplingParams.extra_args"),
+    (SAMPLING, "field", "OmniDiffusionSamplingParams.quality"),
+    (SAMPLING, "field", "OmniDiffusionSamplingParams.num_inference_steps"),
+    # extra_params (multipart form, JSON) -> VideoGenerationRequest.extra_params ->
+    # gen_params.extra_args.update(request.extra_params) -> sampling_params.extra_args.
+    (VIDEO_FORM, "function", "_parse_video_form"),
+    (VIDEO_FORM, "parameter", "_parse_video_form.extra_params"),
+    (VIDEO_SERVING, "class", "OmniOpenAIServingVideo"),
+    # What ran, read from the server's configuration.
+    (CONFIG, "class", "OmniDiffusionConfig"),
+    (CONFIG, "field", "OmniDiffusionConfig.dtype"),
+    (CONFIG, "field", "OmniDiffusionConfig.cache_backend"),
+    (CONFIG, "field", "OmniDiffusionConfig.cache_config"),
+    (CONFIG, "field", "OmniDiffusionConfig.diffusion_kv_cache_dtype"),
+    (CONFIG, "field", "OmniDiffusionConfig.quantization_config"),
+    (CONFIG, "field", "OmniDiffusionConfig.diffusion_offload_config"),
+    (CONFIG, "field", "OmniDiffusionConfig.enable_cpu_offload"),
+    (CONFIG, "field", "OmniDiffusionConfig.enable_layerwise_offload"),
+    (CONFIG, "field", "OmniDiffusionConfig.enable_distributed_layerwise_offload"),
+    (CONFIG, "field", "OmniDiffusionConfig.step_execution"),
+    (CONFIG, "field", "OmniDiffusionConfig.enforce_eager"),
+    (CONFIG, "field", "OmniDiffusionConfig.fa_deterministic"),
+    # The DiT step index, published by H3's denoise loop before each forward.
+    (FORWARD_CONTEXT, "function", "get_forward_context"),
+    (FORWARD_CONTEXT, "function", "is_forward_context_available"),
+    (FORWARD_CONTEXT, "field", "ForwardContext.denoise_step_idx"),
+    (H3_LOOP, "function", "minimax_h3_publish_denoise_progress"),
+    # The H3 pipeline's stages, wrapped on the instance for one request.
+    (H3, "class", "MiniMaxH3Pipeline"),
+    (H3, "method", "MiniMaxH3Pipeline.forward"),
+    (H3, "method", "MiniMaxH3Pipeline._prepare_encoder_conditioning_inputs"),
+    (H3, "key", "_prepare_encoder_conditioning_inputs.text_embeddings"),
+    (H3, "key", "_prepare_encoder_conditioning_inputs.visual_condition"),
+    (H3, "key", "_prepare_encoder_conditioning_inputs.audio_condition"),
+    (H3, "method", "MiniMaxH3Pipeline.diffuse"),
+    (H3, "method", "MiniMaxH3Pipeline.decode"),
+    (H3, "method", "MiniMaxH3Pipeline.decode_to_mp4"),
+    (H3, "method", "MiniMaxH3Pipeline._is_output_owner_rank"),
+    (H3, "method", "MiniMaxH3Pipeline.is_cache_dit_enabled"),
+    (H3, "class_attribute", "MiniMaxH3Pipeline._dit_modules"),
+    (H3, "instance_attribute", "MiniMaxH3Pipeline.transformer"),
+    (H3, "instance_attribute", "MiniMaxH3Pipeline.transformers_ref"),
+    (H3, "instance_attribute", "MiniMaxH3Pipeline._cache_dit_runtime"),
+    # Cache-DiT's per-request state.
+    (CACHE_RUNTIME, "class", "RequestScopedCacheDiTRuntime"),
+    (CACHE_RUNTIME, "method", "RequestScopedCacheDiTRuntime.is_enabled"),
+    (CACHE_RUNTIME, "instance_attribute", "RequestScopedCacheDiTRuntime._installation_key"),
+    (CACHE_BACKEND, "method", "CacheDiTBackend.enable"),
+    (CACHE_BACKEND, "function", "cache_summary"),
+    # Attention backend per layer.
+    (ATTENTION, "class", "Attention"),
+    (ATTENTION, "instance_attribute", "Attention.attn_backend"),
+    (ATTENTION, "instance_attribute", "Attention.attention"),
+    (ATTENTION, "instance_attribute", "Attention.prefix"),
+)
+
+# cache_dit.summary(module, details=..., logging=...) -> list[CacheStats]; each CacheStats has
+# cached_steps and accumulated_cached_steps (cache_dit/summary.py in cache-dit 1.5.0).
+CACHE_DIT_NAMES: Final[tuple[tuple[str, Kind, str], ...]] = (
+    ("cache_dit/summary.py", "function", "summary"),
+    ("cache_dit/summary.py", "parameter", "summary.details"),
+    ("cache_dit/summary.py", "parameter", "summary.logging"),
+    ("cache_dit/summary.py", "class", "CacheStats"),
+    ("cache_dit/summary.py", "field", "CacheStats.cached_steps"),
+    ("cache_dit/summary.py", "field", "CacheStats.accumulated_cached_steps"),
+)
+
+# Attribute set on the pipeline by CacheDiTBackend.enable: the modules Cache-DiT hooks.
+CACHE_DIT_TARGETS_ATTRIBUTE: Final = "_cache_dit_targets"

@@ -1,0 +1,1 @@
+"""Fake vLLM-Omni for the worker extension's CI test (see ../README.md)."""
