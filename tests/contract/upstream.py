@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -582,15 +582,3 @@ def _returned_keys(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
                 and isinstance(node.value.func, ast.Name) and node.value.func.id == "dict":
             keys |= {k.arg for k in node.value.keywords if k.arg}
     return keys
-
-
-@dataclass
-class Finding:
-    """One relied-on item that the wheel does not provide as expected."""
-
-    item: str
-    message: str
-    where: str = field(default="")
-
-    def __str__(self) -> str:
-        return f"{self.item}: {self.message}" + (f" (looked in {self.where})" if self.where else "")
