@@ -30,11 +30,18 @@ class ReferenceImage:
 
 @dataclass(frozen=True)
 class ReferenceAudio:
-    """An uploaded audio clip, decoded to float32 stereo at :data:`AUDIO_SAMPLE_RATE`."""
+    """An uploaded audio clip, decoded to float32 stereo at :data:`AUDIO_SAMPLE_RATE`.
+
+    ``format_names``, ``codec`` and ``duration_s`` describe the file as sent (what vLLM-Omni's
+    ffprobe reads for H3's limits); the duration counts the decoded source samples.
+    """
 
     filename: str
     payload: bytes
     samples: np.ndarray  # (2, N) float32 in [-1, 1]
+    format_names: tuple[str, ...] = ()
+    codec: str = ""
+    duration_s: float = 0.0
 
 
 def decode_image(payload: bytes, filename: str) -> ReferenceImage:
@@ -63,11 +70,18 @@ def decode_audio(payload: bytes, filename: str) -> ReferenceAudio:
     """Decode an audio file (WAV, MP3...) and resample it to stereo float at 32 kHz."""
     resampler = av.AudioResampler(format="fltp", layout="stereo", rate=AUDIO_SAMPLE_RATE)
     chunks: list[np.ndarray] = []
+    source_seconds = 0.0
     try:
         with av.open(io.BytesIO(payload), mode="r") as container:
             if not container.streams.audio:
                 raise ReferenceDecodeError(f"Invalid uploaded audio reference: {filename}")
-            for frame in container.decode(container.streams.audio[0]):
+            stream = container.streams.audio[0]
+            format_names = tuple(n.strip().lower() for n in container.format.name.split(","))
+            # the codec id ffprobe reports ("mp3"), not the decoder's name ("mp3float")
+            codec = str(stream.codec_context.codec.canonical_name).lower()
+            for frame in container.decode(stream):
+                if frame.sample_rate:
+                    source_seconds += frame.samples / frame.sample_rate
                 frame.pts = None  # the resampler re-times; source timestamps may be absent
                 chunks.extend(out.to_ndarray() for out in resampler.resample(frame))
             chunks.extend(out.to_ndarray() for out in resampler.resample(None))
@@ -78,4 +92,6 @@ def decode_audio(payload: bytes, filename: str) -> ReferenceAudio:
     if not chunks:
         raise ReferenceDecodeError(f"Uploaded audio reference has no samples: {filename}")
     samples = np.concatenate(chunks, axis=1).astype(np.float32, copy=False)
-    return ReferenceAudio(filename, payload, np.clip(samples, -1.0, 1.0))
+    return ReferenceAudio(
+        filename, payload, np.clip(samples, -1.0, 1.0), format_names, codec, source_seconds
+    )

@@ -1,8 +1,12 @@
 """The multipart form of ``POST /v1/videos[/sync]``: parsing and validation, as vLLM-Omni does it.
 
 Field names, defaults, which combinations of reference fields are refused, H3's upload limits and
-the model-name check follow ``_parse_video_form`` of vLLM-Omni 0.30.0. What the reference engine
-cannot honour (video references, remote URLs) is refused with a 400 that says so.
+the model-name check follow ``_parse_video_form`` of vLLM-Omni 0.30.0; the JSON reference fields
+(``image_reference``, ``audio_reference``) are read as its ``decode_image_url``/``decode_audio_url``
+read them. H3's own reference limits (image edges and aspect, audio length, size, format and codec),
+which the real server checks when its encoder stage prepares the request and answers with a 400,
+are checked here at parse time with upstream's messages. What the reference engine cannot honour
+(video references, remote URLs) is refused with a 400 that says so.
 """
 
 from __future__ import annotations
@@ -39,6 +43,15 @@ IMAGE_FORMATS = ("png", "jpeg", "webp", "heic", "heif")  # matched against FFmpe
 AUDIO_SUFFIXES = frozenset({".wav", ".mp3"})
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".heic", ".heif"})
 OTHER_AUDIO_SUFFIXES = frozenset({".m4a", ".aac", ".flac", ".ogg"})
+# H3's reference limits at encode time (model_executor/models/minimax_h3/: reference_video.py for
+# audio, preprocessing.py for images, encoder_processing.py for the per-kind counts).
+MIN_REFERENCE_AUDIO_S, MAX_REFERENCE_AUDIO_S = 2.0, 15.0
+MAX_REFERENCE_AUDIO_TOTAL_S = 15.0
+AUDIO_FORMATS = frozenset({"wav", "mp3"})  # container names, as ffprobe (and PyAV) report them
+AUDIO_CODECS = frozenset({"aac", "mp3"})  # plus any pcm_*
+MIN_IMAGE_EDGE, MAX_IMAGE_EDGE = 256, 5760
+MIN_IMAGE_ASPECT, MAX_IMAGE_ASPECT = 0.4, 2.5
+MAX_IMAGE_REFERENCES, MAX_AUDIO_REFERENCES = 9, 3
 QUALITY_LEVELS = ("lossless", "high")
 INT64 = 2**63
 
@@ -91,6 +104,8 @@ class _Upload:
     filename: str
     content_type: str
     payload: bytes
+    # A JSON reference field says its kind itself; a file part is classified by MIME and suffix.
+    kind: str | None = None
 
 
 def _parse_form_json(value: str | None) -> Any:
@@ -135,23 +150,59 @@ async def _read_upload(upload: UploadFile, limit_mib: float | None) -> _Upload:
     return _Upload(filename, content_type, payload)
 
 
-def _data_url_upload(item: Any, url_key: str, field_name: str) -> _Upload:
-    if not isinstance(item, dict) or set(item) != {url_key}:
+def _reference_url(item: Any, url_key: str, field_name: str) -> str:
+    if isinstance(item, dict) and set(item) == {"file_id"} and field_name == "image_reference":
+        raise bad_request(f"Invalid {field_name}: file_id is not supported yet.")
+    if not isinstance(item, dict) or set(item) != {url_key} or not isinstance(item[url_key], str):
         raise invalid_field(f"{field_name} must be an object with exactly the key '{url_key}'.")
-    url = item[url_key]
-    if not isinstance(url, str) or not url.startswith("data:") or "," not in url:
+    url: str = item[url_key]
+    if url.startswith(("http://", "https://")):
         raise bad_request(
-            f"{field_name}.{url_key}: the reference engine accepts only base64 data: URLs."
+            f"{field_name}.{url_key}: the reference engine downloads nothing; it accepts only "
+            "base64 data: URLs."
         )
-    header, _, body = url[len("data:") :].partition(",")
-    mime, _, encoding = header.partition(";")
-    if encoding != "base64":
-        raise bad_request(f"{field_name}.{url_key}: data URL must be base64-encoded.")
+    return url
+
+
+def _b64(body: str, message: str) -> bytes:
+    # Upstream decodes without validate=True: characters outside the alphabet are dropped.
     try:
-        payload = base64.b64decode(body, validate=True)
+        return base64.b64decode(body)
     except (binascii.Error, ValueError):
-        raise bad_request(f"{field_name}.{url_key}: invalid base64 payload.") from None
-    return _Upload(f"{field_name}.{url_key}", mime, payload)
+        raise bad_request(message) from None
+
+
+def _image_data_url(item: Any) -> _Upload:
+    """``image_reference`` as vLLM-Omni's ``decode_image_url`` reads it: a ``data:image`` URL."""
+    url = _reference_url(item, "image_url", "image_reference")
+    if not url.startswith("data:image"):
+        raise bad_request("Invalid image_reference.image_url: must be an http(s) URL or data URL.")
+    mime = url[len("data:") :].split(";", 1)[0].split(",", 1)[0]
+    body = url.split(",", 1)[1] if "," in url else ""
+    payload = _b64(body, "Invalid image_reference.image_url: image data is not valid base64.")
+    return _Upload("image_reference.image_url", mime, payload, kind="image")
+
+
+def _audio_data_url(item: Any) -> _Upload:
+    """``audio_reference`` as vLLM-Omni's ``decode_audio_url`` reads it: a ``data:audio`` URL."""
+    url = _reference_url(item, "audio_url", "audio_reference")
+    if not url.startswith("data:audio"):
+        raise bad_request("Invalid audio_reference.audio_url: must be an http(s) URL or data URL.")
+    if "," not in url:
+        raise bad_request("Invalid audio_reference.audio_url: audio data is not valid base64.")
+    payload = _b64(
+        url.split(",", 1)[1], "Invalid audio_reference.audio_url: audio data is not valid base64."
+    )
+    if not payload:
+        raise bad_request("Invalid audio_reference: audio data is empty.")
+    mime = url.split(";", 1)[0].removeprefix("data:")
+    # Upstream names the temporary file after the MIME subtype; the container decides the rest.
+    ext = mime.split("/")[-1]
+    if ext in ("mpeg", "mp3"):
+        suffix = ".mp3"
+    else:
+        suffix = f".{ext}" if ext.isalnum() and len(ext) <= 8 else ".wav"
+    return _Upload(f"audio_reference{suffix}", mime, payload, kind="audio")
 
 
 def _reference_list(value: Any) -> list[Any]:
@@ -166,7 +217,16 @@ def _decode_references(
     images: list[ReferenceImage] = []
     audios: list[ReferenceAudio] = []
     for upload in uploads:
-        kind = _media_kind(upload.content_type, upload.filename)
+        kind = upload.kind or _media_kind(upload.content_type, upload.filename)
+        if upload.kind == "image":
+            # decode_image_url: any image Pillow opens; the format list is the upload path's.
+            try:
+                images.append(decode_image(upload.payload, upload.filename))
+            except ReferenceDecodeError:
+                raise bad_request(
+                    "Invalid image_reference.image_url: provided content is not a valid image."
+                ) from None
+            continue
         if not upload.payload:
             raise bad_request(f"Uploaded reference must not be empty: {upload.filename}")
         suffix = Path(upload.filename).suffix.lower()
@@ -180,7 +240,8 @@ def _decode_references(
                     )
                 images.append(image)
             elif kind == "audio":
-                if suffix and suffix not in AUDIO_SUFFIXES:
+                # Only a file part's name is checked; a data URL's audio is judged by its content.
+                if upload.kind is None and suffix and suffix not in AUDIO_SUFFIXES:
                     raise bad_request("MiniMax H3 reference audio must use a WAV or MP3 file.")
                 audios.append(decode_audio(upload.payload, upload.filename))
             else:
@@ -192,6 +253,49 @@ def _decode_references(
         except ReferenceDecodeError as exc:
             raise bad_request(str(exc)) from None
     return tuple(images), tuple(audios)
+
+
+def _check_h3_reference_limits(
+    images: tuple[ReferenceImage, ...], audios: tuple[ReferenceAudio, ...]
+) -> None:
+    """H3's encoder-stage checks, in upstream's order and words (OmniClientError -> 400)."""
+    if len(images) > MAX_IMAGE_REFERENCES:
+        raise bad_request(f"ref2va accepts at most {MAX_IMAGE_REFERENCES} image references")
+    if len(audios) > MAX_AUDIO_REFERENCES:
+        raise bad_request(
+            f"ref2va accepts at most {MAX_AUDIO_REFERENCES} standalone audio references"
+        )
+    for image in images:
+        height, width = image.rgb.shape[:2]
+        if not MIN_IMAGE_ASPECT <= width / height <= MAX_IMAGE_ASPECT:
+            raise bad_request(
+                f"reference image aspect ratio must be in [0.4, 2.5], got {width}x{height}"
+            )
+        if min(width, height) < MIN_IMAGE_EDGE or max(width, height) > MAX_IMAGE_EDGE:
+            raise bad_request(
+                f"reference image dimensions must be in [256, 5760] pixels, got {width}x{height}"
+            )
+    total = 0.0
+    for index, audio in enumerate(audios):
+        if len(audio.payload) > MAX_AUDIO_BYTES:
+            raise bad_request(f"reference audio {index} exceeds the 15 MiB size limit")
+        if not AUDIO_FORMATS.intersection(audio.format_names):
+            formats = ", ".join(audio.format_names) or "unknown"
+            raise bad_request(f"reference audio {index} must be WAV or MP3, got {formats}")
+        if audio.codec not in AUDIO_CODECS and not audio.codec.startswith("pcm_"):
+            raise bad_request(
+                f"reference audio {index} must use MP3 or PCM audio, got {audio.codec or 'unknown'}"
+            )
+        duration = audio.duration_s
+        if not (
+            math.isfinite(duration) and MIN_REFERENCE_AUDIO_S <= duration <= MAX_REFERENCE_AUDIO_S
+        ):
+            raise bad_request(
+                f"reference audio {index} duration must be in [2, 15] seconds, got {duration:.3f}"
+            )
+        total += duration
+    if total > MAX_REFERENCE_AUDIO_TOTAL_S:
+        raise bad_request("reference audio must be at most 15 seconds in total")
 
 
 def _resolve_num_frames(
@@ -325,13 +429,16 @@ async def parse_video_form(
     if len(raw_uploads) + len(image_items) + len(audio_items) > MAX_REFERENCE_COUNT:
         raise bad_request(f"MiniMax H3 accepts at most {MAX_REFERENCE_COUNT} total references.")
     uploads = [await _read_upload(upload, limit_mib) for upload in raw_uploads]
-    uploads += [_data_url_upload(item, "image_url", "image_reference") for item in image_items]
-    uploads += [_data_url_upload(item, "audio_url", "audio_reference") for item in audio_items]
-    for upload in uploads[len(raw_uploads) :]:
-        limit = _limit_for(_media_kind(upload.content_type, upload.filename), limit_mib)
-        if len(upload.payload) > limit:
-            raise bad_request(f"Uploaded reference exceeds the {limit / MIB:g} MiB size limit.")
+    # Upstream reads image references, then appends audio references after the file parts' audio.
+    uploads += [_image_data_url(item) for item in image_items]
+    uploads += [_audio_data_url(item) for item in audio_items]
+    if limit_mib is not None:
+        # The profile's own body cap (a test knob) also bounds what arrives as a data URL.
+        for upload in uploads[len(raw_uploads) :]:
+            if len(upload.payload) > limit_mib * MIB:
+                raise bad_request(f"Uploaded reference exceeds the {limit_mib:g} MiB size limit.")
     images, audios = _decode_references(uploads)
+    _check_h3_reference_limits(images, audios)
 
     spec = GenerationSpec(
         prompt=prompt,

@@ -90,10 +90,6 @@ class ImageFacts:
     height: int
 
 
-def _mib(n: int) -> str:
-    return f"{n / MIB:.1f} MiB"
-
-
 def probe_audio(path: Path) -> AudioFacts:
     """Container format names, codec and duration, measured by decoding every sample."""
     with av.open(str(path), mode="r") as container:
@@ -108,7 +104,10 @@ def probe_audio(path: Path) -> AudioFacts:
         if rate <= 0:
             raise ValueError("no decodable audio samples")
         names = tuple(name.strip().lower() for name in container.format.name.split(","))
-        return AudioFacts(names, str(stream.codec_context.name).lower(), samples / rate)
+        # canonical_name is the codec id ffprobe reports as codec_name ("mp3", not the decoder
+        # "mp3float" that codec_context.name gives)
+        codec = str(stream.codec_context.codec.canonical_name).lower()
+        return AudioFacts(names, codec, samples / rate)
 
 
 def probe_image(path: Path) -> ImageFacts:
@@ -123,8 +122,8 @@ def check_audio(path: Path, shown: str) -> list[str]:
     size = path.stat().st_size
     if size > MAX_AUDIO_BYTES:
         problems.append(
-            f"H3 accepts reference audio of at most {_mib(MAX_AUDIO_BYTES)} ({ENGINE}), "
-            f"found {_mib(size)} ({shown})"
+            f"H3 accepts reference audio of at most {MAX_AUDIO_BYTES // MIB} MiB "
+            f"({MAX_AUDIO_BYTES} bytes, {ENGINE}), found {size} bytes ({shown})"
         )
     try:
         facts = probe_audio(path)
@@ -161,8 +160,8 @@ def check_image(path: Path, shown: str) -> list[str]:
     size = path.stat().st_size
     if size > MAX_IMAGE_BYTES:
         problems.append(
-            f"H3 accepts reference images of at most {_mib(MAX_IMAGE_BYTES)} ({ENGINE}), "
-            f"found {_mib(size)} ({shown})"
+            f"H3 accepts reference images of at most {MAX_IMAGE_BYTES // MIB} MiB "
+            f"({MAX_IMAGE_BYTES} bytes, {ENGINE}), found {size} bytes ({shown})"
         )
     try:
         facts = probe_image(path)

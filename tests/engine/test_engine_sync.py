@@ -78,9 +78,10 @@ def test_generate_sound_false_omits_the_audio_stream(client: httpx.Client) -> No
 
 def test_references_change_the_output_deterministically(client: httpx.Client) -> None:
     plain = _sync(client, num_frames="22").content
+    # Sizes within H3's reference limits (shortest edge >= 256 px, audio 2..15 s), or it is a 400.
     refs = [
-        ("input_references", ("ref.png", png_bytes(), "image/png")),
-        ("input_references", ("voice.wav", wav_bytes(), "audio/wav")),
+        ("input_references", ("ref.png", png_bytes(448, 256), "image/png")),
+        ("input_references", ("voice.wav", wav_bytes(seconds=3.0), "audio/wav")),
     ]
     with_refs = _sync(client, files=refs, num_frames="22")
     assert with_refs.status_code == 200, with_refs.text
@@ -93,7 +94,7 @@ def test_single_input_reference_image_is_visible(client: httpx.Client) -> None:
         files = {"input_reference": ("ref.png", image, "image/png")}
         return probe(_sync(client, files=files, num_frames="5").content).first_frame
 
-    frame, other = first_frame(png_bytes(seed=1)), first_frame(png_bytes(seed=2))
+    frame, other = first_frame(png_bytes(448, 256, 1)), first_frame(png_bytes(448, 256, 2))
     assert np.abs(frame.astype(int) - other.astype(int)).mean() > 5
 
 
