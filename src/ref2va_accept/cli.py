@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import MediaError, Ref2VAError, TensorFileError
+from .fill_points import fill_points, report_lines
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, open_mp4, probe
 from .report import audio_comparison_text, number
@@ -251,6 +252,13 @@ def _cmd_verdict(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_fill_points(args: argparse.Namespace) -> int:
+    result = fill_points(args.campaign, args.dump_dir, tracks=args.track, mp4=args.mp4,
+                         force=args.force, dry_run=args.dry_run)
+    sys.stdout.write("\n".join(report_lines(result, dry_run=args.dry_run)) + "\n")
+    return EXIT_PROBLEM if result.unfilled else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ref2va-accept", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -265,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("campaign", type=Path)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_cmd_verify)
+
+    p = sub.add_parser("fill-points", help="fill lossless comparison-point shapes and dtypes "
+                       "from B0's first dump, before freezing (exit 1 when some stay unfilled)")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("dump_dir", type=Path, help="B0's dump folder of <point>.safetensors")
+    p.add_argument("--track", action="append", help="a lossless track (repeatable; default: all)")
+    p.add_argument("--mp4", type=Path, help="B0's MP4, for mp4.audio's [channels, samples]")
+    p.add_argument("--force", action="store_true", help="fill a frozen campaign anyway")
+    p.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
+    p.set_defaults(run=_cmd_fill_points)
 
     p = sub.add_parser("probe", help="decode an MP4 and check it is complete")
     p.add_argument("file", type=Path)
