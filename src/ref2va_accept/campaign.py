@@ -28,7 +28,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     ValidationError,
+    model_serializer,
     model_validator,
 )
 
@@ -334,6 +336,19 @@ class Protocol(StrictModel):
     # Caching probe (MLPerf TEST04 idea): this many requests with fresh distinct seeds on the
     # candidate's instance; its repeated identical requests must not be >10% faster. 0 = off.
     caching_probe_requests: int = Field(default=2, ge=0)
+    # Seconds one request is expected to take per duration class (the host's preflight medians);
+    # only live progress reads them, to estimate the remaining time. Optional: without them the
+    # estimate comes from the run's own finished requests.
+    expected_request_s: dict[DurationClass, Annotated[float, Field(gt=0)]] | None = None
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Frozen like the rest when given; when not, left out of the dump (and so of the lock's
+        # canonical form), so that campaigns frozen before the field existed do not drift.
+        data: dict[str, Any] = handler(self)
+        if self.expected_request_s is None:
+            data.pop("expected_request_s", None)
+        return data
 
 
 class Budget(StrictModel):

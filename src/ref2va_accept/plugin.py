@@ -22,6 +22,8 @@ from .errors import CampaignError, Ref2VAError
 from .evidence import EvidenceBundle, new_run_id
 from .lock import FreezeStatus, canonical_campaign, verify
 from .lossless import timed_output_check
+from .progress import PLUGIN_NAME as PROGRESS_PLUGIN
+from .progress import ProgressPlugin
 from .report import summary_html
 from .sanitize import Sanitizer
 from .server import REGISTRY, CleanupAudit
@@ -154,8 +156,10 @@ def pytest_configure(config: pytest.Config) -> None:
         own_report = evidence_root / run_id / "report.html"
         config.option.htmlpath = str(own_report)
         config.option.self_contained_html = True
-    config.stash[_STATE] = RunState(config, run_id, evidence_root,
-                                    _resolve_campaign_path(config), own_report)
+    state = RunState(config, run_id, evidence_root, _resolve_campaign_path(config), own_report)
+    config.stash[_STATE] = state
+    # Live progress of the requests (progress.py); silent unless a campaign scenario is collected.
+    config.pluginmanager.register(ProgressPlugin(config, lambda: state.campaign), PROGRESS_PLUGIN)
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
 
@@ -237,6 +241,8 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
     state = _state(pytestconfig)
     state.ran_tracks.add(track_id)
     runner = Arms(campaign, evidence)
+    progress = pytestconfig.pluginmanager.get_plugin(PROGRESS_PLUGIN)
+    runner.observer = progress.observer if isinstance(progress, ProgressPlugin) else None
     yield runner
     dirty = [audit for audit in (REGISTRY.stop(i) for i in runner.started) if not audit.clean]
     if dirty:

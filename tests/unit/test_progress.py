@@ -1,0 +1,461 @@
+"""Live progress: the plan of a run, its remaining time, and what the terminal shows.
+
+Request counts the plan derives (and where from; each is checked below by running that code
+against a counting stand-in of Arms):
+- acceptance: one `smoke` request (test_b0_output) and one `after_cancel` request (lifecycle);
+- lossless: B0 3 (watched + unobserved, watched on a second instance), 2 per candidate;
+- lossy: B0 2 x the track's seeds (two instances), the track's seeds per candidate;
+- perf: per instance of the frozen ordering (ABA, AB, ABBA) warmups + repeats, plus the caching
+  probe's distinct requests on the candidate's instances;
+- verdicts and the other lifecycle scenarios: none through Arms.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from _pytest.terminal import TerminalReporter
+
+from ref2va_accept import latency, lossless, lossy
+from ref2va_accept.campaign import LoadedCampaign, load_campaign
+from ref2va_accept.client import Sample
+from ref2va_accept.progress import (
+    SCENARIOS,
+    Plan,
+    Progress,
+    ProgressReporter,
+    ScenarioItem,
+    Terminal,
+    Unit,
+    latency_requests,
+    lossless_baseline_requests,
+    lossless_candidate_requests,
+    lossy_baseline_requests,
+    lossy_candidate_requests,
+    plan_run,
+)
+from ref2va_accept.workload import Outcome, RequestStart
+from tests.unit.suite_runner import ROOT, run_pytest
+
+REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
+SCENARIO_DIRS = ("tests/acceptance", "tests/quality", "tests/perf", "tests/verdicts")
+
+
+@pytest.fixture(scope="module")
+def campaign() -> LoadedCampaign:
+    return load_campaign(REFERENCE)
+
+
+def _item(nodeid: str) -> ScenarioItem:
+    """A collected node id as the plan sees it: file, function, [track] or [track:candidate]."""
+    match = re.fullmatch(r"(?:.*/)?([^/]+\.py)::(\w+)(?:\[([^:\]]+)(?::([^\]]+))?\])?", nodeid)
+    assert match, nodeid
+    file, function, track, candidate = match.groups()
+    return ScenarioItem(nodeid, file, function, track, candidate)
+
+
+@pytest.fixture(scope="module")
+def collected() -> list[ScenarioItem]:
+    """Every campaign scenario of the suite, as pytest collects it with the reference campaign."""
+    result = run_pytest(*SCENARIO_DIRS, "--collect-only", "-q", "-p", "no:randomly")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return [_item(line.strip()) for line in result.stdout.splitlines() if "::" in line]
+
+
+# -- the plan -------------------------------------------------------------------------------------
+def test_plan_of_5s_lossless_with_one_candidate_counts_every_request(
+        collected: list[ScenarioItem], campaign: LoadedCampaign) -> None:
+    chosen = [i for i in collected if i.track == "5s-lossless"
+              and i.candidate in (None, "lossless-text-kv")]
+    plan = plan_run(chosen, campaign)
+    protocol = campaign.model.protocol
+    assert (protocol.ordering, protocol.warmups, protocol.repeats,
+            protocol.caching_probe_requests) == ("ABA", 1, 3, 2)
+    # b0 smoke 1 + after_cancel 1 + lossless B0 3 + candidate 2 + perf (B0, C, B0) x (1 + 3) + 2
+    assert plan.total == 1 + 1 + 3 + 2 + 3 * 4 + 2 == 21
+    assert plan.per_duration() == {"5s": 21}
+    assert plan.unknown == ()
+    # With every candidate of the track, B0's lossless runs are still planned once.
+    every = plan_run([i for i in collected if i.track == "5s-lossless"], campaign)
+    candidates = len(campaign.arms_for("5s-lossless")) - 1
+    assert every.total == 1 + 1 + 3 + candidates * (2 + 14)
+
+
+def test_every_campaign_scenario_of_the_suite_has_a_known_request_count(
+        collected: list[ScenarioItem], campaign: LoadedCampaign) -> None:
+    assert collected
+    missing = {(i.file, i.function) for i in collected} - set(SCENARIOS)
+    assert not missing, f"add these scenarios to progress.SCENARIOS: {sorted(missing)}"
+    assert plan_run(collected, campaign).unknown == ()
+
+
+def test_an_unknown_scenario_is_planned_as_none_and_named(campaign: LoadedCampaign) -> None:
+    plan = plan_run([ScenarioItem("t.py::test_new[5s-lossy]", "t.py", "test_new", "5s-lossy",
+                                  None)], campaign)
+    assert plan.unknown == ("t.py::test_new[5s-lossy]",) and plan.total == 0
+
+
+def _calls_of_arms_request(function: str, path: Path) -> int:
+    source = path.read_text()
+    body = source.split(f"def {function}(", 1)[1].split("\ndef ", 1)[0]
+    return body.count("arms.request(")
+
+
+@pytest.mark.parametrize(("rel", "function", "count"), [
+    ("tests/acceptance/test_b0_output.py", "test_b0_returns_complete_mp4", 1),
+    ("tests/acceptance/test_lifecycle.py",
+     "test_cancelled_async_job_leaves_server_able_to_serve", 1),
+    ("tests/acceptance/test_lifecycle.py", "test_bad_request_gets_400_and_server_stays_healthy", 0),
+    ("tests/acceptance/test_lifecycle.py", "test_stop_leaves_nothing_and_restart_works", 0),
+    ("tests/verdicts/test_track_verdicts.py", "test_track_verdict", 0),
+])
+def test_acceptance_counts_match_the_scenarios_own_requests(
+        rel: str, function: str, count: int, campaign: LoadedCampaign) -> None:
+    # These scenarios send their requests inline, once each (no loop): count the calls.
+    assert _calls_of_arms_request(function, ROOT / rel) == count
+    units = SCENARIOS[(Path(rel).name, function)](campaign, "5s-lossless", None, "x")
+    assert sum(u.requests for u in units) == count
+
+
+class _Engine:
+    def __init__(self, instance_id: str) -> None:
+        self.spec = SimpleNamespace(instance_id=instance_id)
+
+    def snapshot_tree(self) -> None:
+        pass
+
+    def known_pids(self) -> set[int]:
+        return set()
+
+
+class CountingArms:
+    """Arms as the gates use it, counting requests; every request fails at once, which every
+    gate records and goes on from, so the whole protocol runs without an engine."""
+
+    def __init__(self, campaign: Any) -> None:
+        self.campaign = campaign
+        self.requests: list[tuple[str, str]] = []
+        self.evidence = SimpleNamespace(add_check=lambda check: None)
+        self.registry = SimpleNamespace(stop=lambda engine: None)
+
+    def start(self, track_id: str, arm_id: str = "b0") -> _Engine:
+        return _Engine(f"{track_id}.{arm_id}")
+
+    def request(self, engine: _Engine, track_id: str, arm_id: str, *, kind: str, index: int,
+                seed: int | None = None, **_: object) -> Outcome:
+        self.requests.append((arm_id, kind))
+        sample = Sample("s", arm_id, track_id, kind, index, seed, "t", ok=False,
+                        failure="counted", detail="not sent")
+        return Outcome(sample, None, ())
+
+
+@pytest.mark.parametrize("track", ["5s-lossless", "15s-lossless"])
+def test_lossless_counts_match_the_gate(track: str, campaign: LoadedCampaign) -> None:
+    arms = CountingArms(campaign)
+    baseline = lossless.run_baseline(arms, track)  # type: ignore[arg-type]
+    assert len(arms.requests) == lossless_baseline_requests()
+    arms.requests.clear()
+    lossless.run_candidate(arms, track, "lossless-text-kv", baseline)  # type: ignore[arg-type]
+    assert len(arms.requests) == lossless_candidate_requests()
+
+
+@pytest.mark.parametrize("track", ["5s-lossy", "15s-lossy"])
+def test_lossy_counts_match_the_gate(track: str, campaign: LoadedCampaign) -> None:
+    seeds = campaign.model.tracks[track].request.seeds  # type: ignore[index]
+    assert len(seeds) == 2  # so that "x seeds" is not mistaken for a constant
+    arms = CountingArms(campaign)
+    baseline = lossy.run_baseline(arms, track)  # type: ignore[arg-type]
+    assert len(arms.requests) == lossy_baseline_requests(seeds) == 4
+    arms.requests.clear()
+    # The candidate runs B0's seeds (a baseline whose requests failed still carries them).
+    assert [run.seed for run in baseline.runs] == seeds
+    lossy.run_candidate(arms, track, "cache-dit-mild", baseline)  # type: ignore[arg-type]
+    assert len(arms.requests) == lossy_candidate_requests(seeds) == 2
+
+
+@pytest.mark.parametrize(("design", "warmups", "repeats", "probe"), [
+    ("ABA", 1, 3, 2), ("AB", 2, 5, 0), ("ABBA", 0, 4, 3)])
+def test_latency_counts_match_the_protocol(design: str, warmups: int, repeats: int, probe: int,
+                                           campaign: LoadedCampaign) -> None:
+    protocol = campaign.model.protocol.model_copy(update={
+        "ordering": design, "warmups": warmups, "repeats": repeats,
+        "caching_probe_requests": probe})
+    model = campaign.model.model_copy(update={"protocol": protocol})
+    arms = CountingArms(SimpleNamespace(model=model))
+    latency.run_latency(arms, "5s-lossless", "lossless-text-kv")  # type: ignore[arg-type]
+    assert len(arms.requests) == latency_requests(protocol, "lossless-text-kv")
+    instances = {"ABA": 3, "AB": 2, "ABBA": 4}[design]
+    candidate_instances = {"ABA": 1, "AB": 1, "ABBA": 2}[design]
+    assert len(arms.requests) == instances * (warmups + repeats) + candidate_instances * probe
+
+
+# -- the remaining time ---------------------------------------------------------------------------
+def _plan() -> Plan:
+    base = Unit("lossless-baseline/5s-lossless", "5s-lossless", 3)
+    return Plan({
+        "a": (base,),
+        "b": (base, Unit("b", "5s-lossless", 2)),
+        "c": (Unit("c", "15s-lossy", 1),),
+    })
+
+
+def test_eta_from_the_frozen_medians() -> None:
+    progress = Progress(_plan(), {"5s": 100.0, "15s": 1000.0})
+    assert progress.total == 6
+    assert progress.eta() == "~25m00s (from the frozen preflight medians)"  # 5 x 100 + 1000
+    progress.item_started("a")
+    assert progress.request_started() == 1
+    # 4 more 5 s, 1 x 15 s, and 70 s left of the running one
+    assert progress.eta("5s", 30.0) == "~24m30s (from the frozen preflight medians)"
+    # Running past its median counts as nothing left of it, not as negative time.
+    assert progress.eta("5s", 500.0) == "~23m20s (from the frozen preflight medians)"
+
+
+def test_eta_from_the_runs_own_finished_requests() -> None:
+    progress = Progress(_plan())
+    assert progress.eta() == "unknown (no finished request yet)"
+    progress.item_started("a")
+    progress.request_started()
+    progress.request_finished("5s", 3.0, ok=False)  # a fast failure is no estimate
+    assert progress.eta() == "unknown (no finished request yet)"
+    progress.request_started()
+    progress.request_finished("5s", 90.0, ok=True)
+    progress.request_started()
+    progress.request_finished("5s", 110.0, ok=True)
+    progress.item_finished("a")
+    # b's own 2 x 5 s at the median 100 s; c's 15 s request not timed yet
+    assert progress.eta() == (">=3m20s (estimate from 2 finished requests; "
+                              "not yet timed: 1 x 15s)")
+    assert progress.total == 3 + 3
+
+
+def test_a_scenario_that_sends_less_than_planned_shrinks_n() -> None:
+    progress = Progress(_plan(), {"5s": 1.0, "15s": 1.0})
+    progress.item_started("a")
+    progress.request_started()
+    progress.item_finished("a")  # B0 failed early: one request instead of three
+    assert progress.total == 1 + 2 + 1
+    progress.item_started("b")  # B0's runs are over: b sends only its own two
+    assert progress.remaining_requests() == {"5s": 2, "15s": 1}
+
+
+# -- what the terminal shows ---------------------------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _terminal(config: pytest.Config, stream: io.StringIO) -> TerminalReporter:
+    tr = TerminalReporter(config, stream)
+    tr._tw.fullwidth = 120
+    return tr
+
+
+def _outcome(ok: bool, latency_s: float) -> Outcome:
+    sample = Sample("s1", "b0", "5s-lossless", "measured", 0, 42, "t", ok=ok,
+                    failure=None if ok else "http_status", detail=None if ok else "HTTP 500",
+                    latency_s=latency_s)
+    return Outcome(sample, {"video": {}} if ok else None, ())
+
+
+REQUEST = RequestStart("5s-lossless", "b0", "measured", 0, 42)
+
+
+def test_plain_lines_start_heartbeat_and_end(pytestconfig: pytest.Config) -> None:
+    stream, clock = io.StringIO(), Clock()
+    tr = _terminal(pytestconfig, stream)
+    reporter = ProgressReporter(Progress(_plan(), {"5s": 100.0, "15s": 1000.0}),
+                                Terminal(tr), "plain", clock=clock, tick_s=None)
+    tr.write("tests/perf/test_latency.py ")
+    reporter.progress.item_started("a")
+    reporter.on_request_start(REQUEST)
+    for now in (59.0, 61.0, 90.0, 119.5, 121.0):
+        clock.now = 1000.0 + now
+        reporter.tick()
+    clock.now = 1000.0 + 130.0
+    reporter.on_request_end(REQUEST, _outcome(True, 129.5))
+    reporter.terminal.restore()  # as the plugin does before pytest writes the result
+    tr.write(".")
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "tests/perf/test_latency.py "
+    assert lines[1].startswith("[ref2va] plan: 6 requests (5s: 5, 15s: 1) in 3 scenarios; "
+                               "expected per request 5s 100.0 s, 15s 1000.0 s from the frozen")
+    assert lines[2] == ("[ref2va] request 1/6 start: 5s-lossless b0 measured seed 42 · run ETA "
+                        "~25m00s (from the frozen preflight medians)")
+    # one heartbeat per 60 s while it runs: at 61 s and at 121 s, none in between
+    assert lines[3] == ("[ref2va] request 1/6 running 1m01s: 5s-lossless b0 measured · run ETA "
+                        "~23m59s (from the frozen preflight medians)")
+    assert lines[4].startswith("[ref2va] request 1/6 running 2m01s: ")
+    assert lines[5] == ("[ref2va] request 1/6 end: 5s-lossless b0 measured: ok 129.5 s, "
+                        "complete MP4 · run ETA ~23m20s (from the frozen preflight medians)")
+    assert lines[6] == "tests/perf/test_latency.py ."  # pytest's line, back where it was
+    assert len(lines) == 7
+
+
+def test_plain_end_line_names_a_failure(pytestconfig: pytest.Config) -> None:
+    stream = io.StringIO()
+    reporter = ProgressReporter(Progress(_plan()), Terminal(_terminal(pytestconfig, stream)),
+                                "plain", clock=Clock(), tick_s=None)
+    reporter.on_request_start(REQUEST)
+    reporter.on_request_end(REQUEST, _outcome(False, 0.4))
+    reporter.on_request_start(REQUEST)
+    reporter.on_request_end(REQUEST, None)
+    text = stream.getvalue()
+    assert "end: 5s-lossless b0 measured: FAILED 0.4 s: request failed (http_status): HTTP 500" \
+        in text
+    assert "no outcome (interrupted or raised) after 0s" in text
+    assert "run ETA unknown (no finished request yet)" in text  # failures time nothing
+
+
+def _screen(raw: str) -> list[str]:
+    """What a terminal shows after `raw`: carriage returns rewind, later text overwrites."""
+    lines, col = [[]], 0  # type: list[list[str]], int
+    for ch in raw:
+        if ch == "\n":
+            lines.append([])
+            col = 0
+        elif ch == "\r":
+            col = 0
+        else:
+            line = lines[-1]
+            line.extend(" " * (col - len(line) + 1)) if col >= len(line) else None
+            line[col] = ch
+            col += 1
+    return ["".join(line).rstrip() for line in lines]
+
+
+def test_tty_line_is_rewritten_in_place_and_cleared(pytestconfig: pytest.Config) -> None:
+    stream, clock = FakeTTY(), Clock()
+    tr = _terminal(pytestconfig, stream)
+    reporter = ProgressReporter(Progress(_plan(), {"5s": 100.0, "15s": 1000.0}),
+                                Terminal(tr), "tty", clock=clock, tick_s=None)
+    assert tr.isatty()
+    reporter.terminal.line("first")  # the plan line goes first; here written by hand
+    reporter.terminal.restore()
+    tr.write("tests/perf/test_latency.py ..")
+    reporter._announced = True
+    reporter.progress.item_started("a")
+    reporter.on_request_start(REQUEST)
+    assert _screen(stream.getvalue())[-1].startswith(
+        "[ref2va] request 1/6 5s-lossless b0 measured 0s · run ETA ~25m00s")
+    clock.now += 75
+    reporter.tick()
+    raw = stream.getvalue()
+    assert "\r[ref2va] request 1/6 5s-lossless b0 measured 1m15s · run ETA ~23m45s" in raw
+    assert raw.count("\n") == 1  # rewritten, never a new line per tick
+    reporter.on_request_end(REQUEST, _outcome(True, 75.0))
+    tr.write(".")
+    assert _screen(stream.getvalue()) == ["first", "tests/perf/test_latency.py ..."]
+    # pytest measures its line to place [ nn%]: it must see only its own text there
+    assert tr._tw.width_of_current_line == len("tests/perf/test_latency.py ...")
+
+
+def test_tty_ticker_thread_updates_and_stops(pytestconfig: pytest.Config) -> None:
+    stream = FakeTTY()
+    tr = _terminal(pytestconfig, stream)
+    reporter = ProgressReporter(Progress(_plan(), {"5s": 100.0, "15s": 1000.0}),
+                                Terminal(tr), "tty", tick_s=0.01)
+    reporter.progress.item_started("a")
+    reporter.on_request_start(REQUEST)
+    time.sleep(0.3)
+    assert any(t.name == "ref2va-progress" for t in threading.enumerate())
+    reporter.on_request_end(REQUEST, _outcome(True, 0.3))
+    assert not any(t.name == "ref2va-progress" for t in threading.enumerate())
+    rewrites = stream.getvalue().count("\r[ref2va] request 1/6")
+    assert rewrites >= 3, stream.getvalue()
+    time.sleep(0.05)
+    assert stream.getvalue().count("\r[ref2va] request 1/6") == rewrites  # nothing after the end
+    assert _screen(stream.getvalue())[-1] == ""
+
+
+# -- through pytest, with the plugin ------------------------------------------------------------
+FAKE_SCENARIO = '''
+from types import SimpleNamespace
+
+import ref2va_accept.workload as workload
+from ref2va_accept.client import Sample
+
+
+class Client:
+    """Stands in for the HTTP client: the request fails at once, as an unreachable server would."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def generate(self, request, *, arm, track, kind, index, seed):
+        return Sample("s1", arm, track, kind, index, seed, "t", ok=False,
+                      failure="connect", detail="fake client"), b""
+
+
+def test_b0_returns_complete_mp4(arms, track_id, monkeypatch):
+    monkeypatch.setattr(workload, "TimedClient", Client)
+    engine = SimpleNamespace(base_url="http://fake", snapshot_tree=lambda: None,
+                             spec=SimpleNamespace(instance_id=track_id + ".b0.1"))
+    outcome = arms.request(engine, track_id, "b0", kind="smoke", index=0)
+    assert not outcome.sample.ok
+
+
+def test_harness_own():
+    pass
+'''
+
+
+def _run_fake(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    5s: x\n    15s: x\n"
+                                         "    lossless: x\n    lossy: x\n")
+    (tmp_path / "test_b0_output.py").write_text(FAKE_SCENARIO)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+         "-p", "ref2va_accept.plugin", "--rootdir", str(tmp_path), "-c", "pytest.ini",
+         "test_b0_output.py", "--campaign", str(REFERENCE),
+         "--evidence-dir", str(tmp_path / "evidence"), *args],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+
+
+def test_plugin_reports_a_scenarios_requests_in_plain_lines(tmp_path: Path) -> None:
+    result = _run_fake(tmp_path, "-m", "5s and lossless")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("[ref2va]")]
+    assert lines[0].startswith("[ref2va] plan: 1 request (5s: 1) in 1 scenario; expected time "
+                               "per request estimated from this run's finished requests")
+    assert lines[1] == ("[ref2va] request 1/1 start: 5s-lossless b0 smoke seed 42 · run ETA "
+                        "unknown (no finished request yet)")
+    assert re.fullmatch(r"\[ref2va\] request 1/1 end: 5s-lossless b0 smoke: FAILED [\d.]+ s "
+                        r"elapsed: request failed \(connect\): fake client · run ETA none left",
+                        lines[2]), lines[2]
+    assert len(lines) == 3
+    assert "test_b0_output.py ." in result.stdout  # pytest's own line put back for its result
+
+
+def test_plugin_is_silent_under_q_and_for_the_harness_own_tests(tmp_path: Path) -> None:
+    quiet = _run_fake(tmp_path, "-q", "-m", "5s and lossless")
+    assert quiet.returncode == 0, quiet.stdout[-3000:]
+    assert "passed" in quiet.stdout and "[ref2va]" not in quiet.stdout + quiet.stderr
+    own = _run_fake(tmp_path, "-k", "harness_own")
+    assert own.returncode == 0, own.stdout[-3000:]
+    assert "1 passed" in own.stdout and "[ref2va]" not in own.stdout + own.stderr
