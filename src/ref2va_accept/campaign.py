@@ -35,7 +35,9 @@ from pydantic import (
 )
 
 from ref2va_accept import h3_limits
+from ref2va_accept.device_memory import MemoryRelease
 from ref2va_accept.errors import CampaignError
+from ref2va_accept.identity import SourcePin, pin_violations
 
 logger = logging.getLogger(__name__)
 
@@ -362,9 +364,21 @@ class EngineSpec(StrictModel):
     model: str
     command: list[str] | None = Field(default=None, min_length=1)
     workdir: RelPath = "."
-    source_pin: str
+    # Structured: which fields an engine kind needs is in identity.PIN_FIELDS; the preflight
+    # compares each with the host before the first engine starts.
+    source_pin: SourcePin
     startup_timeout_s: float = Field(gt=0)
     shutdown_grace_s: float = Field(default=30, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pin_for_kind(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "source_pin" in data:
+            kind = data.get("kind")
+            _raise_violations([(("source_pin", *loc), msg) for loc, msg in
+                               pin_violations(kind if isinstance(kind, str) else "",
+                                              data["source_pin"])])
+        return data
 
     def resolved_command(self) -> list[str]:
         """The executable prefix; the default stays out of the frozen file so it is host-neutral."""
@@ -379,6 +393,8 @@ class DeviceSpec(StrictModel):
     kind: Literal["none", "npu", "cuda"]
     visible: list[int] = []
     visibility_env: str | None = None
+    # The wait for device memory to return to idle after each instance (device_memory.py).
+    memory_release: MemoryRelease = MemoryRelease()
 
     @model_validator(mode="after")
     def _consistent(self) -> DeviceSpec:

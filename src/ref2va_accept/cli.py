@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
+from .campaign import load_campaign
 from .errors import MediaError, Ref2VAError, TensorFileError
 from .fill_points import fill_points, report_lines
+from .identity import HostProbes, preflight
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, open_mp4, probe
 from .report import audio_comparison_text, number
@@ -49,6 +51,22 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                          + ("" if status.ok else f" (verdicts capped: {status.cap_reason})")
                          + "\n")
     return EXIT_OK if status.ok else EXIT_PROBLEM
+
+
+def _cmd_preflight(args: argparse.Namespace) -> int:
+    # A missing tool raises IdentityToolMissing (a Ref2VAError): one line on stderr, exit 2.
+    result = preflight(load_campaign(args.campaign),
+                       HostProbes(vllm_omni_wheel=args.vllm_omni_wheel))
+    if args.json:
+        sys.stdout.write(json.dumps({"campaign": str(args.campaign)} | result.to_dict(),
+                                    indent=2) + "\n")
+    else:
+        sys.stdout.write(result.table() + "\n")
+        sys.stdout.write(f"{args.campaign}: host identity "
+                         + ("matches engine.source_pin" if result.ok else
+                            f"differs from engine.source_pin in {len(result.problems())} field(s)")
+                         + "\n")
+    return EXIT_OK if result.ok else EXIT_PROBLEM
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -273,6 +291,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("campaign", type=Path)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_cmd_verify)
+
+    p = sub.add_parser("preflight", help="compare engine.source_pin with this host, field by "
+                       "field (exit 1 on drift/unfilled, 2 when a tool is missing)")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--vllm-omni-wheel", type=Path, default=None, metavar="WHEEL",
+                   help="the installed vllm_omni wheel file, hashed when its dist-info records "
+                        "no hash (also REF2VA_VLLM_OMNI_WHEEL)")
+    p.set_defaults(run=_cmd_preflight)
 
     p = sub.add_parser("fill-points", help="fill lossless comparison-point shapes and dtypes "
                        "from B0's first dump, before freezing (exit 1 when some stay unfilled)")

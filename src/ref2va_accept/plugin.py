@@ -18,8 +18,11 @@ import pytest
 from pytest_html.basereport import BaseReport
 
 from .campaign import TRACK_IDS, LoadedCampaign, duration_class, load_campaign, quality_class
+from .device_memory import MemoryGuard
+from .devices import probe_for
 from .errors import CampaignError, Ref2VAError
 from .evidence import EvidenceBundle, new_run_id
+from .identity import IdentityToolMissing, identity_checks, preflight
 from .lock import FreezeStatus, canonical_campaign, verify
 from .lossless import timed_output_check
 from .progress import PLUGIN_NAME as PROGRESS_PLUGIN
@@ -60,6 +63,8 @@ class RunState:
     _freeze: FreezeStatus | None = None
     bundle: EvidenceBundle | None = None
     ran_tracks: set[str] = field(default_factory=set)
+    host_checked: bool = False
+    memory: MemoryGuard | None = None
 
     @property
     def campaign(self) -> LoadedCampaign:
@@ -89,7 +94,7 @@ class RunState:
                 "name": campaign.model.name,
                 "file": self.display(self.campaign_path),
                 "engine_kind": campaign.model.engine.kind,
-                "source_pin": campaign.model.engine.source_pin,
+                "source_pin": campaign.model.engine.source_pin.model_dump(mode="json"),
                 "canonical": canonical_campaign(campaign),
                 "freeze": {
                     "state": freeze.state,
@@ -110,6 +115,46 @@ class RunState:
             track, audit.arm_id, "cleanup", "pass" if audit.clean else "fail",
             None if audit.clean else "incomplete_cleanup", "; ".join(audit.problems),
             {"instance": audit.instance_id, "stop_s": round(audit.stop_s, 3)}))
+
+    def before_first_engine(self) -> None:
+        """Once per session, before any engine starts: the host identity preflight, then the
+        assigned devices' idle memory level and the wait for it after every stop.
+
+        A tool the pin needs but the host lacks ends the session (usage error, nothing started);
+        an identity that differs from the pin is a `host_identity` check failing every track
+        with `protocol_deviation`.
+        """
+        if self.host_checked:
+            return
+        self.host_checked = True
+        bundle, campaign = self.evidence(), self.campaign
+        try:
+            result = preflight(campaign)
+        except IdentityToolMissing as exc:
+            pytest.exit(f"ref2va preflight: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        bundle.data["host_identity"] = bundle.sanitizer.value(result.to_dict())
+        for check in identity_checks(result, campaign.model.tracks):
+            bundle.add_check(check)
+        devices = campaign.model.devices
+        self.memory = MemoryGuard(devices.kind, tuple(devices.visible), devices.memory_release,
+                                  probe_for(devices.kind, devices.visible))
+        self.memory.read_idle()
+        REGISTRY.on_audit.append(self._wait_for_memory)
+        self._record_memory()
+
+    def _wait_for_memory(self, audit: CleanupAudit) -> None:
+        if self.memory is None:
+            return
+        track = audit.instance_id.split(".", 1)[0]
+        check = self.memory.after_stop(track, audit.arm_id, audit.instance_id)
+        if check is not None:
+            self.evidence().add_check(check)
+        self._record_memory()
+
+    def _record_memory(self) -> None:
+        if self.memory is not None and self.bundle is not None:
+            self.bundle.data["device_memory"] = self.bundle.sanitizer.value(self.memory.to_dict())
+            self.bundle.write()
 
     def verdicts(self, checks: list[CheckResult]) -> list[TrackVerdict]:
         campaign = self.campaign
@@ -240,6 +285,7 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
     """
     state = _state(pytestconfig)
     state.ran_tracks.add(track_id)
+    state.before_first_engine()
     runner = Arms(campaign, evidence)
     progress = pytestconfig.pluginmanager.get_plugin(PROGRESS_PLUGIN)
     runner.observer = progress.observer if isinstance(progress, ProgressPlugin) else None

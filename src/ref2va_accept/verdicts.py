@@ -30,6 +30,8 @@ VALIDITY_REASONS = frozenset({
     "baseline_contract",
     "baseline_variability_too_high",
     "engine_start_failed",
+    # An instance's device memory (HBM) did not return to its idle level before the next start.
+    "device_memory_not_released",
 })
 # Reason codes that are the candidate's own defect (failed).
 CANDIDATE_DEFECTS = frozenset({

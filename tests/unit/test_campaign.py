@@ -100,7 +100,8 @@ def _campaign() -> dict[str, Any]:
         "engine": {
             "kind": "reference",
             "model": "ref2va-reference",
-            "source_pin": "reference-engine@test",
+            "source_pin": {"python": "3.11.7", "torch": "2.13.0", "av": "18.1.0",
+                           "av_ffmpeg": "8.1.2"},
             "startup_timeout_s": 60,
         },
         "devices": {"kind": "none"},
@@ -354,12 +355,16 @@ def test_profile_flag_with_dashes_rejected(tmp_path: Path) -> None:
 def test_shipped_910c_loads_with_host_fields_unfilled() -> None:
     loaded = load_campaign(SHIPPED / "910c.yaml")
     unfilled = unfilled_fields(loaded)
-    assert unfilled[:2] == ["engine.model", "engine.source_pin"]
+    pin = [f for f in unfilled if f.startswith("engine.source_pin.")]
+    # Every host-read identity field but vLLM-Omni's version, which the suite is written for.
+    assert len(pin) == 12 and "engine.source_pin.vllm_omni.version" not in pin
+    assert unfilled[: 1 + len(pin)] == ["engine.model", *pin]
+    rest = unfilled[1 + len(pin):]
     # The rest only the host knows: comparison-point shapes read off its B0, and where the
     # VBench models lie on its disk.
-    assert unfilled[2:] and all(
+    assert rest and all(
         (".comparison_points[" in f and f.endswith(".shape")) or f.startswith("scorer_weights.")
-        for f in unfilled[2:])
+        for f in rest)
     assert loaded.profile(loaded.model.baseline).declared == "baseline"
     assert verify(SHIPPED / "910c.yaml").cap_reason is not None
 
@@ -451,12 +456,12 @@ def test_freeze_refuses_a_mismatched_pin_naming_the_file(tmp_path: Path) -> None
 
 def test_freeze_refuses_placeholders_and_missing_files(tmp_path: Path) -> None:
     data = _campaign()
-    data["engine"]["source_pin"] = "<FILL: source>"
+    data["engine"]["source_pin"]["torch"] = "<FILL: source>"
     path = _write(tmp_path, data)
     (tmp_path / "profiles" / "c1.yaml").unlink()
     with pytest.raises(FreezeError) as info:
         freeze(path)
-    assert "engine.source_pin: unfilled placeholder" in str(info.value)
+    assert "engine.source_pin.torch: unfilled placeholder" in str(info.value)
     assert "file profiles/c1.yaml: missing" in str(info.value)
 
 
