@@ -24,11 +24,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 from _pytest.terminal import TerminalReporter
 
 from ref2va_accept import latency, lossless, lossy
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.client import Sample
+from ref2va_accept.errors import CampaignError
+from ref2va_accept.lock import canonical_campaign, freeze, verify
 from ref2va_accept.progress import (
     SCENARIOS,
     Plan,
@@ -45,7 +48,7 @@ from ref2va_accept.progress import (
     plan_run,
 )
 from ref2va_accept.workload import Outcome, RequestStart
-from tests.unit.suite_runner import ROOT, run_pytest
+from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 SCENARIO_DIRS = ("tests/acceptance", "tests/quality", "tests/perf", "tests/verdicts")
@@ -70,6 +73,46 @@ def collected() -> list[ScenarioItem]:
     result = run_pytest(*SCENARIO_DIRS, "--collect-only", "-q", "-p", "no:randomly")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return [_item(line.strip()) for line in result.stdout.splitlines() if "::" in line]
+
+
+# -- the campaign field -------------------------------------------------------------------------
+def _with_medians(tmp_path: Path, medians: object) -> Path:
+    protocol = yaml.safe_load(REFERENCE.read_text())["protocol"]
+    return campaign_copy(tmp_path / "c", protocol={**protocol, "expected_request_s": medians})
+
+
+@pytest.mark.parametrize(("medians", "message"), [
+    ({"5s": 0}, "protocol.expected_request_s.5s"),
+    ({"5s": -3.5}, "protocol.expected_request_s.5s"),
+    ({"10s": 60.0}, "protocol.expected_request_s"),
+    ({"5s": "fast"}, "protocol.expected_request_s.5s"),
+])
+def test_expected_request_s_refuses_what_is_not_a_positive_time_per_duration(
+        tmp_path: Path, medians: object, message: str) -> None:
+    with pytest.raises(CampaignError) as caught:
+        load_campaign(_with_medians(tmp_path, medians))
+    assert "campaign.yaml" in str(caught.value) and message in str(caught.value)
+
+
+def test_expected_request_s_is_frozen_when_given_and_absent_when_not(tmp_path: Path) -> None:
+    path = _with_medians(tmp_path, {"5s": 292.148, "15s": 1702})
+    loaded = load_campaign(path)
+    assert loaded.model.protocol.expected_request_s == {"5s": 292.148, "15s": 1702.0}
+    assert canonical_campaign(loaded)["protocol"]["expected_request_s"] == {
+        "15s": 1702.0, "5s": 292.148}
+    freeze(path)
+    assert verify(path).state == "frozen"
+    path.write_text(path.read_text().replace("292.148", "300.5"))
+    assert any(p.startswith("protocol.expected_request_s.5s: locked 292.148, now 300.5")
+               for p in verify(path).problems), verify(path).problems
+    # Without the field (the reference campaign), the canonical form has no trace of it, so
+    # campaigns frozen before it existed keep their lock.
+    assert "expected_request_s" not in canonical_campaign(load_campaign(REFERENCE))["protocol"]
+
+
+def test_host_campaign_carries_the_preflight_medians() -> None:
+    host = load_campaign(ROOT / "fixtures/campaigns/910c.yaml")
+    assert host.model.protocol.expected_request_s == {"5s": 292.148, "15s": 1702.939}
 
 
 # -- the plan -------------------------------------------------------------------------------------
