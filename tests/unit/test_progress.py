@@ -68,9 +68,11 @@ def _item(nodeid: str) -> ScenarioItem:
 
 
 @pytest.fixture(scope="module")
-def collected() -> list[ScenarioItem]:
+def collected(tmp_path_factory: pytest.TempPathFactory) -> list[ScenarioItem]:
     """Every campaign scenario of the suite, as pytest collects it with the reference campaign."""
-    result = run_pytest(*SCENARIO_DIRS, "--collect-only", "-q", "-p", "no:randomly")
+    evidence = tmp_path_factory.mktemp("evidence")  # pytest-html's empty report goes there
+    result = run_pytest(*SCENARIO_DIRS, "--collect-only", "-q", "-p", "no:randomly",
+                        "--campaign", str(REFERENCE), "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return [_item(line.strip()) for line in result.stdout.splitlines() if "::" in line]
 
