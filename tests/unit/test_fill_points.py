@@ -202,3 +202,19 @@ def test_an_edit_that_does_not_load_back_leaves_the_file_unchanged(
         fill_points(campaign, _dump(tmp_path / "b0", names), tracks=["5s-lossless"])
     assert campaign.read_text() == original
     assert not [p for p in campaign.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_the_host_campaign_is_filled_from_a_dump_of_its_own_points(tmp_path: Path) -> None:
+    """910c.yaml as shipped: every diagnostics point of both lossless tracks gets B0's shape."""
+    (tmp_path / "fixtures" / "campaigns").mkdir(parents=True)
+    (tmp_path / "fixtures" / "inputs").symlink_to(ROOT / "fixtures" / "inputs")
+    (tmp_path / "engine").symlink_to(ROOT / "engine")
+    host = tmp_path / "fixtures" / "campaigns" / "910c.yaml"
+    host.write_text((ROOT / "fixtures" / "campaigns" / "910c.yaml").read_text())
+    for track in ("5s-lossless", "15s-lossless"):
+        names = _diagnostics(host, track)
+        assert any(n.startswith("dit.step") and n.endswith(".audio") for n in names)
+        fill_points(host, _dump(tmp_path / track, names), tracks=[track])
+        points = load_campaign(host).model.tracks[track].comparison_points  # type: ignore[index]
+        filled = {p.name: p.shape for p in points if p.source == "diagnostics"}
+        assert filled == {name: _shape(i) for i, name in enumerate(names)}

@@ -57,7 +57,7 @@ def test_vllm_omni_arm_launches_vllm_serve_omni_on_the_campaign_devices(tmp_path
     assert "--enforce-eager" in flags
     assert spec.env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3"
     assert spec.env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
-    assert spec.env["VLLM_OMNI_VIDEO_SYNC_TIMEOUT"] == "3600"
+    assert spec.env["VLLM_OMNI_VIDEO_SYNC_TIMEOUT"] == "3720"
     assert spec.startup_timeout_s == 2100
 
 
