@@ -250,7 +250,7 @@ class DeviceProbe(Protocol):
     def snapshot(self) -> DeviceSnapshot: ...
 
 
-def _run(argv: Sequence[str], timeout_s: float) -> tuple[str | None, str]:
+def run_command(argv: Sequence[str], timeout_s: float) -> tuple[str | None, str]:
     """(stdout, "") on success, (None, why) otherwise; never raises."""
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
@@ -276,14 +276,14 @@ class NpuSmiProbe:
     timeout_s: float = PROBE_TIMEOUT_S
 
     def snapshot(self) -> DeviceSnapshot:
-        map_text, why = _run([self.executable, "info", "-m"], self.timeout_s)
+        map_text, why = run_command([self.executable, "info", "-m"], self.timeout_s)
         if map_text is None:
             return _unreadable("npu", why)
         try:
             chip_map = parse_npu_smi_map(map_text)
         except ValueError as exc:
             return _unreadable("npu", str(exc), map_text)
-        info_text, why = _run([self.executable, "info"], self.timeout_s)
+        info_text, why = run_command([self.executable, "info"], self.timeout_s)
         if info_text is None:
             return _unreadable("npu", why, map_text)
         return parse_npu_smi_info(info_text, chip_map)
@@ -296,11 +296,11 @@ class NvidiaSmiProbe:
     timeout_s: float = PROBE_TIMEOUT_S
 
     def snapshot(self) -> DeviceSnapshot:
-        gpus, why = _run([self.executable, "--query-gpu=index,uuid,memory.used",
+        gpus, why = run_command([self.executable, "--query-gpu=index,uuid,memory.used",
                           "--format=csv,noheader,nounits"], self.timeout_s)
         if gpus is None:
             return _unreadable("cuda", why)
-        apps, why = _run([self.executable,
+        apps, why = run_command([self.executable,
                           "--query-compute-apps=pid,process_name,used_memory,gpu_uuid",
                           "--format=csv,noheader,nounits"], self.timeout_s)
         if apps is None:

@@ -22,7 +22,7 @@ import logging
 import os
 import platform
 import re
-import subprocess
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +39,7 @@ from pydantic import (
     model_validator,
 )
 
-from .devices import parse_npu_smi_map
+from .devices import parse_npu_smi_map, run_command
 from .errors import Ref2VAError
 from .verdicts import CheckResult
 
@@ -259,18 +259,11 @@ Runner = Callable[[Sequence[str]], tuple[str | None, str]]
 
 
 def run_tool(argv: Sequence[str]) -> tuple[str | None, str]:
-    """(stdout, "") or (None, why); a tool not on PATH raises FileNotFoundError."""
-    try:
-        done = subprocess.run(list(argv), capture_output=True, text=True,
-                              timeout=TOOL_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        return None, f"{' '.join(argv)} did not finish within {TOOL_TIMEOUT_S:g} s"
-    except PermissionError as exc:
-        return None, f"{argv[0]}: {exc.strerror}"
-    if done.returncode != 0:
-        last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [""]
-        return None, f"{' '.join(argv)} exited {done.returncode}: {last[0][:200]}"
-    return done.stdout, ""
+    """(stdout, "") or (None, why); a tool not on PATH raises FileNotFoundError, since a pinned
+    tool that the host lacks stops the run instead of reading as a drifted value."""
+    if shutil.which(argv[0]) is None:
+        raise FileNotFoundError(argv[0])
+    return run_command(argv, TOOL_TIMEOUT_S)
 
 
 class MetadataSource(Protocol):

@@ -260,34 +260,22 @@ class Arms:
             self.observer.on_request_start(started)
         outcome: Outcome | None = None
         try:
-            outcome = self._request(engine, track_id, arm_id, kind=kind, index=index, seed=seed,
-                                    record_check=record_check,
-                                    diagnostics_points=diagnostics_points)
+            outcome = self._request(engine, started, record_check, diagnostics_points)
         finally:
             if self.observer is not None:
                 self.observer.on_request_end(started, outcome)
         return outcome
 
-    def _request(
-        self,
-        engine: EngineInstance,
-        track_id: str,
-        arm_id: str,
-        *,
-        kind: str,
-        index: int,
-        seed: int | None = None,
-        record_check: str | None = None,
-        diagnostics_points: Sequence[str] = (),
-    ) -> Outcome:
+    def _request(self, engine: EngineInstance, started: RequestStart, record_check: str | None,
+                 diagnostics_points: Sequence[str]) -> Outcome:
         """One timed request; the sample, the MP4 and its probe land in the evidence at once.
 
         With `diagnostics_points`, the engine dumps them under the run's evidence (a quality
         request); timed requests carry none, since dumping perturbs timing.
         """
         campaign = self.campaign
-        track = campaign.model.tracks[track_id]  # type: ignore[index]
-        seed = track.request.seeds[0] if seed is None else seed
+        track_id, arm_id, kind, index, seed = (started.track, started.arm, started.kind,
+                                               started.index, started.seed)
         arm = arm_by_id(campaign, arm_id)
         diagnostics = None
         if diagnostics_points:
