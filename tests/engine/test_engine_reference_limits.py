@@ -8,20 +8,17 @@ WAV/MP3, and reference images whose shortest edge is under 256 px or whose aspec
 from __future__ import annotations
 
 import base64
-import io
 import json
-import wave
 from collections.abc import Iterator
 from pathlib import Path
 
-import av
-import numpy as np
 import pytest
 
 from engine.reference.app import create_app
 from engine.reference.profile import load_profile
 from tests.engine.asgi_engine import AsgiEngine
 from tests.engine.conftest import B0_PROFILE, png_bytes
+from tests.media_samples import encoded_audio, wav_bytes
 
 pytestmark = pytest.mark.engine
 
@@ -36,24 +33,6 @@ FORM = {
     "num_inference_steps": "2",
     "seed": "5",
 }
-
-
-def _wav(seconds: float, rate: int = 32_000, channels: int = 2, pad_bytes: int = 0) -> bytes:
-    """A 16-bit sine WAV; pad_bytes appends a trailing chunk to make the file large but valid."""
-    t = np.arange(round(seconds * rate)) / rate
-    mono = (0.3 * np.sin(2 * np.pi * 220.0 * t) * 32767).astype("<i2")
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(channels)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(np.repeat(mono, channels).tobytes())
-    data = buffer.getvalue()
-    if pad_bytes:
-        chunk = b"junk" + pad_bytes.to_bytes(4, "little") + b"\0" * pad_bytes
-        body = data[12:] + chunk
-        data = b"RIFF" + (4 + len(body)).to_bytes(4, "little") + b"WAVE" + body
-    return data
 
 
 @pytest.fixture(scope="module")
@@ -96,19 +75,19 @@ IMAGE = SHIPPED_IMAGE.read_bytes()  # 448x256, within every limit
 def test_the_old_one_and_a_half_second_audio_is_400_with_upstreams_message(
     engine: AsgiEngine,
 ) -> None:
-    status, body = _post(engine, [_image_part(IMAGE), _audio_part(_wav(1.5))])
+    status, body = _post(engine, [_image_part(IMAGE), _audio_part(wav_bytes(1.5))])
     assert status == 400
     assert _error(body) == "reference audio 0 duration must be in [2, 15] seconds, got 1.500"
 
 
 def test_audio_just_over_fifteen_seconds_is_400(engine: AsgiEngine) -> None:
-    status, body = _post(engine, [_image_part(IMAGE), _audio_part(_wav(15.5))])
+    status, body = _post(engine, [_image_part(IMAGE), _audio_part(wav_bytes(15.5))])
     assert status == 400
     assert _error(body) == "reference audio 0 duration must be in [2, 15] seconds, got 15.500"
 
 
 def test_three_second_audio_and_the_shipped_inputs_generate(engine: AsgiEngine) -> None:
-    status, body = _post(engine, [_image_part(IMAGE), _audio_part(_wav(3.0))])
+    status, body = _post(engine, [_image_part(IMAGE), _audio_part(wav_bytes(3.0))])
     assert status == 200 and isinstance(body, bytes) and body[4:8] == b"ftyp"
     shipped = SHIPPED_AUDIO.read_bytes()
     status, body = _post(engine, [_image_part(IMAGE), _audio_part(shipped)])
@@ -116,19 +95,20 @@ def test_three_second_audio_and_the_shipped_inputs_generate(engine: AsgiEngine) 
 
 
 def test_two_seconds_exactly_is_accepted(engine: AsgiEngine) -> None:
-    status, body = _post(engine, [_image_part(IMAGE), _audio_part(_wav(2.0))])
+    status, body = _post(engine, [_image_part(IMAGE), _audio_part(wav_bytes(2.0))])
     assert status == 200, body
 
 
 def test_audio_total_over_fifteen_seconds_is_400(engine: AsgiEngine) -> None:
-    parts = [_image_part(IMAGE), _audio_part(_wav(8.0), "a.wav"), _audio_part(_wav(8.0), "b.wav")]
+    parts = [_image_part(IMAGE), _audio_part(wav_bytes(8.0), "a.wav"),
+             _audio_part(wav_bytes(8.0), "b.wav")]
     status, body = _post(engine, parts)
     assert status == 400
     assert _error(body) == "reference audio must be at most 15 seconds in total"
 
 
 def test_oversized_audio_file_is_400(engine: AsgiEngine) -> None:
-    big = _wav(3.0, pad_bytes=15 * 1024 * 1024)
+    big = wav_bytes(3.0, pad_bytes=15 * 1024 * 1024)
     status, body = _post(engine, [_image_part(IMAGE), _audio_part(big)])
     assert status == 400
     assert _error(body) == "Uploaded reference exceeds the 15 MiB size limit."
@@ -136,7 +116,7 @@ def test_oversized_audio_file_is_400(engine: AsgiEngine) -> None:
 
 def test_audio_in_another_container_is_400_naming_it(engine: AsgiEngine) -> None:
     # A FLAC file part is refused by its name before it is decoded, as upstream does.
-    status, body = _post(engine, [_image_part(IMAGE), _audio_part(_wav(3.0), "ref.flac")])
+    status, body = _post(engine, [_image_part(IMAGE), _audio_part(wav_bytes(3.0), "ref.flac")])
     assert status == 400
     assert _error(body) == "MiniMax H3 reference audio must use a WAV or MP3 file."
 
@@ -149,52 +129,36 @@ def _data_url(mime: str, data: bytes) -> str:
 
 
 def test_audio_reference_data_url_generates(engine: AsgiEngine) -> None:
-    audio = json.dumps({"audio_url": _data_url("audio/wav", _wav(3.0))})
+    audio = json.dumps({"audio_url": _data_url("audio/wav", wav_bytes(3.0))})
     status, body = _post(engine, [_image_part(IMAGE)], audio_reference=audio)
     assert status == 200, body
 
 
-def _mp3(seconds: float, rate: int = 44_100) -> bytes:
-    buffer = io.BytesIO()
-    with av.open(buffer, mode="w", format="mp3") as container:
-        stream = container.add_stream("mp3", rate=rate, layout="stereo")
-        pcm = 0.3 * np.sin(np.arange(round(seconds * rate)) / rate * 2 * np.pi * 220) * 32767
-        pcm = pcm.astype("<i2")
-        for start in range(0, len(pcm), 1152):
-            chunk = np.repeat(pcm[start : start + 1152], 2)[None, :]
-            frame = av.AudioFrame.from_ndarray(chunk, format="s16", layout="stereo")
-            frame.sample_rate = rate
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return buffer.getvalue()
-
-
 def test_mp3_audio_reference_data_url_generates(engine: AsgiEngine) -> None:
-    audio = json.dumps({"audio_url": _data_url("audio/mpeg", _mp3(3.0))})
+    mp3 = encoded_audio("mp3", "mp3", 3.0, 44_100)
+    audio = json.dumps({"audio_url": _data_url("audio/mpeg", mp3)})
     status, body = _post(engine, [_image_part(IMAGE)], audio_reference=audio)
     assert status == 200, body
 
 
 def test_audio_reference_data_url_is_held_to_the_same_limits(engine: AsgiEngine) -> None:
-    audio = json.dumps({"audio_url": _data_url("audio/wav", _wav(1.5))})
+    audio = json.dumps({"audio_url": _data_url("audio/wav", wav_bytes(1.5))})
     status, body = _post(engine, [_image_part(IMAGE)], audio_reference=audio)
     assert status == 400
     assert _error(body) == "reference audio 0 duration must be in [2, 15] seconds, got 1.500"
 
 
 def test_audio_reference_index_counts_file_parts_first(engine: AsgiEngine) -> None:
-    audio = json.dumps([{"audio_url": _data_url("audio/x-wav", _wav(1.0))}])
+    audio = json.dumps([{"audio_url": _data_url("audio/x-wav", wav_bytes(1.0))}])
     status, body = _post(
-        engine, [_image_part(IMAGE), _audio_part(_wav(3.0))], audio_reference=audio
+        engine, [_image_part(IMAGE), _audio_part(wav_bytes(3.0))], audio_reference=audio
     )
     assert status == 400
     assert _error(body) == "reference audio 1 duration must be in [2, 15] seconds, got 1.000"
 
 
 def test_audio_reference_that_is_not_a_data_audio_url_is_400(engine: AsgiEngine) -> None:
-    audio = json.dumps({"audio_url": _data_url("application/octet-stream", _wav(3.0))})
+    audio = json.dumps({"audio_url": _data_url("application/octet-stream", wav_bytes(3.0))})
     status, body = _post(engine, [_image_part(IMAGE)], audio_reference=audio)
     assert status == 400
     assert _error(body) == "Invalid audio_reference.audio_url: must be an http(s) URL or data URL."
@@ -202,7 +166,7 @@ def test_audio_reference_that_is_not_a_data_audio_url_is_400(engine: AsgiEngine)
 
 def test_image_reference_data_url_generates(engine: AsgiEngine) -> None:
     image = json.dumps({"image_url": _data_url("image/png", IMAGE)})
-    audio = json.dumps({"audio_url": _data_url("audio/wav", _wav(3.0))})
+    audio = json.dumps({"audio_url": _data_url("audio/wav", wav_bytes(3.0))})
     status, body = _post(engine, image_reference=image, audio_reference=audio)
     assert status == 200, body
 

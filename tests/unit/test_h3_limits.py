@@ -3,72 +3,22 @@
 from __future__ import annotations
 
 import hashlib
-import io
-import wave
 from pathlib import Path
 from typing import Any
 
-import av
-import numpy as np
 import pytest
 import yaml
-from PIL import Image
 
 from ref2va_accept import h3_limits
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main as cli_main
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.lock import freeze, lock_path, verify
+from tests.media_samples import encoded_audio, image_bytes, wav_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_INPUTS = REPO / "fixtures" / "inputs"
 MIB = 1024 * 1024
-
-
-# --------------------------------------------------------------------------- media makers
-
-
-def wav_bytes(seconds: float, rate: int = 32_000, pad_bytes: int = 0) -> bytes:
-    """A 16-bit stereo sine WAV; pad_bytes adds a trailing chunk (a big file that still decodes)."""
-    t = np.arange(round(seconds * rate)) / rate
-    mono = (0.3 * np.sin(2 * np.pi * 220.0 * t) * 32767).astype("<i2")
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(2)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(np.repeat(mono, 2).tobytes())
-    data = buffer.getvalue()
-    if pad_bytes:
-        body = data[12:] + b"junk" + pad_bytes.to_bytes(4, "little") + b"\0" * pad_bytes
-        data = b"RIFF" + (4 + len(body)).to_bytes(4, "little") + b"WAVE" + body
-    return data
-
-
-def encoded_audio(fmt: str, codec: str, seconds: float = 3.0, rate: int = 32_000) -> bytes:
-    """Audio in another container or codec, encoded with PyAV."""
-    buffer = io.BytesIO()
-    with av.open(buffer, mode="w", format=fmt) as container:
-        stream = container.add_stream(codec, rate=rate, layout="stereo")
-        samples = round(seconds * rate)
-        t = np.arange(samples) / rate
-        mono = (0.3 * np.sin(2 * np.pi * 220.0 * t) * 32767).astype("<i2")
-        for start in range(0, samples, 1024):
-            chunk = np.repeat(mono[start : start + 1024], 2)[None, :]
-            frame = av.AudioFrame.from_ndarray(chunk, format="s16", layout="stereo")
-            frame.sample_rate = rate
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    return buffer.getvalue()
-
-
-def image_bytes(width: int, height: int, fmt: str = "PNG") -> bytes:
-    rgb = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(rgb).save(buffer, format=fmt)
-    return buffer.getvalue()
 
 
 def _sha(data: bytes) -> str:
