@@ -21,8 +21,44 @@ _TABLE = "border='1' cellpadding='3' style='border-collapse:collapse'"
 
 
 def summary_html(bundle: EvidenceBundle) -> str:
-    return (verdict_table_html(bundle) + lossy_tables_html(bundle)
+    return (verdict_table_html(bundle) + host_html(bundle) + lossy_tables_html(bundle)
             + comparison_tables_html(bundle) + samples_table_html(bundle))
+
+
+def host_html(bundle: EvidenceBundle) -> str:
+    """The host the run measured: its identity against the pin, and the device-memory waits."""
+    parts: list[str] = []
+    identity = bundle.data.get("host_identity") or {}
+    rows = "".join(
+        "<tr>" + _cells((r.get("field"), r.get("frozen"), r.get("host"), r.get("source")))
+        + (f"<td style='color:#cf222e;font-weight:bold'>{html.escape(str(r.get('status')))}</td>"
+           if r.get("status") != "match" else "<td>match</td>") + "</tr>"
+        for r in identity.get("rows", []))
+    if rows:
+        parts.append(
+            f"<p>engine identity against <code>engine.source_pin</code> "
+            f"({'all match' if identity.get('ok') else 'DIFFERS: every verdict is capped'})</p>"
+            f"<table class='ref2va-identity' {_TABLE}><tr>"
+            + _cells(("field", "frozen", "host", "read from", "status"), "th") + "</tr>"
+            + rows + "</table>")
+    memory = bundle.data.get("device_memory") or {}
+    if memory.get("status") == "not_applicable":
+        parts.append(f"<p>device memory between instances: not applicable "
+                     f"({html.escape(str(memory.get('reason')))})</p>")
+    elif memory.get("status") == "measured":
+        waits = memory.get("waits") or []
+        held = [w for w in waits if not w.get("released")]
+        idle = (memory.get("idle") or {}).get("used_mb")
+        parts.append(html.escape(
+            f"device memory between instances: idle level {idle} MB on devices "
+            f"{memory.get('devices')}; {len(waits)} stop(s) waited for, "
+            f"{len(waits) - len(held)} released within {memory.get('tolerance_mb')} MB in "
+            f"{memory.get('timeout_s')} s")
+            .join(("<p>", "</p>"))
+            + "".join(f"<p style='color:#cf222e'>{html.escape(str(w.get('instance')))}: still "
+                      f"held {html.escape(str(w.get('held_mb')))} MB above idle "
+                      f"{html.escape(str(w.get('problem') or ''))}</p>" for w in held))
+    return ("<h3>Host</h3>" + "".join(parts)) if parts else ""
 
 
 _VERDICT_COLOURS = {"supported": "#1a7f37", "failed": "#cf222e", "inconclusive": "#9a6700"}

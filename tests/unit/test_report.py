@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.report import lossy_tables_html, summary_html
+from ref2va_accept.report import host_html, lossy_tables_html, summary_html
 from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.verdicts import CheckResult
 
@@ -66,3 +66,30 @@ def test_report_orders_verdicts_then_gates_then_requests(tmp_path: Path) -> None
 
 def test_no_lossy_checks_no_section(tmp_path: Path) -> None:
     assert lossy_tables_html(EvidenceBundle.create(tmp_path, "run", Sanitizer((), ()))) == ""
+
+
+def test_host_section_shows_identity_drift_and_memory_still_held(tmp_path: Path) -> None:
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    bundle.data["host_identity"] = {"ok": False, "rows": [
+        {"field": "torch_npu", "frozen": "2.6.0", "host": "2.6.0", "status": "match",
+         "source": "installed torch-npu"},
+        {"field": "cann", "frozen": "8.3.RC1", "host": "8.5.0", "status": "DRIFT",
+         "source": "ascend_toolkit_install.info"}]}
+    bundle.data["device_memory"] = {
+        "status": "measured", "devices": [0, 1, 2, 3], "tolerance_mb": 512, "timeout_s": 120,
+        "idle": {"used_mb": {"0": 3000.0}}, "waits": [
+            {"instance": "5s-lossy.b0.1", "released": True, "held_mb": {}},
+            {"instance": "5s-lossy.cache-dit.2", "released": False, "held_mb": {"3": 28987.0},
+             "problem": None}]}
+    page = host_html(bundle)
+    assert "DIFFERS: every verdict is capped" in page
+    assert ">DRIFT</td>" in page and "8.3.RC1" in page and "8.5.0" in page
+    assert "2 stop(s) waited for, 1 released" in page
+    assert "5s-lossy.cache-dit.2: still held {&#x27;3&#x27;: 28987.0} MB" in page
+
+
+def test_host_section_says_when_memory_was_not_measured(tmp_path: Path) -> None:
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    assert host_html(bundle) == ""
+    bundle.data["device_memory"] = {"status": "not_applicable", "reason": "no accelerator"}
+    assert "not applicable (no accelerator)" in host_html(bundle)
