@@ -14,7 +14,6 @@ its pinned sha256 are left to `freeze`/`verify`, which name them as missing or d
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import re
@@ -27,6 +26,7 @@ import av
 from PIL import Image, UnidentifiedImageError
 
 from ref2va_accept.errors import CampaignError
+from ref2va_accept.hashing import file_sha256
 
 if TYPE_CHECKING:  # campaign.py calls in here at load time; the import only serves the types
     from ref2va_accept.campaign import LoadedCampaign
@@ -200,14 +200,6 @@ def check_input_file(kind: InputKind, path: Path, shown: str) -> list[str]:
     return []
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass(frozen=True)
 class PinnedInput:
     """One pinned input of one track, as the campaign names and resolves it."""
@@ -234,7 +226,7 @@ def input_problems(inputs: list[PinnedInput]) -> list[Problem]:
         first = users[0]
         if not path.is_file():
             continue  # freeze/verify name a missing file
-        if first.sha256 is not None and _sha256(path) != first.sha256:
+        if first.sha256 is not None and file_sha256(path) != first.sha256:
             continue  # freeze/verify name the drifted file; its new bytes are not the input
         also = sorted({u.field for u in users[1:]})
         suffix = f"; also {', '.join(also)})" if also else ")"

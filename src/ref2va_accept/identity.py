@@ -16,7 +16,6 @@ the Python version and the folders CANN may live in. A tool the pin needs but th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -41,6 +40,7 @@ from pydantic import (
 
 from .devices import parse_npu_smi_map, run_command
 from .errors import Ref2VAError
+from .hashing import file_sha256
 from .verdicts import CheckResult
 
 if TYPE_CHECKING:
@@ -343,7 +343,7 @@ class HostProbes:
                                                                      "direct_url.json"))
         if self.vllm_omni_wheel is not None:
             try:
-                sha = hashlib.sha256(self.vllm_omni_wheel.read_bytes()).hexdigest()
+                sha = file_sha256(self.vllm_omni_wheel)
                 note = f"sha256 of {self.vllm_omni_wheel.name}"
             except OSError as exc:
                 note = f"{self.vllm_omni_wheel.name}: cannot read ({exc.strerror})"

@@ -34,6 +34,7 @@ from ref2va_accept.campaign import (
     validate_model,
 )
 from ref2va_accept.errors import CampaignError, FreezeError
+from ref2va_accept.hashing import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +76,7 @@ def lock_path(campaign_path: str | os.PathLike[str]) -> Path:
 
 def _file_sha256(path: Path) -> str | None:
     try:
-        digest = hashlib.sha256()
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
+        return file_sha256(path)
     except FileNotFoundError:
         return None
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
-import hashlib
 import logging
 import os
 import re
@@ -47,6 +46,7 @@ import av.container
 import numpy as np
 
 from ref2va_accept.errors import MediaError
+from ref2va_accept.hashing import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 _MP4_FAMILY = frozenset({"mov", "mp4"})
 AAC_FRAME_SAMPLES = 1024
 FPS_TOLERANCE = 1e-3
-_HASH_CHUNK = 1 << 20
 
 __all__ = [
     "AAC_FRAME_SAMPLES",
@@ -240,14 +239,6 @@ def open_mp4(path: Path) -> av.container.InputContainer:
     return container
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _seconds(value: int | None, time_base: Any) -> float | None:
     if value is None or time_base is None:
         return None
@@ -285,7 +276,7 @@ def probe(path: str | os.PathLike[str]) -> MediaProbe:
     container = open_mp4(file_path)
     try:
         size = file_path.stat().st_size
-        sha = _sha256(file_path)
+        sha = file_sha256(file_path)
         video_stream = container.streams.video[0] if container.streams.video else None
         audio_stream = container.streams.audio[0] if container.streams.audio else None
         if video_stream is not None:

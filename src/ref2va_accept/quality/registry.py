@@ -9,7 +9,6 @@ label, and is gated only against B0 scored by the same proxy.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ref2va_accept.errors import Ref2VAError
+from ref2va_accept.hashing import file_sha256
 
 __all__ = [
     "SCORERS",
@@ -36,7 +36,6 @@ __all__ = [
 
 Kind = Literal["vbench", "proxy", "fidelity", "consistency"]
 ScoreStatus = Literal["ok", "open", "error"]
-_HASH_CHUNK = 1 << 20
 
 
 class ScorerError(Ref2VAError):
@@ -160,11 +159,7 @@ def weight_identity(path: Path) -> WeightIdentity:
 
 @functools.lru_cache(maxsize=32)
 def _identity(path: Path, size: int, mtime_ns: int) -> WeightIdentity:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return WeightIdentity(name=path.name, sha256=digest.hexdigest())
+    return WeightIdentity(name=path.name, sha256=file_sha256(path))
 
 
 def ok_score(info: ScorerInfo, value: float, detail: str = "",
