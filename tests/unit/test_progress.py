@@ -32,13 +32,12 @@ from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.client import Sample
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.lock import canonical_campaign, freeze, verify
-from ref2va_accept.progress import (
+from ref2va_accept.progress import ProgressReporter, Terminal
+from ref2va_accept.run_plan import (
     SCENARIOS,
     Plan,
     Progress,
-    ProgressReporter,
     ScenarioItem,
-    Terminal,
     Unit,
     latency_requests,
     lossless_baseline_requests,
@@ -140,7 +139,7 @@ def test_every_campaign_scenario_of_the_suite_has_a_known_request_count(
         collected: list[ScenarioItem], campaign: LoadedCampaign) -> None:
     assert collected
     missing = {(i.file, i.function) for i in collected} - set(SCENARIOS)
-    assert not missing, f"add these scenarios to progress.SCENARIOS: {sorted(missing)}"
+    assert not missing, f"add these scenarios to run_plan.SCENARIOS: {sorted(missing)}"
     assert plan_run(collected, campaign).unknown == ()
 
 

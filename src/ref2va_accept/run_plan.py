@@ -1,0 +1,308 @@
+"""The plan of a campaign run and where the run stands in it: how many requests each collected
+scenario sends, and the run's remaining time. No I/O; live progress (progress.py) shows it.
+
+- The plan is made once after collection, from the collected scenarios and the campaign: how
+  many requests of which duration class each scenario sends. The counts come from the same
+  protocol fields and seeds that the scenarios read (`lossless`, `lossy`, `latency`);
+  tests/unit/test_progress.py runs those modules against a counting stand-in and checks that
+  they send exactly what is planned, so the plan cannot drift from them unnoticed.
+- Expected seconds per request: the campaign's frozen preflight medians
+  (`protocol.expected_request_s`) when given, else the median of the run's own finished requests
+  of that duration class. Engine starts, scoring and comparisons are not in the estimate.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .campaign import DurationClass, LoadedCampaign, Protocol, duration_class
+from .latency import ordering
+
+log = logging.getLogger(__name__)
+
+PREFIX = "[ref2va]"  # every live-progress line starts with it
+
+
+# -- how many requests each scenario sends ------------------------------------------------------
+# Each count names the code it mirrors; test_progress.py runs that code and compares.
+def lossless_baseline_requests() -> int:
+    """lossless.run_baseline: watched + unobserved on one B0 instance, watched on a second."""
+    return 3
+
+
+def lossless_candidate_requests() -> int:
+    """lossless.run_candidate: watched then unobserved on one candidate instance."""
+    return 2
+
+
+def lossy_baseline_requests(seeds: Sequence[int]) -> int:
+    """lossy.run_baseline: the track's seeds on two independent B0 instances."""
+    return 2 * len(seeds)
+
+
+def lossy_candidate_requests(seeds: Sequence[int]) -> int:
+    """lossy.run_candidate: the track's seeds on one candidate instance."""
+    return len(seeds)
+
+
+def latency_requests(protocol: Protocol, candidate: str) -> int:
+    """latency.run_latency: per instance of the frozen ordering, warmups and measured repeats;
+    on the candidate's instances the caching probe's distinct requests too."""
+    return sum(protocol.warmups + protocol.repeats
+               + (protocol.caching_probe_requests if arm == candidate else 0)
+               for arm in ordering(protocol.ordering, protocol.order_seed, candidate))
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Requests one scenario sends; `key` is shared by scenarios that share them (B0's runs)."""
+
+    key: str
+    track: str
+    requests: int
+
+    @property
+    def duration(self) -> DurationClass:
+        return duration_class(self.track)
+
+
+@dataclass(frozen=True)
+class ScenarioItem:
+    """What the plan needs of one collected test."""
+
+    nodeid: str
+    file: str  # the test file's name, e.g. test_lossless.py
+    function: str
+    track: str | None
+    candidate: str | None
+
+
+UnitsFor = Callable[[LoadedCampaign, str, str | None, str], tuple[Unit, ...]]
+
+
+def _one(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
+         ) -> tuple[Unit, ...]:
+    return (Unit(nodeid, track, 1),)
+
+
+def _seeds(campaign: LoadedCampaign, track: str) -> list[int]:
+    seeds: list[int] = campaign.model.tracks[track].request.seeds  # type: ignore[index]
+    return seeds
+
+
+def _lossless_baseline(campaign: LoadedCampaign, track: str, candidate: str | None,
+                       nodeid: str) -> tuple[Unit, ...]:
+    # Shared through the session's Baselines: made by whichever of the track's items runs first.
+    return (Unit(f"lossless-baseline/{track}", track, lossless_baseline_requests()),)
+
+
+def _lossless_candidate(campaign: LoadedCampaign, track: str, candidate: str | None,
+                        nodeid: str) -> tuple[Unit, ...]:
+    return (*_lossless_baseline(campaign, track, candidate, nodeid),
+            Unit(nodeid, track, lossless_candidate_requests()))
+
+
+def _lossy_baseline(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
+                    ) -> tuple[Unit, ...]:
+    return (Unit(f"lossy-baseline/{track}", track,
+                 lossy_baseline_requests(_seeds(campaign, track))),)
+
+
+def _lossy_candidate(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
+                     ) -> tuple[Unit, ...]:
+    return (*_lossy_baseline(campaign, track, candidate, nodeid),
+            Unit(nodeid, track, lossy_candidate_requests(_seeds(campaign, track))))
+
+
+def _latency(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
+             ) -> tuple[Unit, ...]:
+    assert candidate is not None  # parametrized per candidate
+    return (Unit(nodeid, track, latency_requests(campaign.model.protocol, candidate)),)
+
+
+def _none(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
+          ) -> tuple[Unit, ...]:
+    return ()
+
+
+# Every campaign scenario of tests/, by file and function. A scenario missing here is planned
+# with no request (and logged); test_progress.py fails if one of the suite's is missing.
+SCENARIOS: Mapping[tuple[str, str], UnitsFor] = {
+    ("test_b0_output.py", "test_b0_returns_complete_mp4"): _one,
+    # Its other requests are raw HTTP (bad input, the async job): short, not timed.
+    ("test_lifecycle.py", "test_cancelled_async_job_leaves_server_able_to_serve"): _one,
+    ("test_lifecycle.py", "test_bad_request_gets_400_and_server_stays_healthy"): _none,
+    ("test_lifecycle.py", "test_stop_leaves_nothing_and_restart_works"): _none,
+    ("test_lossless.py", "test_baseline_reproduces_itself"): _lossless_baseline,
+    ("test_lossless.py", "test_candidate_is_bit_exact"): _lossless_candidate,
+    ("test_lossy.py", "test_baseline_variability_leaves_room_to_decide"): _lossy_baseline,
+    ("test_lossy.py", "test_candidate_within_the_lossy_gate"): _lossy_candidate,
+    ("test_latency.py", "test_latency_against_matched_b0"): _latency,
+    ("test_track_verdicts.py", "test_track_verdict"): _none,
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Per collected campaign scenario, the requests it will send, in collection order."""
+
+    items: Mapping[str, tuple[Unit, ...]]
+    unknown: tuple[str, ...] = ()
+
+    def units(self) -> dict[str, Unit]:
+        return {u.key: u for units in self.items.values() for u in units}
+
+    @property
+    def total(self) -> int:
+        return sum(u.requests for u in self.units().values())
+
+    def per_duration(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for unit in self.units().values():
+            counts[unit.duration] = counts.get(unit.duration, 0) + unit.requests
+        return counts
+
+
+def plan_run(items: Iterable[ScenarioItem], campaign: LoadedCampaign) -> Plan:
+    planned: dict[str, tuple[Unit, ...]] = {}
+    unknown: list[str] = []
+    for item in items:
+        if item.track is None:
+            continue  # not a campaign scenario: sends nothing through Arms
+        units_for = SCENARIOS.get((item.file, item.function))
+        if units_for is None:
+            unknown.append(item.nodeid)
+            log.warning("live progress: no request count known for %s; planned as none",
+                        item.nodeid)
+            units_for = _none
+        planned[item.nodeid] = units_for(campaign, item.track, item.candidate, item.nodeid)
+    return Plan(planned, tuple(unknown))
+
+
+# -- where the run stands -----------------------------------------------------------------------
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def fmt_duration(seconds: float) -> str:
+    s = max(0, round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+@dataclass
+class Progress:
+    """The plan, what has run of it, and the remaining time; no I/O."""
+
+    plan: Plan
+    medians: Mapping[str, float] | None = None
+    started: int = 0
+    finished: dict[str, list[float]] = field(default_factory=dict)  # duration -> seconds (ok)
+    done_units: set[str] = field(default_factory=set)
+    done_items: set[str] = field(default_factory=set)
+    current_item: str | None = None
+    sent_in_item: int = 0
+
+    def item_started(self, nodeid: str) -> None:
+        self.current_item, self.sent_in_item = nodeid, 0
+
+    def item_finished(self, nodeid: str) -> None:
+        # Whatever it sent, its units are over (a failed B0 makes its candidates send nothing).
+        self.done_items.add(nodeid)
+        self.done_units |= {u.key for u in self.plan.items.get(nodeid, ())}
+        if self.current_item == nodeid:
+            self.current_item, self.sent_in_item = None, 0
+
+    def request_started(self) -> int:
+        self.started += 1
+        self.sent_in_item += 1
+        return self.started
+
+    def request_finished(self, duration: str, seconds: float, ok: bool) -> None:
+        if ok:  # a fast failure says nothing about how long a request takes
+            self.finished.setdefault(duration, []).append(seconds)
+
+    def remaining_requests(self) -> dict[str, int]:
+        """Requests still to start, per duration class (the running one excluded)."""
+        pending: dict[str, Unit] = {}
+        for nodeid, units in self.plan.items.items():
+            if nodeid in self.done_items:
+                continue
+            for unit in units:
+                if unit.key not in self.done_units:
+                    pending.setdefault(unit.key, unit)
+        counts: dict[str, int] = {}
+        for unit in pending.values():
+            counts[unit.duration] = counts.get(unit.duration, 0) + unit.requests
+        current = self.plan.items.get(self.current_item or "", ())
+        if current and self.sent_in_item:
+            # Every unit of one scenario is of its track, so of one duration class.
+            duration = current[0].duration
+            own = sum(u.requests for u in current if u.key in pending)
+            counts[duration] = counts.get(duration, 0) - min(self.sent_in_item, own)
+        return {d: n for d, n in counts.items() if n > 0}
+
+    @property
+    def total(self) -> int:
+        """N of "request n of N": what started plus what is still planned."""
+        return self.started + sum(self.remaining_requests().values())
+
+    def expected_s(self, duration: str) -> float | None:
+        if self.medians and duration in self.medians:
+            return float(self.medians[duration])
+        seen = self.finished.get(duration)
+        return statistics.median(seen) if seen else None
+
+    def source(self) -> str:
+        if self.medians:
+            return "from the frozen preflight medians"
+        n = sum(len(v) for v in self.finished.values())
+        if not n:
+            return "no finished request yet"
+        return f"estimate from {_count(n, 'finished request')}"
+
+    def eta(self, running: str | None = None, elapsed: float = 0.0) -> str:
+        """The run's remaining request time as text, e.g. "~3h10m (from the frozen ...)"."""
+        total, unknown = 0.0, []
+        remaining = self.remaining_requests()
+        for duration, count in sorted(remaining.items()):
+            expected = self.expected_s(duration)
+            if expected is None:
+                unknown.append(f"{count} x {duration}")
+            else:
+                total += count * expected
+        if running is not None:
+            expected = self.expected_s(running)
+            if expected is None:
+                unknown.append(f"the running {running} request")
+            else:
+                total += max(0.0, expected - elapsed)
+        if not remaining and running is None:
+            return "none left"
+        if unknown and not total:
+            return f"unknown ({self.source()})"
+        text = f"{'>=' if unknown else '~'}{fmt_duration(total)} ({self.source()}"
+        return text + (f"; not yet timed: {', '.join(unknown)})" if unknown else ")")
+
+    def summary(self) -> str:
+        counts = self.plan.per_duration()
+        parts = ", ".join(f"{d}: {counts[d]}" for d in ("5s", "15s") if d in counts)
+        scenarios = sum(1 for u in self.plan.items.values() if u)
+        text = f"{PREFIX} plan: {_count(self.plan.total, 'request')} ({parts}) in " \
+               f"{_count(scenarios, 'scenario')}"
+        if self.medians:
+            medians = ", ".join(f"{d} {self.medians[d]:.1f} s" for d in ("5s", "15s")
+                                if d in self.medians)
+            text += f"; expected per request {medians} from the frozen preflight medians"
+        else:
+            text += "; expected time per request estimated from this run's finished requests"
+        return text + "; engine starts and scoring not included"
+
+
+# -- writing it ---------------------------------------------------------------------------------
