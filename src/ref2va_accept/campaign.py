@@ -37,7 +37,9 @@ from pydantic import (
 from ref2va_accept import h3_limits
 from ref2va_accept.device_memory import MemoryRelease
 from ref2va_accept.errors import CampaignError
+from ref2va_accept.h3_limits import H3_FPS
 from ref2va_accept.identity import SourcePin, pin_violations
+from ref2va_accept.placeholder import is_placeholder
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +52,8 @@ _M = TypeVar("_M", bound=BaseModel)
 # H3 snaps frame counts up to 17n+5; at 24 fps these are the counts the tracks are defined by.
 _TRACK_DURATION_S: dict[str, float] = {"5s": 5.0, "15s": 15.0}
 _TRACK_FRAMES: dict[str, int] = {"5s": 124, "15s": 362}
-H3_FPS = 24
 
 LOCK_SCHEMA = "ref2va-lock/1"
-_PLACEHOLDER = re.compile(r"^<FILL:[^<>]*>$")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _FLAG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -92,11 +92,6 @@ def duration_class(track_id: str) -> DurationClass:
 def quality_class(track_id: str) -> QualityClass:
     """'lossless' or 'lossy' for a track id."""
     return "lossless" if _split_track_id(track_id)[1] == "lossless" else "lossy"
-
-
-def is_placeholder(value: object) -> bool:
-    """True for an explicit `<FILL: ...>` value that the host still has to supply."""
-    return isinstance(value, str) and _PLACEHOLDER.match(value) is not None
 
 
 class _RuleViolations(ValueError):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.hashing import file_sha256
+from ref2va_accept.placeholder import is_placeholder
 
 if TYPE_CHECKING:  # campaign.py calls in here at load time; the import only serves the types
     from ref2va_accept.campaign import LoadedCampaign
@@ -284,13 +284,6 @@ _KIND_BY_INPUT: dict[str, InputKind] = {
 }
 
 
-_PLACEHOLDER = re.compile(r"^<FILL:[^<>]*>$")  # as campaign.is_placeholder, which imports us
-
-
-def _is_placeholder(value: str) -> bool:
-    return _PLACEHOLDER.match(value) is not None
-
-
 def campaign_problems(campaign: LoadedCampaign) -> list[Problem]:
     """Every input limit the campaign's files break, and, for vLLM-Omni, every timeout the
     server would cut first. The reference engine enforces the same input limits, so the CI
@@ -298,14 +291,14 @@ def campaign_problems(campaign: LoadedCampaign) -> list[Problem]:
     inputs: list[PinnedInput] = []
     for field, pinned in campaign.pinned_inputs():
         name = field.rsplit(".", 1)[-1]
-        placeholder_path = _is_placeholder(pinned.path)
+        placeholder_path = is_placeholder(pinned.path)
         inputs.append(
             PinnedInput(
                 field=field,
                 kind=_KIND_BY_INPUT[name],
                 path=None if placeholder_path else campaign.resolve(pinned.path),
                 shown=pinned.path,
-                sha256=None if _is_placeholder(pinned.sha256) else pinned.sha256,
+                sha256=None if is_placeholder(pinned.sha256) else pinned.sha256,
             )
         )
     problems = input_problems(inputs)

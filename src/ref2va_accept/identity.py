@@ -41,6 +41,7 @@ from pydantic import (
 from .devices import parse_npu_smi_map, run_command
 from .errors import Ref2VAError
 from .hashing import file_sha256
+from .placeholder import is_placeholder
 from .verdicts import CheckResult
 
 if TYPE_CHECKING:
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TOOL_TIMEOUT_S = 20.0
-# The same rule as campaign.is_placeholder; campaign imports this module, so not imported here.
-_PLACEHOLDER = re.compile(r"^<FILL:[^<>]*>$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
@@ -60,10 +59,6 @@ Status = Literal["match", "DRIFT", "unfilled", "not found"]
 
 class IdentityToolMissing(Ref2VAError):
     """A tool the campaign's identity pin needs is not on this host (nothing was started)."""
-
-
-def _is_placeholder(value: object) -> bool:
-    return isinstance(value, str) and _PLACEHOLDER.match(value) is not None
 
 
 class _Strict(BaseModel):
@@ -90,10 +85,10 @@ class VllmOmniSource(_Strict):
         if self.wheel_sha256 is None and self.source_commit is None:
             raise ValueError("wheel_sha256 or source_commit (or a <FILL: ...> for one), "
                              "found neither")
-        if (self.wheel_sha256 is not None and not _is_placeholder(self.wheel_sha256)
+        if (self.wheel_sha256 is not None and not is_placeholder(self.wheel_sha256)
                 and not _SHA256.match(self.wheel_sha256)):
             raise ValueError(f"wheel_sha256: 64 lowercase hex digits, found {self.wheel_sha256!r}")
-        if (self.source_commit is not None and not _is_placeholder(self.source_commit)
+        if (self.source_commit is not None and not is_placeholder(self.source_commit)
                 and not _COMMIT.match(self.source_commit)):
             raise ValueError(f"source_commit: a git commit (7-40 lowercase hex digits), "
                              f"found {self.source_commit!r}")
@@ -172,7 +167,6 @@ def flatten_pin(pin: SourcePin) -> dict[str, str]:
 # --------------------------------------------------------------------------- parsers
 
 _TOOL_VERSION = re.compile(r"^\s*(ffmpeg|ffprobe) version (\S+)")
-_NPU_SMI_HEADER = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
 
 
 def parse_tool_version(tool: str, text: str) -> str:
@@ -207,14 +201,6 @@ def parse_npu_smi_board(text: str) -> tuple[str, str]:
         raise ValueError(f"npu-smi info -t board: no {' or '.join(missing)} line; output began "
                          f"{first[:120]!r}")
     return driver, firmware
-
-
-def parse_npu_smi_header(text: str) -> str:
-    """`npu-smi info`: the version on the header line (the driver's; npu-smi ships with it)."""
-    match = _NPU_SMI_HEADER.search(text)
-    if match is None:
-        raise ValueError("npu-smi info: no 'npu-smi X  Version: Y' header line")
-    return match.group(2)
 
 
 def parse_cann_install_info(text: str) -> str:
@@ -512,7 +498,7 @@ def compare(kind: str, frozen: Mapping[str, str], host: Mapping[str, HostValue])
     for name, value in frozen.items():
         seen = host.get(name, HostValue(None, "no probe"))
         status: Status
-        if _is_placeholder(value):
+        if is_placeholder(value):
             status = "unfilled"
         elif seen.value is None:
             status = "not found"

@@ -27,7 +27,6 @@ from ref2va_accept.campaign import (
     StrictModel,
     check_sha256,
     dotted_path,
-    is_placeholder,
     load_campaign,
     show_value,
     unfilled_fields,
@@ -35,6 +34,7 @@ from ref2va_accept.campaign import (
 )
 from ref2va_accept.errors import CampaignError, FreezeError
 from ref2va_accept.hashing import file_sha256
+from ref2va_accept.placeholder import is_placeholder
 
 logger = logging.getLogger(__name__)
 

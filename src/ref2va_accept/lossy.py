@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .campaign import LossyGate, is_placeholder
+from .campaign import LossyGate
 from .errors import MediaError, Ref2VAError
 from .media import probe
+from .placeholder import is_placeholder
 from .quality.audio import compare_audio_files
 from .quality.fidelity import compare_videos
 from .quality.pipeline import score_video

@@ -26,7 +26,6 @@ from ref2va_accept.identity import (
     identity_checks,
     parse_cann_install_info,
     parse_npu_smi_board,
-    parse_npu_smi_header,
     parse_tool_version,
     preflight,
     read_host,
@@ -69,13 +68,6 @@ def test_board_output_gives_driver_and_firmware() -> None:
 def test_board_output_without_versions_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="Firmware Version"):
         parse_npu_smi_board(text)
-
-
-def test_npu_smi_header_gives_the_driver_version() -> None:
-    assert parse_npu_smi_header(
-        _fixture("npu-smi-info_a3-ascend910-16chip-processes.txt")) == "25.2.0"
-    with pytest.raises(ValueError, match="header"):
-        parse_npu_smi_header("+----+\n| NPU Name |\n")
 
 
 def test_tool_version_is_the_token_after_version() -> None:
