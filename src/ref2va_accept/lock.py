@@ -171,7 +171,7 @@ class FreezeStatus:
 
     @property
     def cap_reason(self) -> str | None:
-        """The verdict cap this status imposes (protocol.md, verdict order step 1)."""
+        """The verdict cap this status imposes (docs/protocol.md, verdict order step 1)."""
         if self.ok:
             return None
         if self.state == "not_frozen":

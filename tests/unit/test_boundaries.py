@@ -1,4 +1,4 @@
-"""The judge and the judged never import each other (architecture.md)."""
+"""The judge and the judged never import each other (docs/architecture.md)."""
 
 from __future__ import annotations
 
