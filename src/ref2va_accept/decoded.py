@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ref2va_accept.media import iter_video_frames, open_mp4
-from ref2va_accept.quality.audio import iter_audio_chunks
+from ref2va_accept.media import iter_audio_chunks, iter_video_frames, open_mp4
 from ref2va_accept.tensors import DumpComparison, PointComparison, Status, StreamingComparison
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Audio of a candidate against B0's audio for the same seed (quality.md, "Audio").
+"""Audio of a candidate against B0's audio for the same seed (docs/quality.md, "Audio").
 
 Both soundtracks are decoded whole (15 s of stereo 32 kHz is under 4 MB as float32), aligned by
 the cross-correlation lag found within +/-100 ms, truncated to their common length, and compared
@@ -6,9 +6,13 @@ with SNR, SI-SDR, log-spectral distance and a multi-resolution STFT distance. Ea
 its own statistics: BS.1770-4 integrated loudness, sample peak, clipping and silence ratios.
 
 Lengths: AAC priming and end padding move the decoded sample count by up to two AAC frames (see
-media.py for what PyAV 18 actually shows), so a length difference of up to 2 * 1024 samples is
-expected and anything beyond is reported as outside the slack. The metrics are still computed on
-the common length, so a gate can show both the length problem and how the rest compares.
+:mod:`ref2va_accept.media.probing` for what PyAV 18 actually shows), so a length difference of up
+to 2 * 1024 samples is expected and anything beyond is reported as outside the slack. The metrics
+are still computed on the common length, so a gate can show both the length problem and how the
+rest compares.
+
+Decoding lives in :mod:`ref2va_accept.media.decoding` and loudness in
+:mod:`ref2va_accept.quality.loudness`; their names are re-exported here for existing callers.
 
 Conventions: the baseline is the reference in every ratio (SNR, SI-SDR, spectral convergence), a
 positive lag means the candidate's content arrives later than the baseline's, and values that are
@@ -21,19 +25,17 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import av
 import numpy as np
 import numpy.typing as npt
 from scipy import fft as sp_fft
 from scipy import signal as sp_signal
 
 from ref2va_accept.errors import MediaError
-from ref2va_accept.media import av_reason, decode_frames
+from ref2va_accept.media import AAC_FRAME_SAMPLES, DecodedAudio, decode_audio
+from ref2va_accept.quality.loudness import Biquad, integrated_loudness, k_weighting
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,6 @@ AUDIO_SCORER_IDS = (
     SCORER_PEAK, SCORER_CLIPPING, SCORER_SILENCE, SCORER_LENGTH,
 )
 
-AAC_FRAME_SAMPLES = 1024
 AAC_LENGTH_SLACK_SAMPLES = 2 * AAC_FRAME_SAMPLES
 LAG_SEARCH_S = 0.100
 CLIP_LEVEL = 0.999
@@ -64,20 +65,7 @@ LSD_POWER_FLOOR = 1e-10  # -100 dB: keeps silent bins finite without masking the
 MRSTFT_FFTS = (512, 1024, 2048)
 MRSTFT_MAG_FLOOR = 1e-7  # the clamp of Yamamoto et al. (Parallel WaveGAN) on |STFT|
 
-# ITU-R BS.1770-4, Table 1 and 2: the K-weighting pre-filter (high shelf) and the RLB high-pass,
-# as published for 48 kHz only.
-_BS1770_SHELF_48K = ((1.53512485958697, -2.69169618940638, 1.19839281085285),
-                     (1.0, -1.69065929318241, 0.73248077421585))
-_BS1770_HIGHPASS_48K = ((1.0, -2.0, 1.0), (1.0, -1.99004745483398, 0.99007225036621))
-_BS1770_RATE = 48000
-_BLOCK_S = 0.400
-_BLOCK_STEP_S = 0.100  # 75 % overlap
-_ABSOLUTE_GATE_LUFS = -70.0
-_RELATIVE_GATE_LU = -10.0
-_LOUDNESS_OFFSET = -0.691
-
 Float64Array = npt.NDArray[np.float64]
-Float32Array = npt.NDArray[np.float32]
 
 __all__ = [
     "AAC_LENGTH_SLACK_SAMPLES",
@@ -104,32 +92,6 @@ __all__ = [
     "integrated_loudness",
     "k_weighting",
 ]
-
-
-@dataclass(frozen=True, eq=False)  # eq on an ndarray field is ambiguous; compare fields instead
-class DecodedAudio:
-    samples: Float32Array  # [channels, n]
-    sample_rate: int
-    channels: int
-    start_time_s: float | None
-    duration_s: float
-    codec: str
-    name: str = ""  # basename of the source file, for messages; never a full path
-
-    @classmethod
-    def from_array(cls, samples: npt.ArrayLike, sample_rate: int, *,
-                   start_time_s: float | None = 0.0, codec: str = "pcm",
-                   name: str = "") -> DecodedAudio:
-        """Wrap samples shaped [channels, n] (or [n] for mono) that did not come from a file."""
-        array = np.asarray(samples, dtype=np.float32)
-        if array.ndim == 1:
-            array = array[np.newaxis, :]
-        if array.ndim != 2:
-            raise ValueError(f"expected samples shaped [channels, n], got shape {array.shape}")
-        if sample_rate <= 0:
-            raise ValueError(f"expected a positive sample rate, got {sample_rate}")
-        return cls(array, sample_rate, array.shape[0], start_time_s,
-                   array.shape[1] / sample_rate, codec, name)
 
 
 @dataclass(frozen=True)
@@ -188,156 +150,6 @@ def _json_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return value
-
-
-# --- decoding -------------------------------------------------------------------------------
-
-
-def iter_audio_chunks(container: Any, name: str) -> Iterator[Float32Array]:
-    """The first audio stream of an open container as float32 [channels, n] chunks, streamed.
-
-    A decode error raises :class:`MediaError` naming ``name`` and how far decoding got.
-    """
-    stream = container.streams.audio[0]
-    resampler: Any = None
-    decoded = 0
-
-    def failure() -> str:  # built when decoding fails: the count reached by then
-        return f"{name}: audio decode failed after {decoded} samples"
-
-    for frame in decode_frames(container, stream, failure):
-        planar = [frame]
-        if frame.format.name != "fltp":
-            # AAC decodes to fltp already; other codecs are converted, not reinterpreted.
-            resampler = resampler or av.AudioResampler(
-                format="fltp", layout=frame.layout, rate=frame.sample_rate)
-            planar = resampler.resample(frame)
-        for part in planar:
-            chunk = np.asarray(part.to_ndarray(), dtype=np.float32)
-            decoded += chunk.shape[1]
-            yield chunk
-
-
-def decode_audio(path: str | os.PathLike[str]) -> DecodedAudio:
-    """Decode the first audio stream of ``path`` into float32 [channels, n].
-
-    Raises :class:`MediaError` (one line, basename only) when the file cannot be opened, has no
-    audio stream, fails to decode, or decodes to no samples: a metric over a prefix would lie.
-    """
-    file_path = Path(path)
-    name = file_path.name
-    if not file_path.is_file():
-        raise MediaError(f"{name}: expected a media file with an audio stream, found no file")
-    try:
-        container = av.open(str(file_path), mode="r")
-    except (av.error.FFmpegError, OSError, ValueError) as exc:
-        raise MediaError(f"{name}: cannot open as a media file: {av_reason(exc)}") from None
-    try:
-        if not container.streams.audio:
-            raise MediaError(f"{name}: expected an audio stream, found none")
-        stream = container.streams.audio[0]
-        ctx = stream.codec_context
-        chunks: list[Float32Array] = []
-        for chunk in iter_audio_chunks(container, name):
-            if chunks and chunk.shape[0] != chunks[0].shape[0]:
-                raise MediaError(f"{name}: audio channel count changed mid-stream from "
-                                 f"{chunks[0].shape[0]} to {chunk.shape[0]}")
-            chunks.append(chunk)
-        decoded = sum(chunk.shape[1] for chunk in chunks)
-        rate = int(ctx.sample_rate or 0)
-        if decoded == 0 or rate <= 0:
-            raise MediaError(f"{name}: expected decodable audio, the {ctx.name} stream decoded "
-                             f"to no samples")
-        start = (float(stream.start_time * stream.time_base)
-                 if stream.start_time is not None and stream.time_base is not None else None)
-        samples = np.concatenate(chunks, axis=1)
-        return DecodedAudio(samples, rate, samples.shape[0], start, samples.shape[1] / rate,
-                            ctx.name, name)
-    finally:
-        container.close()
-
-
-# --- loudness (ITU-R BS.1770-4) ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Biquad:
-    b: tuple[float, float, float]
-    a: tuple[float, float, float]  # a[0] == 1
-
-
-def _analog_prototype(stage: tuple[tuple[float, ...], tuple[float, ...]],
-                      rate: int) -> tuple[float, float, float, float, float]:
-    """Invert the prewarped bilinear transform: (f0, Q, Vh, Vb, Vl) of a digital biquad.
-
-    The biquad is H(S) = (Vh S^2 + Vb S / Q + Vl) / (S^2 + S / Q + 1) with S = s / w0, mapped by
-    S = (z - 1) / (K (z + 1)), K = tan(pi f0 / rate). Evaluating numerator and denominator at
-    z = 1, z = -1 and their difference isolates each parameter.
-    """
-    (b0, b1, b2), (a0, a1, a2) = stage
-    b0, b1, b2, a1, a2 = b0 / a0, b1 / a0, b2 / a0, a1 / a0, a2 / a0
-    k = math.sqrt((1 + a1 + a2) / (1 - a1 + a2))
-    k_over_q = 2 * (1 - a2) / (1 - a1 + a2)
-    vh = (b0 - b1 + b2) / (1 - a1 + a2)
-    vl = (b0 + b1 + b2) / (1 + a1 + a2)
-    vb = (b0 - b2) / (1 - a2)
-    return rate * math.atan(k) / math.pi, k / k_over_q, vh, vb, vl
-
-
-def _biquad_at(f0: float, q: float, vh: float, vb: float, vl: float, rate: int) -> Biquad:
-    k = math.tan(math.pi * f0 / rate)
-    den = 1 + k / q + k * k
-    return Biquad(
-        ((vh + vb * k / q + vl * k * k) / den, 2 * (vl * k * k - vh) / den,
-         (vh - vb * k / q + vl * k * k) / den),
-        (1.0, 2 * (k * k - 1) / den, (1 - k / q + k * k) / den),
-    )
-
-
-def k_weighting(sample_rate: int) -> tuple[Biquad, Biquad]:
-    """BS.1770-4's two K-weighting stages (shelf, RLB high-pass) for ``sample_rate``.
-
-    The standard publishes coefficients for 48 kHz only. As pyloudnorm and libebur128 do, the
-    analog prototype is recovered from them and mapped back with the bilinear transform at the
-    actual rate, prewarped at each stage's corner; at 48 kHz this returns the published values.
-    (The recovered prototype is libebur128's: shelf f0 1681.97 Hz, Q 0.70718, +3.99984 dB.)
-    """
-    if sample_rate <= 0:
-        raise ValueError(f"expected a positive sample rate, got {sample_rate}")
-    return (_biquad_at(*_analog_prototype(_BS1770_SHELF_48K, _BS1770_RATE), sample_rate),
-            _biquad_at(*_analog_prototype(_BS1770_HIGHPASS_48K, _BS1770_RATE), sample_rate))
-
-
-def integrated_loudness(samples: npt.ArrayLike, sample_rate: int) -> float:
-    """BS.1770-4 integrated loudness in LUFS of [channels, n] (or mono [n]) samples.
-
-    400 ms blocks with 75 % overlap, absolute gate -70 LUFS, relative gate -10 LU. Every channel
-    has weight 1.0 (mono and stereo; surround weights are not needed by this suite). Input shorter
-    than one block, or whose blocks all fall under the absolute gate, reads -inf.
-    """
-    x = np.atleast_2d(np.asarray(samples, dtype=np.float64))
-    block = round(_BLOCK_S * sample_rate)
-    step = round(_BLOCK_STEP_S * sample_rate)
-    n = x.shape[1]
-    if n < block or block <= 0:
-        return -math.inf
-    for stage in k_weighting(sample_rate):
-        x = sp_signal.lfilter(stage.b, stage.a, x, axis=1)
-    # Block mean squares from a running sum: O(n) however many blocks overlap.
-    energy = np.zeros((x.shape[0], n + 1))
-    np.cumsum(x * x, axis=1, out=energy[:, 1:])
-    starts = np.arange(0, n - block + 1, step)
-    z = (energy[:, starts + block] - energy[:, starts]) / block  # [channels, blocks]
-    total = z.sum(axis=0)
-    with np.errstate(divide="ignore"):
-        block_lufs = _LOUDNESS_OFFSET + 10 * np.log10(total)
-    above_absolute = block_lufs > _ABSOLUTE_GATE_LUFS
-    if not above_absolute.any():
-        return -math.inf
-    relative_gate = (_LOUDNESS_OFFSET + 10 * math.log10(float(total[above_absolute].mean()))
-                     + _RELATIVE_GATE_LU)
-    gated = above_absolute & (block_lufs > relative_gate)
-    return _LOUDNESS_OFFSET + 10 * math.log10(float(total[gated].mean()))
 
 
 # --- per-arm statistics -----------------------------------------------------------------------

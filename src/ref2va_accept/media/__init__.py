@@ -1,0 +1,56 @@
+"""Read, probe, check and decode the judged MP4 files.
+
+- :mod:`~ref2va_accept.media.container`: open an MP4 (one-line errors naming the file by basename)
+  and read what its streams declare.
+- :mod:`~ref2va_accept.media.probing`: decode everything once and record the counts found
+  (:class:`MediaProbe`), including what AAC priming and padding look like through PyAV.
+- :mod:`~ref2va_accept.media.checks`: the problems a probe shows against a
+  :class:`MediaExpectation` (:class:`MediaProblem`).
+- :mod:`~ref2va_accept.media.decoding`: video frames as RGB and audio as float32, streamed, for the
+  metrics and the bit-exact comparisons.
+
+This package needs PyAV and numpy only: importing it never loads OpenCV or scipy.
+"""
+
+from __future__ import annotations
+
+from ref2va_accept.media.checks import (
+    AAC_FRAME_SAMPLES,
+    FPS_TOLERANCE,
+    MediaExpectation,
+    MediaProblem,
+    audio_video_tolerance_s,
+    check_media,
+)
+from ref2va_accept.media.container import av_reason, open_mp4, x264_settings
+from ref2va_accept.media.decoding import (
+    DecodedAudio,
+    decode_audio,
+    decode_frames,
+    iter_audio_chunks,
+    iter_video_frames,
+    keep_frame_buffers,
+)
+from ref2va_accept.media.probing import AudioStreamInfo, MediaProbe, VideoStreamInfo, probe
+
+__all__ = [
+    "AAC_FRAME_SAMPLES",
+    "FPS_TOLERANCE",
+    "AudioStreamInfo",
+    "DecodedAudio",
+    "MediaExpectation",
+    "MediaProbe",
+    "MediaProblem",
+    "VideoStreamInfo",
+    "audio_video_tolerance_s",
+    "av_reason",
+    "check_media",
+    "decode_audio",
+    "decode_frames",
+    "iter_audio_chunks",
+    "iter_video_frames",
+    "keep_frame_buffers",
+    "open_mp4",
+    "probe",
+    "x264_settings",
+]

@@ -1,0 +1,174 @@
+"""Check a :class:`MediaProbe` against what the run expected: the problems it names.
+
+Each problem has a stable ``code`` (what the gates and the evidence record) and a one-line
+``message`` saying what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ref2va_accept.media.container import is_mp4_family, one_line
+from ref2va_accept.media.probing import MediaProbe, VideoStreamInfo
+
+AAC_FRAME_SAMPLES = 1024
+FPS_TOLERANCE = 1e-3
+
+__all__ = [
+    "AAC_FRAME_SAMPLES",
+    "FPS_TOLERANCE",
+    "MediaExpectation",
+    "MediaProblem",
+    "audio_video_tolerance_s",
+    "check_media",
+]
+
+
+@dataclass(frozen=True)
+class MediaExpectation:
+    num_frames: int
+    fps: float
+    width: int
+    height: int
+    sample_rate: int = 32000
+    channels: int = 2
+    audio: bool = True
+    video_codec: str = "h264"
+    audio_codec: str = "aac"
+
+
+@dataclass(frozen=True)
+class MediaProblem:
+    code: str
+    message: str
+
+
+def audio_video_tolerance_s(sample_rate: int, fps: float) -> float:
+    """How far the decoded audio duration may sit from the decoded video duration.
+
+    Two AAC frames (2 * 1024 samples) cover encoder priming (one frame, normally hidden by the edit
+    list but exposed by muxers that write none) plus end padding (under one frame, always decoded).
+    Half a video frame covers the server rounding the audio length to the nearest video frame.
+    Anything beyond that is a real mismatch. (What PyAV actually shows of priming and padding is
+    described in :mod:`ref2va_accept.media.probing`.)
+    """
+    if sample_rate <= 0 or fps <= 0:
+        raise ValueError(f"sample_rate and fps must be positive, got {sample_rate} and {fps}")
+    return 2 * AAC_FRAME_SAMPLES / sample_rate + 0.5 / fps
+
+
+def _check_video(
+    video: VideoStreamInfo, expect: MediaExpectation | None, problems: list[MediaProblem]
+) -> None:
+    codec = expect.video_codec if expect is not None else "h264"
+    if video.codec != codec:
+        problems.append(
+            MediaProblem("video_codec", f"expected video codec {codec}, found {video.codec}")
+        )
+    if expect is not None and video.frames_decoded != expect.num_frames:
+        problems.append(
+            MediaProblem(
+                "frame_count",
+                f"expected {expect.num_frames} frames, decoded {video.frames_decoded}",
+            )
+        )
+    elif video.frames_decoded < 1:
+        problems.append(MediaProblem("frame_count", "expected at least 1 frame, decoded 0"))
+    elif video.frames_declared is not None and video.frames_declared != video.frames_decoded:
+        # A header promising more frames than decode yields is a truncated or damaged mdat.
+        problems.append(
+            MediaProblem(
+                "frame_count",
+                f"header declares {video.frames_declared} frames, decoded {video.frames_decoded}",
+            )
+        )
+    if expect is None:
+        return
+    if abs(video.fps - expect.fps) > FPS_TOLERANCE:
+        problems.append(MediaProblem("fps", f"expected {expect.fps:g} fps, found {video.fps:g}"))
+    if (video.width, video.height) != (expect.width, expect.height):
+        problems.append(
+            MediaProblem(
+                "resolution",
+                f"expected {expect.width}x{expect.height}, found {video.width}x{video.height}",
+            )
+        )
+
+
+def _check_audio(
+    probe_: MediaProbe, expect: MediaExpectation | None, problems: list[MediaProblem]
+) -> None:
+    audio = probe_.audio
+    if expect is not None and not expect.audio:
+        if audio is not None:
+            problems.append(
+                MediaProblem(
+                    "unexpected_audio_stream",
+                    f"expected no audio stream, found {audio.codec} {audio.sample_rate} Hz",
+                )
+            )
+        return
+    if audio is None:
+        problems.append(MediaProblem("no_audio_stream", "expected an AAC audio stream, found none"))
+        return
+    codec = expect.audio_codec if expect is not None else "aac"
+    if audio.codec != codec:
+        problems.append(
+            MediaProblem("audio_codec", f"expected audio codec {codec}, found {audio.codec}")
+        )
+    if expect is not None and audio.sample_rate != expect.sample_rate:
+        problems.append(
+            MediaProblem(
+                "audio_sample_rate",
+                f"expected {expect.sample_rate} Hz audio, found {audio.sample_rate} Hz",
+            )
+        )
+    if expect is not None and audio.channels != expect.channels:
+        problems.append(
+            MediaProblem(
+                "audio_channels",
+                f"expected {expect.channels} audio channels, found {audio.channels}"
+                f" ({audio.layout or 'unknown layout'})",
+            )
+        )
+    video = probe_.video
+    if video is None or video.fps <= 0 or audio.sample_rate <= 0:
+        return
+    tolerance = audio_video_tolerance_s(audio.sample_rate, video.fps)
+    gap = audio.duration_s - video.duration_s
+    if abs(gap) > tolerance:
+        problems.append(
+            MediaProblem(
+                "audio_duration",
+                f"expected audio as long as the video ({video.duration_s:.4f} s"
+                f" +/- {tolerance:.4f} s), found {audio.duration_s:.4f} s"
+                f" ({audio.samples_decoded} samples)",
+            )
+        )
+
+
+def check_media(probe: MediaProbe, expect: MediaExpectation | None = None) -> list[MediaProblem]:
+    """List every way ``probe`` falls short; an empty list means the file is complete.
+
+    Without ``expect``: an H.264 stream with at least one decoded frame (and as many as its header
+    declares), an AAC stream, no decode errors, and audio as long as the video. With ``expect``:
+    also the exact frame count, fps, size, sample rate, channels and codecs, or no audio at all
+    when ``expect.audio`` is False.
+    """
+    problems: list[MediaProblem] = []
+    if not is_mp4_family(probe.container):
+        problems.append(
+            MediaProblem("not_mp4", f"expected an MP4 container, found '{probe.container}'")
+        )
+    problems.extend(
+        MediaProblem("decode_error", f"expected a clean decode, got {one_line(error)}")
+        for error in probe.decode_errors
+    )
+    if probe.video is None:
+        problems.append(
+            MediaProblem("no_video_stream", "expected an H.264 video stream, found none")
+        )
+    else:
+        _check_video(probe.video, expect, problems)
+    _check_audio(probe, expect, problems)
+    return problems
