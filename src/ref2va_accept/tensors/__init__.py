@@ -26,7 +26,14 @@ The package, by seam:
 
 from .comparison import DumpComparison, PointComparison, Status, pipeline_order
 from .dtypes import DTYPES
-from .files import DUMP_SUFFIX, MAX_HEADER_BYTES, TensorInfo, read_header, write_tensor_file
+from .files import (
+    DUMP_SUFFIX,
+    MAX_HEADER_BYTES,
+    TensorInfo,
+    point_file,
+    read_header,
+    write_tensor_file,
+)
 from .streaming import (
     CHUNK_BYTES,
     StreamingComparison,
@@ -49,6 +56,7 @@ __all__ = [
     "compare_dumps",
     "compare_tensor_files",
     "pipeline_order",
+    "point_file",
     "read_header",
     "write_tensor_file",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "TensorInfo",
     "dump_points",
     "open_unbuffered",
+    "point_file",
     "read_header",
     "read_into",
     "single_tensor",
@@ -146,6 +147,11 @@ def single_tensor(path: Path) -> TensorInfo:
         raise TensorFileError(f"{path.name}: expected one tensor per comparison point, "
                               f"found {len(tensors)}")
     return next(iter(tensors.values()))
+
+
+def point_file(folder: Path, point: str) -> Path:
+    """Where a dump folder holds one comparison point: ``<folder>/<point>.safetensors``."""
+    return folder / (point + DUMP_SUFFIX)
 
 
 def dump_points(folder: Path) -> set[str]:

@@ -19,10 +19,10 @@ import numpy.typing as npt
 from .comparison import DiffStats, DumpComparison, PointComparison, mismatch, pipeline_order
 from .dtypes import DTYPES, F8_DTYPES, dtype_name
 from .files import (
-    DUMP_SUFFIX,
     TensorInfo,
     dump_points,
     open_unbuffered,
+    point_file,
     read_header,
     read_into,
     single_tensor,
@@ -138,8 +138,7 @@ def compare_dumps(
     for point in points:
         if "/" in point or "\\" in point or point in {"", ".", ".."}:
             raise ValueError(f"comparison point {point!r} is not a plain name")
-        file_a = folder_a / (point + DUMP_SUFFIX)
-        file_b = folder_b / (point + DUMP_SUFFIX)
+        file_a, file_b = point_file(folder_a, point), point_file(folder_b, point)
         info_a = single_tensor(file_a) if point in found_a else None
         info_b = single_tensor(file_b) if point in found_b else None
         if info_a is None or info_b is None:
