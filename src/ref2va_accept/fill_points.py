@@ -24,7 +24,7 @@ from pathlib import Path
 from .campaign import ComparisonPoint, load_campaign, quality_class
 from .errors import CampaignError, FreezeError, MediaError, TensorFileError
 from .lock import lock_path
-from .tensors import DUMP_SUFFIX, read_header
+from .tensors import point_file, read_header
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def _shown(shape: list[int] | str) -> str:
 
 def _dumped(dump_dir: Path, name: str) -> tuple[str, list[int]] | str:
     """(dtype, shape) of one dumped point, or why it cannot be read."""
-    path = dump_dir / f"{name}{DUMP_SUFFIX}"
+    path = point_file(dump_dir, name)
     if not path.is_file():
         return f"no {path.name} in the dump folder"
     try:

@@ -1,4 +1,4 @@
-"""The lossless gate: strict bit-exactness at the frozen comparison points (quality.md).
+"""The lossless gate: strict bit-exactness at the frozen comparison points (docs/quality.md).
 
 Order of judgement for one lossless track:
 1. B0 must honour its own contract (every point written, with the frozen dtype and shape) and
@@ -26,6 +26,7 @@ from .tensors import (
     DumpComparison,
     PointComparison,
     compare_dumps,
+    point_file,
     read_header,
 )
 from .verdicts import CheckResult, GateChecks
@@ -69,7 +70,7 @@ def contract_problems(outcome: Outcome, contract: Contract) -> list[str]:
         if point.source == "mp4":
             found = _mp4_shape(outcome, point.name)
         else:
-            path = folder / f"{point.name}.safetensors" if folder else None
+            path = point_file(folder, point.name) if folder else None
             if path is None or not path.is_file():
                 problems.append(f"{point.name}: not written")
                 continue
@@ -111,9 +112,7 @@ def compare(reference: Outcome, other: Outcome, contract: Contract) -> DumpCompa
             found[point.name] = point
     if contract.mp4 and reference.media_path and other.media_path:
         found.update(compare_mp4(reference.media_path, other.media_path, contract.mp4))
-    points = tuple(found[name] for name in contract.order if name in found)
-    first = next((p.name for p in points if not p.equal), None)
-    return DumpComparison(points=points, first_divergence=first)
+    return DumpComparison.of(found[name] for name in contract.order if name in found)
 
 
 def compare_mp4(a: Path, b: Path, names: Sequence[str]) -> dict[str, PointComparison]:

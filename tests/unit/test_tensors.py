@@ -29,6 +29,7 @@ from ref2va_accept.tensors import (
     compare_dumps,
     compare_tensor_files,
     read_header,
+    streaming,
     write_tensor_file,
 )
 
@@ -67,7 +68,7 @@ def _pair(root: Path, dtype: str, a: np.ndarray, b: np.ndarray, name: str = "t"
 
 
 def _compare(dtype: str, a: np.ndarray, b: np.ndarray, chunk: int) -> tensors.PointComparison:
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(tensors, "CHUNK_BYTES", chunk):
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(streaming, "CHUNK_BYTES", chunk):
         result = compare_tensor_files(*_pair(Path(tmp), dtype, a, b))
     assert len(result.points) == 1
     return result.points[0]
@@ -203,7 +204,7 @@ def test_bf16_bit_patterns_are_not_read_as_u16(folder: Path) -> None:
 
 def test_a_difference_in_the_last_element_across_several_chunks(folder: Path,
                                                                  monkeypatch: Any) -> None:
-    monkeypatch.setattr(tensors, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(streaming, "CHUNK_BYTES", 64)
     a = np.arange(1000, dtype=np.float32).reshape(10, 100)
     b = a.copy()
     b[9, 99] = np.nextafter(b[9, 99], np.float32(np.inf))
@@ -215,6 +216,30 @@ def test_a_difference_in_the_last_element_across_several_chunks(folder: Path,
     c[9, 99] += 1
     point = compare_tensor_files(*_pair(folder, "F32", a, c)).points[0]
     assert (point.differing, point.first_index, point.max_abs_diff) == (1, (9, 99), 1.0)
+
+
+def test_patched_chunk_size_is_the_one_read_with(folder: Path, monkeypatch: Any) -> None:
+    # The chunk-boundary properties above patch streaming.CHUNK_BYTES; prove that this is the
+    # value the reader uses, so that they really cross chunk boundaries.
+    reads: list[int] = []
+    real = streaming.read_into
+
+    def counted(handle: Any, offset: int, view: Any, name: str) -> None:
+        reads.append(len(view))
+        real(handle, offset, view, name)
+
+    monkeypatch.setattr(streaming, "read_into", counted)
+    monkeypatch.setattr(streaming, "CHUNK_BYTES", 64)
+    a = np.arange(100, dtype=np.float32)  # 400 bytes: 6 chunks of 64 and one of 16, per side
+    assert compare_tensor_files(*_pair(folder, "F32", a, a.copy())).equal
+    assert reads == [64] * 12 + [16] * 2
+
+
+def test_the_package_exports_what_its_users_import() -> None:
+    for name in tensors.__all__:
+        assert getattr(tensors, name) is not None, name
+    assert {"DUMP_SUFFIX", "Status", "TensorInfo", "read_header", "compare_dumps",
+            "StreamingComparison", "write_tensor_file", "CHUNK_BYTES"} <= set(tensors.__all__)
 
 
 def test_streaming_along_samples_finds_the_row_major_first() -> None:

@@ -1,0 +1,62 @@
+"""Bit-exact comparison of comparison points held in safetensors dumps (decoded.py: MP4 output).
+
+Equality is strict: equal dtype, equal shape, equal bytes. ``-0.0`` and ``0.0`` differ and NaNs
+compare by bit pattern, because a lossless optimization must reproduce B0 bit for bit, and any
+numerical notion of "close" would let a changed reduction order through.
+
+Bytes are compared first, in large chunks, at memcmp speed: an equal point costs about what
+``cmp`` costs. Values are interpreted only for a chunk whose bytes differ, to explain the
+mismatch (how many elements, where the first one is, how far apart in value and in ULP).
+
+The package, by seam:
+
+- :mod:`.dtypes`: the safetensors dtype table, bit views, values and ULP distance;
+- :mod:`.files`: safetensors headers parsed and validated with ``json`` and ``struct`` (no torch,
+  no ``safetensors`` package, never a whole multi-GiB file in memory), dump folders, raw reads,
+  and writing files for fixtures and benchmarks;
+- :mod:`.comparison`: the result records (:class:`PointComparison`, :class:`DumpComparison`)
+  and the explanation of differing elements;
+- :mod:`.streaming`: the chunked comparison of stored tensors (:func:`compare_dumps`,
+  :func:`compare_tensor_files`) and of in-memory points fed piece by piece
+  (:class:`StreamingComparison`, :func:`compare_arrays`).
+
+``CHUNK_BYTES`` is re-exported for reading; it is read at call time from
+:mod:`ref2va_accept.tensors.streaming`, so patch it there.
+"""
+
+from .comparison import DumpComparison, PointComparison, Status, pipeline_order
+from .dtypes import DTYPES
+from .files import (
+    DUMP_SUFFIX,
+    MAX_HEADER_BYTES,
+    TensorInfo,
+    point_file,
+    read_header,
+    write_tensor_file,
+)
+from .streaming import (
+    CHUNK_BYTES,
+    StreamingComparison,
+    compare_arrays,
+    compare_dumps,
+    compare_tensor_files,
+)
+
+__all__ = [
+    "CHUNK_BYTES",
+    "DTYPES",
+    "DUMP_SUFFIX",
+    "MAX_HEADER_BYTES",
+    "DumpComparison",
+    "PointComparison",
+    "Status",
+    "StreamingComparison",
+    "TensorInfo",
+    "compare_arrays",
+    "compare_dumps",
+    "compare_tensor_files",
+    "pipeline_order",
+    "point_file",
+    "read_header",
+    "write_tensor_file",
+]

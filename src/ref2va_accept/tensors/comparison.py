@@ -1,0 +1,192 @@
+"""What a bit-exact comparison finds: the per-point and per-dump records, and their explanation.
+
+A point is equal only with equal dtype, equal shape and equal bytes. When bytes differ,
+:class:`DiffStats` explains how: how many elements, where the first one is, how far apart in
+value and in ULP. It is fed chunk by chunk, so that a point is never held whole.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from .dtypes import DTYPES, max_ulp, values_of
+
+__all__ = [
+    "DiffStats",
+    "DumpComparison",
+    "PointComparison",
+    "Status",
+    "mismatch",
+    "pipeline_order",
+]
+
+Status = Literal[
+    "equal", "differs", "missing_in_a", "missing_in_b", "dtype_mismatch", "shape_mismatch"
+]
+
+
+def _json_float(value: float | None) -> float | str | None:
+    # Strict JSON has no NaN or Infinity; the report keeps them readable as strings.
+    if value is None or math.isfinite(value):
+        return value
+    return str(value)
+
+
+@dataclass(frozen=True)
+class PointComparison:
+    """One comparison point, A against B.
+
+    ``elements``, ``differing`` and ``fraction`` describe an element-wise comparison; they are 0
+    when none was possible (missing on a side, dtype or shape mismatch), and ``status`` says why.
+    """
+
+    name: str
+    status: Status
+    dtype_a: str | None
+    dtype_b: str | None
+    shape_a: tuple[int, ...] | None
+    shape_b: tuple[int, ...] | None
+    elements: int = 0
+    differing: int = 0
+    fraction: float = 0.0
+    first_index: tuple[int, ...] | None = None
+    max_abs_diff: float | None = None
+    max_ulp: int | None = None
+
+    @property
+    def equal(self) -> bool:
+        return self.status == "equal"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; a non-finite ``max_abs_diff`` is the string ``"nan"`` or ``"inf"``."""
+        return {
+            "name": self.name, "status": self.status, "equal": self.equal,
+            "dtype_a": self.dtype_a, "dtype_b": self.dtype_b,
+            "shape_a": None if self.shape_a is None else list(self.shape_a),
+            "shape_b": None if self.shape_b is None else list(self.shape_b),
+            "elements": self.elements, "differing": self.differing, "fraction": self.fraction,
+            "first_index": None if self.first_index is None else list(self.first_index),
+            "max_abs_diff": _json_float(self.max_abs_diff), "max_ulp": self.max_ulp,
+        }
+
+    def summary(self) -> str:
+        """One line: ``name: equal`` or what differs, where first, and by how much."""
+        if self.status == "equal":
+            return f"{self.name}: equal"
+        if self.status == "missing_in_a":
+            return f"{self.name}: MISSING in A"
+        if self.status == "missing_in_b":
+            return f"{self.name}: MISSING in B"
+        if self.status == "dtype_mismatch":
+            return f"{self.name}: DTYPE MISMATCH {self.dtype_a} vs {self.dtype_b}"
+        if self.status == "shape_mismatch":
+            return f"{self.name}: SHAPE MISMATCH {self.shape_a} vs {self.shape_b}"
+        percent = 100.0 * self.fraction
+        share = f"{percent:.2f}%" if percent >= 0.01 else f"{percent:.2g}%"
+        return (f"{self.name}: DIFFERS {self.differing}/{self.elements} elements ({share}), "
+                f"first at {self.first_index}, max |diff| {self.max_abs_diff:.2g}, "
+                f"max ULP {self.max_ulp}")
+
+
+@dataclass(frozen=True)
+class DumpComparison:
+    points: tuple[PointComparison, ...]  # in the order compared
+    first_divergence: str | None  # the first point, in that order, that is not equal
+
+    @classmethod
+    def of(cls, points: Iterable[PointComparison]) -> DumpComparison:
+        compared = tuple(points)
+        return cls(compared, next((p.name for p in compared if not p.equal), None))
+
+    @property
+    def equal(self) -> bool:
+        return all(p.equal for p in self.points)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "equal": self.equal,
+            "first_divergence": self.first_divergence,
+            "points": [p.to_dict() for p in self.points],
+        }
+
+
+def pipeline_order(name: str) -> tuple[int, int, str]:
+    """Sort key: cond.* < dit.stepNNN (numeric) < other dit.* < latent.* < decoded.* < the rest."""
+    step = re.fullmatch(r"dit\.step(\d+)(.*)", name)
+    if step:
+        return (1, int(step.group(1)), step.group(2))
+    for rank, prefix in ((0, "cond."), (2, "dit."), (3, "latent."), (4, "decoded.")):
+        if name.startswith(prefix):
+            return (rank, 0, name)
+    return (5, 0, name)
+
+
+def mismatch(point: str, dtype_a: str, dtype_b: str, shape_a: tuple[int, ...],
+             shape_b: tuple[int, ...]) -> PointComparison | None:
+    """The point's record when dtypes or shapes already differ; None when bytes must decide."""
+    status: Status | None = None
+    if dtype_a != dtype_b:
+        status = "dtype_mismatch"
+    elif shape_a != shape_b:
+        status = "shape_mismatch"
+    if status is None:
+        return None
+    return PointComparison(point, status, dtype_a, dtype_b, shape_a, shape_b)
+
+
+class DiffStats:
+    """Running explanation of the differing elements of one point, fed chunk by chunk."""
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+        self.bits = DTYPES[dtype].bits
+        self.differing = 0
+        self.max_abs_diff: float | None = None
+        self.max_ulp: int | None = None
+
+    def update(self, a: memoryview | bytes, b: memoryview | bytes) -> int | None:
+        """Account for one pair of equal-length raw chunks; the first differing element's index."""
+        bits_a = np.frombuffer(a, self.bits)
+        bits_b = np.frombuffer(b, self.bits)
+        where = np.flatnonzero(bits_a != bits_b)
+        if where.size == 0:
+            return None
+        # Only the differing elements: equal ones add nothing, and an equal NaN pattern would
+        # otherwise poison the maximum difference.
+        sub_a, sub_b = bits_a[where], bits_b[where]
+        self.differing += int(where.size)
+        ulp = max_ulp(self.dtype, sub_a, sub_b)
+        self.max_ulp = ulp if self.max_ulp is None else max(self.max_ulp, ulp)
+        if DTYPES[self.dtype].family == "float":
+            with np.errstate(over="ignore", invalid="ignore"):
+                gaps = np.subtract(values_of(self.dtype, sub_a), values_of(self.dtype, sub_b),
+                                   dtype=np.float64)
+            # max propagates NaN: a NaN on either side has no distance, and the report should
+            # say that NaN appeared rather than hide it behind the largest finite gap.
+            gap = float(np.abs(gaps).max())
+        else:
+            gap = float(ulp)
+        if self.max_abs_diff is None or math.isnan(gap):
+            self.max_abs_diff = gap
+        elif not math.isnan(self.max_abs_diff):
+            self.max_abs_diff = max(self.max_abs_diff, gap)
+        return int(where[0])
+
+    def result(self, point: str, shape: tuple[int, ...],
+               first: int | tuple[int, ...] | None) -> PointComparison:
+        """The point's record once every chunk is in; ``first`` flat or already unravelled."""
+        elements = math.prod(shape)
+        if self.differing == 0:
+            return PointComparison(point, "equal", self.dtype, self.dtype, shape, shape, elements)
+        if isinstance(first, int):
+            first = tuple(int(i) for i in np.unravel_index(first, shape))
+        return PointComparison(
+            point, "differs", self.dtype, self.dtype, shape, shape, elements, self.differing,
+            self.differing / elements, first, self.max_abs_diff, self.max_ulp,
+        )
