@@ -23,6 +23,9 @@ _M = TypeVar("_M", bound=BaseModel)
 
 # --------------------------------------------------------------------------- YAML
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_MERGE_KEY = object()  # stands for `<<` while looking for duplicates
+
 
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys: PyYAML would silently keep the last one."""
@@ -31,10 +34,20 @@ class _StrictLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
+        # `<<: *anchor` merges another mapping in, and the mapping's own keys override the merged
+        # ones (as SafeLoader does); only a key written twice in the same mapping is a duplicate.
+        key = _MERGE_KEY if key_node.tag == _MERGE_TAG else loader.construct_object(key_node)
+        try:
+            first = seen.get(key)
+        except TypeError:  # a list or mapping as a key; SafeLoader refuses it the same way
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})",
+                "while constructing a mapping", node.start_mark, "found unhashable key",
+                key_node.start_mark,
+            ) from None  # fmt: skip
+        if first is not None:
+            shown = "'<<'" if key is _MERGE_KEY else repr(key)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {shown} (first at line {first + 1})",
                 key_node.start_mark,
             )  # fmt: skip
         seen[key] = key_node.start_mark.line
