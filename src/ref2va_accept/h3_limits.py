@@ -28,7 +28,7 @@ from ref2va_accept.errors import CampaignError
 from ref2va_accept.hashing import file_sha256
 from ref2va_accept.placeholder import is_placeholder
 
-if TYPE_CHECKING:  # campaign.py calls in here at load time; the import only serves the types
+if TYPE_CHECKING:  # campaign/loaded.py calls in here at load time; the import only serves the types
     from ref2va_accept.campaign import LoadedCampaign
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,252 @@
+"""The campaign file's schema: engine, devices, arms, timing protocol, budget, and the whole file.
+
+The tracks are in `tracks.py`; this module adds everything around them and the cross-field rules
+of the file as a whole (unique arm ids, a timeout set per duration class, arms naming real tracks).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from ref2va_accept.device_memory import MemoryRelease
+from ref2va_accept.identity import SourcePin, pin_violations
+
+from .fields import (
+    DurationClass,
+    RelPath,
+    StrictModel,
+    TrackId,
+    duration_class,
+    env_violations,
+    is_env_name,
+)
+from .files import raise_violations
+from .tracks import Track, track_violations
+
+LOCK_SCHEMA = "ref2va-lock/1"
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# Form fields that define the matched request; an arm overriding one would no longer be matched
+# (a step-count change is a scope change, not a candidate).
+_MATCHED_FIELDS = frozenset(
+    {
+        "prompt", "model", "seed", "seconds", "size", "width", "height", "num_frames", "fps",
+        "aspect_ratio", "short_edge", "num_inference_steps", "guidance_scale", "flow_shift",
+        "negative_prompt", "generate_sound", "extra_params", "input_reference",
+        "input_references", "image_reference", "audio_reference", "video_reference",
+    }
+)  # fmt: skip
+
+
+class ScorerWeights(StrictModel):
+    """A model file a VBench scorer reads from the host's disk; never downloaded."""
+
+    path: str
+    sha256: str
+
+
+class TimeoutSet(StrictModel):
+    request_s: float = Field(gt=0)
+    connect_s: float = Field(default=10, gt=0)
+
+
+class Protocol(StrictModel):
+    warmups: int = Field(ge=0)
+    repeats: int = Field(ge=1)
+    ordering: Literal["AB", "ABBA", "ABA"]
+    order_seed: int
+    pause_s: float = Field(default=0, ge=0)
+    timeouts: dict[DurationClass, TimeoutSet]
+    # A' (B0 re-measured after the candidate) may move its median by at most this fraction of
+    # A's; beyond it the run drifted and is not evaluable.
+    drift_tolerance: float = Field(default=0.10, gt=0, lt=1)
+    # The decision: the distribution-free ratio interval of docs/protocol.md, at this confidence per
+    # end, against this target ratio (0.5 = a 50% latency reduction).
+    decision_rule: Literal["ratio-interval-moses/1"] = "ratio-interval-moses/1"
+    target_ratio: float = Field(default=0.5, gt=0, lt=1)
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    # Caching probe (MLPerf TEST04 idea): this many requests with fresh distinct seeds on the
+    # candidate's instance; its repeated identical requests must not be >10% faster. 0 = off.
+    caching_probe_requests: int = Field(default=2, ge=0)
+    # Seconds one request is expected to take per duration class (the host's preflight medians);
+    # only live progress reads them, to estimate the remaining time. Optional: without them the
+    # estimate comes from the run's own finished requests.
+    expected_request_s: dict[DurationClass, Annotated[float, Field(gt=0)]] | None = None
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Frozen like the rest when given; when not, left out of the dump (and so of the lock's
+        # canonical form), so that campaigns frozen before the field existed do not drift.
+        data: dict[str, Any] = handler(self)
+        if self.expected_request_s is None:
+            data.pop("expected_request_s", None)
+        return data
+
+
+class Budget(StrictModel):
+    max_candidates: int = Field(default=12, ge=0)
+    max_wall_hours: float = Field(default=16, gt=0)
+    max_logical_device_hours: float = Field(default=64, gt=0)
+
+
+class EngineSpec(StrictModel):
+    kind: Literal["reference", "vllm-omni"]
+    model: str
+    command: list[str] | None = Field(default=None, min_length=1)
+    workdir: RelPath = "."
+    # Structured: which fields an engine kind needs is in identity.PIN_FIELDS; the preflight
+    # compares each with the host before the first engine starts.
+    source_pin: SourcePin
+    startup_timeout_s: float = Field(gt=0)
+    shutdown_grace_s: float = Field(default=30, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pin_for_kind(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "source_pin" in data:
+            kind = data.get("kind")
+            raise_violations(
+                [
+                    (("source_pin", *loc), msg)
+                    for loc, msg in pin_violations(
+                        kind if isinstance(kind, str) else "", data["source_pin"]
+                    )
+                ]
+            )
+        return data
+
+    def resolved_command(self) -> list[str]:
+        """The executable prefix; the default stays out of the frozen file so it is host-neutral."""
+        if self.command is not None:
+            return list(self.command)
+        if self.kind == "reference":
+            return [sys.executable, "-m", "engine.reference"]
+        return ["vllm"]
+
+
+class DeviceSpec(StrictModel):
+    kind: Literal["none", "npu", "cuda"]
+    visible: list[int] = []
+    visibility_env: str | None = None
+    # The wait for device memory to return to idle after each instance (device_memory.py).
+    memory_release: MemoryRelease = MemoryRelease()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DeviceSpec:
+        violations: list[tuple[tuple[str | int, ...], str]] = []
+        if self.kind == "none":
+            if self.visible:
+                violations.append((("visible",), f"no devices for kind none, found {self.visible}"))
+        else:
+            if self.visibility_env is None:
+                violations.append(
+                    (("visibility_env",), f"an env var name for kind {self.kind}, found none")
+                )
+            elif not is_env_name(self.visibility_env):
+                violations.append(
+                    (("visibility_env",), f"an env var name, found {self.visibility_env!r}")
+                )
+            if not self.visible:
+                violations.append((("visible",), f"device ids for kind {self.kind}, found none"))
+        for i, dev in enumerate(self.visible):
+            if dev < 0 or self.visible.index(dev) != i:
+                violations.append((("visible", i), f"unique non-negative ids, found {dev}"))
+        raise_violations(violations)
+        return self
+
+
+class ArmSpec(StrictModel):
+    id: str
+    profile: RelPath
+    request: dict[str, str | int | float | bool] = {}
+    tracks: list[TrackId] | None = None
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _shape(self) -> ArmSpec:
+        violations: list[tuple[tuple[str | int, ...], str]] = []
+        if not _SLUG.match(self.id):
+            violations.append((("id",), f"a slug [a-z0-9][a-z0-9._-]*, found {self.id!r}"))
+        for key in self.request:
+            if key in _MATCHED_FIELDS:
+                violations.append(
+                    (("request", key), "a field the matched request does not fix (the track "
+                     f"sets it for every arm), found {key!r}")
+                )  # fmt: skip
+        raise_violations(violations)
+        return self
+
+
+class Campaign(StrictModel):
+    schema_version: Literal[1]
+    name: str
+    description: str = ""
+    engine: EngineSpec
+    devices: DeviceSpec
+    environment: dict[str, str] = {}
+    baseline: ArmSpec
+    candidates: list[ArmSpec] = []
+    tracks: dict[TrackId, Track] = Field(min_length=1)
+    protocol: Protocol
+    budget: Budget
+    # Model files of the VBench scorers by name (dino_vitb16, clip_vitb32, ...), on the host's
+    # disk; a scorer whose weights are absent leaves its dimension open.
+    scorer_weights: dict[str, ScorerWeights] = {}
+
+    @model_validator(mode="after")
+    def _rules(self) -> Campaign:
+        violations = env_violations(self.environment, "environment")
+        if self.baseline.id != "b0":
+            violations.append((("baseline", "id"), f"'b0', found {self.baseline.id!r}"))
+        ids: set[str] = set()
+        for i, arm in enumerate(self.candidates):
+            if arm.id == "b0" or arm.id in ids:
+                why = "the baseline's id" if arm.id == "b0" else "an id used earlier"
+                violations.append((("candidates", i, "id"), f"a unique id, found {why} {arm.id!r}"))
+            ids.add(arm.id)
+        if len(self.candidates) > self.budget.max_candidates:
+            violations.append(
+                (("candidates",), f"at most {self.budget.max_candidates} candidates "
+                 f"(budget.max_candidates), found {len(self.candidates)}")
+            )  # fmt: skip
+        for track_id, track in self.tracks.items():
+            violations.extend(track_violations(track_id, track))
+        used = sorted({duration_class(t) for t in self.tracks})
+        missing = [d for d in used if d not in self.protocol.timeouts]
+        if missing:
+            violations.append(
+                (("protocol", "timeouts"), f"a timeout set for each duration class the tracks use "
+                 f"({', '.join(used)}), found none for {', '.join(missing)}")
+            )  # fmt: skip
+        if self.baseline.tracks is not None:
+            absent = [t for t in self.tracks if t not in self.baseline.tracks]
+            if absent:
+                violations.append(
+                    (("baseline", "tracks"), "every campaign track (B0 is the matched baseline of "
+                     f"each), found {self.baseline.tracks}, missing {', '.join(absent)}")
+                )  # fmt: skip
+        for loc, arm in [(("baseline",), self.baseline)] + [
+            (("candidates", i), a) for i, a in enumerate(self.candidates)
+        ]:
+            for j, track_id in enumerate(arm.tracks or []):
+                if track_id not in self.tracks:
+                    violations.append(
+                        ((*loc, "tracks", j), f"a track of this campaign ({', '.join(self.tracks)})"
+                         f", found {track_id!r}")
+                    )  # fmt: skip
+        raise_violations(violations)
+        for track_id, track in self.tracks.items():
+            track._track_id = track_id
+        return self
+
+    def arms(self) -> list[ArmSpec]:
+        return [self.baseline, *self.candidates]
