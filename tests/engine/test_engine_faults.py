@@ -27,10 +27,10 @@ import pytest
 
 from engine.reference.app import create_app
 from engine.reference.errors import ProfileError
+from engine.reference.fault_names import FAULT_ENV
 from engine.reference.faults import (
     CRASH_EXIT_CODE,
     FAULT_CHILD_ENV,
-    FAULT_ENV,
     LISTENER_PROCESS_NAME,
     WORKER_PROCESS_NAME,
 )
