@@ -21,10 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ref2va_contract.diagnostics import DUMP_SUFFIX
+
 from .campaign import ComparisonPoint, load_campaign, quality_class
 from .errors import CampaignError, FreezeError, MediaError, TensorFileError
 from .lock import lock_path
-from .tensors import DUMP_SUFFIX, read_header
+from .tensors import read_header
 
 log = logging.getLogger(__name__)
 
