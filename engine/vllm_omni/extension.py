@@ -478,7 +478,7 @@ def cache_dit_state(pipeline: Any) -> dict[str, Any]:
 
         for index, target in enumerate(targets):
             stats = cache_dit.summary(target, details=False, logging=False)
-            blocks = [
+            blocks: list[dict[str, Any]] = [
                 {"cached_steps": sorted(int(s) for s in (getattr(s, "cached_steps", None) or [])),
                  "accumulated_cached_steps": int(getattr(s, "accumulated_cached_steps", 0) or 0)}
                 for s in stats
