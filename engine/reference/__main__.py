@@ -11,7 +11,8 @@ import uvicorn
 
 from engine.reference.app import create_app
 from engine.reference.errors import ProfileError
-from engine.reference.faults import PROCESS_FAULTS, resolve_fault, start_fault_children
+from engine.reference.fault_names import PROCESS_FAULTS
+from engine.reference.faults import resolve_fault, start_fault_children
 from engine.reference.profile import load_profile
 
 logger = logging.getLogger("engine.reference")

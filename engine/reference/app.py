@@ -21,20 +21,34 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.reference.errors import ApiError, GenerationCancelled, ProfileError
+from engine.reference.fault_names import WIRE_FAULTS
 from engine.reference.faults import (
-    WIRE_FAULTS,
     FaultPlan,
     MediaFaultMiddleware,
     announce,
     resolve_fault,
     wrap_generator,
 )
-from engine.reference.generator import VideoGenerator, build_generator
+from engine.reference.generator import VideoGenerator
 from engine.reference.jobs import JobStore
 from engine.reference.profile import LaunchProfile
-from engine.reference.profiling import STAGE_ID, ProfilerConfig, TorchTraceSession
+from engine.reference.profiler_config import ProfilerConfig
+from engine.reference.profiling import STAGE_ID, TorchTraceSession
 from engine.reference.request import VideoRequest, parse_video_form
 from engine.reference.runner import GenerationRunner
+from ref2va_contract.api import (
+    HEALTH_ROUTE,
+    INFERENCE_TIME_HEADER,
+    MODEL_HEADER,
+    MODELS_ROUTE,
+    PEAK_MEMORY_HEADER,
+    REQUEST_ID_HEADER,
+    STAGE_DURATIONS_HEADER,
+    START_PROFILE_ROUTE,
+    STOP_PROFILE_ROUTE,
+    SYNC_VIDEO_ROUTE,
+    VIDEOS_ROUTE,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +118,12 @@ def create_app(profile: LaunchProfile, generator: VideoGenerator | None = None) 
     except ValueError as exc:
         raise ProfileError(str(exc)) from None
     announce(fault)
-    inner = generator or build_generator(args, profile)
+    if generator is None:
+        # Here, not at module level: the app's module does not pull in torch until it is needed.
+        from engine.reference.torch_generator import build_generator  # noqa: PLC0415
+
+        generator = build_generator(args, profile)
+    inner = generator
     runner = GenerationRunner(
         wrap_generator(inner, fault),
         pipeline_profiler=args.enable_diffusion_pipeline_profiler,
@@ -158,7 +177,7 @@ def _add_profile_routes(app: FastAPI, profiler: TorchTraceSession) -> None:
     def concerns_us(request: ProfileRequest | None) -> bool:
         return request is None or request.stages is None or STAGE_ID in request.stages
 
-    @app.post("/start_profile")
+    @app.post(START_PROFILE_ROUTE)
     async def start_profile(
         raw_request: Request, request: ProfileRequest | None = None
     ) -> JSONResponse:
@@ -172,7 +191,7 @@ def _add_profile_routes(app: FastAPI, profiler: TorchTraceSession) -> None:
             logger.info("Profiler started.")
         return JSONResponse({"status": "SUCCESS"})
 
-    @app.post("/stop_profile")
+    @app.post(STOP_PROFILE_ROUTE)
     async def stop_profile(
         raw_request: Request, request: ProfileRequest | None = None
     ) -> JSONResponse:
@@ -188,13 +207,13 @@ def _add_profile_routes(app: FastAPI, profiler: TorchTraceSession) -> None:
 
 
 def _add_routes(app: FastAPI) -> None:
-    @app.get("/health")
+    @app.get(HEALTH_ROUTE)
     async def health(request: Request) -> JSONResponse:
         if _engine(request).runner.closed:
             return JSONResponse({"status": "unhealthy"}, status_code=503)
         return JSONResponse({"status": "healthy"})
 
-    @app.get("/v1/models")
+    @app.get(MODELS_ROUTE)
     async def models(request: Request) -> JSONResponse:
         engine = _engine(request)
         card = {
@@ -225,7 +244,7 @@ def _add_routes(app: FastAPI) -> None:
         }
         return JSONResponse({"object": "list", "data": [card]})
 
-    @app.post("/v1/videos/sync")
+    @app.post(SYNC_VIDEO_ROUTE)
     async def create_video_sync(
         request: Request, video: Annotated[VideoRequest, Depends(parse_video_form)]
     ) -> Response:
@@ -250,22 +269,22 @@ def _add_routes(app: FastAPI) -> None:
             content=result.video_bytes,
             media_type="video/mp4",
             headers={
-                "X-Request-Id": request_id,
-                "X-Model": video.model,
-                "X-Inference-Time-S": f"{inference_time_s:.3f}",
-                "X-Stage-Durations": json.dumps(result.stage_durations, separators=(",", ":")),
-                "X-Peak-Memory-MB": f"{result.peak_memory_mb:.3f}",
+                REQUEST_ID_HEADER: request_id,
+                MODEL_HEADER: video.model,
+                INFERENCE_TIME_HEADER: f"{inference_time_s:.3f}",
+                STAGE_DURATIONS_HEADER: json.dumps(result.stage_durations, separators=(",", ":")),
+                PEAK_MEMORY_HEADER: f"{result.peak_memory_mb:.3f}",
             },
         )
 
-    @app.post("/v1/videos")
+    @app.post(VIDEOS_ROUTE)
     async def create_video(
         request: Request, video: Annotated[VideoRequest, Depends(parse_video_form)]
     ) -> JSONResponse:
         job = _engine(request).jobs.create(video)
         return JSONResponse(job.model_dump(mode="json"))
 
-    @app.get("/v1/videos")
+    @app.get(VIDEOS_ROUTE)
     async def list_videos(
         request: Request,
         after: str | None = None,
@@ -274,7 +293,7 @@ def _add_routes(app: FastAPI) -> None:
     ) -> JSONResponse:
         return JSONResponse(_engine(request).jobs.list(after=after, limit=limit, order=order))
 
-    @app.get("/v1/videos/{video_id}")
+    @app.get(VIDEOS_ROUTE + "/{video_id}")
     async def retrieve_video(request: Request, video_id: str) -> JSONResponse:
         job = _engine(request).jobs.get(video_id)
         content: dict[str, Any] = job.model_dump(mode="json")
@@ -287,12 +306,12 @@ def _add_routes(app: FastAPI) -> None:
             return JSONResponse(content, status_code=status_code)
         return JSONResponse(content)
 
-    @app.delete("/v1/videos/{video_id}")
+    @app.delete(VIDEOS_ROUTE + "/{video_id}")
     async def delete_video(request: Request, video_id: str) -> JSONResponse:
         deleted = await _engine(request).jobs.delete(video_id)
         return JSONResponse({"id": deleted, "deleted": True, "object": "video.deleted"})
 
-    @app.get("/v1/videos/{video_id}/content")
+    @app.get(VIDEOS_ROUTE + "/{video_id}/content")
     async def download_video(request: Request, video_id: str) -> Response:
         job, video_bytes = _engine(request).jobs.content(video_id)
         return Response(

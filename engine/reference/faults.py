@@ -20,8 +20,8 @@ Faults act at three places, each reached without touching the pipeline's interna
 server: uvicorn stops listening, then the lifespan shutdown waits on the hung step forever. Only
 SIGKILL ends it, as with a device call that never returns. ``crash`` exits with status 70.
 
-This module imports nothing of the engine at run time, so that the launch-profile model can ask it
-which names exist without an import cycle.
+The fault names, their groups and the environment variable live in :mod:`.fault_names`, which
+the launch-profile schema reads without importing this module.
 """
 
 from __future__ import annotations
@@ -38,6 +38,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.reference.fault_names import (
+    FAULT_ENV,
+    FAULT_NAMES,
+    MEDIA_FAULTS,
+    PROCESS_FAULTS,
+    STEP_FAULTS,
+    unknown_fault_message,
+)
+
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -51,17 +60,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FAULT_ENV = "REF2VA_REFERENCE_FAULT"
-
-# Faults that strike during denoising, at ``fault-at-step`` (default: the middle step).
-STEP_FAULTS = frozenset({"crash", "hang", "http_500"})
-# Faults that change what the generator hands back.
-MEDIA_FAULTS = frozenset({"wrong_frame_count", "missing_audio", "nondeterministic"})
-# Faults that damage the MP4 on its way out.
-WIRE_FAULTS = frozenset({"truncated_body", "corrupt_mp4"})
-# Faults that leave processes or sockets behind.
-PROCESS_FAULTS = frozenset({"worker_ignores_sigterm", "port_held_after_exit"})
-FAULT_NAMES = frozenset(STEP_FAULTS | MEDIA_FAULTS | WIRE_FAULTS | PROCESS_FAULTS)
 
 # EX_SOFTWARE: a distinctive non-zero status, so a test can tell the injected crash from others.
 CRASH_EXIT_CODE = 70
@@ -96,10 +94,6 @@ class FaultPlan:
         if self.at_step is None:
             return max(1, (total + 1) // 2)
         return min(self.at_step, max(1, total))
-
-
-def unknown_fault_message(name: str) -> str:
-    return f"unknown fault {name!r}; known faults: {', '.join(sorted(FAULT_NAMES))}"
 
 
 def resolve_fault(

@@ -5,22 +5,19 @@ Everything the HTTP side knows about generation is :class:`VideoGenerator`: a re
 every denoising step (progress, and the point where cancellation takes effect). A generator may
 also offer ``validate(spec)``, called while the request is parsed, so that what it cannot honour
 (diagnostics outside the allowed root, a cache hint without a cache) is a 400, not a failed job.
-The pipeline itself lives in :mod:`engine.reference.pipeline`; :mod:`.torch_generator` wires it.
+The pipeline itself lives in :mod:`engine.reference.pipeline`; :mod:`.torch_generator` wires it
+and builds it (``build_generator``). This module imports no torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from engine.reference.profile import EngineArgs
 from engine.reference.references import AUDIO_SAMPLE_RATE, ReferenceAudio, ReferenceImage
-
-if TYPE_CHECKING:
-    from engine.reference.profile import LaunchProfile
 
 
 def snap_frame_count(frames: int) -> int:
@@ -98,19 +95,3 @@ class VideoGenerator(Protocol):
     """The seam: the one thing the server needs from a model."""
 
     def generate(self, spec: GenerationSpec, monitor: StepMonitor) -> GeneratedMedia: ...
-
-
-def build_generator(args: EngineArgs, profile: LaunchProfile | None = None) -> VideoGenerator:
-    """The generator a profile's args describe: the torch reference pipeline.
-
-    ``profile`` (optional) only labels ``enabled_path.json`` with the profile's name and declared
-    kind; the args alone decide what runs.
-    """
-    # imported here so the seam (and mux.py, which imports it) does not pull in torch
-    from engine.reference.torch_generator import TorchGenerator  # noqa: PLC0415
-
-    return TorchGenerator(
-        args,
-        profile_name=profile.name if profile is not None else None,
-        declared=profile.declared if profile is not None else None,
-    )

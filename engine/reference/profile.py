@@ -13,11 +13,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from engine.reference.constants import DIT_BLOCKS
 from engine.reference.errors import ProfileError
+from engine.reference.fault_names import FAULT_NAMES, unknown_fault_message
+from engine.reference.profiler_config import check_profiler_config
+from ref2va_contract.launch import ENGINE_KINDS, REFERENCE_ENGINE
 
-ENGINE_NAME = "reference"
-# Depth of the reference DiT; Cache-DiT's Fn/Bn block counts are checked against it at load time.
-DIT_BLOCKS = 6
+ENGINE_NAME = REFERENCE_ENGINE
 
 
 class CacheDitConfig(BaseModel):
@@ -112,7 +114,7 @@ class EngineArgs(BaseModel):
         return self
 
     # --- Profiling and fault injection (issue 3, items 5 and 6) --------------------------------
-    # Kept together at the end; engine/reference/profiling.py and faults.py own their meaning.
+    # Kept together at the end; profiler_config.py and fault_names.py own their meaning.
     # vLLM's ``--profiler-config``: its ProfilerConfig keys (profiler, torch_profiler_dir, ...);
     # with a profiler set, /start_profile and /stop_profile exist.
     profiler_config: dict[str, Any] | None = Field(None, alias="profiler-config")
@@ -120,17 +122,13 @@ class EngineArgs(BaseModel):
     enable_diffusion_pipeline_profiler: bool = Field(
         False, alias="enable-diffusion-pipeline-profiler"
     )
-    # Reference-only: a deliberate fault, for testing the judge (names in faults.FAULT_NAMES).
+    # Reference-only: a deliberate fault, for testing the judge (names in fault_names).
     fault: str | None = None
     # Reference-only: the denoising step crash/hang/http_500 strike at (default: the middle one).
     fault_at_step: int | None = Field(None, alias="fault-at-step", ge=1)
 
     @model_validator(mode="after")
     def _known_profiler_config_and_fault(self) -> EngineArgs:
-        # Imported here so that this block stays self-contained; both are leaf modules.
-        from engine.reference.faults import FAULT_NAMES, unknown_fault_message  # noqa: PLC0415
-        from engine.reference.profiling import check_profiler_config  # noqa: PLC0415
-
         check_profiler_config(self.profiler_config)
         if self.fault is not None and self.fault not in FAULT_NAMES:
             raise ValueError(unknown_fault_message(self.fault))
@@ -160,29 +158,71 @@ def _describe(error: Any) -> str:
     return f"{where}: {error['msg']} (got {error.get('input')!r})"
 
 
-def load_profile(path: str | Path) -> LaunchProfile:
-    """Read and validate a profile meant for THIS engine, or raise :class:`ProfileError`."""
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.line, self.first = key, line, first
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that repeats a key (PyYAML keeps the last one)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        line = key_node.start_mark.line + 1
+        try:
+            if key in seen:
+                raise _DuplicateKey(key, line, seen[key])
+            seen[key] = line
+        except TypeError:  # an unhashable key: construct_mapping names it
+            continue
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def read_profile_yaml(path: str | Path) -> dict[str, Any]:
+    """A launch profile file's top-level mapping, for any engine kind, or :class:`ProfileError`.
+
+    Stricter than ``yaml.safe_load``: a repeated key is refused (``FILE:LINE: duplicate key 'KEY'``)
+    instead of silently keeping the last value, as the judge's own reading refuses it.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read launch profile: {exc.strerror}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no object tags
+    except _DuplicateKey as exc:
+        raise ProfileError(
+            f"{path}:{exc.line}: duplicate key {exc.key!r} (first at line {exc.first})"
+        ) from None
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: not valid YAML: {exc}".replace("\n", " ")) from None
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def load_profile(path: str | Path) -> LaunchProfile:
+    """Read and validate a profile meant for THIS engine, or raise :class:`ProfileError`."""
+    path = Path(path)
+    raw = read_profile_yaml(path)
+    kind = raw.get("engine")
+    if kind != ENGINE_NAME and kind in ENGINE_KINDS:
+        # Another engine's profile: its args are that engine's flags, not this one's to judge.
+        raise ProfileError(
+            f"{path}: profile is for engine '{kind}', but this is the '{ENGINE_NAME}' engine"
+        )
     if raw.get("args") is None:
         raw["args"] = {}
     try:
-        profile = LaunchProfile.model_validate(raw)
+        return LaunchProfile.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(_describe(error) for error in exc.errors())
         raise ProfileError(f"{path}: invalid launch profile: {problems}") from None
-    if profile.engine != ENGINE_NAME:
-        raise ProfileError(
-            f"{path}: profile is for engine '{profile.engine}', "
-            f"but this is the '{ENGINE_NAME}' engine"
-        )
-    return profile

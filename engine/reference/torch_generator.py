@@ -22,6 +22,7 @@ from engine.reference.generator import (
     GeneratedMedia,
     GenerationSpec,
     StepMonitor,
+    VideoGenerator,
     audio_sample_count,
     video_latent_frames,
 )
@@ -46,7 +47,16 @@ from engine.reference.pipeline.weights import (
     resolve_dtype,
     weights_sha256,
 )
-from engine.reference.profile import EngineArgs
+from engine.reference.profile import EngineArgs, LaunchProfile
+from ref2va_contract.diagnostics import (
+    APPROXIMATE_KEY,
+    CACHE_DIT_PATH,
+    CACHE_KEY,
+    DTYPE_KEY,
+    REFERENCE_KV_KEY,
+    REFERENCE_KV_REUSE_PATH,
+    REUSED_STEPS_KEY,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -263,15 +273,15 @@ class TorchGenerator:
     ) -> dict[str, Any]:
         approximate = []
         if paths.cache is not None:
-            approximate.append("cache_dit")
+            approximate.append(CACHE_DIT_PATH)
         if paths.reference_kv_mode == "reuse":
-            approximate.append("reference_kv_reuse")
+            approximate.append(REFERENCE_KV_REUSE_PATH)
         if self.dtype != torch.float32:
             approximate.append("reduced_precision")
         totals = clock.totals
         return {
             "weights_sha256": self.weights_sha256,
-            "dtype": str(self.dtype).removeprefix("torch."),
+            DTYPE_KEY: str(self.dtype).removeprefix("torch."),
             "device": str(self.device),
             "attention": ATTENTION_NAME,
             "compile": "eager",
@@ -279,26 +289,26 @@ class TorchGenerator:
             "text_kv": "precomputed" if self.args.text_kv_precompute else "per_step",
             "reduction_order": self.args.reduction_order,
             "guidance": "cfg" if spec.guidance_scale and spec.guidance_scale > 1 else "off",
-            "cache": {
-                "backend": "cache_dit" if paths.cache is not None else "none",
+            CACHE_KEY: {
+                "backend": CACHE_DIT_PATH if paths.cache is not None else "none",
                 "config": paths.cache.model_dump() if paths.cache is not None else {},
                 "computed_steps": record.computed_steps,
-                "reused_steps": record.reused_steps,
+                REUSED_STEPS_KEY: record.reused_steps,
                 "reused_blocks": record.reused_blocks,
                 "residual_diffs": record.residual_diffs,
                 "force_refresh_steps": sorted(paths.force_refresh_steps),
             },
-            "reference_kv": {
+            REFERENCE_KV_KEY: {
                 "mode": paths.reference_kv_mode,
                 "refresh_interval": (
                     None if paths.reference_kv_mode == "recompute" else paths.reference_kv_interval
                 ),
-                "reused_steps": record.reference_kv_reused_steps,
+                REUSED_STEPS_KEY: record.reference_kv_reused_steps,
             },
             "quality": spec.quality,
             "declared": self.declared,
             "profile": self.profile_name,
-            "approximate": approximate,
+            APPROXIMATE_KEY: approximate,
             "cost_model": {**self.cost_model.model_dump(), "source": self.cost_source},
             "work": {
                 "blocks": totals.blocks,
@@ -308,3 +318,16 @@ class TorchGenerator:
             "device_time_s": round(clock.total_ms / 1000.0, 6),
             "stages": dict(stages),
         }
+
+
+def build_generator(args: EngineArgs, profile: LaunchProfile | None = None) -> VideoGenerator:
+    """The generator a profile's args describe: the torch reference pipeline.
+
+    ``profile`` (optional) only labels ``enabled_path.json`` with the profile's name and declared
+    kind; the args alone decide what runs.
+    """
+    return TorchGenerator(
+        args,
+        profile_name=profile.name if profile is not None else None,
+        declared=profile.declared if profile is not None else None,
+    )

@@ -38,16 +38,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.vllm_omni.hooks import CACHE_DIT_TARGETS_ATTRIBUTE
+from ref2va_contract.diagnostics import (
+    ACCEPTANCE_FIELD,
+    ACCEPTANCE_KEYS,
+    ALL_POINTS,
+    APPROXIMATE_KEY,
+    CACHE_DIT_PATH,
+    CACHE_KEY,
+    DTYPE_KEY,
+    DUMP_DIR_KEY,
+    DUMP_SUFFIX,
+    ENABLED_PATH_FILE,
+    POINTS_KEY,
+    POINTS_WRITTEN_KEY,
+    REFERENCE_KV_KEY,
+    REUSED_STEPS_KEY,
+)
+from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV, VLLM_OMNI_ENGINE
 
 if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger(__name__)
-
-DIAGNOSTICS_ROOT_ENV = "REF2VA_DIAGNOSTICS_ROOT"
-REQUEST_FIELD = "acceptance"
-ENABLED_PATH_FILE = "enabled_path.json"
-DUMP_SUFFIX = ".safetensors"
 
 # The points outside the denoise loop, in pipeline order.
 CONDITIONING_POINTS = ("cond.text", "cond.image", "cond.audio")
@@ -86,12 +98,12 @@ def allowed_roots(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
 def valid_names(steps: int | None) -> str:
     last = f"{steps - 1:03d}" if steps else "NNN"
     return (f"{', '.join(FIXED_POINTS)}, dit.stepNNN.video and dit.stepNNN.audio for NNN in "
-            f"000..{last} (zero-padded), or \"all\"")
+            f"000..{last} (zero-padded), or \"{ALL_POINTS}\"")
 
 
 @dataclass(frozen=True)
 class DumpRequest:
-    """Where one request's points go, and which (``None``: every point, ``"all"``)."""
+    """Where one request's points go, and which (``None``: every point, ``ALL_POINTS``)."""
 
     folder: Path
     points: frozenset[str] | None
@@ -106,41 +118,43 @@ def request_field(req: Any) -> Any:
     extra = getattr(sampling, "extra_args", None)
     if not isinstance(extra, Mapping):
         return None
-    return extra.get(REQUEST_FIELD)
+    return extra.get(ACCEPTANCE_FIELD)
 
 
 def parse_request(block: Any, steps: int | None, roots: tuple[Path, ...]) -> DumpRequest:
     """Validate a diagnostics block against the launch roots; raise :class:`DiagnosticsRefused`."""
-    where = f"extra_params.{REQUEST_FIELD}"
-    if not isinstance(block, Mapping) or set(block) - {"dump_dir", "points"}:
-        raise DiagnosticsRefused(f"{where} must be an object with keys 'dump_dir' and 'points', "
-                                 f"got {block!r}")
-    raw_dir = block.get("dump_dir")
+    where = f"extra_params.{ACCEPTANCE_FIELD}"
+    where_dir = f"{where}.{DUMP_DIR_KEY}"
+    if not isinstance(block, Mapping) or set(block) - ACCEPTANCE_KEYS:
+        raise DiagnosticsRefused(f"{where} must be an object with keys '{DUMP_DIR_KEY}' and "
+                                 f"'{POINTS_KEY}', got {block!r}")
+    raw_dir = block.get(DUMP_DIR_KEY)
     if not roots:
         raise DiagnosticsRefused(
-            f"{where}.dump_dir {raw_dir!r} refused: diagnostics are disabled on this server, "
+            f"{where_dir} {raw_dir!r} refused: diagnostics are disabled on this server, "
             f"{DIAGNOSTICS_ROOT_ENV} was not set at launch")
     if not isinstance(raw_dir, str) or not os.path.isabs(raw_dir):
-        raise DiagnosticsRefused(f"{where}.dump_dir must be an absolute path, got {raw_dir!r}")
+        raise DiagnosticsRefused(f"{where_dir} must be an absolute path, got {raw_dir!r}")
     shown_roots = os.pathsep.join(str(root) for root in roots)
     if ".." in Path(raw_dir).parts:
-        raise DiagnosticsRefused(f"{where}.dump_dir {raw_dir} must not contain '..' "
+        raise DiagnosticsRefused(f"{where_dir} {raw_dir} must not contain '..' "
                                  f"(allowed roots: {shown_roots})")
     # resolve() follows every symlink: a link inside the root that points out of it is refused.
     folder = Path(raw_dir).resolve()
     if not any(folder == root or folder.is_relative_to(root) for root in roots):
         raise DiagnosticsRefused(
-            f"{where}.dump_dir {raw_dir} (resolved: {folder}) is outside every diagnostics root "
+            f"{where_dir} {raw_dir} (resolved: {folder}) is outside every diagnostics root "
             f"allowed at launch ({DIAGNOSTICS_ROOT_ENV}={shown_roots})")
-    points = block.get("points")
-    if points == "all":
+    points = block.get(POINTS_KEY)
+    if points == ALL_POINTS:
         return DumpRequest(folder, None)
     if not (isinstance(points, list) and points and all(isinstance(p, str) for p in points)):
-        raise DiagnosticsRefused(f'{where}.points must be "all" or a non-empty list of names, '
+        raise DiagnosticsRefused(f'{where}.{POINTS_KEY} must be "{ALL_POINTS}" or a non-empty '
+                                 'list of names, '
                                  f"got {points!r}; valid names: {valid_names(steps)}")
     unknown = [p for p in points if not _known(p, steps)]
     if unknown:
-        raise DiagnosticsRefused(f"{where}.points: unknown comparison point(s) {unknown}; "
+        raise DiagnosticsRefused(f"{where}.{POINTS_KEY}: unknown comparison point(s) {unknown}; "
                                  f"valid names: {valid_names(steps)}")
     return DumpRequest(folder, frozenset(points))
 
@@ -257,7 +271,7 @@ class Ref2VADiagnostics:
             # DP multi-concurrency: one wave of several requests; not supported for dumps.
             if any(request_field(getattr(item, "req", item)) is not None for item in req):
                 raise DiagnosticsRefused(
-                    f"extra_params.{REQUEST_FIELD} is not supported with data-parallel "
+                    f"extra_params.{ACCEPTANCE_FIELD} is not supported with data-parallel "
                     "multi-concurrency (several requests in one wave); run one request at a time")
             return upstream(req, od_config, *args, **kwargs)
         block = request_field(req)
@@ -269,8 +283,9 @@ class Ref2VADiagnostics:
         try:
             target.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise DiagnosticsRefused(f"extra_params.{REQUEST_FIELD}.dump_dir {target.folder}: "
-                                     f"cannot create the folder: {exc.strerror}") from None
+            raise DiagnosticsRefused(
+                f"extra_params.{ACCEPTANCE_FIELD}.{DUMP_DIR_KEY} {target.folder}: "
+                f"cannot create the folder: {exc.strerror}") from None
         pipeline = self.model_runner.pipeline
         if not self._ref2va_is_owner(pipeline):
             return upstream(req, od_config, *args, **kwargs)
@@ -316,8 +331,9 @@ def _refuse_scheduled(scheduler_output: Any, mode: str) -> None:
     for new_req in getattr(scheduler_output, "scheduled_new_reqs", None) or ():
         if request_field(getattr(new_req, "req", None)) is not None:
             raise DiagnosticsRefused(
-                f"extra_params.{REQUEST_FIELD} is not supported in vLLM-Omni's {mode} execution: "
-                "comparison points are written only on the single-request execute_model path")
+                f"extra_params.{ACCEPTANCE_FIELD} is not supported in vLLM-Omni's {mode} "
+                "execution: comparison points are written only on the single-request "
+                "execute_model path")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,7 +478,7 @@ def cache_dit_state(pipeline: Any) -> dict[str, Any]:
 
         for index, target in enumerate(targets):
             stats = cache_dit.summary(target, details=False, logging=False)
-            blocks = [
+            blocks: list[dict[str, Any]] = [
                 {"cached_steps": sorted(int(s) for s in (getattr(s, "cached_steps", None) or [])),
                  "accumulated_cached_steps": int(getattr(s, "accumulated_cached_steps", 0) or 0)}
                 for s in stats
@@ -530,7 +546,7 @@ def enabled_path(req: Any, od_config: Any, pipeline: Any, runner: Any, writer: D
     quantization = getattr(od_config, "quantization_config", None)
     approximate: list[str] = []
     if cache["enabled"]:
-        approximate.append("cache_dit")
+        approximate.append(CACHE_DIT_PATH)
     if runner_cache_on:
         approximate.append(f"cache:{type(runner_cache).__name__}")
     if kv_dtype not in (None, "auto"):
@@ -539,15 +555,15 @@ def enabled_path(req: Any, od_config: Any, pipeline: Any, runner: Any, writer: D
         approximate.append("quantization")
     approximate += [f"attention:{name}" for name in sorted(set(attention.values()))
                     if name in APPROXIMATE_ATTENTION]
-    backend = ("cache_dit" if cache["enabled"]
+    backend = (CACHE_DIT_PATH if cache["enabled"]
                else type(runner_cache).__name__ if runner_cache_on else "none")
     adaln = [name for name, module in _dit_modules(pipeline)
              if getattr(module, "adaln_cache", None) is not None]
     return {
-        "engine": "vllm-omni",
+        "engine": VLLM_OMNI_ENGINE,
         "request_id": getattr(req, "request_id", None),
         "pipeline": type(pipeline).__name__,
-        "dtype": _name(getattr(od_config, "dtype", None)),
+        DTYPE_KEY: _name(getattr(od_config, "dtype", None)),
         "quality": getattr(sampling, "quality", None),
         "attention": "+".join(sorted(set(attention.values()))) or "unknown",
         "attention_layers": attention,
@@ -563,27 +579,27 @@ def enabled_path(req: Any, od_config: Any, pipeline: Any, runner: Any, writer: D
             "diffusion_offload_config": _plain(getattr(od_config, "diffusion_offload_config",
                                                        None)),
         },
-        "cache": {
+        CACHE_KEY: {
             "backend": backend,
             "configured_backend": getattr(od_config, "cache_backend", None),
             "runner_backend": type(runner_cache).__name__ if runner_cache is not None else None,
             "runner_backend_enabled": runner_cache_on,
             "cache_dit": cache,
             # Steps the DiT output was served from cache (the judge's audit reads this key).
-            "reused_steps": cache["reused_steps"],
+            REUSED_STEPS_KEY: cache["reused_steps"],
         },
         # vLLM-Omni 0.30.0 has no cross-step reference K/V reuse: every step recomputes it.
-        "reference_kv": {"mode": "recompute", "reused_steps": []},
+        REFERENCE_KV_KEY: {"mode": "recompute", REUSED_STEPS_KEY: []},
         # Exact memoisation, recorded and not flagged.
         "memoisation": {
             "adaln_cache": adaln,
             "prompt_embed_cache": getattr(runner, "prompt_embed_cache", None) is not None,
         },
-        "approximate": approximate,
+        APPROXIMATE_KEY: approximate,
         "dit_forwards": record.dit_calls,
         "step_index_source": record.step_source,
         "decode_path": record.decode_path,
-        "points_written": list(writer.written),
+        POINTS_WRITTEN_KEY: list(writer.written),
         "points_missing": dict(sorted(writer.missing.items())),
         "dump_bytes": writer.bytes,
     }

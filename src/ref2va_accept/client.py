@@ -22,13 +22,23 @@ from typing import Any
 
 import httpx
 
-SYNC_ROUTE = "/v1/videos/sync"
+from ref2va_contract.api import (
+    HEALTH_ROUTE,
+    INFERENCE_TIME_HEADER,
+    MODEL_HEADER,
+    PEAK_MEMORY_HEADER,
+    REQUEST_ID_HEADER,
+    STAGE_DURATIONS_HEADER,
+    SYNC_VIDEO_ROUTE,
+)
+
+# The server's response headers (lower-cased, as httpx hands them) -> the Sample field they fill.
 SERVER_HEADERS = {
-    "x-request-id": "server_request_id",
-    "x-model": "server_model",
-    "x-inference-time-s": "inference_time_s",
-    "x-stage-durations": "stage_durations",
-    "x-peak-memory-mb": "peak_memory_mb",
+    REQUEST_ID_HEADER.lower(): "server_request_id",
+    MODEL_HEADER.lower(): "server_model",
+    INFERENCE_TIME_HEADER.lower(): "inference_time_s",
+    STAGE_DURATIONS_HEADER.lower(): "stage_durations",
+    PEAK_MEMORY_HEADER.lower(): "peak_memory_mb",
 }
 _ERROR_EXCERPT = 500
 
@@ -204,7 +214,7 @@ class TimedClient:
         here is not reported: the timed request that follows records it.
         """
         with contextlib.suppress(httpx.HTTPError):
-            self._client.get("/health", timeout=self.timeouts.connect_s).read()
+            self._client.get(HEALTH_ROUTE, timeout=self.timeouts.connect_s).read()
 
     def timed_post(self, route: str, request: GenerationRequest) -> Timing:
         """POST the request as multipart/form-data and time it; never raises for I/O faults."""
@@ -276,7 +286,7 @@ class TimedClient:
     ) -> tuple[Sample, bytes]:
         """One timed sync generation. Returns the sample and the body (the MP4 when ok)."""
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
-        timing = self.timed_post(SYNC_ROUTE, request)
+        timing = self.timed_post(SYNC_VIDEO_ROUTE, request)
         content_type = timing.headers.get("content-type")
         failure, detail = timing.failure, timing.detail
         if failure is None and content_type is not None and "video/mp4" not in content_type:

@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from .devices import parse_npu_smi_map, run_command
+from .engine_kinds import KINDS, REFERENCE
 from .errors import Ref2VAError
 from .hashing import file_sha256
 from .placeholder import is_placeholder
@@ -53,7 +54,6 @@ TOOL_TIMEOUT_S = 20.0
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
-EngineKind = Literal["reference", "vllm-omni"]
 Status = Literal["match", "DRIFT", "unfilled", "not found"]
 
 
@@ -116,30 +116,17 @@ class SourcePin(_Strict):
     av_ffmpeg: str | None = None
 
 
-PIN_FIELDS: dict[str, tuple[str, ...]] = {
-    "vllm-omni": ("vllm_omni", "vllm", "vllm_ascend", "torch", "torch_npu", "cann", "mindiesd",
-                  "npu_driver", "npu_firmware", "ffmpeg", "ffprobe", "python"),
-    "reference": ("python", "torch", "av", "av_ffmpeg"),
-}
-
-STRUCTURED_FORM: dict[str, str] = {
-    "vllm-omni": (
-        "source_pin: {vllm_omni: {version: '0.30.0', wheel_sha256: <64 hex> | source_commit: "
-        "<git sha>}, vllm: ..., vllm_ascend: ..., torch: ..., torch_npu: ..., cann: ..., "
-        "mindiesd: ..., npu_driver: ..., npu_firmware: ..., ffmpeg: ..., ffprobe: ..., "
-        "python: ...} (each a version string or a <FILL: ...>)"),
-    "reference": "source_pin: {python: '3.11.7', torch: ..., av: ..., av_ffmpeg: ...}",
-}
-
-
 def pin_violations(kind: str, raw: Any) -> list[tuple[tuple[str | int, ...], str]]:
-    """What is wrong with a raw source_pin for an engine kind, before the model validates it."""
+    """What is wrong with a raw source_pin for an engine kind, before the model validates it.
+
+    Which fields a kind needs, and how its pin is written, is its adapter's (engine_kinds)."""
+    adapter = KINDS.get(kind)
     if isinstance(raw, str):
         return [((), f"a structured pin for engine kind {kind}, found the string {raw!r}; "
-                     f"write {STRUCTURED_FORM.get(kind, STRUCTURED_FORM['reference'])}")]
-    if not isinstance(raw, Mapping) or kind not in PIN_FIELDS:
+                     f"write {(adapter or REFERENCE).pin_form}")]
+    if not isinstance(raw, Mapping) or adapter is None:
         return []  # the model's own validation names the wrong type
-    wanted = PIN_FIELDS[kind]
+    wanted = adapter.pin_fields
     out: list[tuple[tuple[str | int, ...], str]] = [
         ((name,), f"required for engine kind {kind}, found nothing")
         for name in wanted if raw.get(name) is None]

@@ -19,6 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ref2va_contract.diagnostics import (
+    APPROXIMATE_KEY,
+    CACHE_DIT_PATH,
+    CACHE_KEY,
+    DTYPE_KEY,
+    ENABLED_PATH_FILE,
+    REFERENCE_KV_KEY,
+    REFERENCE_KV_REUSE_PATH,
+    REUSED_STEPS_KEY,
+)
+
 from .campaign import ComparisonPoint
 from .decoded import compare_decoded_mp4
 from .errors import MediaError, TensorFileError
@@ -36,9 +47,6 @@ if TYPE_CHECKING:
     from .evidence import EvidenceBundle
 
 log = logging.getLogger(__name__)
-
-ENABLED_PATH = "enabled_path.json"
-
 
 @dataclass(frozen=True)
 class Contract:
@@ -87,8 +95,8 @@ def contract_problems(outcome: Outcome, contract: Contract) -> list[str]:
             problems.append(f"{point.name}: dtype {point.dtype} frozen, {dtype} written")
         if isinstance(point.shape, list) and found is not None and found != point.shape:
             problems.append(f"{point.name}: shape {point.shape} frozen, {found} written")
-    if contract.diagnostics and (folder is None or not (folder / ENABLED_PATH).is_file()):
-        problems.append(f"{ENABLED_PATH}: not written")
+    if contract.diagnostics and (folder is None or not (folder / ENABLED_PATH_FILE).is_file()):
+        problems.append(f"{ENABLED_PATH_FILE}: not written")
     return problems
 
 
@@ -128,7 +136,7 @@ def enabled_path(outcome: Outcome) -> dict[str, Any] | None:
     if outcome.dump_dir is None:
         return None
     try:
-        loaded: dict[str, Any] = json.loads((outcome.dump_dir / ENABLED_PATH).read_text())
+        loaded: dict[str, Any] = json.loads((outcome.dump_dir / ENABLED_PATH_FILE).read_text())
     except (OSError, ValueError):
         return None
     return loaded
@@ -137,17 +145,17 @@ def enabled_path(outcome: Outcome) -> dict[str, Any] | None:
 def enabled_path_problems(candidate: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     """Approximate paths that actually ran in the candidate, read from what it reports."""
     problems: list[str] = []
-    approximate = candidate.get("approximate") or []
+    approximate = candidate.get(APPROXIMATE_KEY) or []
     if approximate:
         problems.append(f"approximate paths ran: {', '.join(map(str, approximate))}")
-    reused = (candidate.get("cache") or {}).get("reused_steps") or []
-    if reused and "cache_dit" not in approximate:
+    reused = (candidate.get(CACHE_KEY) or {}).get(REUSED_STEPS_KEY) or []
+    if reused and CACHE_DIT_PATH not in approximate:
         problems.append(f"cached steps reused: {reused}")
-    kv_reused = (candidate.get("reference_kv") or {}).get("reused_steps") or []
-    if kv_reused and "reference_kv_reuse" not in approximate:
+    kv_reused = (candidate.get(REFERENCE_KV_KEY) or {}).get(REUSED_STEPS_KEY) or []
+    if kv_reused and REFERENCE_KV_REUSE_PATH not in approximate:
         problems.append(f"reference K/V reused at steps: {kv_reused}")
-    if candidate.get("dtype") != baseline.get("dtype"):
-        problems.append(f"dtype {candidate.get('dtype')}, B0 ran {baseline.get('dtype')}")
+    if candidate.get(DTYPE_KEY) != baseline.get(DTYPE_KEY):
+        problems.append(f"dtype {candidate.get(DTYPE_KEY)}, B0 ran {baseline.get(DTYPE_KEY)}")
     return problems
 
 
@@ -222,7 +230,8 @@ def judge_candidate(
     if contract.diagnostics:
         if cand_path is None or base_path is None:
             checks.append(CheckResult(track, candidate, "enabled_path_audit", "fail",
-                                      "comparison_point_missing", f"{ENABLED_PATH} not written"))
+                                      "comparison_point_missing",
+                                      f"{ENABLED_PATH_FILE} not written"))
         else:
             problems = enabled_path_problems(cand_path, base_path)
             checks.append(CheckResult(

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,12 +24,14 @@ from typing import Any
 import httpx
 import psutil
 
+from ref2va_contract.api import HEALTH_ROUTE
+from ref2va_contract.launch import INSTANCE_TAG_ENV
+
 from .errors import EngineStartError
 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
-INSTANCE_TAG_ENV = "REF2VA_INSTANCE"
 _KILL_WAIT_S = 10.0
 _LOG_TAIL_LINES = 20
 
@@ -237,18 +239,18 @@ class EngineInstance:
                 if code is not None:
                     raise EngineStartError(
                         f"engine {spec.instance_id} exited with code {code} during start-up "
-                        f"(before /health answered); last log lines:\n{self.log_tail()}"
+                        f"(before {HEALTH_ROUTE} answered); last log lines:\n{self.log_tail()}"
                     )
                 with contextlib.suppress(httpx.HTTPError):
-                    if client.get(f"{self.base_url}/health").status_code == 200:
+                    if client.get(f"{self.base_url}{HEALTH_ROUTE}").status_code == 200:
                         self.snapshot_tree()
                         log.info("%s healthy", spec.instance_id)
                         return
                 self.snapshot_tree()
                 if time.monotonic() >= deadline:
                     raise EngineStartError(
-                        f"engine {spec.instance_id} did not answer GET /health with 200 within "
-                        f"{spec.startup_timeout_s:g} s; last log lines:\n{self.log_tail()}"
+                        f"engine {spec.instance_id} did not answer GET {HEALTH_ROUTE} with 200 "
+                        f"within {spec.startup_timeout_s:g} s; last log lines:\n{self.log_tail()}"
                     )
                 time.sleep(delay)
                 delay = min(delay * 1.5, 1.0)
@@ -417,22 +419,3 @@ def start_instance(spec: LaunchSpec, registry: InstanceRegistry = REGISTRY) -> E
         registry.stop(instance)
         raise
     return instance
-
-
-def build_argv(
-    kind: str,
-    command: Sequence[str],
-    model: str,
-    profile_path: Path,
-    profile_flags: Sequence[str],
-    port: int,
-) -> tuple[str, ...]:
-    """The engine's command line for one arm, from the campaign's engine kind and the profile."""
-    if kind == "reference":
-        # The reference engine reads the same profile file; its args are not repeated as flags.
-        return (*command, "serve", "--config", str(profile_path), "--host", LOOPBACK, "--port",
-                str(port))
-    if kind == "vllm-omni":
-        return (*command, "serve", model, "--omni", "--host", LOOPBACK, "--port", str(port),
-                *profile_flags)
-    raise ValueError(f"unknown engine kind {kind!r}")

@@ -14,27 +14,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, DUMP_DIR_KEY, POINTS_KEY
+from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV, WORKDIR_TOKEN
+
 from .campaign import ArmSpec, LoadedCampaign, PinnedFile, duration_class, unfilled_fields
 from .client import ClientTimeouts, GenerationRequest, ReferenceFile, Sample, TimedClient
+from .engine_kinds import engine_kind
 from .errors import CampaignError, MediaError
 from .media import MediaExpectation, MediaProblem, check_media, probe
 from .server import (
+    LOOPBACK,
     REGISTRY,
     EngineInstance,
     InstanceRegistry,
     LaunchSpec,
-    build_argv,
     free_port,
     start_instance,
 )
 from .verdicts import CheckResult
 
-# The launch-time variable that names where request-owned dumps may be written (the reference
-# engine honours it; the real server's worker extension reads the same).
-DIAGNOSTICS_ROOT_ENV = "REF2VA_DIAGNOSTICS_ROOT"
-# In a launch profile's env values: the campaign's engine workdir, absolute (e.g. on PYTHONPATH, so
-# the real server's workers import the worker extension from this checkout).
-WORKDIR_TOKEN = "${workdir}"
 # Placeholders that only a run on the host can fill, so they must not stop engines from starting:
 # comparison-point shapes (from B0's first dump: `ref2va-accept fill-points`), the engine's source
 # identity (shown by `ref2va-accept preflight`) and scorer weights (their dimensions stay open).
@@ -98,8 +96,8 @@ def build_request(
         "generate_sound": shape.generate_sound,
         "extra_params": shape.extra_params if diagnostics is None else {
             **shape.extra_params,
-            "acceptance": {"dump_dir": str(diagnostics.dump_dir),
-                           "points": list(diagnostics.points)},
+            ACCEPTANCE_FIELD: {DUMP_DIR_KEY: str(diagnostics.dump_dir),
+                               POINTS_KEY: list(diagnostics.points)},
         },
     }
     # Per-arm fields (e.g. quality=lossless); the campaign refuses any that the track fixes.
@@ -202,11 +200,11 @@ class Arms:
             env[devices.visibility_env] = ",".join(str(d) for d in devices.visible)
         # Request-owned dumps may only land inside this run's evidence (the engine refuses others).
         env[DIAGNOSTICS_ROOT_ENV] = str(self.evidence.dumps_root)
-        if engine.kind == "vllm-omni":
-            # Upstream's own tests launch the server this way; fork breaks NPU/CUDA workers.
-            env.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-        argv = build_argv(engine.kind, engine.resolved_command(), engine.model,
-                          campaign.resolve(arm.profile), profile.cli_args(), port)
+        kind = engine_kind(engine.kind)
+        for name, value in kind.env_defaults.items():
+            env.setdefault(name, value)
+        argv = kind.argv(engine.resolved_command(), engine.model, campaign.resolve(arm.profile),
+                         profile.cli_args(), LOOPBACK, port)
         return LaunchSpec(
             arm_id=arm.id,
             instance_id=instance_id,

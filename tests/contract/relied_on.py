@@ -5,7 +5,7 @@ a flag or a client that sends a new field is checked without anyone remembering 
 
 - flags: every `args:` key of engine/profiles/vllm-omni/*.yaml (profiles that declare
   `needs_source` are checked apart: their extra flags are expected to be missing from 0.30.0), plus
-  the flags the harness itself puts on the `vllm serve` line (server.build_argv);
+  the flags the harness itself puts on the `vllm serve` line (engine_kinds: the vllm-omni argv);
 - form fields, file parts, routes: captured from the judge's real client (TimedClient with a mock
   transport) sending the 910C campaign's requests built by workload.build_request;
 - response headers: client.SERVER_HEADERS;
@@ -158,7 +158,7 @@ def _profile_flag_items() -> list[Item]:
     for rel, args in runnable.items():
         for flag, value in args.items():
             by_flag.setdefault(flag, []).append((rel, value))
-    by_flag.update({f: [("src/ref2va_accept/server.py build_argv", v)]
+    by_flag.update({f: [("src/ref2va_accept/engine_kinds.py vllm-omni argv", v)]
                     for f, v in _harness_flags().items() if f not in by_flag})
     items: list[Item] = []
     for flag, uses in sorted(by_flag.items()):
@@ -178,9 +178,10 @@ def _profile_flag_items() -> list[Item]:
 
 def _harness_flags() -> dict[str, Any]:
     """Flags the harness adds to every `vllm serve` line, read from the line it really builds."""
-    from ref2va_accept.server import build_argv
+    from ref2va_accept.engine_kinds import VLLM_OMNI
+    from ref2va_accept.server import LOOPBACK
 
-    argv = build_argv("vllm-omni", ("vllm",), "MODEL", Path("profile.yaml"), (), 1)
+    argv = VLLM_OMNI.argv(("vllm",), "MODEL", Path("profile.yaml"), (), LOOPBACK, 1)
     out: dict[str, Any] = {}
     for i, arg in enumerate(argv):
         if arg.startswith("--"):

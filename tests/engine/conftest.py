@@ -45,7 +45,9 @@ def engine_command(profile: Path, port: int) -> list[str]:
 
 def engine_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    # The engine imports the judge/engine contract from src/ (installed with the judge as well).
+    paths = [str(REPO_ROOT), str(REPO_ROOT / "src"), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
     return env
 
 

@@ -12,9 +12,16 @@ import numpy as np
 import pytest
 
 from engine.reference.generator import GenerationSpec
-from engine.reference.pipeline.diagnostics import DIAGNOSTICS_ROOT_ENV
 from engine.reference.profile import EngineArgs
 from engine.reference.torch_generator import TorchGenerator
+from ref2va_contract.diagnostics import (
+    ACCEPTANCE_FIELD,
+    ALL_POINTS,
+    DUMP_DIR_KEY,
+    DUMP_SUFFIX,
+    POINTS_KEY,
+)
+from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV
 
 STEPS = 6
 SPEC = GenerationSpec(
@@ -53,10 +60,10 @@ class Run:
         return loaded
 
     def point(self, name: str) -> bytes:
-        return (self.folder / f"{name}.safetensors").read_bytes()
+        return (self.folder / f"{name}{DUMP_SUFFIX}").read_bytes()
 
     def points(self) -> list[str]:
-        return sorted(path.stem for path in self.folder.glob("*.safetensors"))
+        return sorted(path.stem for path in self.folder.glob(f"*{DUMP_SUFFIX}"))
 
 
 def generator(monkeypatch: pytest.MonkeyPatch, root: Path, **args: object) -> TorchGenerator:
@@ -65,7 +72,8 @@ def generator(monkeypatch: pytest.MonkeyPatch, root: Path, **args: object) -> To
 
 
 def run(engine: TorchGenerator, folder: Path, spec: GenerationSpec = SPEC, **changes: Any) -> Run:
-    extra = {**spec.extra_params, "acceptance": {"dump_dir": str(folder), "points": "all"}}
+    block = {DUMP_DIR_KEY: str(folder), POINTS_KEY: ALL_POINTS}
+    extra = {**spec.extra_params, ACCEPTANCE_FIELD: block}
     request = replace(spec, extra_params=extra, **changes)
     engine.validate(request)
     media = engine.generate(request, Monitor())

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from engine.reference.app import create_app
-from engine.reference.pipeline.diagnostics import DIAGNOSTICS_ROOT_ENV
 from engine.reference.profile import load_profile
+from ref2va_contract.api import SYNC_VIDEO_ROUTE
+from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, DUMP_SUFFIX, ENABLED_PATH_FILE
+from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV
 from tests.engine.asgi_engine import AsgiEngine
 from tests.engine.conftest import B0_PROFILE
 
@@ -36,8 +38,8 @@ def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AsgiEngi
 
 
 def _post(engine: AsgiEngine, acceptance: dict[str, object]) -> tuple[int, str]:
-    extra = json.dumps({"acceptance": acceptance})
-    response = engine.post("/v1/videos/sync", data={**FORM, "extra_params": extra})
+    extra = json.dumps({ACCEPTANCE_FIELD: acceptance})
+    response = engine.post(SYNC_VIDEO_ROUTE, data={**FORM, "extra_params": extra})
     return response.status_code, response.text
 
 
@@ -46,10 +48,10 @@ def test_points_and_enabled_path_are_written(engine: AsgiEngine, tmp_path: Path)
     status, text = _post(engine, {"dump_dir": str(folder), "points": ["dit.step001"]})
     assert status == 200, text
     assert sorted(path.name for path in folder.iterdir()) == [
-        "dit.step001.safetensors",
-        "enabled_path.json",
+        f"dit.step001{DUMP_SUFFIX}",
+        ENABLED_PATH_FILE,
     ]
-    enabled = json.loads((folder / "enabled_path.json").read_text())
+    enabled = json.loads((folder / ENABLED_PATH_FILE).read_text())
     assert enabled["weights_sha256"] and enabled["cache"]["backend"] == "none"
     assert set(enabled["stages"]) >= {"encode", "denoise", "decode_video"}
 

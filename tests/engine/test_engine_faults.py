@@ -27,14 +27,15 @@ import pytest
 
 from engine.reference.app import create_app
 from engine.reference.errors import ProfileError
+from engine.reference.fault_names import FAULT_ENV
 from engine.reference.faults import (
     CRASH_EXIT_CODE,
     FAULT_CHILD_ENV,
-    FAULT_ENV,
     LISTENER_PROCESS_NAME,
     WORKER_PROCESS_NAME,
 )
 from engine.reference.profile import load_profile
+from ref2va_contract.launch import INSTANCE_TAG_ENV
 from tests.engine.asgi_engine import AsgiEngine
 from tests.engine.conftest import (
     B0_PROFILE,
@@ -160,7 +161,7 @@ def fault_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     its server lived, is killed by PID at the end.
     """
     folder = tmp_path_factory.mktemp("faults")
-    env = {**engine_env(), "REF2VA_INSTANCE": INSTANCE_TAG}
+    env = {**engine_env(), INSTANCE_TAG_ENV: INSTANCE_TAG}
     servers: dict[str, EngineProcess] = {}
     with reaping([]) as descendants:
         try:
@@ -357,7 +358,7 @@ def test_worker_ignores_sigterm_and_outlives_the_server(
     engine = fault_servers["worker_ignores_sigterm"]
     (worker,) = fault_children(engine)
     assert worker.cmdline()[0] == WORKER_PROCESS_NAME
-    assert worker.environ().get("REF2VA_INSTANCE") == INSTANCE_TAG
+    assert worker.environ().get(INSTANCE_TAG_ENV) == INSTANCE_TAG
     assert worker.ppid() == engine.process.pid
     assert f"{ACTIVE_LINE}worker_ignores_sigterm" in engine.log()
     assert engine.stop() == 0

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from engine.reference.errors import ProfileError
-from engine.reference.profile import load_profile
+from engine.reference.profile import load_profile, read_profile_yaml
 from tests.engine.conftest import B0_PROFILE, REPO_ROOT, engine_command, engine_env, write_profile
 
 pytestmark = pytest.mark.engine
@@ -79,3 +79,50 @@ def test_serve_refuses_bad_profile_in_one_line(
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert str(path) in lines[0] and expected in lines[0]
+
+
+SHIPPED = sorted((REPO_ROOT / "engine" / "profiles").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_shipped_profile_parses_in_the_engine(path: Path) -> None:
+    raw = read_profile_yaml(path)
+    assert raw["engine"] == path.parent.name  # the folder names the engine kind
+    if raw["engine"] == "reference":
+        assert load_profile(path).name == raw["name"]
+    else:  # read strictly, then refused only for being another engine's
+        with pytest.raises(ProfileError, match=f"profile is for engine '{raw['engine']}'"):
+            load_profile(path)
+
+
+def test_shipped_profiles_cover_both_engine_kinds() -> None:
+    assert {p.parent.name for p in SHIPPED} == {"reference", "vllm-omni"}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        ("name: a\ndeclared: baseline\nengine: reference\nname: b\n", 4, "name"),
+        ("name: a\ndeclared: baseline\nengine: reference\nargs:\n  dtype: float32\n"
+         "  seed-salt: 0\n  dtype: bfloat16\n", 7, "dtype"),
+        ("name: a\ndeclared: baseline\nengine: reference\nenv: {A: '1', A: '2'}\n", 4, "A"),
+    ],
+    ids=["top-level", "args", "flow-mapping"],
+)
+def test_a_duplicate_key_is_refused_with_file_and_line(
+    tmp_path: Path, text: str, line: int, key: str
+) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    assert str(caught.value).startswith(f"{path}:{line}: duplicate key '{key}'")
+
+
+def test_serve_refuses_a_duplicate_key_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(B0_PROFILE.read_text() + "declared: lossy\n")
+    result = _serve(path)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"{path}:" in lines[0] and "duplicate key 'declared'" in lines[0]

@@ -21,9 +21,9 @@ from engine.reference.generator import (
     GenerationSpec,
     StepMonitor,
     VideoGenerator,
-    build_generator,
 )
 from engine.reference.profile import load_profile
+from engine.reference.torch_generator import build_generator
 from tests.engine.asgi_engine import AsgiEngine
 from tests.engine.conftest import write_profile
 

@@ -8,6 +8,7 @@ and its modules are dropped afterwards, so no other test sees a fake ``vllm_omni
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,14 +22,24 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 from engine.vllm_omni import extension  # noqa: E402
-from engine.vllm_omni.extension import (  # noqa: E402
-    DIAGNOSTICS_ROOT_ENV,
-    ENABLED_PATH_FILE,
-    FIXED_POINTS,
-    DiagnosticsRefused,
-)
+from engine.vllm_omni.extension import FIXED_POINTS, DiagnosticsRefused  # noqa: E402
 from ref2va_accept.lossless import enabled_path_problems  # noqa: E402
 from ref2va_accept.tensors import compare_dumps, read_header  # noqa: E402
+from ref2va_contract.diagnostics import (  # noqa: E402
+    ACCEPTANCE_FIELD,
+    APPROXIMATE_KEY,
+    CACHE_DIT_PATH,
+    CACHE_KEY,
+    DTYPE_KEY,
+    DUMP_DIR_KEY,
+    DUMP_SUFFIX,
+    ENABLED_PATH_FILE,
+    POINTS_KEY,
+    POINTS_WRITTEN_KEY,
+    REFERENCE_KV_KEY,
+    REUSED_STEPS_KEY,
+)
+from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV  # noqa: E402
 
 pytestmark = pytest.mark.engine
 
@@ -79,7 +90,7 @@ def _request(up: SimpleNamespace, dump: Path | str | None = None, points: Any = 
              steps: int = STEPS) -> Any:
     extra: dict[str, Any] = {"task": "ref2va"}
     if dump is not None:
-        extra["acceptance"] = {"dump_dir": str(dump), "points": points}
+        extra[ACCEPTANCE_FIELD] = {DUMP_DIR_KEY: str(dump), POINTS_KEY: points}
     generator = torch.Generator().manual_seed(11)
     prompt = {"text": torch.randn(3, 8, generator=generator),
               "image": torch.randn(4, 8, generator=generator),
@@ -107,8 +118,11 @@ def test_extension_module_imports_without_torch_or_vllm_omni() -> None:
     code = ("import sys; sys.modules['torch'] = None; sys.modules['vllm_omni'] = None; "
             "sys.modules['safetensors'] = None; "
             "import engine.vllm_omni, engine.vllm_omni.extension, engine.vllm_omni.hooks")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          timeout=60)
+    # As the launch profiles' PYTHONPATH (${workdir}:${workdir}/src) has it, without site-packages
+    # (-S): the extension and the contract it imports need the standard library only.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "src")])}
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
 
@@ -123,7 +137,7 @@ def test_every_point_is_written_on_rank_0_and_none_on_rank_1(
 ) -> None:
     _run(_worker(upstream, rank=0), _request(upstream, root / "r0"))
     _run(_worker(upstream, rank=1), _request(upstream, root / "r1"))
-    assert _files(root / "r0") == {f"{p}.safetensors" for p in _all_points()} | {ENABLED_PATH_FILE}
+    assert _files(root / "r0") == {f"{p}{DUMP_SUFFIX}" for p in _all_points()} | {ENABLED_PATH_FILE}
     assert _files(root / "r1") == set()
 
 
@@ -147,8 +161,8 @@ def test_only_the_requested_points_are_written_as_they_are(
 ) -> None:
     points = ["cond.text", "cond.image", "dit.step002.audio", "latent.video", "decoded.audio"]
     _run(_worker(upstream), _request(upstream, root / "some", points))
-    assert _files(root / "some") == {f"{p}.safetensors" for p in points} | {ENABLED_PATH_FILE}
-    dtypes = {p: next(iter(read_header(root / "some" / f"{p}.safetensors").values())).dtype
+    assert _files(root / "some") == {f"{p}{DUMP_SUFFIX}" for p in points} | {ENABLED_PATH_FILE}
+    dtypes = {p: next(iter(read_header(root / "some" / f"{p}{DUMP_SUFFIX}").values())).dtype
               for p in points}
     assert dtypes == {"cond.text": "BF16", "cond.image": "F32", "dit.step002.audio": "F32",
                       "latent.video": "F32", "decoded.audio": "F32"}
@@ -210,9 +224,9 @@ def test_a_write_failure_fails_the_request_after_the_pipeline_finished(
     # every DiT step still ran (no rank left behind in a collective) and no partial file stays
     assert worker.model_runner.pipeline.transformer._calls == STEPS
     names = _files(root / "full")
-    assert "latent.video.safetensors" not in names
+    assert f"latent.video{DUMP_SUFFIX}" not in names
     assert not [n for n in names if n.endswith(".partial")]
-    assert "decoded.video.safetensors" in names
+    assert f"decoded.video{DUMP_SUFFIX}" in names
 
 
 def test_a_dummy_run_is_ignored(upstream: SimpleNamespace, root: Path) -> None:
@@ -266,7 +280,7 @@ def test_a_dump_dir_inside_the_root_through_a_symlink_is_accepted(
     (root / "real").mkdir()
     (root / "alias").symlink_to(root / "real", target_is_directory=True)
     _run(_worker(upstream), _request(upstream, root / "alias" / "d", ["cond.audio"]))
-    assert _files(root / "real" / "d") == {"cond.audio.safetensors", ENABLED_PATH_FILE}
+    assert _files(root / "real" / "d") == {f"cond.audio{DUMP_SUFFIX}", ENABLED_PATH_FILE}
 
 
 @pytest.mark.parametrize("points", [["dit.step000"], ["dit.step006.video"], ["latent"], []])
@@ -307,10 +321,13 @@ def test_enabled_path_shows_the_cache_and_its_cached_steps_when_it_ran(
     assert report["cache"]["backend"] == "cache_dit"
     assert report["cache"]["cache_dit"]["enabled"] is True
     assert report["cache"]["cache_dit"]["installation_key"] == "minimax_h3.generic"
-    assert report["cache"]["reused_steps"] == [3, 5]  # two warmup steps, then every other one
+    # two warmup steps, then every other one; under the contract's keys, which the judge reads
+    assert report[CACHE_KEY][REUSED_STEPS_KEY] == [3, 5]
     assert report["cache"]["cache_dit"]["targets"][0]["blocks"][0]["cached_steps"] == [3, 5]
-    assert "cache_dit" in report["approximate"]
-    assert report["dtype"] == "float32"
+    assert CACHE_DIT_PATH in report[APPROXIMATE_KEY]
+    assert report[DTYPE_KEY] == "float32"
+    assert report[REFERENCE_KV_KEY][REUSED_STEPS_KEY] == []
+    assert sorted(report[POINTS_WRITTEN_KEY]) == sorted(_all_points())
     assert report["attention"] == "TORCH_SDPA"
     assert report["attention_layers"] == {"transformer.attn": "TORCH_SDPA"}
     assert report["request_id"] == "video_sync-1"

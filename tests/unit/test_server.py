@@ -17,7 +17,6 @@ from ref2va_accept.server import (
     EngineInstance,
     InstanceRegistry,
     LaunchSpec,
-    build_argv,
     free_port,
     port_is_free,
     start_instance,
@@ -205,17 +204,3 @@ def test_port_is_free_detects_a_listener() -> None:
         sock.listen()
         assert not port_is_free(port)
     assert port_is_free(port)
-
-
-def test_vllm_argv_is_serve_model_omni_on_loopback(tmp_path: Path) -> None:
-    argv = build_argv("vllm-omni", ["vllm"], "/models/h3", tmp_path / "b0.yaml",
-                      ["--usp", "4"], 8123)
-    assert argv == ("vllm", "serve", "/models/h3", "--omni", "--host", "127.0.0.1", "--port",
-                    "8123", "--usp", "4")
-
-
-def test_reference_argv_passes_the_profile_file(tmp_path: Path) -> None:
-    argv = build_argv("reference", [sys.executable, "-m", "engine.reference"], "m",
-                      tmp_path / "b0.yaml", [], 8000)
-    assert argv[1:] == ("-m", "engine.reference", "serve", "--config", str(tmp_path / "b0.yaml"),
-                        "--host", "127.0.0.1", "--port", "8000")

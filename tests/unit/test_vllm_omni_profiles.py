@@ -14,7 +14,8 @@ from ref2va_accept.errors import CampaignError, FreezeError
 from ref2va_accept.evidence import EvidenceBundle
 from ref2va_accept.lock import freeze
 from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.workload import WORKDIR_TOKEN, Arms
+from ref2va_accept.workload import Arms
+from ref2va_contract.launch import WORKDIR_TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "engine/profiles/vllm-omni"
@@ -60,7 +61,8 @@ def test_every_profile_can_start_h3(path: Path) -> None:
     module, _, cls = str(args.get("worker-extension-cls")).rpartition(".")
     assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), module
     assert f"class {cls}" in (ROOT / (module.replace(".", "/") + ".py")).read_text()
-    assert profile.env.get("PYTHONPATH") == WORKDIR_TOKEN
+    # The checkout (the extension) and its src/ (the judge/engine contract the extension reads).
+    assert profile.env.get("PYTHONPATH") == f"{WORKDIR_TOKEN}:{WORKDIR_TOKEN}/src"
 
 
 @pytest.mark.parametrize("name", sorted(DECLARED_CHANGES))
@@ -120,6 +122,6 @@ def test_workdir_in_a_profile_env_becomes_the_absolute_engine_workdir(tmp_path: 
     campaign = load_campaign(_campaign_with(tmp_path, "cache-dit.yaml"))
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
     spec = Arms(campaign, bundle).launch_spec("5s-lossy", campaign.model.baseline)
-    assert spec.env["PYTHONPATH"] == str(tmp_path)
+    assert spec.env["PYTHONPATH"] == f"{tmp_path}:{tmp_path}/src"
     assert spec.cwd == tmp_path
     assert "--worker-extension-cls" in spec.argv and "--trust-remote-code" in spec.argv

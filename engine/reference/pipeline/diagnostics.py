@@ -21,10 +21,20 @@ import torch
 from safetensors.torch import save_file
 
 from engine.reference.errors import bad_request
+from ref2va_contract.diagnostics import (
+    ACCEPTANCE_FIELD,
+    ACCEPTANCE_KEYS,
+    ALL_POINTS,
+    DUMP_DIR_KEY,
+    DUMP_SUFFIX,
+    ENABLED_PATH_FILE,
+    POINTS_KEY,
+    POINTS_WRITTEN_KEY,
+)
+from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV
 
 logger = logging.getLogger(__name__)
 
-DIAGNOSTICS_ROOT_ENV = "REF2VA_DIAGNOSTICS_ROOT"
 FIXED_POINTS = (
     "cond.text",
     "cond.image",
@@ -35,7 +45,6 @@ FIXED_POINTS = (
     "decoded.audio",
 )
 STEP_POINT = re.compile(r"^dit\.step(\d{3})$")
-ENABLED_PATH_FILE = "enabled_path.json"
 
 
 def step_point(step: int) -> str:
@@ -51,7 +60,7 @@ def allowed_roots() -> tuple[Path, ...]:
 def _valid_names(steps: int) -> str:
     return (
         f"{', '.join(FIXED_POINTS)}, dit.stepNNN for NNN in 000..{steps - 1:03d} "
-        '(zero-padded), or "all"'
+        f'(zero-padded), or "{ALL_POINTS}"'
     )
 
 
@@ -86,12 +95,12 @@ class Dumps:
     def put(self, point: str, tensor: torch.Tensor) -> None:
         # one tensor per file, named after the point; contiguous CPU copy for safetensors
         save_file(
-            {point: tensor.detach().to("cpu").contiguous()}, self.folder / f"{point}.safetensors"
+            {point: tensor.detach().to("cpu").contiguous()}, self.folder / f"{point}{DUMP_SUFFIX}"
         )
         self.written.append(point)
 
     def finish(self, enabled_path: Mapping[str, Any]) -> None:
-        body = {**enabled_path, "points_written": list(self.written)}
+        body = {**enabled_path, POINTS_WRITTEN_KEY: list(self.written)}
         (self.folder / ENABLED_PATH_FILE).write_text(
             json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
@@ -104,46 +113,47 @@ def parse_request(
     extra_params: Mapping[str, Any], steps: int, roots: tuple[Path, ...]
 ) -> tuple[Path, frozenset[str]] | None:
     """Validate a request's acceptance block; None when it has none. Raises a 400 otherwise."""
-    block = extra_params.get("acceptance")
+    where = f"extra_params.{ACCEPTANCE_FIELD}"
+    block = extra_params.get(ACCEPTANCE_FIELD)
     if block is None:
         return None
-    if not isinstance(block, dict) or set(block) - {"dump_dir", "points"}:
+    if not isinstance(block, dict) or set(block) - ACCEPTANCE_KEYS:
         raise bad_request(
-            "extra_params.acceptance must be an object with keys 'dump_dir' and 'points'."
+            f"{where} must be an object with keys '{DUMP_DIR_KEY}' and '{POINTS_KEY}'."
         )
     if not roots:
         raise bad_request(
             f"Diagnostics are disabled on this server: {DIAGNOSTICS_ROOT_ENV} was not set at "
-            "launch, so extra_params.acceptance cannot be honoured."
+            f"launch, so {where} cannot be honoured."
         )
-    raw_dir = block.get("dump_dir")
+    raw_dir = block.get(DUMP_DIR_KEY)
     if not isinstance(raw_dir, str) or not os.path.isabs(raw_dir):
         raise bad_request(
-            f"extra_params.acceptance.dump_dir must be an absolute path, got {raw_dir!r}."
+            f"{where}.{DUMP_DIR_KEY} must be an absolute path, got {raw_dir!r}."
         )
     if ".." in Path(raw_dir).parts:
-        raise bad_request(f"extra_params.acceptance.dump_dir must not contain '..': {raw_dir}.")
+        raise bad_request(f"{where}.{DUMP_DIR_KEY} must not contain '..': {raw_dir}.")
     folder = Path(raw_dir).resolve()
     if not any(folder == root or folder.is_relative_to(root) for root in roots):
         raise bad_request(
-            f"extra_params.acceptance.dump_dir {raw_dir} is outside the diagnostics roots "
+            f"{where}.{DUMP_DIR_KEY} {raw_dir} is outside the diagnostics roots "
             f"allowed at launch ({DIAGNOSTICS_ROOT_ENV})."
         )
-    points = block.get("points")
+    points = block.get(POINTS_KEY)
     all_points = frozenset(FIXED_POINTS) | {step_point(step) for step in range(steps)}
-    if points == "all":
+    if points == ALL_POINTS:
         chosen = all_points
     elif isinstance(points, list) and points and all(isinstance(p, str) for p in points):
         unknown = [p for p in points if p not in all_points]
         if unknown:
             raise bad_request(
-                f"extra_params.acceptance.points: unknown comparison point(s) {unknown}; "
+                f"{where}.{POINTS_KEY}: unknown comparison point(s) {unknown}; "
                 f"valid names: {_valid_names(steps)}."
             )
         chosen = frozenset(points)
     else:
         raise bad_request(
-            'extra_params.acceptance.points must be "all" or a non-empty list of names; '
+            f'{where}.{POINTS_KEY} must be "{ALL_POINTS}" or a non-empty list of names; '
             f"valid names: {_valid_names(steps)}."
         )
     return folder, chosen

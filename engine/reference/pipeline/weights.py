@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from engine.reference.profile import DIT_BLOCKS
+from engine.reference.constants import DIT_BLOCKS
 
 logger = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ref2va_accept.errors import TensorFileError
+from ref2va_contract.diagnostics import DUMP_SUFFIX
 
 from .dtypes import DTYPES, dtype_name
 
@@ -40,7 +41,6 @@ __all__ = [
 # The safetensors reference implementation refuses headers above 100 MB; a larger length prefix
 # is a corrupt file, not a header worth allocating for.
 MAX_HEADER_BYTES = 100_000_000
-DUMP_SUFFIX = ".safetensors"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,23 @@
+"""The names of the reference engine's deliberate faults (:mod:`.faults` acts on them).
+
+A leaf module: the launch-profile schema refuses an unknown ``fault:`` with these names, and
+importing it pulls in nothing of the engine.
+"""
+
+from __future__ import annotations
+
+FAULT_ENV = "REF2VA_REFERENCE_FAULT"
+
+# Faults that strike during denoising, at ``fault-at-step`` (default: the middle step).
+STEP_FAULTS = frozenset({"crash", "hang", "http_500"})
+# Faults that change what the generator hands back.
+MEDIA_FAULTS = frozenset({"wrong_frame_count", "missing_audio", "nondeterministic"})
+# Faults that damage the MP4 on its way out.
+WIRE_FAULTS = frozenset({"truncated_body", "corrupt_mp4"})
+# Faults that leave processes or sockets behind.
+PROCESS_FAULTS = frozenset({"worker_ignores_sigterm", "port_held_after_exit"})
+FAULT_NAMES = frozenset(STEP_FAULTS | MEDIA_FAULTS | WIRE_FAULTS | PROCESS_FAULTS)
+
+
+def unknown_fault_message(name: str) -> str:
+    return f"unknown fault {name!r}; known faults: {', '.join(sorted(FAULT_NAMES))}"

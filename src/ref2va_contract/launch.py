@@ -1,0 +1,21 @@
+"""How the judge starts an engine: its kinds, the environment it sets, the profiles' token."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# The engine kinds: a campaign's ``engine.kind``, a launch profile's ``engine:`` and the folder
+# under ``engine/profiles/`` that holds that kind's profiles.
+REFERENCE_ENGINE: Final = "reference"
+VLLM_OMNI_ENGINE: Final = "vllm-omni"
+ENGINE_KINDS: Final = (REFERENCE_ENGINE, VLLM_OMNI_ENGINE)
+
+# Set by the judge in every instance's environment: where request-owned dumps may land (roots
+# separated by ``os.pathsep``); a dump folder outside them is refused by the engine.
+DIAGNOSTICS_ROOT_ENV: Final = "REF2VA_DIAGNOSTICS_ROOT"
+# Set by the judge in every instance's environment, ``<run id>/<instance id>``: the mark by which
+# the cleanup audit finds the instance's processes (every child inherits it).
+INSTANCE_TAG_ENV: Final = "REF2VA_INSTANCE"
+
+# In a launch profile's ``env`` values: the campaign's engine workdir, made absolute by the judge.
+WORKDIR_TOKEN: Final = "${workdir}"
