@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import av
 from PIL import Image, UnidentifiedImageError
 
+from ref2va_accept.engine_kinds import engine_kind
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.hashing import file_sha256
 from ref2va_accept.placeholder import is_placeholder
@@ -303,7 +304,7 @@ def campaign_problems(campaign: LoadedCampaign) -> list[Problem]:
         )
     problems = input_problems(inputs)
     model = campaign.model
-    if model.engine.kind == "vllm-omni":
+    if engine_kind(model.engine.kind).server_side_timeouts:
         try:
             profile_env: Mapping[str, str] = campaign.profile(model.baseline).env
         except CampaignError:

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
+from ref2va_accept.engine_kinds import EngineKindName
+
 from .fields import StrictModel, env_violations
 from .files import raise_violations, read_mapping, validate_model
 
@@ -26,7 +28,7 @@ class LaunchProfile(StrictModel):
     name: str
     description: str = ""
     declared: Literal["baseline", "lossless", "lossy"]
-    engine: Literal["reference", "vllm-omni"]
+    engine: EngineKindName
     args: dict[str, ArgValue] = {}
     # Values may name ${workdir}: the campaign's engine workdir, made absolute at launch (a worker
     # extension imported from the checkout needs it on PYTHONPATH whatever the host's layout).

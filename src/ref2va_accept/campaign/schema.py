@@ -7,7 +7,6 @@ of the file as a whole (unique arm ids, a timeout set per duration class, arms n
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -19,6 +18,7 @@ from pydantic import (
 )
 
 from ref2va_accept.device_memory import MemoryRelease
+from ref2va_accept.engine_kinds import EngineKindName, engine_kind
 from ref2va_accept.identity import SourcePin, pin_violations
 
 from .fields import (
@@ -99,11 +99,11 @@ class Budget(StrictModel):
 
 
 class EngineSpec(StrictModel):
-    kind: Literal["reference", "vllm-omni"]
+    kind: EngineKindName
     model: str
     command: list[str] | None = Field(default=None, min_length=1)
     workdir: RelPath = "."
-    # Structured: which fields an engine kind needs is in identity.PIN_FIELDS; the preflight
+    # Structured: which fields an engine kind needs is in engine_kinds (pin_fields); the preflight
     # compares each with the host before the first engine starts.
     source_pin: SourcePin
     startup_timeout_s: float = Field(gt=0)
@@ -128,9 +128,7 @@ class EngineSpec(StrictModel):
         """The executable prefix; the default stays out of the frozen file so it is host-neutral."""
         if self.command is not None:
             return list(self.command)
-        if self.kind == "reference":
-            return [sys.executable, "-m", "engine.reference"]
-        return ["vllm"]
+        return engine_kind(self.kind).default_command()
 
 
 class DeviceSpec(StrictModel):
