@@ -1,3 +1,3 @@
-"""Loads the harness's pytest plugin; everything else lives in ref2va_accept.plugin."""
+"""Loads the harness's pytest plugin; everything else lives in the ref2va_accept.plugin package."""
 
 pytest_plugins = ["ref2va_accept.plugin"]

@@ -1,13 +1,16 @@
-"""The evidence bundle of one run: everything seen, written as soon as it is seen.
+"""The evidence bundle of one run: everything seen, recorded as soon as it is seen.
 
 Layout of `evidence/<run-id>/`:
-  evidence.json   the whole bundle, rewritten atomically after every addition
-  samples.jsonl   one line per timed request, appended and flushed as each sample is taken
+  events.jsonl    every addition as one event, appended and fsynced as it happens (the source)
+  evidence.json   the bundle: the events' projection, written atomically at checkpoints (each
+                  test's end, each instance stop, the run's end); rebuildable from events.jsonl
+  samples.jsonl   one line per timed request, appended and fsynced as each sample is taken
   report.html     the pytest-html report (self-contained), verdict table first
   logs/           one log per engine instance
   media/          the MP4s that came back, per track and arm
   dumps/          request-owned comparison points (safetensors + enabled_path.json)
-An interrupted run keeps everything written so far; its status says `interrupted`.
+An interrupted run keeps everything recorded so far; its status says `interrupted`. The JSON
+Schema of evidence.json ships with the package (``SCHEMA_PATH``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import platform
 import secrets
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -25,11 +28,26 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .evidence_log import (
+    EVENTS_FILE,
+    EVIDENCE_FILE,
+    SAMPLES_FILE,
+    EventKind,
+    EventLog,
+    apply,
+    atomic_write,
+    rebuild,
+)
 from .sanitize import Sanitizer
 from .verdicts import CheckResult, TrackVerdict
 
+__all__ = ["SCHEMA", "SCHEMA_PATH", "EvidenceBundle", "new_run_id", "rebuild"]
+
 SCHEMA = "ref2va-evidence/1"
+SCHEMA_PATH = Path(__file__).with_name("schemas") / "evidence.schema.json"
 _PACKAGES = ("pytest", "pytest-html", "httpx", "av", "numpy", "pydantic", "psutil", "torch")
+
+Record = Mapping[str, Any]
 
 
 def new_run_id() -> str:
@@ -51,18 +69,18 @@ def _packages() -> dict[str, str | None]:
     return versions
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
+def _matches(record: Record, **wanted: Any) -> bool:
+    return all(value is None or record.get(key) == value for key, value in wanted.items())
 
 
 @dataclass
 class EvidenceBundle:
-    """Collects and persists one run's evidence. Not thread-safe: the suite runs serially."""
+    """Records one run's evidence as events and keeps their projection (`data`) in memory.
+
+    Every addition goes through ``_record``: its sanitized value is appended to events.jsonl and
+    applied to `data`; ``checkpoint`` writes `data` to evidence.json. Not thread-safe: the suite
+    runs serially.
+    """
 
     folder: Path
     run_id: str
@@ -70,14 +88,16 @@ class EvidenceBundle:
     data: dict[str, Any] = field(default_factory=dict)
     checks: list[CheckResult] = field(default_factory=list)
     verdicts: list[TrackVerdict] = field(default_factory=list)
+    log: EventLog | None = None
 
     @classmethod
     def create(cls, root: Path, run_id: str, sanitizer: Sanitizer) -> EvidenceBundle:
         folder = root / run_id
         (folder / "logs").mkdir(parents=True, exist_ok=True)
         (folder / "media").mkdir(exist_ok=True)
-        bundle = cls(folder=folder, run_id=run_id, sanitizer=sanitizer)
-        bundle.data = {
+        bundle = cls(folder=folder, run_id=run_id, sanitizer=sanitizer,
+                     log=EventLog(folder / EVENTS_FILE))
+        bundle._record("start", {
             "schema": SCHEMA,
             "run_id": run_id,
             "status": "running",
@@ -98,8 +118,8 @@ class EvidenceBundle:
             "samples": [],
             "media": [],
             "notes": [],
-        }
-        bundle.write()
+        })
+        bundle.checkpoint()
         return bundle
 
     # -- paths -----------------------------------------------------------------------------------
@@ -122,62 +142,88 @@ class EvidenceBundle:
     def relative(self, path: Path) -> str:
         return path.relative_to(self.folder).as_posix()
 
-    # -- additions (each persisted at once) ------------------------------------------------------
+    # -- additions (each an event, persisted at once) --------------------------------------------
+    def _record(self, kind: EventKind, value: Any) -> Any:
+        """Append one sanitized event and apply it; returns the value as recorded."""
+        if self.log is None:
+            raise RuntimeError(f"{self.folder}: a bundle read back from its log records nothing")
+        event = self.log.append(kind, self.sanitizer.value(value), _now())
+        self.data = apply(self.data if kind != "start" else None, event)
+        return event["data"]
+
     def set_campaign(self, info: dict[str, Any]) -> None:
-        self.data["campaign"] = self.sanitizer.value(info)
-        self.write()
+        self._record("campaign", info)
 
     def add_instance(self, launch: dict[str, Any]) -> None:
-        self.data["instances"].append(self.sanitizer.value(launch))
-        self.write()
+        self._record("instance", launch)
 
     def add_audit(self, audit: dict[str, Any]) -> None:
-        for entry in self.data["instances"]:
-            if entry.get("instance") == audit.get("instance"):
-                entry["cleanup"] = self.sanitizer.value(audit)
-                break
-        else:
-            self.data["instances"].append({"instance": audit.get("instance"),
-                                           "cleanup": self.sanitizer.value(audit)})
-        self.write()
+        self._record("audit", audit)
 
     def add_sample(self, sample: dict[str, Any]) -> None:
-        clean = self.sanitizer.value(sample)
-        with open(self.folder / "samples.jsonl", "a", encoding="utf-8") as handle:
+        clean = self._record("sample", sample)
+        # samples.jsonl stays: one line per timed request, the sample alone (published).
+        with open(self.folder / SAMPLES_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(clean, sort_keys=True) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        self.data["samples"].append(clean)
-        self.write()
 
     def add_media(self, record: dict[str, Any]) -> None:
-        self.data["media"].append(self.sanitizer.value(record))
-        self.write()
+        self._record("media", record)
 
     def add_check(self, check: CheckResult) -> None:
+        self._record("check", check.to_dict())
         self.checks.append(check)
-        self.data["checks"].append(self.sanitizer.value(check.to_dict()))
-        self.write()
 
     def note(self, text: str) -> None:
-        self.data["notes"].append(self.sanitizer.text(text))
-        self.write()
+        self._record("note", self.sanitizer.text(text))
 
-    def write(self) -> None:
-        _atomic_write(self.folder / "evidence.json",
-                      json.dumps(self.data, indent=2, sort_keys=False) + "\n")
+    def set_section(self, key: str, value: Any) -> None:
+        """One optional top-level section (host_identity, device_memory, sanitized_files)."""
+        self._record("section", {"key": key, "value": value})
+
+    def checkpoint(self) -> None:
+        """Write the projection to evidence.json (atomically)."""
+        atomic_write(self.folder / EVIDENCE_FILE,
+                     json.dumps(self.data, indent=2, sort_keys=False) + "\n")
+
+    # -- queries ---------------------------------------------------------------------------------
+    def checks_where(self, *, track: str | None = None, arm: str | None = None,
+                     name: str | None = None) -> list[CheckResult]:
+        """The checks recorded so far (as judged, not sanitized), filtered on what is given."""
+        return [c for c in self.checks if (track is None or c.track == track)
+                and (arm is None or c.arm == arm) and (name is None or c.name == name)]
+
+    def samples_where(self, *, track: str | None = None, arm: str | None = None,
+                      kind: str | None = None, ok: bool | None = None) -> list[Record]:
+        """The timed requests recorded so far (as in evidence.json), filtered on what is given."""
+        return [s for s in self.data["samples"]
+                if _matches(s, track=track, arm=arm, kind=kind, ok=ok)]
+
+    def instances_where(self, *, track: str | None = None,
+                        arm: str | None = None) -> list[Record]:
+        """The engine instances (launch record and, once stopped, `cleanup`)."""
+        return [i for i in self.data["instances"] if _matches(i, track=track, arm=arm)]
+
+    def media_of(self, sample_id: str) -> Record | None:
+        """The media probe of one sample, None when its body was never probed."""
+        return next((m for m in self.data["media"] if m.get("sample_id") == sample_id), None)
+
+    def media_file(self, sample: Record) -> Path | None:
+        """Where a sample's MP4 lies, None when it kept none."""
+        name = sample.get("media_file")
+        return self.folder / name if name else None
 
     # -- end of run ------------------------------------------------------------------------------
     def finish(self, status: str, judge: Callable[[list[CheckResult]], list[TrackVerdict]]) -> None:
         self.verdicts = judge(self.checks)
-        self.data["verdicts"] = [self.sanitizer.value(v.to_dict()) for v in self.verdicts]
-        self.data["status"] = status
-        self.data["finished_at"] = _now()
-        self.write()
+        self._record("verdicts", [v.to_dict() for v in self.verdicts])
+        self._record("status", {"status": status, "finished_at": _now()})
+        self.checkpoint()
 
     def sanitize_files(self) -> int:
         """Scrub every text file of the run (logs, report) once the run is over."""
         changed = self.sanitizer.files(self.folder)
-        self.data["sanitized_files"] = changed
-        self.write()
+        self.set_section("sanitized_files", changed)
+        self.checkpoint()
         return changed

@@ -387,10 +387,19 @@ class EngineInstance:
 
 @dataclass
 class InstanceRegistry:
-    """Every instance started in this process, so a last-resort teardown can reach them all."""
+    """Every instance started in one pytest session (kept in its stash), so that a last-resort
+    teardown can reach them all; `on_audit` runs after each instance is stopped and audited.
+
+    Subscribe with ``subscribe``: a callback is registered once, a second time is refused.
+    """
 
     live: dict[str, EngineInstance] = field(default_factory=dict)
     on_audit: list[Callable[[CleanupAudit], None]] = field(default_factory=list)
+
+    def subscribe(self, callback: Callable[[CleanupAudit], None]) -> None:
+        if callback in self.on_audit:
+            raise ValueError(f"{callback!r} is already subscribed to this registry's audits")
+        self.on_audit.append(callback)
 
     def add(self, instance: EngineInstance) -> None:
         self.live[instance.spec.instance_id] = instance
@@ -406,11 +415,12 @@ class InstanceRegistry:
         return [self.stop(inst) for inst in list(self.live.values())]
 
 
-REGISTRY = InstanceRegistry()
+def start_instance(spec: LaunchSpec, registry: InstanceRegistry | None = None) -> EngineInstance:
+    """Start an instance; on a failed start it is stopped and audited before the error rises.
 
-
-def start_instance(spec: LaunchSpec, registry: InstanceRegistry = REGISTRY) -> EngineInstance:
-    """Start an instance; on a failed start it is stopped and audited before the error rises."""
+    Without a registry the instance is tracked by one of its own (a script's single instance).
+    """
+    registry = registry if registry is not None else InstanceRegistry()
     instance = EngineInstance(spec)
     registry.add(instance)
     try:

@@ -15,8 +15,6 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal
 
-from scipy.special import betainc
-
 Verdict = Literal["supported", "failed", "inconclusive"]
 
 # Worse verdicts sort first; the property tests use this order.
@@ -120,6 +118,10 @@ def ratio_interval(baseline: Sequence[float], candidate: Sequence[float],
 def _odds(h: int, t: int, percentile: float, tolerance: float) -> float:
     # P(at most t of h + t queries exceed the percentile's latency) when each exceeds it with
     # probability 1 - (percentile - tolerance): the binomial CDF, as a regularised beta.
+    # scipy is imported here, where it is needed: every pytest session imports this module
+    # through the plugin's live progress, and scipy costs it seconds for nothing.
+    from scipy.special import betainc  # noqa: PLC0415
+
     return float(betainc(h, t + 1, percentile - tolerance))
 
 

@@ -24,7 +24,6 @@ from .errors import CampaignError, MediaError
 from .media import MediaExpectation, MediaProblem, check_media, probe
 from .server import (
     LOOPBACK,
-    REGISTRY,
     EngineInstance,
     InstanceRegistry,
     LaunchSpec,
@@ -175,11 +174,12 @@ class Arms:
         self,
         campaign: LoadedCampaign,
         evidence: EvidenceBundle,
-        registry: InstanceRegistry = REGISTRY,
+        registry: InstanceRegistry | None = None,
     ) -> None:
         self.campaign = campaign
         self.evidence = evidence
-        self.registry = registry
+        # The pytest plugin passes its session's registry; alone, the runner keeps its own.
+        self.registry = registry if registry is not None else InstanceRegistry()
         self._counter = itertools.count(1)
         self.started: list[EngineInstance] = []
         # Set by whoever shows progress (the pytest plugin); the judge itself never needs one.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -11,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.unit.evidence_schema import read_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,5 +68,5 @@ def only_run(evidence: Path) -> Path:
 
 
 def bundle(evidence: Path) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((only_run(evidence) / "evidence.json").read_text())
-    return loaded
+    """The one run's evidence.json, validated against the published schema."""
+    return read_bundle(only_run(evidence))

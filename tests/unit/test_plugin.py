@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
@@ -13,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ref2va_accept.evidence import rebuild
+from tests.unit.evidence_schema import read_bundle
 from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest, tagged
 
 TRACKS = ("5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy")
@@ -61,8 +62,10 @@ def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
                      "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
-    bundle = json.loads((run / "evidence.json").read_text())
+    bundle = read_bundle(run)
     assert bundle["status"] == "complete"
+    # evidence.json is the projection of the run's event log, and can be rebuilt from it alone.
+    assert rebuild(run) == bundle
     # One row per candidate of the track; only B0 ran, so every gate is still open.
     assert [(v["track"], v["candidate"]) for v in bundle["verdicts"]] == [
         ("5s-lossless", c) for c in ("lossless-text-kv", "reduction-order", "mislabelled-cache")]
@@ -106,7 +109,7 @@ def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path)
             proc.kill()
             proc.wait()
     assert tagged(run.name) == [], output[-2000:]
-    bundle = json.loads((run / "evidence.json").read_text())
+    bundle = read_bundle(run)
     assert bundle["status"] == "interrupted"
     assert bundle["instances"] and all("cleanup" in i for i in bundle["instances"])
     assert bundle["instances"][0]["cleanup"]["survivors"] == []
@@ -117,7 +120,7 @@ def _run_5s_lossless(campaign: Path, evidence: Path) -> dict[str, object]:
                      "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
-    bundle: dict[str, object] = json.loads((run / "evidence.json").read_text())
+    bundle: dict[str, object] = read_bundle(run)
     return bundle
 
 
@@ -152,7 +155,7 @@ def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(
     assert result.returncode == 1
     assert "request failed (connection_lost)" in result.stdout
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
-    bundle = json.loads((run / "evidence.json").read_text())
+    bundle = read_bundle(run)
     assert bundle["samples"][0]["failure"] == "connection_lost"
     assert "baseline_request_failed" in bundle["verdicts"][0]["reasons"]
     assert tagged(run.name) == []
@@ -169,7 +172,7 @@ def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Pa
                      "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 1
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
-    bundle = json.loads((run / "evidence.json").read_text())
+    bundle = read_bundle(run)
     assert bundle["samples"][0]["failure"] == "timeout"
     cleanup = bundle["instances"][0]["cleanup"]
     assert not cleanup["clean"] and cleanup["needed_sigkill"] and cleanup["survivors"] == []

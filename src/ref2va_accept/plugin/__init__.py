@@ -1,0 +1,24 @@
+"""The harness's pytest plugin, one module per concern, each with its own hooks and fixtures:
+
+  selection  the campaign (--campaign, $REF2VA_CAMPAIGN), per-track parametrization and marks,
+             the scenario order (acceptance, quality, perf, verdicts last), `campaign`, `track`
+  engines    the session's engine registry (in `config.stash`), `arms`, `baselines`, SIGTERM
+  evidence   the run state, the `evidence` bundle, `track_verdict`, checkpoints, the run's end
+  report     live progress, the HTML report of a campaign run, the terminal verdict table
+
+`state` holds what they share (the RunState in the stash). The root conftest.py loads this
+package (`pytest_plugins`), which loads the four modules.
+"""
+
+from __future__ import annotations
+
+from .engines import Baselines
+
+__all__ = ["Baselines"]
+
+pytest_plugins = [
+    "ref2va_accept.plugin.selection",
+    "ref2va_accept.plugin.engines",
+    "ref2va_accept.plugin.evidence",
+    "ref2va_accept.plugin.report",
+]

@@ -1,0 +1,102 @@
+"""Evidence: the session's run state, the `evidence` bundle fixture, the per-track verdict
+fixture, checkpoints of evidence.json, and the run's end (verdicts, status, scrub, `latest`).
+
+The bundle is made on first use under evidence/<run-id>/, so a session that runs no campaign
+scenario writes no run folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from pathlib import Path
+
+import pytest
+
+from ..campaign import quality_class
+from ..evidence import EvidenceBundle, new_run_id
+from ..verdicts import TrackVerdict, judge
+from . import engines
+from .selection import campaign_path
+from .state import STATE, RunState, run_state
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ref2va", "Ref2VA acceptance campaign")
+    group.addoption("--evidence-dir", default="evidence", metavar="DIR",
+                    help="folder under which each run writes evidence/<run-id>/ (default: "
+                         "evidence, relative to the rootdir)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    evidence_root = Path(config.getoption("evidence_dir"))
+    if not evidence_root.is_absolute():
+        evidence_root = config.rootpath / evidence_root
+    config.stash[STATE] = RunState(config, new_run_id(), evidence_root, campaign_path(config))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    # evidence.json is a checkpoint of the event log: written at each test's end (after its
+    # teardown, failed or not), at each instance stop and at the run's end, not at every event.
+    try:
+        return (yield)
+    finally:
+        state = item.config.stash.get(STATE, None)
+        if state is not None and state.bundle is not None:
+            state.bundle.checkpoint()
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def evidence(pytestconfig: pytest.Config) -> EvidenceBundle:
+    """The run's evidence bundle, created on first use under evidence/<run-id>/."""
+    return run_state(pytestconfig).evidence()
+
+
+@pytest.fixture
+def track_verdict(pytestconfig: pytest.Config, evidence: EvidenceBundle
+                  ) -> Callable[[str, str], TrackVerdict]:
+    """The verdict of a candidate in a track from every check recorded so far in this run."""
+    state = run_state(pytestconfig)
+
+    def verdict(track_id: str, candidate: str) -> TrackVerdict:
+        state.ran_tracks.add(track_id)
+        if quality_class(track_id) == "lossless":
+            # Imported here: decoding and comparing MP4s pulls in the scoring stack.
+            from ..lossless import timed_output_check  # noqa: PLC0415
+
+            evidence.add_check(timed_output_check(evidence, track_id, candidate))
+        return judge(track_id, quality_class(track_id), candidate, evidence.checks,
+                     state.freeze.cap_reason)
+
+    return verdict
+
+
+# -- end of run ----------------------------------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is None:
+        return
+    # Last resort: anything still running (Ctrl-C mid-request) is stopped and audited before the
+    # verdicts and the report; the fixtures' own teardown then finds the audit already done.
+    engines.stop_all(session.config)
+    if state.bundle is not None:
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        state.bundle.finish("interrupted" if interrupted else "complete", state.verdicts)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is None:
+        return
+    engines.stop_all(config)
+    if state.bundle is not None:
+        state.bundle.sanitize_files()
+        latest = state.evidence_root / "latest"
+        if latest.is_symlink() or not latest.exists():
+            latest.unlink(missing_ok=True)
+            latest.symlink_to(state.run_id)

@@ -1,0 +1,97 @@
+"""Reporting: live progress of the requests, the HTML report of a campaign run (pytest-html, in
+evidence/<run-id>/report.html, verdicts first) and the verdict table in the terminal summary.
+
+The HTML report is asked of pytest-html once collection shows a campaign scenario, the way
+`--html PATH --self-contained-html` would have asked for it: a session of the harness's own tests
+gets no report and no run folder. A `--html` given by the user is left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pytest_html.basereport import BaseReport
+
+from ..progress import PLUGIN_NAME as PROGRESS_PLUGIN
+from ..progress import ProgressPlugin
+from .selection import is_campaign_item
+from .state import STATE, run_state
+
+PLUGIN_NAME = "ref2va-report"
+HTML_PLUGIN = "html"  # pytest-html's plugin name
+REPORT_FILE = "report.html"
+
+
+@dataclass(eq=False)  # a plugin object: hashed by identity
+class HtmlReportRequest:
+    """Asks pytest-html for the run's report once a campaign scenario is collected."""
+
+    config: pytest.Config
+    collect_failures: list[pytest.CollectReport] = field(default_factory=list)
+    report: BaseReport | None = None
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # replayed to the report if there is one (it records these itself)
+            self.collect_failures.append(report)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        config = self.config
+        html = config.pluginmanager.get_plugin(HTML_PLUGIN)
+        if (html is None or config.getoption("htmlpath", None) or config.option.collectonly
+                or not any(is_campaign_item(item) for item in session.items)):
+            return
+        config.option.htmlpath = str(run_state(config).run_folder / REPORT_FILE)
+        config.option.self_contained_html = True
+        # pytest-html's own configure builds and registers its report for these options, as if
+        # they had been given on the command line; the report then catches up on the session's
+        # start and collection, which happened before anyone knew it was a campaign run.
+        html.pytest_configure(config)
+        self.report = next(p for p in config.pluginmanager.get_plugins()
+                           if isinstance(p, BaseReport))
+        self.report.pytest_sessionstart(session)
+        for failure in self.collect_failures:
+            self.report.pytest_collectreport(failure)
+        self.report.pytest_collection_finish(session)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    # Live progress of the requests (progress.py); silent unless a campaign scenario is collected.
+    config.pluginmanager.register(ProgressPlugin(config, lambda: run_state(config).campaign),
+                                  PROGRESS_PLUGIN)
+    config.pluginmanager.register(HtmlReportRequest(config), PLUGIN_NAME)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_report_title(report: Any) -> None:
+    report.title = "Ref2VA acceptance report"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: list[str],
+                                session: pytest.Session) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is None or state.bundle is None:
+        return
+    # Imported here: rendering the gates' evidence is only needed once a report is written.
+    from ..report import summary_html  # noqa: PLC0415
+
+    prefix.insert(0, summary_html(state.bundle))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is None or state.bundle is None:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "Ref2VA verdicts per track")
+    for v in state.bundle.verdicts:
+        reasons = ", ".join(v.reasons)
+        opened = f" open: {', '.join(v.open_checks)}" if v.open_checks else ""
+        tr.write_line(f"{v.track:13} {v.candidate or '(none)':20} {v.verdict.upper():13} "
+                      f"{reasons}{opened}")
+    tr.write_line(f"evidence: {state.display(state.bundle.folder)}/evidence.json")

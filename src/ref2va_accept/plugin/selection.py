@@ -1,0 +1,117 @@
+"""Campaign selection and parametrization: which campaign, which tracks and candidates, with
+which marks, in which order.
+
+Campaign tests ask for `track_id` (and `candidate_id`): they run once per track of the campaign
+(and per candidate entering it), marked with the track's duration and quality class, so that
+`-m "5s and lossless"` selects one track. Scenarios run in an explicit order: acceptance, then
+perf, then quality, then the verdicts, whatever their folders are called.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
+from ..errors import CampaignError, Ref2VAError
+from .state import run_state
+
+CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
+DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
+# The scenario groups in the order they run (the order they always ran in, so timings stay
+# comparable across runs); anything else (the harness's own tests) keeps its
+# place ahead of them, and the verdict scenarios run after every other item.
+SCENARIO_ORDER = ("acceptance", "perf", "quality")
+VERDICT_MARK = "verdict"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ref2va", "Ref2VA acceptance campaign")
+    group.addoption("--campaign", default=None, metavar="PATH",
+                    help=f"campaign file (default: ${CAMPAIGN_ENV}, else {DEFAULT_CAMPAIGN})")
+
+
+def campaign_path(config: pytest.Config) -> Path:
+    """--campaign, else $REF2VA_CAMPAIGN (relative to the rootdir), else the reference one."""
+    given = config.getoption("campaign")
+    if given:
+        return Path(given).resolve()
+    from_env = os.environ.get(CAMPAIGN_ENV)
+    if from_env:
+        # A relative path in the environment is taken from the rootdir, so a host's shell
+        # profile works from any folder of the checkout.
+        path = Path(from_env)
+        return path if path.is_absolute() else (config.rootpath / path)
+    return config.rootpath / DEFAULT_CAMPAIGN
+
+
+def is_campaign_item(item: pytest.Item) -> bool:
+    """A scenario run against the campaign (parametrized by track), not a harness self-test."""
+    return "track_id" in getattr(item, "fixturenames", ())
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Campaign tests run once per track (and per candidate entering it), with its marks.
+
+    A test module may set `TRACK_CLASS = "lossless"` (or "lossy") to run on those tracks only.
+    """
+    if "track_id" not in metafunc.fixturenames:
+        return
+    state = run_state(metafunc.config)
+    try:
+        campaign = state.campaign
+    except Ref2VAError as exc:
+        pytest.fail(f"cannot load the campaign: {exc}", pytrace=False)
+    wanted = getattr(metafunc.module, "TRACK_CLASS", None)
+    track_ids = [t for t in TRACK_IDS if t in campaign.model.tracks
+                 and (wanted is None or quality_class(t) == wanted)]
+
+    def marks(track_id: str) -> list[pytest.MarkDecorator]:
+        return [getattr(pytest.mark, duration_class(track_id)),
+                getattr(pytest.mark, quality_class(track_id))]
+
+    if "candidate_id" in metafunc.fixturenames:
+        metafunc.parametrize(("track_id", "candidate_id"), [
+            pytest.param(t, arm.id, id=f"{t}:{arm.id}", marks=marks(t))
+            for t in track_ids for arm in campaign.arms_for(t) if arm.id != "b0"
+        ])
+    else:
+        metafunc.parametrize("track_id", [pytest.param(t, id=t, marks=marks(t))
+                                          for t in track_ids])
+
+
+def scenario_rank(item: pytest.Item) -> int:
+    """Where an item's group runs: the harness's own tests (0), acceptance, perf, quality, and
+    the verdict scenarios last, since they judge from every check recorded before them."""
+    if item.get_closest_marker(VERDICT_MARK) is not None:
+        return len(SCENARIO_ORDER) + 1
+    for rank, mark in enumerate(SCENARIO_ORDER, start=1):
+        if item.get_closest_marker(mark) is not None:
+            return rank
+    return 0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Before deselection (-m, -k) and before any trylast hook (live progress plans the order it
+    # finds). sort() is stable: within a group the collection order stays.
+    items.sort(key=scenario_rank)
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def campaign(pytestconfig: pytest.Config) -> LoadedCampaign:
+    """The campaign this run judges (--campaign, $REF2VA_CAMPAIGN, or the reference campaign)."""
+    try:
+        return run_state(pytestconfig).campaign
+    except CampaignError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def track(campaign: LoadedCampaign, track_id: str) -> Any:
+    """The campaign's definition of this test's track."""
+    return campaign.model.tracks[track_id]  # type: ignore[index]

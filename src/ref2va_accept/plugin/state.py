@@ -1,0 +1,157 @@
+"""What one pytest session knows about its campaign and its evidence (kept in `config.stash`).
+
+Not a plugin module: the plugin's modules share it through ``run_state(config)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
+from ..device_memory import MemoryGuard
+from ..devices import probe_for
+from ..evidence import EvidenceBundle
+from ..identity import IdentityToolMissing, identity_checks, preflight
+from ..lock import FreezeStatus, canonical_campaign, verify
+from ..sanitize import Sanitizer
+from ..server import CleanupAudit
+from ..verdicts import CheckResult, TrackVerdict, judge
+
+STATE = pytest.StashKey["RunState"]()
+
+
+def run_state(config: pytest.Config) -> RunState:
+    """The session's RunState (made at configure by the evidence module)."""
+    return config.stash[STATE]
+
+
+@dataclass
+class RunState:
+    """What one pytest session knows about the campaign and its evidence."""
+
+    config: pytest.Config
+    run_id: str
+    evidence_root: Path
+    campaign_path: Path
+    _campaign: LoadedCampaign | None = None
+    _freeze: FreezeStatus | None = None
+    bundle: EvidenceBundle | None = None
+    ran_tracks: set[str] = field(default_factory=set)
+    host_checked: bool = False
+    memory: MemoryGuard | None = None
+
+    @property
+    def campaign(self) -> LoadedCampaign:
+        if self._campaign is None:
+            self._campaign = load_campaign(self.campaign_path)
+        return self._campaign
+
+    @property
+    def freeze(self) -> FreezeStatus:
+        if self._freeze is None:
+            self._freeze = verify(self.campaign_path)
+        return self._freeze
+
+    @property
+    def run_folder(self) -> Path:
+        return self.evidence_root / self.run_id
+
+    def display(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.config.rootpath.resolve()).as_posix()
+        except ValueError:
+            return path.name
+
+    def evidence(self) -> EvidenceBundle:
+        if self.bundle is None:
+            sanitizer = Sanitizer.for_this_host(repo=self.config.rootpath,
+                                                evidence=self.evidence_root)
+            self.bundle = EvidenceBundle.create(self.evidence_root, self.run_id, sanitizer)
+            campaign, freeze = self.campaign, self.freeze
+            self.bundle.set_campaign({
+                "name": campaign.model.name,
+                "file": self.display(self.campaign_path),
+                "engine_kind": campaign.model.engine.kind,
+                "source_pin": campaign.model.engine.source_pin.model_dump(mode="json"),
+                "canonical": canonical_campaign(campaign),
+                "freeze": {
+                    "state": freeze.state,
+                    "lock_sha256": freeze.lock_sha256,
+                    "problems": list(freeze.problems),
+                    "unfilled": list(freeze.unfilled),
+                    "verdict_cap": freeze.cap_reason,
+                },
+            })
+        return self.bundle
+
+    # -- engine stops (the session registry's one audit subscriber) ------------------------------
+    def after_stop(self, audit: CleanupAudit) -> None:
+        """Each stopped instance: its audit, then the device-memory wait, then a checkpoint."""
+        self._record_audit(audit)
+        self._wait_for_memory(audit)
+        self.evidence().checkpoint()
+
+    def _record_audit(self, audit: CleanupAudit) -> None:
+        bundle = self.evidence()
+        bundle.add_audit(audit.to_dict())
+        track = audit.instance_id.split(".", 1)[0]
+        bundle.add_check(CheckResult(
+            track, audit.arm_id, "cleanup", "pass" if audit.clean else "fail",
+            None if audit.clean else "incomplete_cleanup", "; ".join(audit.problems),
+            {"instance": audit.instance_id, "stop_s": round(audit.stop_s, 3)}))
+
+    def before_first_engine(self) -> None:
+        """Once per session, before any engine starts: the host identity preflight, then the
+        assigned devices' idle memory level and the wait for it after every stop.
+
+        A tool the pin needs but the host lacks ends the session (usage error, nothing started);
+        an identity that differs from the pin is a `host_identity` check failing every track
+        with `protocol_deviation`.
+        """
+        if self.host_checked:
+            return
+        self.host_checked = True
+        bundle, campaign = self.evidence(), self.campaign
+        try:
+            result = preflight(campaign)
+        except IdentityToolMissing as exc:
+            pytest.exit(f"ref2va preflight: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        bundle.set_section("host_identity", result.to_dict())
+        for check in identity_checks(result, campaign.model.tracks):
+            bundle.add_check(check)
+        devices = campaign.model.devices
+        self.memory = MemoryGuard(devices.kind, tuple(devices.visible), devices.memory_release,
+                                  probe_for(devices.kind, devices.visible))
+        self.memory.read_idle()
+        self._record_memory()
+        bundle.checkpoint()
+
+    def _wait_for_memory(self, audit: CleanupAudit) -> None:
+        if self.memory is None:
+            return
+        track = audit.instance_id.split(".", 1)[0]
+        check = self.memory.after_stop(track, audit.arm_id, audit.instance_id)
+        if check is not None:
+            self.evidence().add_check(check)
+        self._record_memory()
+
+    def _record_memory(self) -> None:
+        if self.memory is not None and self.bundle is not None:
+            self.bundle.set_section("device_memory", self.memory.to_dict())
+
+    # -- verdicts --------------------------------------------------------------------------------
+    def verdicts(self, checks: list[CheckResult]) -> list[TrackVerdict]:
+        campaign = self.campaign
+        cap = self.freeze.cap_reason
+        rows: list[TrackVerdict] = []
+        for track_id in TRACK_IDS:
+            if track_id not in self.ran_tracks:
+                continue
+            candidates = [a.id for a in campaign.arms_for(track_id) if a.id != "b0"]
+            judged: list[str | None] = [*candidates] or [None]
+            for candidate in judged:
+                rows.append(judge(track_id, quality_class(track_id), candidate, checks, cap))
+        return rows

@@ -1,0 +1,126 @@
+"""The plugin in pytest sessions run in this process (pytester): scenario order, where the report
+and the run folder go, the engine registry per session, and what the plugin imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ref2va_accept.evidence import rebuild
+from tests.unit.evidence_schema import read_bundle
+from tests.unit.suite_runner import ROOT
+
+pytest_plugins = ["pytester"]
+
+REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
+MARKS = "[pytest]\nmarkers =\n" + "".join(
+    f"    {m}: x\n" for m in ("5s", "15s", "lossless", "lossy", "acceptance", "quality", "perf",
+                           "verdict"))
+
+
+@pytest.fixture
+def session(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini(MARKS)
+    return pytester
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
+                                        "--campaign", str(REFERENCE), *args)
+
+
+def test_verdict_scenarios_run_last_whatever_their_folder_is_called(
+        session: pytest.Pytester) -> None:
+    for folder, mark, names in (("a_verdicts", "verdict", ("v1", "v2")),
+                                ("b_perf", "perf", ("p1",)), ("c_quality", "quality", ("q1",)),
+                                ("d_acceptance", "acceptance", ("a1", "a2")),
+                                ("e_unit", None, ("u1",))):
+        session.mkpydir(folder)
+        marked = f"import pytest\npytestmark = pytest.mark.{mark}\n" if mark else ""
+        (session.path / folder / f"test_{folder}.py").write_text(
+            marked + "".join(f"def test_{n}():\n    pass\n" for n in names))
+    result = _run(session, "-v", "--evidence-dir", str(session.path / "evidence"))
+    result.assert_outcomes(passed=7)
+    ran = [line.split("::")[1].split()[0] for line in result.outlines if "PASSED" in line]
+    # The harness's own tests keep their place ahead; then acceptance, perf, quality, verdicts,
+    # each group in collection order.
+    assert ran == ["test_u1", "test_a1", "test_a2", "test_p1", "test_q1", "test_v1", "test_v2"]
+
+
+def test_a_session_without_campaign_scenarios_makes_no_run_folder_nor_report(
+        session: pytest.Pytester) -> None:
+    session.makepyfile(test_own="def test_own():\n    pass\n")
+    evidence = session.path / "evidence"
+    _run(session, "--evidence-dir", str(evidence)).assert_outcomes(passed=1)
+    assert not evidence.exists()
+    assert not list(session.path.rglob("report.html"))
+
+
+CAMPAIGN_SCENARIO = '''
+import pytest
+
+from ref2va_accept.plugin.engines import REGISTRY
+
+pytestmark = pytest.mark.acceptance
+
+
+def test_scenario(track_id, evidence, pytestconfig):
+    evidence.note(f"{track_id} ran")
+    # One registry per session, with one audit subscriber, however many sessions ran before.
+    assert len(pytestconfig.stash[REGISTRY].on_audit) == 1
+'''
+
+
+def test_a_campaign_run_writes_its_report_events_and_bundle_in_the_run_folder(
+        session: pytest.Pytester) -> None:
+    session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
+    evidence = session.path / "evidence"
+    for _ in range(2):  # the second session must not inherit the first one's registry
+        _run(session, "-m", "5s and lossless", "--evidence-dir",
+             str(evidence)).assert_outcomes(passed=1)
+    runs = sorted(p for p in evidence.iterdir() if not p.is_symlink())
+    assert len(runs) == 2
+    run = (evidence / "latest").resolve()
+    assert run == runs[-1].resolve()
+    bundle = read_bundle(run)
+    assert bundle["status"] == "complete" and bundle["notes"] == ["5s-lossless ran"]
+    assert rebuild(run) == bundle
+    assert (run / "events.jsonl").is_file()
+    report = (run / "report.html").read_text()
+    assert "Ref2VA acceptance report" in report and "Verdicts per track" in report
+    assert "test_scenario.py::test_scenario[5s-lossless]" in report
+
+
+def test_a_users_own_html_path_is_left_alone(session: pytest.Pytester) -> None:
+    session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
+    evidence = session.path / "evidence"
+    _run(session, "-m", "5s and lossless", "--evidence-dir", str(evidence), "--html",
+         str(session.path / "mine.html")).assert_outcomes(passed=1)
+    assert (session.path / "mine.html").is_file()
+    assert not list(evidence.rglob("report.html"))
+    assert json.loads((evidence / "latest" / "evidence.json").read_text())["status"] == "complete"
+
+
+def test_collecting_only_makes_no_run_folder(session: pytest.Pytester) -> None:
+    session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
+    evidence = session.path / "evidence"
+    result = _run(session, "--collect-only", "-q", "--evidence-dir", str(evidence))
+    assert result.ret == 0
+    assert not evidence.exists()
+
+
+def test_loading_the_plugin_imports_neither_opencv_nor_scipy() -> None:
+    # A fresh interpreter: this session has imported them already.
+    code = ("import sys\n"
+            "import ref2va_accept.plugin\n"
+            "for name in ('selection', 'engines', 'evidence', 'report', 'state'):\n"
+            "    __import__('ref2va_accept.plugin.' + name)\n"
+            "print(sorted(m for m in ('cv2', 'scipy') if m in sys.modules))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, env=env, timeout=120, check=True)
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
