@@ -61,6 +61,18 @@ from ref2va_contract.diagnostics import (
 logger = logging.getLogger(__name__)
 
 
+def set_deterministic_kernels() -> None:
+    """``torch.use_deterministic_algorithms(True, warn_only=True)`` for eager execution.
+
+    The public call also sets ``torch._inductor.config.deterministic``, and importing that pulls
+    in the whole compiler stack (dynamo, sympy): about 2 s of CPU per engine start and a slower
+    interpreter exit, for a flag that only compiled graphs read. Nothing here compiles, so only
+    the eager kernels' flag is set; ``torch.are_deterministic_algorithms_enabled()`` reads it.
+    """
+    torch._C._set_deterministic_algorithms(True, warn_only=True)
+
+
+
 class TorchGenerator:
     """H3-shaped Ref2VA generation with a tiny, seeded, real diffusion model."""
 
@@ -78,7 +90,7 @@ class TorchGenerator:
         self.shape = shape or ModelShape()
         # Bit-exact reruns need fixed intra-op threading and deterministic kernels.
         torch.set_num_threads(args.torch_threads)
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        set_deterministic_kernels()
         self.device = resolve_device(args.device)
         self.dtype = resolve_dtype(args.dtype)
         model = ReferenceModel(self.shape)

@@ -55,6 +55,23 @@ def test_another_process_gives_identical_dumps(
     assert first_difference(here, there) is None
 
 
+def test_kernels_are_deterministic_without_loading_the_compiler(tmp_path: Path) -> None:
+    # Deterministic kernels (warn-only) as torch.use_deterministic_algorithms sets them, but
+    # without importing torch._inductor: that import alone cost about 2 s of every engine start.
+    script = (
+        "import sys, torch, pytest; from pathlib import Path;"
+        "from tests.engine.pipeline_harness import generator;"
+        "generator(pytest.MonkeyPatch(), Path(sys.argv[1]));"
+        "assert torch.are_deterministic_algorithms_enabled();"
+        "assert torch.is_deterministic_algorithms_warn_only_enabled();"
+        "loaded = [m for m in sys.modules if m.startswith(('torch._inductor', 'torch._dynamo'))];"
+        "assert not loaded, loaded"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO_ROOT,
+                          env=engine_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_shapes_follow_h3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = run(generator(monkeypatch, tmp_path), tmp_path / "a")
     assert video_latent_frames(124) == 37 and video_latent_frames(362) == 107

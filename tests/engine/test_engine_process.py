@@ -15,7 +15,7 @@ pytestmark = pytest.mark.engine
 
 
 def test_362_frames_come_back_complete(client: httpx.Client) -> None:
-    # Speed is measured by benchmarks/reference_engine.py, never by a timed test.
+    # Speed is measured by `./ref2va bench` (benchmarks/), never by a timed test.
     response = client.post(
         "/v1/videos/sync",
         data={"prompt": "waves", "width": "96", "height": "64", "num_frames": "362", "seed": "1"},

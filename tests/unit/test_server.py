@@ -160,7 +160,7 @@ def test_port_held_by_an_unknown_process_fails_the_audit(tmp_path: Path,
 
 
 HOLDER_ENGINE = textwrap.dedent('''
-    import http.server, os, signal, subprocess, sys
+    import http.server, os, signal, subprocess, sys, time
     port = int(sys.argv[1])
     server = http.server.HTTPServer(("127.0.0.1", port), http.server.BaseHTTPRequestHandler)
     server.RequestHandlerClass = type("H", (http.server.BaseHTTPRequestHandler,), {
@@ -169,9 +169,14 @@ HOLDER_ENGINE = textwrap.dedent('''
         "log_message": lambda self, *a: None})
     os.set_inheritable(server.fileno(), True)
     # A child of ours (it keeps the instance tag) that holds the listener and ignores SIGTERM.
+    # Healthy only once the child ignores SIGTERM, so a prompt stop cannot beat it to it.
+    ready = f"holder-{port}.ready"
     subprocess.Popen([sys.executable, "-c",
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        "open(sys.argv[1], 'w').close(); time.sleep(600)", ready],
         pass_fds=(server.fileno(),))
+    while not os.path.exists(ready):
+        time.sleep(0.01)
     server.serve_forever()
 ''')
 
