@@ -110,7 +110,7 @@ def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path)
             proc.wait()
     assert tagged(run.name) == [], output[-2000:]
     bundle = read_bundle(run)
-    assert bundle["status"] == "interrupted"
+    assert bundle["status"] == "interrupted", output[-3000:]
     assert bundle["instances"] and all("cleanup" in i for i in bundle["instances"])
     assert bundle["instances"][0]["cleanup"]["survivors"] == []
 
