@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -18,20 +18,21 @@ import pytest
 from pytest_html.basereport import BaseReport
 
 from .campaign import TRACK_IDS, LoadedCampaign, duration_class, load_campaign, quality_class
+from .checks import Check, Reason
 from .device_memory import MemoryGuard
 from .devices import probe_for
 from .errors import CampaignError, Ref2VAError
 from .evidence import EvidenceBundle, new_run_id
 from .identity import IdentityToolMissing, identity_checks, preflight
 from .lock import FreezeStatus, canonical_campaign, verify
-from .lossless import timed_output_check
+from .plan import TrackPlan, plan_campaign
 from .progress import PLUGIN_NAME as PROGRESS_PLUGIN
 from .progress import ProgressPlugin
 from .report import summary_html
 from .sanitize import Sanitizer
 from .server import REGISTRY, CleanupAudit
 from .verdicts import CheckResult, TrackVerdict, judge
-from .workload import Arms
+from .workload import Arms, OutcomeLog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -65,12 +66,22 @@ class RunState:
     ran_tracks: set[str] = field(default_factory=set)
     host_checked: bool = False
     memory: MemoryGuard | None = None
+    _plans: Mapping[str, TrackPlan] | None = None
+    # Every request's typed outcome in this run, for the gates (never read back from evidence).
+    outcomes: OutcomeLog = field(default_factory=OutcomeLog)
 
     @property
     def campaign(self) -> LoadedCampaign:
         if self._campaign is None:
             self._campaign = load_campaign(self.campaign_path)
         return self._campaign
+
+    @property
+    def plans(self) -> Mapping[str, TrackPlan]:
+        """Each track's frozen plan, made once from the loaded campaign."""
+        if self._plans is None:
+            self._plans = plan_campaign(self.campaign)
+        return self._plans
 
     @property
     def freeze(self) -> FreezeStatus:
@@ -112,8 +123,8 @@ class RunState:
         bundle.add_audit(audit.to_dict())
         track = audit.instance_id.split(".", 1)[0]
         bundle.add_check(CheckResult(
-            track, audit.arm_id, "cleanup", "pass" if audit.clean else "fail",
-            None if audit.clean else "incomplete_cleanup", "; ".join(audit.problems),
+            track, audit.arm_id, Check.CLEANUP, "pass" if audit.clean else "fail",
+            None if audit.clean else Reason.INCOMPLETE_CLEANUP, "; ".join(audit.problems),
             {"instance": audit.instance_id, "stop_s": round(audit.stop_s, 3)}))
 
     def before_first_engine(self) -> None:
@@ -286,7 +297,7 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
     state = _state(pytestconfig)
     state.ran_tracks.add(track_id)
     state.before_first_engine()
-    runner = Arms(campaign, evidence)
+    runner = Arms(campaign, state.plans[track_id], evidence, outcomes=state.outcomes)
     progress = pytestconfig.pluginmanager.get_plugin(PROGRESS_PLUGIN)
     runner.observer = progress.observer if isinstance(progress, ProgressPlugin) else None
     yield runner
@@ -324,8 +335,6 @@ def track_verdict(pytestconfig: pytest.Config, evidence: EvidenceBundle
 
     def verdict(track_id: str, candidate: str) -> TrackVerdict:
         state.ran_tracks.add(track_id)
-        if quality_class(track_id) == "lossless":
-            evidence.add_check(timed_output_check(evidence, track_id, candidate))
         return judge(track_id, quality_class(track_id), candidate, evidence.checks,
                      state.freeze.cap_reason)
 
@@ -333,9 +342,9 @@ def track_verdict(pytestconfig: pytest.Config, evidence: EvidenceBundle
 
 
 @pytest.fixture
-def track(campaign: LoadedCampaign, track_id: str) -> Any:
-    """The campaign's definition of this test's track."""
-    return campaign.model.tracks[track_id]  # type: ignore[index]
+def track(pytestconfig: pytest.Config, track_id: str) -> TrackPlan:
+    """This test's track, as its frozen plan."""
+    return _state(pytestconfig).plans[track_id]
 
 
 # -- end of run ----------------------------------------------------------------------------------
