@@ -285,7 +285,7 @@ def run_candidate(arms: Arms, candidate: str, baseline: Baseline) -> list[CheckR
     return checks
 
 
-class LosslessGate:
+class LosslessGateRunner:
     """The lossless gate as the scenarios run it (gates.QualityGate); B0 made once per track."""
 
     name = "lossless"

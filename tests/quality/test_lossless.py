@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ref2va_accept.gates import expect
-from ref2va_accept.lossless import LosslessGate
+from ref2va_accept.lossless import LosslessGateRunner
 from ref2va_accept.plugin import Baselines
 from ref2va_accept.workload import Arms
 
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.quality
 
 
 def test_baseline_reproduces_itself(arms: Arms, baselines: Baselines) -> None:
-    expect(LosslessGate(baselines).baseline(arms))
+    expect(LosslessGateRunner(baselines).baseline(arms))
 
 
 def test_candidate_is_bit_exact(arms: Arms, candidate_id: str, baselines: Baselines) -> None:
-    expect(LosslessGate(baselines).candidate(arms, candidate_id))
+    expect(LosslessGateRunner(baselines).candidate(arms, candidate_id))

@@ -7,7 +7,7 @@ import pytest
 from ref2va_accept.checks import Check, Reason
 from ref2va_accept.gates import Gate, GateResult, Outcome, QualityGate, expect
 from ref2va_accept.latency import LatencyProtocol
-from ref2va_accept.lossless import LosslessGate
+from ref2va_accept.lossless import LosslessGateRunner
 from ref2va_accept.lossy import LossyGateRunner
 from ref2va_accept.plugin import Baselines
 from ref2va_accept.stats import latency_verdict
@@ -23,7 +23,7 @@ def _check(name: Check, status: str = "pass", reason: Reason | None = None,
 
 def test_every_runner_implements_the_shared_interface() -> None:
     # Typed (mypy checks these assignments) and at run time, by the methods the scenarios call.
-    quality: list[QualityGate] = [LosslessGate(Baselines()), LossyGateRunner(Baselines())]
+    quality: list[QualityGate] = [LosslessGateRunner(Baselines()), LossyGateRunner(Baselines())]
     gates: list[Gate] = [*quality, LatencyProtocol()]
     assert all(callable(getattr(g, "candidate", None)) for g in gates)
     assert all(callable(getattr(g, "baseline", None)) for g in quality)
