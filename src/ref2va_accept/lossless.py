@@ -25,7 +25,7 @@ from .checks import Check, Reason
 from .decoded import compare_decoded_mp4
 from .errors import MediaError, TensorFileError
 from .gates import BaselineCache, GateResult
-from .plan import LosslessContract as Contract
+from .plan import LosslessContract
 from .tensors import (
     DumpComparison,
     PointComparison,
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 ENABLED_PATH = "enabled_path.json"
 
 
-def contract_problems(outcome: Outcome, contract: Contract) -> list[str]:
+def contract_problems(outcome: Outcome, contract: LosslessContract) -> list[str]:
     """What the request did not deliver of the contract: missing points, wrong dtype or shape."""
     problems: list[str] = []
     if not outcome.sample.ok or outcome.media_path is None:
@@ -85,7 +85,7 @@ def _mp4_shape(outcome: Outcome, name: str) -> list[int] | None:
     return None
 
 
-def compare(reference: Outcome, other: Outcome, contract: Contract) -> DumpComparison:
+def compare(reference: Outcome, other: Outcome, contract: LosslessContract) -> DumpComparison:
     """Every contract point of two requests, in the contract's (pipeline) order."""
     found: dict[str, PointComparison] = {}
     if contract.diagnostics and reference.dump_dir and other.dump_dir:
@@ -143,7 +143,7 @@ class Baseline(GateChecks):
 
 
 def judge_baseline(
-    track: str, contract: Contract, first: Outcome, unobserved: Outcome, second: Outcome
+    track: str, contract: LosslessContract, first: Outcome, unobserved: Outcome, second: Outcome
 ) -> Baseline:
     """B0 twice on independent instances (watched), once unobserved: all must agree bit for bit."""
     for outcome in (first, unobserved, second):
@@ -177,7 +177,7 @@ def judge_baseline(
 def judge_candidate(
     track: str,
     candidate: str,
-    contract: Contract,
+    contract: LosslessContract,
     baseline: Baseline,
     watched: Outcome,
     unobserved: Outcome,
