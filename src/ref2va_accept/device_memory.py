@@ -20,12 +20,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .checks import Check, Reason
 from .devices import DeviceProbe, DeviceSnapshot
 from .verdicts import CheckResult
 
 log = logging.getLogger(__name__)
 
-REASON = "device_memory_not_released"
+REASON = Reason.DEVICE_MEMORY_NOT_RELEASED
 
 
 class MemoryRelease(BaseModel):
@@ -173,9 +174,9 @@ class MemoryGuard:
         data = {"instance": instance, "waited_s": round(release.waited_s, 3),
                 "held_mb": {str(k): v for k, v in release.held_mb.items()}}
         if release.released:
-            return CheckResult(track, arm, "device_memory_release", "pass", None,
+            return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, "pass", None,
                                release.explain(), data)
-        return CheckResult(track, arm, "device_memory_release", "fail", REASON,
+        return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, "fail", REASON,
                            f"after {instance}: {release.explain()}", data)
 
     def to_dict(self) -> dict[str, Any]:

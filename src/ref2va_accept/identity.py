@@ -38,6 +38,7 @@ from pydantic import (
     model_validator,
 )
 
+from .checks import Check, Reason
 from .devices import parse_npu_smi_map, run_command
 from .engine_kinds import KINDS, REFERENCE
 from .errors import Ref2VAError
@@ -518,9 +519,9 @@ def identity_checks(result: Preflight, track_ids: Iterable[str]) -> list[CheckRe
     """
     data = {"rows": [row.to_dict() for row in result.rows]}
     if result.ok:
-        return [CheckResult(t, "b0", "host_identity", "pass", None,
+        return [CheckResult(t, "b0", Check.HOST_IDENTITY, "pass", None,
                             f"all {len(result.rows)} pinned fields match the host", data)
                 for t in track_ids]
-    return [CheckResult(t, "b0", "host_identity", "fail", "protocol_deviation",
+    return [CheckResult(t, "b0", Check.HOST_IDENTITY, "fail", Reason.PROTOCOL_DEVIATION,
                         "host identity differs from engine.source_pin: " + result.detail(), data)
             for t in track_ids]

@@ -3,10 +3,11 @@
 Each letter of the frozen ordering is a freshly started instance of that arm: warmups (recorded,
 excluded), then the measured requests with the track's seeds, every sample written to the
 evidence as it is taken. Devices are probed before, during and after each instance. Then, in the
-documented order (protocol.md): run not evaluable (interference, B0 request failed, drift,
+documented order (docs/protocol.md): run not evaluable (interference, B0 request failed, drift,
 incomplete cleanup) -> inconclusive; candidate defect (request failed, caching suspected) ->
-failed; otherwise the ratio interval decides. Quality gates run in their own scenarios; the
-per-track verdict combines them all.
+failed; otherwise the ratio interval decides, its typed result carried by the latency check.
+On a lossless track the timed outputs are also compared with the watched quality output
+(timed_output.py). Quality gates run in their own scenarios; the per-track verdict combines them.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .checks import Check, Reason
 from .devices import DeviceProbe, foreign_processes, probe_for
+from .gates import GateResult
+from .plan import TrackPlan
 from .server import EngineInstance
 from .stats import latency_verdict
+from .timed_output import timed_output_check
 from .verdicts import CheckResult
 from .workload import Arms, Outcome
 
@@ -63,21 +68,20 @@ def _probe(probe: DeviceProbe, arms: Arms, engine: EngineInstance | None, device
     return [f"{i.when}: device {i.device} pid {i.pid} ({i.name}): {i.reason}" for i in found]
 
 
-def run_instance(arms: Arms, track_id: str, arm_id: str, position: int, probe: DeviceProbe,
+def run_instance(arms: Arms, arm_id: str, position: int, probe: DeviceProbe,
                  caching_probe: int) -> InstanceRun:
-    campaign = arms.campaign
-    protocol = campaign.model.protocol
-    devices = campaign.model.devices.visible
-    seeds = campaign.model.tracks[track_id].request.seeds  # type: ignore[index]
+    protocol = arms.plan.latency
+    devices = protocol.devices
+    seeds = arms.plan.seeds
     run = InstanceRun(arm_id, position)
     run.interference += _probe(probe, arms, None, devices, f"before {arm_id}#{position}")
-    engine = arms.start(track_id, arm_id)
+    engine = arms.start(arm_id)
     try:
         for w in range(protocol.warmups):
-            arms.request(engine, track_id, arm_id, kind="warmup", index=position * 100 + w,
+            arms.request(engine, arm_id, kind="warmup", index=position * 100 + w,
                          seed=seeds[w % len(seeds)])
         for r in range(protocol.repeats):
-            run.measured.append(arms.request(engine, track_id, arm_id, kind="measured",
+            run.measured.append(arms.request(engine, arm_id, kind="measured",
                                              index=position * 100 + r,
                                              seed=seeds[r % len(seeds)]))
             run.interference += _probe(probe, arms, engine, devices,
@@ -85,7 +89,7 @@ def run_instance(arms: Arms, track_id: str, arm_id: str, position: int, probe: D
             if protocol.pause_s:
                 time.sleep(protocol.pause_s)
         for d in range(caching_probe):
-            run.distinct.append(arms.request(engine, track_id, arm_id, kind="distinct",
+            run.distinct.append(arms.request(engine, arm_id, kind="distinct",
                                              index=position * 100 + d,
                                              seed=seeds[0] + CACHING_SEED_OFFSET + d))
     finally:
@@ -104,8 +108,8 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun], *,
     checks: list[CheckResult] = []
     interference = [line for run in runs for line in run.interference]
     checks.append(CheckResult(
-        track_id, candidate, "resource_interference", "fail" if interference else "pass",
-        "resource_interference" if interference else None,
+        track_id, candidate, Check.RESOURCE_INTERFERENCE, "fail" if interference else "pass",
+        Reason.RESOURCE_INTERFERENCE if interference else None,
         "; ".join(interference) or "no foreign process on the assigned devices"))
     b0_runs = [r for r in runs if r.arm == "b0"]
     cand_runs = [r for r in runs if r.arm != "b0"]
@@ -117,12 +121,12 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun], *,
                             "baseline_s": baseline, "candidate_s": cand}
     if b0_failed:
         # Recorded under the candidate: it is this comparison's B0 that failed.
-        checks.append(CheckResult(track_id, candidate, "latency_ratio", "fail",
-                                  "baseline_request_failed", b0_failed[0].explain(), data))
+        checks.append(CheckResult(track_id, candidate, Check.LATENCY_RATIO, "fail",
+                                  Reason.BASELINE_REQUEST_FAILED, b0_failed[0].explain(), data))
         return checks
     if cand_failed:
-        checks.append(CheckResult(track_id, candidate, "latency_ratio", "fail",
-                                  "candidate_request_failed", cand_failed[0].explain(), data))
+        checks.append(CheckResult(track_id, candidate, Check.LATENCY_RATIO, "fail",
+                                  Reason.CANDIDATE_REQUEST_FAILED, cand_failed[0].explain(), data))
         return checks
     if design == "ABA" and len(b0_runs) == 2:
         first, last = (statistics.median(_latencies(r.measured)) for r in b0_runs)
@@ -130,7 +134,7 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun], *,
         data["drift"] = drift
         if drift > drift_tolerance:
             checks.append(CheckResult(
-                track_id, candidate, "latency_ratio", "fail", "drift",
+                track_id, candidate, Check.LATENCY_RATIO, "fail", Reason.DRIFT,
                 f"B0 moved {drift:.1%} between A and A' (tolerance {drift_tolerance:.0%})", data))
             return checks
     distinct = [x for r in cand_runs for x in _latencies(r.distinct)]
@@ -143,20 +147,20 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun], *,
                                  "distinct_s": distinct}
         suspected = repeated < (1 - CACHING_MARGIN) * fastest
         checks.append(CheckResult(
-            track_id, candidate, "caching_probe", "fail" if suspected else "pass",
-            "caching_suspected" if suspected else None,
+            track_id, candidate, Check.CACHING_PROBE, "fail" if suspected else "pass",
+            Reason.CACHING_SUSPECTED if suspected else None,
             f"repeated identical requests median {repeated:.3f} s, fastest of "
             f"{len(distinct)} distinct {fastest:.3f} s (suspected below "
             f"{1 - CACHING_MARGIN:.0%} of it)"))
     verdict = latency_verdict(baseline, cand, target, confidence,
                               single_instance=design != "ABBA")
-    data["verdict"] = verdict.verdict
-    data["interval"] = verdict.to_dict()
+    # The verdict is the check's own typed result (the evidence writes it as data["verdict"] and
+    # data["interval"]); the check passes in the sense that the protocol ran to a decision.
     checks.append(CheckResult(
-        track_id, candidate, "latency_ratio", "pass", None,
+        track_id, candidate, Check.LATENCY_RATIO, "pass", None,
         f"{verdict.verdict}: ratio of medians {verdict.ratio_of_medians:.3f}, interval "
         f"[{_fmt(verdict.interval.lower)}, {_fmt(verdict.interval.upper)}] vs target {target:g}",
-        data))
+        data, latency=verdict))
     return checks
 
 
@@ -164,20 +168,36 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def run_latency(arms: Arms, track_id: str, candidate: str) -> list[CheckResult]:
-    """The frozen protocol for one candidate against its matched B0, recorded as it goes."""
-    campaign = arms.campaign
-    protocol = campaign.model.protocol
-    devices = campaign.model.devices
-    probe = probe_for(devices.kind, devices.visible)
+def run_latency(arms: Arms, candidate: str) -> list[CheckResult]:
+    """The frozen protocol for one candidate against its matched B0, recorded as it goes.
+
+    On a lossless track whose watched quality output is in already, the timed outputs are
+    compared with it here (the timed-output check; it counts for the track's verdict only).
+    """
+    plan: TrackPlan = arms.plan
+    protocol = plan.latency
+    probe = probe_for(protocol.device_kind, protocol.devices)
     sequence = ordering(protocol.ordering, protocol.order_seed, candidate)
     runs = []
     for position, arm_id in enumerate(sequence):
         caching = protocol.caching_probe_requests if arm_id == candidate else 0
-        runs.append(run_instance(arms, track_id, arm_id, position, probe, caching))
-    checks = judge_latency(track_id, candidate, runs, design=protocol.ordering,
+        runs.append(run_instance(arms, arm_id, position, probe, caching))
+    checks = judge_latency(plan.track_id, candidate, runs, design=protocol.ordering,
                            target=protocol.target_ratio, confidence=protocol.confidence,
                            drift_tolerance=protocol.drift_tolerance)
     for check in checks:
         arms.evidence.add_check(check)
+    if plan.quality == "lossless":
+        timed = timed_output_check(arms.outcomes, plan.track_id, candidate)
+        if timed is not None:
+            arms.evidence.add_check(timed)
     return checks
+
+
+class LatencyProtocol:
+    """The latency protocol as the perf scenario runs it (gates.Gate)."""
+
+    name = "latency"
+
+    def candidate(self, arms: Arms, candidate: str) -> GateResult:
+        return GateResult.from_checks(run_latency(arms, candidate))

@@ -8,6 +8,8 @@ Order of judgement for one lossless track:
    pipeline order (`quality_gate_failed`, naming the first divergence), give the same decoded
    output when unobserved as when watched (`output_differs_when_unobserved`), and show no
    approximate path in its enabled_path.json (`enabled_path_mismatch`), whatever its label says.
+
+Each comparison records its seed and, per point, whether it is equal and how it differs.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ref2va_contract.diagnostics import (
     APPROXIMATE_KEY,
@@ -30,9 +32,11 @@ from ref2va_contract.diagnostics import (
     REUSED_STEPS_KEY,
 )
 
-from .campaign import ComparisonPoint
+from .checks import Check, Reason
 from .decoded import compare_decoded_mp4
 from .errors import MediaError, TensorFileError
+from .gates import BaselineCache, GateResult
+from .plan import LosslessContract
 from .tensors import (
     DumpComparison,
     PointComparison,
@@ -40,34 +44,13 @@ from .tensors import (
     point_file,
     read_header,
 )
+from .timed_output import timed_output_check
 from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
 
-if TYPE_CHECKING:
-    from .evidence import EvidenceBundle
-
 log = logging.getLogger(__name__)
 
-@dataclass(frozen=True)
-class Contract:
-    """A lossless track's frozen comparison points, in pipeline order."""
-
-    points: tuple[ComparisonPoint, ...]
-
-    @property
-    def diagnostics(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.points if p.source == "diagnostics")
-
-    @property
-    def mp4(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.points if p.source == "mp4")
-
-    @property
-    def order(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.points)
-
-
-def contract_problems(outcome: Outcome, contract: Contract) -> list[str]:
+def contract_problems(outcome: Outcome, contract: LosslessContract) -> list[str]:
     """What the request did not deliver of the contract: missing points, wrong dtype or shape."""
     problems: list[str] = []
     if not outcome.sample.ok or outcome.media_path is None:
@@ -111,7 +94,7 @@ def _mp4_shape(outcome: Outcome, name: str) -> list[int] | None:
     return None
 
 
-def compare(reference: Outcome, other: Outcome, contract: Contract) -> DumpComparison:
+def compare(reference: Outcome, other: Outcome, contract: LosslessContract) -> DumpComparison:
     """Every contract point of two requests, in the contract's (pipeline) order."""
     found: dict[str, PointComparison] = {}
     if contract.diagnostics and reference.dump_dir and other.dump_dir:
@@ -167,17 +150,18 @@ class Baseline(GateChecks):
 
 
 def judge_baseline(
-    track: str, contract: Contract, first: Outcome, unobserved: Outcome, second: Outcome
+    track: str, contract: LosslessContract, first: Outcome, unobserved: Outcome, second: Outcome
 ) -> Baseline:
     """B0 twice on independent instances (watched), once unobserved: all must agree bit for bit."""
     for outcome in (first, unobserved, second):
         if not outcome.sample.ok:
-            check = CheckResult(track, "b0", "baseline_determinism", "fail",
-                                "baseline_request_failed", outcome.explain())
+            check = CheckResult(track, "b0", Check.BASELINE_DETERMINISM, "fail",
+                                Reason.BASELINE_REQUEST_FAILED, outcome.explain())
             return Baseline(checks=(check,), watched=first)
     problems = contract_problems(first, contract) + contract_problems(second, contract)
     if problems:
-        check = CheckResult(track, "b0", "baseline_determinism", "fail", "baseline_contract",
+        check = CheckResult(track, "b0", Check.BASELINE_DETERMINISM, "fail",
+                            Reason.BASELINE_CONTRACT,
                             "B0 does not honour the frozen contract: " + "; ".join(problems))
         return Baseline(checks=(check,), watched=first)
     between = compare(first, second, contract)
@@ -185,14 +169,14 @@ def judge_baseline(
                               ("mp4.video", "mp4.audio"))
     differing = [p.name for p in between.points if not p.equal]
     differing += [f"{name} (unobserved)" for name, p in watched_mp4.items() if not p.equal]
-    data = {"points": [p.to_dict() for p in between.points]}
+    data = {"seed": first.sample.seed, "points": [p.to_dict() for p in between.points]}
     if differing:
-        check = CheckResult(track, "b0", "baseline_determinism", "fail",
-                            "baseline_nondeterministic",
+        check = CheckResult(track, "b0", Check.BASELINE_DETERMINISM, "fail",
+                            Reason.BASELINE_NONDETERMINISTIC,
                             f"B0 does not reproduce itself; differing: {', '.join(differing)}",
                             data)
     else:
-        check = CheckResult(track, "b0", "baseline_determinism", "pass", None,
+        check = CheckResult(track, "b0", Check.BASELINE_DETERMINISM, "pass", None,
                             f"B0 bit-exact with itself at {len(between.points)} points", data)
     return Baseline(checks=(check,), watched=first)
 
@@ -200,7 +184,7 @@ def judge_baseline(
 def judge_candidate(
     track: str,
     candidate: str,
-    contract: Contract,
+    contract: LosslessContract,
     baseline: Baseline,
     watched: Outcome,
     unobserved: Outcome,
@@ -209,47 +193,47 @@ def judge_candidate(
     checks: list[CheckResult] = []
     missing = contract_problems(watched, contract)
     if not watched.sample.ok:
-        return [CheckResult(track, candidate, "lossless_gate", "fail",
-                            "candidate_request_failed", watched.explain())]
+        return [CheckResult(track, candidate, Check.LOSSLESS_GATE, "fail",
+                            Reason.CANDIDATE_REQUEST_FAILED, watched.explain())]
     comparison = compare(baseline.watched, watched, contract)
-    table = {"points": [p.to_dict() for p in comparison.points],
+    table = {"seed": watched.sample.seed, "points": [p.to_dict() for p in comparison.points],
              "first_divergence": comparison.first_divergence}
     if missing:
-        checks.append(CheckResult(track, candidate, "lossless_gate", "fail",
-                                  "comparison_point_missing", "; ".join(missing), table))
+        checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, "fail",
+                                  Reason.COMPARISON_POINT_MISSING, "; ".join(missing), table))
     elif not comparison.equal:
         first = next(p for p in comparison.points if not p.equal)
         checks.append(CheckResult(
-            track, candidate, "lossless_gate", "fail", "quality_gate_failed",
+            track, candidate, Check.LOSSLESS_GATE, "fail", Reason.QUALITY_GATE_FAILED,
             f"not bit-exact; first diverging point {first.name} ({_describe(first)})", table))
     else:
-        checks.append(CheckResult(track, candidate, "lossless_gate", "pass", None,
+        checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, "pass", None,
                                   f"bit-exact with B0 at {len(comparison.points)} points", table))
 
     base_path, cand_path = enabled_path(baseline.watched), enabled_path(watched)
     if contract.diagnostics:
         if cand_path is None or base_path is None:
-            checks.append(CheckResult(track, candidate, "enabled_path_audit", "fail",
-                                      "comparison_point_missing",
+            checks.append(CheckResult(track, candidate, Check.ENABLED_PATH_AUDIT, "fail",
+                                      Reason.COMPARISON_POINT_MISSING,
                                       f"{ENABLED_PATH_FILE} not written"))
         else:
             problems = enabled_path_problems(cand_path, base_path)
             checks.append(CheckResult(
-                track, candidate, "enabled_path_audit", "fail" if problems else "pass",
-                "enabled_path_mismatch" if problems else None,
+                track, candidate, Check.ENABLED_PATH_AUDIT, "fail" if problems else "pass",
+                Reason.ENABLED_PATH_MISMATCH if problems else None,
                 "; ".join(problems) or "no approximate path ran",
                 {"approximate": cand_path.get("approximate"), "dtype": cand_path.get("dtype")}))
 
     if not unobserved.sample.ok or unobserved.media_path is None or watched.media_path is None:
-        checks.append(CheckResult(track, candidate, "unobserved_output", "fail",
-                                  "candidate_request_failed", unobserved.explain()))
+        checks.append(CheckResult(track, candidate, Check.UNOBSERVED_OUTPUT, "fail",
+                                  Reason.CANDIDATE_REQUEST_FAILED, unobserved.explain()))
     else:
         same = compare_mp4(watched.media_path, unobserved.media_path, contract.mp4 or
                            ("mp4.video", "mp4.audio"))
         differing = [name for name, p in same.items() if not p.equal]
         checks.append(CheckResult(
-            track, candidate, "unobserved_output", "fail" if differing or not same else "pass",
-            "output_differs_when_unobserved" if differing or not same else None,
+            track, candidate, Check.UNOBSERVED_OUTPUT, "fail" if differing or not same else "pass",
+            Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED if differing or not same else None,
             (f"decoded output differs when no diagnostics are asked: {', '.join(differing)}"
              if differing else "could not decode both outputs" if not same
              else "decoded output identical watched and unobserved")))
@@ -263,79 +247,71 @@ def _describe(point: PointComparison) -> str:
             f"{point.first_index}, max |diff| {point.max_abs_diff:.3g}, max ULP {point.max_ulp}")
 
 
-def contract_for(arms: Arms, track_id: str) -> Contract:
-    track = arms.campaign.model.tracks[track_id]  # type: ignore[index]
-    return Contract(tuple(track.comparison_points))
-
-
-def run_baseline(arms: Arms, track_id: str) -> Baseline:
+def run_baseline(arms: Arms) -> Baseline:
     """B0 on two fresh instances: watched + unobserved on the first, watched on the second.
 
     Every check lands in the evidence before this returns; the instances are stopped here.
     """
-    contract = contract_for(arms, track_id)
-    first_engine = arms.start(track_id, "b0")
-    first = arms.request(first_engine, track_id, "b0", kind="quality", index=0,
-                         diagnostics_points=contract.diagnostics, record_check="b0_media")
-    unobserved = arms.request(first_engine, track_id, "b0", kind="unobserved", index=0)
+    plan = arms.plan
+    contract = plan.lossless
+    first_engine = arms.start("b0")
+    first = arms.request(first_engine, "b0", kind="quality", index=0,
+                         diagnostics_points=contract.diagnostics, record_check=Check.B0_MEDIA)
+    unobserved = arms.request(first_engine, "b0", kind="unobserved", index=0)
     arms.registry.stop(first_engine)
-    second_engine = arms.start(track_id, "b0")
-    second = arms.request(second_engine, track_id, "b0", kind="quality", index=1,
+    second_engine = arms.start("b0")
+    second = arms.request(second_engine, "b0", kind="quality", index=1,
                           diagnostics_points=contract.diagnostics)
     arms.registry.stop(second_engine)
-    baseline = judge_baseline(track_id, contract, first, unobserved, second)
+    baseline = judge_baseline(plan.track_id, contract, first, unobserved, second)
     for check in baseline.checks:
         arms.evidence.add_check(check)
     return baseline
 
 
-def run_candidate(arms: Arms, track_id: str, candidate: str, baseline: Baseline
-                  ) -> list[CheckResult]:
-    """The candidate on a fresh instance, watched then unobserved, judged against B0."""
-    contract = contract_for(arms, track_id)
-    engine = arms.start(track_id, candidate)
-    watched = arms.request(engine, track_id, candidate, kind="quality", index=0,
+def run_candidate(arms: Arms, candidate: str, baseline: Baseline) -> list[CheckResult]:
+    """The candidate on a fresh instance, watched then unobserved, judged against B0.
+
+    When this run's timed requests of the candidate are in already (the latency protocol ran
+    first), the timed-output check is judged here too; it counts for the track's verdict only.
+    """
+    plan = arms.plan
+    contract = plan.lossless
+    engine = arms.start(candidate)
+    watched = arms.request(engine, candidate, kind="quality", index=0,
                            diagnostics_points=contract.diagnostics,
-                           record_check="candidate_media")
-    unobserved = arms.request(engine, track_id, candidate, kind="unobserved", index=0)
+                           record_check=Check.CANDIDATE_MEDIA)
+    unobserved = arms.request(engine, candidate, kind="unobserved", index=0)
     arms.registry.stop(engine)
-    checks = judge_candidate(track_id, candidate, contract, baseline, watched, unobserved)
+    checks = judge_candidate(plan.track_id, candidate, contract, baseline, watched, unobserved)
     for check in checks:
         arms.evidence.add_check(check)
+    timed = timed_output_check(arms.outcomes, plan.track_id, candidate)
+    if timed is not None:
+        arms.evidence.add_check(timed)
     return checks
 
 
-def timed_output_check(evidence: EvidenceBundle, track: str, candidate: str) -> CheckResult:
-    """The timed requests' decoded output equals the watched quality request's (MLPerf TEST01).
+class LosslessGateRunner:
+    """The lossless gate as the scenarios run it (gates.QualityGate); B0 made once per track."""
 
-    The timed requests carry no diagnostics, so an engine that takes another path when it is
-    watched would show here: each measured MP4 of the candidate (same seed) is compared, frames
-    and audio, with the MP4 of its quality request. Open when either side did not run.
-    """
-    samples = evidence.data["samples"]
+    name = "lossless"
 
-    def files(kind: str) -> dict[int, list[Path]]:
-        found: dict[int, list[Path]] = {}
-        for s in samples:
-            if (s["track"], s["arm"], s["kind"]) == (track, candidate, kind) and s["ok"] \
-                    and s.get("media_file"):
-                found.setdefault(s["seed"], []).append(evidence.folder / s["media_file"])
-        return found
+    def __init__(self, baselines: BaselineCache) -> None:
+        self.baselines = baselines
 
-    watched, timed = files("quality"), files("measured")
-    pairs = [(watched[seed][0], path) for seed, paths in timed.items() if seed in watched
-             for path in paths]
-    if not pairs:
-        return CheckResult(track, candidate, "timed_output", "open", None,
-                           "needs the quality and the timed (perf) requests in the same run")
-    differing = []
-    for reference, path in pairs:
-        points = compare_mp4(reference, path, ("mp4.video", "mp4.audio"))
-        if len(points) != 2 or not all(p.equal for p in points.values()):
-            differing.append(path.name)
-    if differing:
-        return CheckResult(track, candidate, "timed_output", "fail",
-                           "output_differs_when_unobserved",
-                           f"timed outputs differ from the watched one: {', '.join(differing)}")
-    return CheckResult(track, candidate, "timed_output", "pass", None,
-                       f"{len(pairs)} timed outputs decode identical to the watched one")
+    def _baseline(self, arms: Arms) -> Baseline:
+        return self.baselines.get_or_make(self.name, arms.plan.track_id,
+                                          lambda: run_baseline(arms))
+
+    def baseline(self, arms: Arms) -> GateResult:
+        made = self._baseline(arms)
+        if not made.usable:
+            return GateResult.inconclusive(made.explain())
+        return GateResult.from_checks(made.checks)
+
+    def candidate(self, arms: Arms, candidate: str) -> GateResult:
+        made = self._baseline(arms)
+        if not made.usable:
+            return GateResult.inconclusive(f"B0 cannot be judged against: {made.explain()}")
+        return GateResult.from_checks(run_candidate(arms, candidate, made))

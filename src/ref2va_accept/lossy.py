@@ -1,4 +1,4 @@
-"""The lossy gate: reduced-VBench relative error below the frozen threshold (quality.md).
+"""The lossy gate: reduced-VBench relative error below the frozen threshold (docs/quality.md).
 
 Order of judgement for one lossy track:
 1. B0's variability first: B0 with the same seeds on two independent instances, and B0 with
@@ -12,6 +12,10 @@ Order of judgement for one lossy track:
    open, never passed. Fidelity (PSNR, SSIM, per-frame curves) and audio metrics against B0 are
    reported beside it, since VBench alone stayed within 1% in published caching work while
    fidelity collapsed; fidelity is gated too where the contract freezes a minimum PSNR or SSIM.
+
+Every decision is recorded where it is made, so the report only renders it: per candidate, seed
+and dimension the relative error, the threshold and `within` / `broken` / `open`; per B0 scorer
+whether its same-seed spread is below the limit.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from .campaign import LossyGate
+from .checks import Check, Reason
 from .errors import MediaError, Ref2VAError
+from .gates import BaselineCache, GateResult
 from .media import probe
-from .placeholder import is_placeholder
 from .quality.audio import compare_audio_files
 from .quality.fidelity import compare_videos
 from .quality.pipeline import score_video
@@ -45,33 +50,28 @@ class ScoredOutcome:
     scores: tuple[Score, ...]
 
 
-def gate_for(arms: Arms, track_id: str) -> LossyGate:
-    gate = arms.campaign.model.tracks[track_id].lossy_gate  # type: ignore[index]
-    assert gate is not None  # the campaign refuses a lossy track without one
-    return gate
+# Per candidate, seed and dimension: what the gate decided.
+WITHIN, BROKEN, OPEN = "within", "broken", "open"
 
 
-def _score(arms: Arms, track_id: str, outcome: Outcome) -> tuple[Score, ...]:
+def _score(arms: Arms, outcome: Outcome) -> tuple[Score, ...]:
     if not outcome.complete or outcome.media_path is None:
         return ()
-    campaign = arms.campaign
-    track = campaign.model.tracks[track_id]  # type: ignore[index]
-    weights = {name: Path(w.path) for name, w in campaign.model.scorer_weights.items()}
-    pins = {name: w.sha256 for name, w in campaign.model.scorer_weights.items()
-            if not is_placeholder(w.sha256)}
+    plan = arms.plan
+    scoring = plan.lossy
     return tuple(score_video(outcome.media_path,
-                             reference_image=campaign.resolve(track.inputs.reference_image.path),
-                             weights=weights, weight_pins=pins))
+                             reference_image=plan.inputs.reference_image.path,
+                             weights=dict(scoring.weights), weight_pins=dict(scoring.weight_pins)))
 
 
-def _run_seeds(arms: Arms, track_id: str, arm_id: str, seeds: Sequence[int],
-               index: int, record_check: str | None) -> list[ScoredOutcome]:
-    engine = arms.start(track_id, arm_id)
+def _run_seeds(arms: Arms, arm_id: str, seeds: Sequence[int],
+               index: int, record_check: Check | None) -> list[ScoredOutcome]:
+    engine = arms.start(arm_id)
     scored = []
     for n, seed in enumerate(seeds):
-        outcome = arms.request(engine, track_id, arm_id, kind="quality", index=index * 100 + n,
+        outcome = arms.request(engine, arm_id, kind="quality", index=index * 100 + n,
                                seed=seed, record_check=record_check if n == 0 else None)
-        scored.append(ScoredOutcome(seed, outcome, _score(arms, track_id, outcome)))
+        scored.append(ScoredOutcome(seed, outcome, _score(arms, outcome)))
     arms.registry.stop(engine)
     return scored
 
@@ -115,23 +115,23 @@ class LossyBaseline(GateChecks):
     runs: tuple[ScoredOutcome, ...]  # the reference run, one per seed
 
 
-def run_baseline(arms: Arms, track_id: str) -> LossyBaseline:
-    baseline = _baseline(arms, track_id)
+def run_baseline(arms: Arms) -> LossyBaseline:
+    baseline = _baseline(arms)
     for check in baseline.checks:
         arms.evidence.add_check(check)
     return baseline
 
 
-def _baseline(arms: Arms, track_id: str) -> LossyBaseline:
+def _baseline(arms: Arms) -> LossyBaseline:
     """B0 twice (independent instances, same seeds); its spread decides whether the gate can."""
-    gate = gate_for(arms, track_id)
-    seeds = arms.campaign.model.tracks[track_id].request.seeds  # type: ignore[index]
-    first = _run_seeds(arms, track_id, "b0", seeds, 0, "b0_media")
-    second = _run_seeds(arms, track_id, "b0", seeds, 1, None)
+    plan = arms.plan
+    track_id, gate, seeds = plan.track_id, plan.lossy.gate, plan.seeds
+    first = _run_seeds(arms, "b0", seeds, 0, Check.B0_MEDIA)
+    second = _run_seeds(arms, "b0", seeds, 1, None)
     failed = [r.outcome for r in (*first, *second) if not r.outcome.complete]
     if failed:
-        check = CheckResult(track_id, "b0", "baseline_variability", "fail",
-                            "baseline_request_failed", failed[0].explain())
+        check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "fail",
+                            Reason.BASELINE_REQUEST_FAILED, failed[0].explain())
         return LossyBaseline(checks=(check,), runs=tuple(first))
     same_seed: dict[str, float] = {}
     decisive: set[str] = set()
@@ -146,35 +146,38 @@ def _baseline(arms: Arms, track_id: str) -> LossyBaseline:
             if error.error is not None:
                 other_seed[error.scorer_id] = error.error
     limit = gate.variability_fraction * gate.threshold
-    too_wide = {k: v for k, v in same_seed.items() if k in decisive and v >= limit}
+    below = {k: v < limit for k, v in same_seed.items() if k in decisive}
+    too_wide = {k: v for k, v in same_seed.items() if k in decisive and not below[k]}
     data = {"same_seed_spread": same_seed, "different_seed_spread": other_seed,
             "gated": sorted(decisive), "limit": limit, "threshold": gate.threshold,
+            "below_limit": below,
             "baseline_scores": [s.to_dict() for s in first[0].scores]}
     if too_wide:
         check = CheckResult(
-            track_id, "b0", "baseline_variability", "fail", "baseline_variability_too_high",
+            track_id, "b0", Check.BASELINE_VARIABILITY, "fail",
+            Reason.BASELINE_VARIABILITY_TOO_HIGH,
             "B0's same-seed spread is not below "
             f"{gate.variability_fraction:g} x {gate.threshold:g}: "
             + ", ".join(f"{k} {v:.4%}" for k, v in sorted(too_wide.items())), data)
     else:
         worst = max(same_seed.values(), default=0.0)
-        check = CheckResult(track_id, "b0", "baseline_variability", "pass", None,
+        check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "pass", None,
                             f"B0 same-seed spread at most {worst:.4%} (limit {limit:.4%})", data)
     return LossyBaseline(checks=(check,), runs=tuple(first))
 
 
-def judge_candidate(arms: Arms, track_id: str, candidate: str, baseline: LossyBaseline,
+def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: LossyBaseline,
                     runs: Sequence[ScoredOutcome]) -> CheckResult:
-    gate = gate_for(arms, track_id)
     per_seed: list[dict[str, Any]] = []
     worst: dict[str, float] = {}
     opened: set[str] = set()
+    broken_ids: set[str] = set()
     precondition: list[str] = []
     fidelity_broken: list[str] = []
     for base, cand in zip(baseline.runs, runs, strict=True):
         if not cand.outcome.complete or cand.outcome.media_path is None:
-            return CheckResult(track_id, candidate, "lossy_gate", "fail",
-                               "candidate_request_failed", cand.outcome.explain())
+            return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
+                               Reason.CANDIDATE_REQUEST_FAILED, cand.outcome.explain())
         assert base.outcome.media_path is not None
         try:
             precondition += check_comparable(probe(cand.outcome.media_path),
@@ -187,36 +190,41 @@ def judge_candidate(arms: Arms, track_id: str, candidate: str, baseline: LossyBa
         for e in errors:
             if e.error is not None:
                 worst[e.scorer_id] = max(worst.get(e.scorer_id, 0.0), e.error)
+            if decide(e, gate.threshold) == BROKEN:
+                broken_ids.add(e.scorer_id)
         beside = _beside(base.outcome.media_path, cand.outcome.media_path)
         low, unjudged = fidelity_below(beside["fidelity"], gate)
         fidelity_broken += [f"{what} (seed {cand.seed})" for what in low]
         opened |= set(unjudged)
-        per_seed.append({"seed": cand.seed, "errors": [_error_dict(e) for e in errors],
-                         **beside})
+        per_seed.append({"seed": cand.seed, "threshold": gate.threshold,
+                         "errors": [_error_dict(e, gate.threshold) for e in errors],
+                         "fidelity_gate": {"below_minimum": low, "open": unjudged}, **beside})
     data = {"threshold": gate.threshold, "normalized": gate.normalized, "worst": worst,
             "min_psnr_db": gate.min_psnr_db, "min_ssim": gate.min_ssim, "per_seed": per_seed}
     if precondition:
-        return CheckResult(track_id, candidate, "lossy_gate", "fail",
-                           "quality_precondition_failed",
+        return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
+                           Reason.QUALITY_PRECONDITION_FAILED,
                            "outputs not comparable: " + "; ".join(dict.fromkeys(precondition)),
                            data)
-    broken = {k: v for k, v in worst.items() if v >= gate.threshold}
+    # From the per-seed decisions recorded above: a dimension broken on any seed broke the gate.
+    broken = {k: v for k, v in worst.items() if k in broken_ids}
     if broken or fidelity_broken:
         parts = ([f"relative error at or above {gate.threshold:.2%}: " + ", ".join(
             f"{k} {v:.3%}" for k, v in sorted(broken.items(), key=lambda i: -i[1]))]
             if broken else [])
         if fidelity_broken:
             parts.append("fidelity to B0 below the frozen minimum: " + ", ".join(fidelity_broken))
-        return CheckResult(track_id, candidate, "lossy_gate", "fail", "quality_gate_failed",
+        return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
+                           Reason.QUALITY_GATE_FAILED,
                            "; ".join(parts), data)
     if opened:
-        return CheckResult(track_id, candidate, "lossy_gate", "open", None,
+        return CheckResult(track_id, candidate, Check.LOSSY_GATE, "open", None,
                            "cannot decide: open dimensions " + ", ".join(sorted(opened)), data)
     top = max(worst.values(), default=0.0)
     fidelity_note = "".join(
         f", {name} at least {value:g}" for name, value in
         (("PSNR dB", gate.min_psnr_db), ("SSIM", gate.min_ssim)) if value is not None)
-    return CheckResult(track_id, candidate, "lossy_gate", "pass", None,
+    return CheckResult(track_id, candidate, Check.LOSSY_GATE, "pass", None,
                        f"every gated score within {gate.threshold:.2%} of B0 (worst {top:.3%})"
                        + fidelity_note, data)
 
@@ -239,10 +247,18 @@ def fidelity_below(fidelity: dict[str, Any], gate: LossyGate) -> tuple[list[str]
     return low, []
 
 
-def _error_dict(error: RelativeError) -> dict[str, Any]:
+def decide(error: RelativeError, threshold: float) -> str:
+    """One dimension of one seed: within the threshold, broken (at or above it), or open."""
+    if error.error is None:
+        return OPEN
+    return WITHIN if error.error < threshold else BROKEN
+
+
+def _error_dict(error: RelativeError, threshold: float) -> dict[str, Any]:
     return {"scorer": error.scorer_id, "dimension": error.dimension, "kind": error.kind,
             "candidate": error.candidate, "baseline": error.baseline, "error": error.error,
-            "status": error.status, "detail": error.detail}
+            "status": error.status, "detail": error.detail,
+            "threshold": threshold, "gate": decide(error, threshold)}
 
 
 def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
@@ -259,11 +275,35 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
     return out
 
 
-def run_candidate(arms: Arms, track_id: str, candidate: str, baseline: LossyBaseline
-                  ) -> CheckResult:
+def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> CheckResult:
     """The candidate on a fresh instance with the track's seeds, judged against B0."""
     seeds = [run.seed for run in baseline.runs]
-    runs = _run_seeds(arms, track_id, candidate, seeds, 0, "candidate_media")
-    check = judge_candidate(arms, track_id, candidate, baseline, runs)
+    runs = _run_seeds(arms, candidate, seeds, 0, Check.CANDIDATE_MEDIA)
+    check = judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, candidate, baseline, runs)
     arms.evidence.add_check(check)
     return check
+
+
+class LossyGateRunner:
+    """The lossy gate as the scenarios run it (gates.QualityGate); B0 made once per track."""
+
+    name = "lossy"
+
+    def __init__(self, baselines: BaselineCache) -> None:
+        self.baselines = baselines
+
+    def _baseline(self, arms: Arms) -> LossyBaseline:
+        return self.baselines.get_or_make(self.name, arms.plan.track_id,
+                                          lambda: run_baseline(arms))
+
+    def baseline(self, arms: Arms) -> GateResult:
+        made = self._baseline(arms)
+        if not made.usable:
+            return GateResult.inconclusive(made.explain())
+        return GateResult.from_checks(made.checks)
+
+    def candidate(self, arms: Arms, candidate: str) -> GateResult:
+        made = self._baseline(arms)
+        if not made.usable:
+            return GateResult.inconclusive(f"B0 cannot be judged against: {made.explain()}")
+        return GateResult.from_checks([run_candidate(arms, candidate, made)])

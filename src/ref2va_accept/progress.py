@@ -24,6 +24,7 @@ import pytest
 
 from .campaign import LoadedCampaign, duration_class
 from .errors import Ref2VAError
+from .plan import plan_campaign
 from .run_plan import PREFIX, Progress, ScenarioItem, fmt_duration, plan_run
 from .workload import Outcome, RequestStart
 
@@ -259,7 +260,7 @@ class ProgressPlugin:
             campaign = self.campaign()
         except Ref2VAError:
             return  # collection already failed with the campaign's error
-        plan = plan_run(items, campaign)
+        plan = plan_run(items, plan_campaign(campaign))
         if not plan.total:
             return
         terminal = Terminal(tr, self.config.pluginmanager.get_plugin("capturemanager"))

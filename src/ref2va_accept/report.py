@@ -3,7 +3,8 @@
 A reviewer reads them top down: the verdict per track and candidate first, then the evidence each
 gate decided on (B0's spread and every lossy score, fidelity and audio figure; every lossless
 comparison point), then every timed request. Everything shown is read from the evidence bundle,
-so the report and ``evidence.json`` cannot disagree.
+so the report and ``evidence.json`` cannot disagree; a gate's decisions are rendered as the gate
+recorded them, never decided here a second time.
 """
 
 from __future__ import annotations
@@ -115,9 +116,11 @@ def comparison_tables_html(bundle: EvidenceBundle) -> str:
                 p.get("max_abs_diff") if p.get("max_abs_diff") is not None else "-",
                 p.get("max_ulp") if p.get("max_ulp") is not None else "-")) + "</tr>"
             for p in points)
+        seed = check.get("data", {}).get("seed")
         parts.append(
             f"<h4>{html.escape(check['track'])} / {html.escape(check['arm'])}: "
-            f"{html.escape(check['name'])} {check['status'].upper()}</h4>"
+            f"{html.escape(check['name'])} {check['status'].upper()}"
+            + ("" if seed is None else f" (seed {html.escape(str(seed))})") + "</h4>"
             f"<p>{html.escape(check.get('detail') or '')}</p>"
             "<table class='ref2va-points' border='1' cellpadding='3' "
             "style='border-collapse:collapse'><tr><th>point</th><th>status</th>"
@@ -199,12 +202,17 @@ def _variability_html(check: dict[str, Any]) -> str:
     other = data.get("different_seed_spread") or {}
     limit = data.get("limit")
     gated = set(data.get("gated") or [])
+    below = data.get("below_limit") or {}  # as the gate decided it, for the gated scorers
+
+    def decided(scorer: str) -> str:
+        if scorer not in gated:
+            return "-"  # the limit decides gated ones only
+        return "yes" if below.get(scorer) is True else "no"
+
     rows = "".join(
         "<tr>" + _cells((scorer, "gated" if scorer in gated else "reported",
                          number(same.get(scorer), ".4%"), number(other.get(scorer), ".4%"),
-                         "-" if scorer not in gated else  # the limit decides gated ones only
-                         "yes" if scorer in same and isinstance(limit, (int, float))
-                         and same[scorer] < limit else "no")) + "</tr>"
+                         decided(scorer))) + "</tr>"
         for scorer in sorted(set(same) | set(other), key=lambda k: (k not in gated, k)))
     return (f"<h4>{html.escape(check['track'])} / B0: baseline variability "
             f"{check['status'].upper()}</h4><p>{html.escape(check.get('detail') or '')}</p>"
@@ -214,16 +222,21 @@ def _variability_html(check: dict[str, Any]) -> str:
                + "</table>" if rows else ""))
 
 
-def _seed_html(seed: dict[str, Any], threshold: Any) -> str:
+# How each recorded lossy decision is shown: broken in red, the others plain.
+_GATE_CELLS = {"within": "<td>within</td>", "open": "<td>open</td>",
+               "broken": "<td style='color:#cf222e;font-weight:bold'>BROKEN</td>"}
+
+
+def _gate_cell(decision: Any) -> str:
+    return _GATE_CELLS.get(str(decision)) or _cells((decision,))
+
+
+def _seed_html(seed: dict[str, Any]) -> str:
     rows = "".join(
         "<tr>" + _cells((e["scorer"], e["kind"], number(e.get("baseline"), ".6f"),
-                         number(e.get("candidate"), ".6f"), number(e.get("error"), ".4%"),
-                         e["status"] if e.get("error") is None else (
-                             "within" if isinstance(threshold, (int, float))
-                             and e["error"] < threshold else "BROKEN"),
-                         e.get("detail") or "")) + "</tr>"
-        for e in seed.get("errors", [])).replace(
-            "<td>BROKEN</td>", "<td style='color:#cf222e;font-weight:bold'>BROKEN</td>")
+                         number(e.get("candidate"), ".6f"), number(e.get("error"), ".4%")))
+        + _gate_cell(e.get("gate")) + _cells((e.get("detail") or "",)) + "</tr>"
+        for e in seed.get("errors", []))
     parts = [f"<p><b>seed {html.escape(str(seed.get('seed')))}</b></p>",
              f"<table class='ref2va-lossy' {_TABLE}><tr>"
              + _cells(("scorer", "kind", "B0", "candidate", "relative error", "gate", "detail"),
@@ -269,6 +282,5 @@ def lossy_tables_html(bundle: EvidenceBundle) -> str:
                 f"<h4>{html.escape(check['track'])} / {html.escape(check['arm'])}: lossy gate "
                 f"{check['status'].upper()}</h4><p>{html.escape(check.get('detail') or '')}"
                 f"<br><small>{html.escape(gate)}</small></p>"
-                + "".join(_seed_html(seed, data.get("threshold"))
-                          for seed in data.get("per_seed", [])))
+                + "".join(_seed_html(seed) for seed in data.get("per_seed", [])))
     return ("<h3>Lossy gates</h3>" + "".join(parts)) if parts else ""

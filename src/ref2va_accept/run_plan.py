@@ -1,9 +1,10 @@
 """The plan of a campaign run and where the run stands in it: how many requests each collected
 scenario sends, and the run's remaining time. No I/O; live progress (progress.py) shows it.
 
-- The plan is made once after collection, from the collected scenarios and the campaign: how
-  many requests of which duration class each scenario sends. The counts come from the same
-  protocol fields and seeds that the scenarios read (`lossless`, `lossy`, `latency`);
+- The plan is made once after collection, from the collected scenarios and the tracks' frozen
+  plans (plan.py): how many requests of which duration class each scenario sends. The counts
+  come from the same protocol settings and seeds that the scenarios read (`lossless`, `lossy`,
+  `latency`);
   tests/unit/test_progress.py runs those modules against a counting stand-in and checks that
   they send exactly what is planned, so the plan cannot drift from them unnoticed.
 - Expected seconds per request: the campaign's frozen preflight medians
@@ -18,8 +19,9 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .campaign import DurationClass, LoadedCampaign, Protocol, duration_class
+from .campaign import DurationClass, duration_class
 from .latency import ordering
+from .plan import LatencySettings, TrackPlan
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ def lossy_candidate_requests(seeds: Sequence[int]) -> int:
     return len(seeds)
 
 
-def latency_requests(protocol: Protocol, candidate: str) -> int:
+def latency_requests(protocol: LatencySettings, candidate: str) -> int:
     """latency.run_latency: per instance of the frozen ordering, warmups and measured repeats;
     on the candidate's instances the caching probe's distinct requests too."""
     return sum(protocol.warmups + protocol.repeats
@@ -80,51 +82,42 @@ class ScenarioItem:
     candidate: str | None
 
 
-UnitsFor = Callable[[LoadedCampaign, str, str | None, str], tuple[Unit, ...]]
+UnitsFor = Callable[[TrackPlan, str | None, str], tuple[Unit, ...]]
 
 
-def _one(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
-         ) -> tuple[Unit, ...]:
-    return (Unit(nodeid, track, 1),)
+def _one(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+    return (Unit(nodeid, plan.track_id, 1),)
 
 
-def _seeds(campaign: LoadedCampaign, track: str) -> list[int]:
-    seeds: list[int] = campaign.model.tracks[track].request.seeds  # type: ignore[index]
-    return seeds
-
-
-def _lossless_baseline(campaign: LoadedCampaign, track: str, candidate: str | None,
-                       nodeid: str) -> tuple[Unit, ...]:
+def _lossless_baseline(plan: TrackPlan, candidate: str | None, nodeid: str
+                       ) -> tuple[Unit, ...]:
     # Shared through the session's Baselines: made by whichever of the track's items runs first.
+    track = plan.track_id
     return (Unit(f"lossless-baseline/{track}", track, lossless_baseline_requests()),)
 
 
-def _lossless_candidate(campaign: LoadedCampaign, track: str, candidate: str | None,
-                        nodeid: str) -> tuple[Unit, ...]:
-    return (*_lossless_baseline(campaign, track, candidate, nodeid),
-            Unit(nodeid, track, lossless_candidate_requests()))
+def _lossless_candidate(plan: TrackPlan, candidate: str | None, nodeid: str
+                        ) -> tuple[Unit, ...]:
+    return (*_lossless_baseline(plan, candidate, nodeid),
+            Unit(nodeid, plan.track_id, lossless_candidate_requests()))
 
 
-def _lossy_baseline(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
-                    ) -> tuple[Unit, ...]:
-    return (Unit(f"lossy-baseline/{track}", track,
-                 lossy_baseline_requests(_seeds(campaign, track))),)
+def _lossy_baseline(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+    track = plan.track_id
+    return (Unit(f"lossy-baseline/{track}", track, lossy_baseline_requests(plan.seeds)),)
 
 
-def _lossy_candidate(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
-                     ) -> tuple[Unit, ...]:
-    return (*_lossy_baseline(campaign, track, candidate, nodeid),
-            Unit(nodeid, track, lossy_candidate_requests(_seeds(campaign, track))))
+def _lossy_candidate(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+    return (*_lossy_baseline(plan, candidate, nodeid),
+            Unit(nodeid, plan.track_id, lossy_candidate_requests(plan.seeds)))
 
 
-def _latency(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
-             ) -> tuple[Unit, ...]:
+def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
     assert candidate is not None  # parametrized per candidate
-    return (Unit(nodeid, track, latency_requests(campaign.model.protocol, candidate)),)
+    return (Unit(nodeid, plan.track_id, latency_requests(plan.latency, candidate)),)
 
 
-def _none(campaign: LoadedCampaign, track: str, candidate: str | None, nodeid: str
-          ) -> tuple[Unit, ...]:
+def _none(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
     return ()
 
 
@@ -166,7 +159,8 @@ class Plan:
         return counts
 
 
-def plan_run(items: Iterable[ScenarioItem], campaign: LoadedCampaign) -> Plan:
+def plan_run(items: Iterable[ScenarioItem], plans: Mapping[str, TrackPlan]) -> Plan:
+    """The run's plan from its collected items and each track's frozen plan."""
     planned: dict[str, tuple[Unit, ...]] = {}
     unknown: list[str] = []
     for item in items:
@@ -178,7 +172,7 @@ def plan_run(items: Iterable[ScenarioItem], campaign: LoadedCampaign) -> Plan:
             log.warning("live progress: no request count known for %s; planned as none",
                         item.nodeid)
             units_for = _none
-        planned[item.nodeid] = units_for(campaign, item.track, item.candidate, item.nodeid)
+        planned[item.nodeid] = units_for(plans[item.track], item.candidate, item.nodeid)
     return Plan(planned, tuple(unknown))
 
 

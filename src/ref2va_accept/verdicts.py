@@ -1,67 +1,92 @@
-"""Per-track verdicts from the checks that ran, in the documented order (protocol.md).
+"""Per-track verdicts from the checks that ran, in the documented order (docs/protocol.md).
 
-1. The run is not evaluable -> inconclusive (validity reasons).
-2. The candidate is defective -> failed.
+1. The run is not evaluable -> inconclusive (a failed check with a validity reason).
+2. The candidate is defective -> failed (a failed check with a defect reason).
 3. A required check did not run -> inconclusive, with the check listed as open.
-4. Otherwise the latency interval decides (its check carries supported/failed/inconclusive).
+4. Otherwise the latency interval decides (the latency check's own typed result).
 
 A check that did not run is open, never a pass; a track with an open check is never supported.
+Names and reasons come from the vocabulary (checks.py): anything else cannot be recorded, so a
+misspelt reason can never be taken for another category.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from .checks import (
+    CHECK_REASON_CATEGORIES,
+    Category,
+    Check,
+    Reason,
+    check_name,
+    reason_code,
+    reasons_of,
+    required_checks,
+)
+
+if TYPE_CHECKING:
+    from .stats import LatencyVerdict
 
 CheckStatus = Literal["pass", "fail", "open"]
 Verdict = Literal["supported", "failed", "inconclusive"]
+_STATUSES: tuple[CheckStatus, ...] = ("pass", "fail", "open")
 
-# Reason codes that make a run not evaluable (inconclusive) rather than the candidate wrong.
-VALIDITY_REASONS = frozenset({
-    "resource_interference",
-    "baseline_request_failed",
-    "baseline_invalid_media",
-    "drift",
-    "incomplete_cleanup",
-    "protocol_deviation",
-    "protocol_not_frozen",
-    "baseline_nondeterministic",
-    "baseline_contract",
-    "baseline_variability_too_high",
-    "engine_start_failed",
-    # An instance's device memory (HBM) did not return to its idle level before the next start.
-    "device_memory_not_released",
-})
-# Reason codes that are the candidate's own defect (failed).
-CANDIDATE_DEFECTS = frozenset({
-    "candidate_request_failed",
-    "invalid_media",
-    "quality_gate_failed",
-    "enabled_path_mismatch",
-    "caching_suspected",
-    "comparison_point_missing",
-    "output_differs_when_unobserved",
-    "quality_precondition_failed",
-})
+# Derived from the vocabulary; kept for readers of the old names.
+VALIDITY_REASONS = reasons_of(Category.VALIDITY)
+CANDIDATE_DEFECTS = reasons_of(Category.DEFECT)
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check of one arm in one track, as the evidence records it."""
+    """One check of one arm in one track, as the evidence records it.
+
+    `name` and `reason` must be members of the vocabulary (given as members or their strings);
+    a failed check must name a validity or defect reason, a passed or open one none. The latency
+    check carries its own typed result (`latency`), which the evidence writes as
+    `data["verdict"]` and `data["interval"]`.
+    """
 
     track: str
     arm: str
-    name: str
+    name: Check
     status: CheckStatus
-    reason: str | None = None
+    reason: Reason | None = None
     detail: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    latency: LatencyVerdict | None = None
+
+    def __post_init__(self) -> None:
+        where = f"check {self.track}/{self.arm}/{self.name}"
+        object.__setattr__(self, "name", check_name(self.name))
+        if self.status not in _STATUSES:
+            raise ValueError(f"{where}: status {self.status!r} is not one of "
+                             f"{', '.join(_STATUSES)}")
+        if self.reason is not None:
+            reason = reason_code(self.reason)
+            if reason.category not in CHECK_REASON_CATEGORIES:
+                raise ValueError(f"{where}: reason {reason.value!r} is a verdict's reason "
+                                 f"(category {reason.category}); a check records validity or "
+                                 "defect reasons")
+            object.__setattr__(self, "reason", reason)
+        if (self.status == "fail") != (self.reason is not None):
+            raise ValueError(f"{where}: a failed check names its reason and only a failed one "
+                             f"does (status {self.status!r}, reason {self.reason!r})")
+        if (self.latency is not None) != (self.name is Check.LATENCY_RATIO
+                                          and self.status == "pass"):
+            raise ValueError(f"{where}: a passed latency_ratio check carries its typed latency "
+                             "result, and no other check does")
 
     def to_dict(self) -> dict[str, Any]:
+        data = self.data
+        if self.latency is not None:
+            data = {**data, "verdict": self.latency.verdict, "interval": self.latency.to_dict()}
         return {
-            "track": self.track, "arm": self.arm, "name": self.name, "status": self.status,
-            "reason": self.reason, "detail": self.detail, "data": self.data,
+            "track": self.track, "arm": self.arm, "name": self.name.value,
+            "status": self.status, "reason": None if self.reason is None else self.reason.value,
+            "detail": self.detail, "data": data,
         }
 
 
@@ -84,31 +109,25 @@ class TrackVerdict:
     track: str
     candidate: str | None
     verdict: Verdict
-    reasons: tuple[str, ...]
-    open_checks: tuple[str, ...]
-    checks: dict[str, CheckStatus]
+    reasons: tuple[Reason, ...]
+    open_checks: tuple[Check, ...]
+    checks: dict[Check, CheckStatus]
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "track": self.track, "candidate": self.candidate, "verdict": self.verdict,
-            "reasons": list(self.reasons), "open_checks": list(self.open_checks),
-            "checks": dict(self.checks), "note": self.note,
+            "reasons": [r.value for r in self.reasons],
+            "open_checks": [c.value for c in self.open_checks],
+            "checks": {name.value: status for name, status in self.checks.items()},
+            "note": self.note,
         }
 
 
-# What a candidate must have passed, per quality class, before its track can be supported.
-# Gates built by later issues are listed already: until they run they stay open.
-REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
-    "lossless": ("b0_media", "candidate_media", "cleanup", "baseline_determinism",
-                 "lossless_gate", "enabled_path_audit", "unobserved_output", "timed_output",
-                 "resource_interference", "latency_ratio"),
-    "lossy": ("b0_media", "candidate_media", "cleanup", "baseline_variability", "lossy_gate",
-              "resource_interference", "latency_ratio"),
-}
+_T = TypeVar("_T", Reason, Check)
 
 
-def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
+def _dedupe(items: Iterable[_T]) -> tuple[_T, ...]:
     return tuple(dict.fromkeys(items))
 
 
@@ -122,10 +141,11 @@ def judge(
     """The verdict of one candidate in one track from every check recorded for the track.
 
     Checks of the baseline arm ("b0") count for every candidate; a candidate's own checks only for
-    itself. `cap_reason` (an unfrozen or drifted protocol) caps the verdict at inconclusive.
+    itself. `cap_reason` (an unfrozen or drifted protocol, a validity reason) caps the verdict at
+    inconclusive. Failed checks are sorted by their reason's category, never by guesswork.
     """
     relevant = [c for c in checks if c.track == track and c.arm in ("b0", candidate)]
-    summary: dict[str, CheckStatus] = {}
+    summary: dict[Check, CheckStatus] = {}
     for check in relevant:
         key = check.name
         # One failing instance of a check fails it; pass only when every instance passed.
@@ -133,18 +153,21 @@ def judge(
             continue
         if check.status == "fail" or summary.get(key) is None or check.status == "open":
             summary[key] = check.status
-    failed = [c for c in relevant if c.status == "fail"]
-    validity = [c.reason or c.name for c in failed if (c.reason or "") in VALIDITY_REASONS]
+    failed = [(c, c.reason) for c in relevant if c.reason is not None]
+    validity = [r for _, r in failed if r.category is Category.VALIDITY]
     if cap_reason:
-        validity.append(cap_reason)
-    defects = [c.reason or c.name for c in failed if c.reason not in VALIDITY_REASONS]
-    required = REQUIRED_CHECKS[quality_class]
+        cap = reason_code(cap_reason)
+        if cap.category is not Category.VALIDITY:
+            raise ValueError(f"verdict cap: {cap.value!r} is a {cap.category} reason, "
+                             "not a validity one")
+        validity.append(cap)
+    defects = [r for _, r in failed if r.category is Category.DEFECT]
     open_checks = _dedupe(
-        [name for name in required if summary.get(name, "open") == "open"]
+        [name for name in required_checks(quality_class) if summary.get(name, "open") == "open"]
         + [c.name for c in relevant if c.status == "open"]
     )
     if candidate is None:
-        reasons = _dedupe([*validity, *defects, "no_candidate"])
+        reasons = _dedupe([*validity, *defects, Reason.NO_CANDIDATE])
         return TrackVerdict(track, None, "inconclusive", reasons, open_checks, summary,
                             "the campaign names no candidate for this track: nothing to judge")
     if validity:
@@ -153,10 +176,16 @@ def judge(
     if defects:
         return TrackVerdict(track, candidate, "failed", _dedupe(defects), open_checks, summary)
     if open_checks:
-        return TrackVerdict(track, candidate, "inconclusive", ("open_checks",), open_checks,
-                            summary)
-    latency = [c for c in relevant if c.name == "latency_ratio" and c.arm == candidate]
-    verdict: Verdict = "inconclusive"
-    if latency and latency[-1].data.get("verdict") in ("supported", "failed"):
-        verdict = latency[-1].data["verdict"]
-    return TrackVerdict(track, candidate, verdict, (f"latency_{verdict}",), (), summary)
+        return TrackVerdict(track, candidate, "inconclusive", (Reason.OPEN_CHECKS,),
+                            open_checks, summary)
+    latency = [c.latency for c in relevant
+               if c.latency is not None and c.arm == candidate]
+    verdict: Verdict = latency[-1].verdict if latency else "inconclusive"
+    return TrackVerdict(track, candidate, verdict, (_LATENCY_REASONS[verdict],), (), summary)
+
+
+_LATENCY_REASONS: dict[Verdict, Reason] = {
+    "supported": Reason.LATENCY_SUPPORTED,
+    "failed": Reason.LATENCY_FAILED,
+    "inconclusive": Reason.LATENCY_INCONCLUSIVE,
+}

@@ -1,7 +1,8 @@
-"""From a campaign track to requests, engine instances and recorded outcomes.
+"""From a track's plan to requests, engine instances and recorded outcomes.
 
-This is the one place where campaign, server, client, media and evidence meet, so that the test
-scenarios stay thin: start an arm's engine, send a track's request, keep what came back.
+This is the one place where the plan, server, client, media and evidence meet, so that the test
+scenarios stay thin: start an arm's engine, send a track's request, keep what came back (in the
+evidence, sanitized, and as typed outcomes in the run's `OutcomeLog` for the gates to read).
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, DUMP_DIR_KEY, POINTS_KEY
 from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV, WORKDIR_TOKEN
 
-from .campaign import ArmSpec, LoadedCampaign, PinnedFile, duration_class, unfilled_fields
-from .client import ClientTimeouts, GenerationRequest, ReferenceFile, Sample, TimedClient
+from .campaign import LoadedCampaign, unfilled_fields
+from .checks import Check, Reason
+from .client import GenerationRequest, ReferenceFile, Sample, TimedClient
 from .engine_kinds import engine_kind
 from .errors import CampaignError, MediaError
-from .media import MediaExpectation, MediaProblem, check_media, probe
+from .media import MediaProblem, check_media, probe
+from .plan import Arm, InputFile, TrackPlan
 from .server import (
     LOOPBACK,
     EngineInstance,
@@ -45,27 +48,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-def arm_by_id(campaign: LoadedCampaign, arm_id: str) -> ArmSpec:
-    arms = campaign.model.arms()
-    for arm in arms:
-        if arm.id == arm_id:
-            return arm
-    raise CampaignError(
-        f"{campaign.path}: no arm {arm_id!r}; the campaign has {[a.id for a in arms]}"
-    )
-
-
-def _reference(campaign: LoadedCampaign, pinned: PinnedFile) -> ReferenceFile:
-    path = campaign.resolve(pinned.path)
-    # The campaign infers the MIME type from the suffix when it is not given.
-    return ReferenceFile(filename=path.name, content=path.read_bytes(),
-                         mime=pinned.mime or "application/octet-stream")
+def _reference(pinned: InputFile) -> ReferenceFile:
+    return ReferenceFile(filename=pinned.path.name, content=pinned.path.read_bytes(),
+                         mime=pinned.mime)
 
 
 def build_request(
-    campaign: LoadedCampaign,
-    track_id: str,
-    arm: ArmSpec,
+    plan: TrackPlan,
+    arm: Arm,
     seed: int,
     diagnostics: Diagnostics | None = None,
 ) -> GenerationRequest:
@@ -74,18 +64,17 @@ def build_request(
     With `diagnostics`, the request owns a dump: `extra_params.acceptance` names the folder and
     the comparison points the engine must write there. Without, nothing is asked and nothing paid.
     """
-    track = campaign.model.tracks[track_id]  # type: ignore[index]
-    shape = track.request
-    prompt = campaign.resolve(track.inputs.prompt.path).read_text(encoding="utf-8").strip()
-    references = [_reference(campaign, track.inputs.reference_image)]
-    if track.inputs.reference_audio is not None:
-        references.append(_reference(campaign, track.inputs.reference_audio))
+    shape, inputs = plan.shape, plan.inputs
+    prompt = inputs.prompt.read_text(encoding="utf-8").strip()
+    references = [_reference(inputs.reference_image)]
+    if inputs.reference_audio is not None:
+        references.append(_reference(inputs.reference_audio))
     values: dict[str, Any] = {
         "prompt": prompt,
-        "model": campaign.model.engine.model,
+        "model": plan.model,
         "width": shape.width,
         "height": shape.height,
-        "num_frames": track.num_frames,
+        "num_frames": plan.num_frames,
         "fps": shape.fps,
         "num_inference_steps": shape.num_inference_steps,
         "flow_shift": shape.flow_shift,
@@ -100,7 +89,7 @@ def build_request(
         },
     }
     # Per-arm fields (e.g. quality=lossless); the campaign refuses any that the track fixes.
-    values.update(arm.request)
+    values.update(arm.spec.request)
     return GenerationRequest.from_values(values, tuple(references))
 
 
@@ -110,22 +99,6 @@ class Diagnostics:
 
     dump_dir: Path
     points: tuple[str, ...]
-
-
-def expectation(campaign: LoadedCampaign, track_id: str) -> MediaExpectation:
-    track = campaign.model.tracks[track_id]  # type: ignore[index]
-    return MediaExpectation(
-        num_frames=track.num_frames,
-        fps=float(track.request.fps),
-        width=track.request.width,
-        height=track.request.height,
-        audio=track.request.generate_sound,
-    )
-
-
-def client_timeouts(campaign: LoadedCampaign, track_id: str) -> ClientTimeouts:
-    timeouts = campaign.model.protocol.timeouts[duration_class(track_id)]
-    return ClientTimeouts(request_s=timeouts.request_s, connect_s=timeouts.connect_s)
 
 
 @dataclass(frozen=True)
@@ -167,30 +140,53 @@ class RequestObserver(Protocol):
     def on_request_end(self, request: RequestStart, outcome: Outcome | None) -> None: ...
 
 
+class OutcomeLog:
+    """Every request's typed outcome in one run, in the order taken.
+
+    The gates read what came back from here, never from the sanitized evidence: one log lives as
+    long as the run, so that a check comparing requests of two scenarios (the timed outputs
+    against the watched one) finds both whichever scenario ran first.
+    """
+
+    def __init__(self) -> None:
+        self._outcomes: list[Outcome] = []
+
+    def add(self, outcome: Outcome) -> None:
+        self._outcomes.append(outcome)
+
+    def of(self, track: str, arm: str, kind: str) -> list[Outcome]:
+        return [o for o in self._outcomes
+                if (o.sample.track, o.sample.arm, o.sample.kind) == (track, arm, kind)]
+
+
 class Arms:
-    """Starts engine instances for a campaign's arms and records what they do."""
+    """Starts engine instances for the arms of one track's plan and records what they do."""
 
     def __init__(
         self,
         campaign: LoadedCampaign,
+        plan: TrackPlan,
         evidence: EvidenceBundle,
         registry: InstanceRegistry | None = None,
+        outcomes: OutcomeLog | None = None,
     ) -> None:
-        self.campaign = campaign
+        self.campaign = campaign  # the engine, devices and profiles every launch reads
+        self.plan = plan
         self.evidence = evidence
         # The pytest plugin passes its session's registry; alone, the runner keeps its own.
         self.registry = registry if registry is not None else InstanceRegistry()
+        self.outcomes = outcomes if outcomes is not None else OutcomeLog()
         self._counter = itertools.count(1)
         self.started: list[EngineInstance] = []
         # Set by whoever shows progress (the pytest plugin); the judge itself never needs one.
         self.observer: RequestObserver | None = None
 
-    def launch_spec(self, track_id: str, arm: ArmSpec) -> LaunchSpec:
+    def launch_spec(self, arm: Arm) -> LaunchSpec:
         campaign = self.campaign
         engine = campaign.model.engine
-        profile = campaign.profile(arm)
+        profile = campaign.profile(arm.spec)
         port = free_port()
-        instance_id = f"{track_id}.{arm.id}.{next(self._counter)}"
+        instance_id = f"{self.plan.track_id}.{arm.id}.{next(self._counter)}"
         workdir = str(campaign.engine_workdir())
         env: dict[str, str] = {"PYTHONUNBUFFERED": "1", **campaign.model.environment,
                                **{name: value.replace(WORKDIR_TOKEN, workdir)
@@ -203,8 +199,8 @@ class Arms:
         kind = engine_kind(engine.kind)
         for name, value in kind.env_defaults.items():
             env.setdefault(name, value)
-        argv = kind.argv(engine.resolved_command(), engine.model, campaign.resolve(arm.profile),
-                         profile.cli_args(), LOOPBACK, port)
+        argv = kind.argv(engine.resolved_command(), engine.model,
+                         campaign.resolve(arm.spec.profile), profile.cli_args(), LOOPBACK, port)
         return LaunchSpec(
             arm_id=arm.id,
             instance_id=instance_id,
@@ -218,21 +214,21 @@ class Arms:
             tag=f"{self.evidence.run_id}/{instance_id}",
         )
 
-    def start(self, track_id: str, arm_id: str = "b0") -> EngineInstance:
+    def start(self, arm_id: str = "b0") -> EngineInstance:
+        track_id = self.plan.track_id
         unfilled = [f for f in unfilled_fields(self.campaign) if not _FILLED_FROM_A_RUN.match(f)]
         if unfilled:
             # A placeholder model path, input or flag cannot start anything meaningful.
             raise CampaignError(f"{self.campaign.path}: cannot start an engine while fields are "
                                 f"unfilled: {', '.join(unfilled)}")
-        arm = arm_by_id(self.campaign, arm_id)
-        spec = self.launch_spec(track_id, arm)
+        spec = self.launch_spec(self.plan.arm(arm_id))
         record = spec.to_dict() | {"track": track_id, "run": self.evidence.run_id}
         self.evidence.add_instance(record)
         try:
             instance = start_instance(spec, self.registry)
         except Exception as exc:
             self.evidence.add_check(CheckResult(
-                track_id, arm_id, "engine_start", "fail", "engine_start_failed",
+                track_id, arm_id, Check.ENGINE_START, "fail", Reason.ENGINE_START_FAILED,
                 str(exc).splitlines()[0]))
             raise
         self.started.append(instance)
@@ -241,19 +237,18 @@ class Arms:
     def request(
         self,
         engine: EngineInstance,
-        track_id: str,
         arm_id: str,
         *,
         kind: str,
         index: int,
         seed: int | None = None,
-        record_check: str | None = None,
+        record_check: Check | None = None,
         diagnostics_points: Sequence[str] = (),
     ) -> Outcome:
         """One timed request (see `_request`), with the observer told as it starts and ends."""
         if seed is None:
-            seed = self.campaign.model.tracks[track_id].request.seeds[0]  # type: ignore[index]
-        started = RequestStart(track_id, arm_id, kind, index, seed)
+            seed = self.plan.seeds[0]
+        started = RequestStart(self.plan.track_id, arm_id, kind, index, seed)
         if self.observer is not None:
             self.observer.on_request_start(started)
         outcome: Outcome | None = None
@@ -264,25 +259,25 @@ class Arms:
                 self.observer.on_request_end(started, outcome)
         return outcome
 
-    def _request(self, engine: EngineInstance, started: RequestStart, record_check: str | None,
+    def _request(self, engine: EngineInstance, started: RequestStart, record_check: Check | None,
                  diagnostics_points: Sequence[str]) -> Outcome:
         """One timed request; the sample, the MP4 and its probe land in the evidence at once.
 
         With `diagnostics_points`, the engine dumps them under the run's evidence (a quality
         request); timed requests carry none, since dumping perturbs timing.
         """
-        campaign = self.campaign
+        plan = self.plan
         track_id, arm_id, kind, index, seed = (started.track, started.arm, started.kind,
                                                started.index, started.seed)
-        arm = arm_by_id(campaign, arm_id)
+        arm = plan.arm(arm_id)
         diagnostics = None
         if diagnostics_points:
             diagnostics = Diagnostics(
                 self.evidence.dump_dir(track_id, engine.spec.instance_id, f"{kind}-{index}"),
                 tuple(diagnostics_points),
             )
-        request = build_request(campaign, track_id, arm, seed, diagnostics)
-        with TimedClient(engine.base_url, client_timeouts(campaign, track_id)) as client:
+        request = build_request(plan, arm, seed, diagnostics)
+        with TimedClient(engine.base_url, plan.timeouts) as client:
             sample, body = client.generate(request, arm=arm_id, track=track_id, kind=kind,
                                            index=index, seed=seed)
         engine.snapshot_tree()
@@ -297,7 +292,7 @@ class Arms:
             try:
                 probed = probe(path)
                 media = probed.to_dict()
-                problems = check_media(probed, expectation(campaign, track_id))
+                problems = check_media(probed, plan.expectation)
             except MediaError as exc:
                 problems = [MediaProblem("unreadable", str(exc))]
             self.evidence.add_media({
@@ -310,21 +305,22 @@ class Arms:
         self.evidence.add_sample(record)
         outcome = Outcome(sample, media, tuple(problems), path,
                           diagnostics.dump_dir if diagnostics else None)
+        self.outcomes.add(outcome)
         if record_check:
             self.evidence.add_check(media_check(record_check, track_id, arm_id, outcome))
         return outcome
 
 
-def media_check(name: str, track_id: str, arm_id: str, outcome: Outcome) -> CheckResult:
+def media_check(name: Check, track_id: str, arm_id: str, outcome: Outcome) -> CheckResult:
     """A completeness check of one arm's output, with the reason code its failure means."""
     baseline = arm_id == "b0"
     data = {"sample_id": outcome.sample.sample_id, "latency_s": outcome.sample.latency_s,
             "sha256": outcome.sample.sha256}
     if not outcome.sample.ok:
-        reason = "baseline_request_failed" if baseline else "candidate_request_failed"
+        reason = Reason.BASELINE_REQUEST_FAILED if baseline else Reason.CANDIDATE_REQUEST_FAILED
         return CheckResult(track_id, arm_id, name, "fail", reason, outcome.explain(), data)
     if not outcome.complete:
-        reason = "baseline_invalid_media" if baseline else "invalid_media"
+        reason = Reason.BASELINE_INVALID_MEDIA if baseline else Reason.INVALID_MEDIA
         return CheckResult(track_id, arm_id, name, "fail", reason, outcome.explain(), data)
     return CheckResult(track_id, arm_id, name, "pass", None, "complete MP4", data)
 

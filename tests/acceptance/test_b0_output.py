@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from ref2va_accept.checks import Check
 from ref2va_accept.workload import Arms
 
 pytestmark = pytest.mark.acceptance
 
 
 def test_b0_returns_complete_mp4(arms: Arms, track_id: str) -> None:
-    engine = arms.start(track_id, "b0")
-    outcome = arms.request(engine, track_id, "b0", kind="smoke", index=0, record_check="b0_media")
+    engine = arms.start("b0")
+    outcome = arms.request(engine, "b0", kind="smoke", index=0, record_check=Check.B0_MEDIA)
     assert outcome.sample.ok, outcome.explain()
     assert outcome.complete, outcome.explain()
     assert outcome.sample.latency_s is not None and outcome.sample.latency_s > 0

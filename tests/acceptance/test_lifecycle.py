@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from ref2va_accept.server import port_is_free
-from ref2va_accept.workload import Arms, build_request, client_timeouts
+from ref2va_accept.workload import Arms, build_request
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.lifecycle]
 
@@ -16,17 +16,16 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.lifecycle]
 FileParts = list[tuple[str, tuple[str, bytes, str]]]
 
 
-def _form(arms: Arms, track_id: str) -> tuple[dict[str, str], FileParts]:
-    campaign = arms.campaign
-    seed = campaign.model.tracks[track_id].request.seeds[0]  # type: ignore[index]
-    request = build_request(campaign, track_id, campaign.model.baseline, seed)
+def _form(arms: Arms) -> tuple[dict[str, str], FileParts]:
+    plan = arms.plan
+    request = build_request(plan, plan.arm("b0"), plan.seeds[0])
     files = [("input_references", (r.filename, r.content, r.mime)) for r in request.references]
     return dict(request.fields), files
 
 
 def test_bad_request_gets_400_and_server_stays_healthy(arms: Arms, track_id: str) -> None:
-    engine = arms.start(track_id, "b0")
-    fields, files = _form(arms, track_id)
+    engine = arms.start("b0")
+    fields, files = _form(arms)
     fields["extra_params"] = "{not json"
     with httpx.Client(base_url=engine.base_url, timeout=60) as client:
         response = client.post("/v1/videos/sync", data=fields, files=files)
@@ -36,9 +35,9 @@ def test_bad_request_gets_400_and_server_stays_healthy(arms: Arms, track_id: str
 
 
 def test_cancelled_async_job_leaves_server_able_to_serve(arms: Arms, track_id: str) -> None:
-    engine = arms.start(track_id, "b0")
-    fields, files = _form(arms, track_id)
-    timeouts = client_timeouts(arms.campaign, track_id)
+    engine = arms.start("b0")
+    fields, files = _form(arms)
+    timeouts = arms.plan.timeouts
     with httpx.Client(base_url=engine.base_url, timeout=timeouts.request_s) as client:
         created = client.post("/v1/videos", data=fields, files=files)
         assert created.status_code == 200, created.text[:300]
@@ -57,17 +56,17 @@ def test_cancelled_async_job_leaves_server_able_to_serve(arms: Arms, track_id: s
             time.sleep(0.2)
         else:
             pytest.fail(f"job {job_id} still running {timeouts.request_s:g} s after cancel")
-    outcome = arms.request(engine, track_id, "b0", kind="after_cancel", index=0)
+    outcome = arms.request(engine, "b0", kind="after_cancel", index=0)
     assert outcome.complete, outcome.explain()
 
 
 def test_stop_leaves_nothing_and_restart_works(arms: Arms, track_id: str) -> None:
-    first = arms.start(track_id, "b0")
+    first = arms.start("b0")
     port = first.spec.port
     audit = arms.registry.stop(first)
     assert audit.clean, audit.problems
     assert audit.survivors == () and port_is_free(port)
-    second = arms.start(track_id, "b0")
+    second = arms.start("b0")
     with httpx.Client(base_url=second.base_url, timeout=30) as client:
         assert client.get("/health").status_code == 200
     assert arms.registry.stop(second).clean

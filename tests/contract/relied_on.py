@@ -204,6 +204,7 @@ def capture_client_traffic() -> tuple[list[Captured], dict[str, str]]:
     """What the judge's client really sends for the 910C campaign, over a mock transport."""
     from ref2va_accept.campaign import load_campaign
     from ref2va_accept.client import ClientTimeouts, TimedClient
+    from ref2va_accept.plan import plan_campaign
     from ref2va_accept.workload import Diagnostics, build_request
 
     campaign = load_campaign(CAMPAIGN_910C)
@@ -228,12 +229,12 @@ def capture_client_traffic() -> tuple[list[Captured], dict[str, str]]:
     client = TimedClient("http://engine.invalid", ClientTimeouts(request_s=5.0),
                          transport=httpx.MockTransport(handler))
     with client:
-        for track_id, track in campaign.model.tracks.items():
-            for arm in campaign.arms_for(track_id):
-                seed = track.request.seeds[0]
+        for plan in plan_campaign(campaign).values():
+            for arm in plan.arms:
+                seed = plan.seeds[0]
                 for diagnostics in (None, Diagnostics(Path("dumps"), ("cond.text",))):
-                    request = build_request(campaign, track_id, arm, seed, diagnostics)
-                    client.generate(request, arm=arm.id, track=track_id, kind="contract",
+                    request = build_request(plan, arm, seed, diagnostics)
+                    client.generate(request, arm=arm.id, track=plan.track_id, kind="contract",
                                     index=0, seed=seed)
     from ref2va_accept.client import SERVER_HEADERS
 

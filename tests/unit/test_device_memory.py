@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ref2va_accept.campaign import Campaign, validate_model
+from ref2va_accept.checks import Check
 from ref2va_accept.device_memory import (
     REASON,
     IdleLevel,
@@ -18,6 +19,7 @@ from ref2va_accept.device_memory import (
 )
 from ref2va_accept.devices import DeviceSnapshot, parse_npu_smi_info, parse_npu_smi_map
 from ref2va_accept.errors import CampaignError
+from ref2va_accept.stats import latency_verdict
 from ref2va_accept.verdicts import VALIDITY_REASONS, CheckResult, judge
 
 DEVICES = Path(__file__).resolve().parents[2] / "fixtures" / "devices"
@@ -153,8 +155,8 @@ def test_guard_turns_a_held_device_into_a_validity_check() -> None:
     assert check is not None and check.status == "fail" and check.reason == REASON
     assert check.detail.startswith("after 5s-lossless.b0.1: not released within 120.0 s")
     assert "device 3: 28987 MB above idle" in check.detail
-    latency = CheckResult("5s-lossless", "c1", "latency_ratio", "pass",
-                          data={"verdict": "supported"})
+    latency = CheckResult("5s-lossless", "c1", Check.LATENCY_RATIO, "pass",
+                          latency=latency_verdict([300, 298, 305], [140, 141, 139]))
     verdict = judge("5s-lossless", "lossless", "c1", [check, latency])
     assert verdict.verdict == "inconclusive" and REASON in verdict.reasons
     record = guard.to_dict()

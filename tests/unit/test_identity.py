@@ -16,6 +16,7 @@ import yaml
 
 from ref2va_accept import cli
 from ref2va_accept.campaign import Campaign, load_campaign, unfilled_fields, validate_model
+from ref2va_accept.checks import Check
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.identity import (
     HostProbes,
@@ -31,6 +32,7 @@ from ref2va_accept.identity import (
     read_host,
     vllm_omni_origin,
 )
+from ref2va_accept.stats import latency_verdict
 from ref2va_accept.verdicts import CheckResult, judge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -348,8 +350,8 @@ def test_a_drifted_identity_makes_every_track_protocol_deviation(tmp_path: Path)
     assert {c.track for c in checks} == {"5s-lossless", "15s-lossy"}
     assert all(c.reason == "protocol_deviation" and c.arm == "b0" for c in checks)
     assert "torch: DRIFT, frozen '2.7.0', host '2.8.0'" in checks[0].detail
-    latency = CheckResult("5s-lossless", "c1", "latency_ratio", "pass",
-                          data={"verdict": "supported"})
+    latency = CheckResult("5s-lossless", "c1", Check.LATENCY_RATIO, "pass",
+                          latency=latency_verdict([300, 298, 305], [140, 141, 139]))
     verdict = judge("5s-lossless", "lossless", "c1", [*checks, latency])
     assert verdict.verdict == "inconclusive" and "protocol_deviation" in verdict.reasons
 

@@ -28,13 +28,19 @@ def _run(arm: str, latencies: list[float], distinct: list[float] = (),  # type: 
 def _judge(*runs: InstanceRun, design: str = "ABA") -> dict[str, tuple[str, str | None, dict]]:
     checks = judge_latency(T, C, runs, design=design, target=0.5, confidence=0.95,
                            drift_tolerance=0.10)
-    return {c.name: (c.status, c.reason, c.data) for c in checks}
+    # As the evidence writes them: the latency result's verdict and interval inside data.
+    return {c.name: (c.status, c.reason, c.to_dict()["data"]) for c in checks}
 
 
 def test_a_fast_candidate_is_supported() -> None:
     found = _judge(_run("b0", [300, 298, 305]), _run(C, [140, 141, 139], [142, 140]),
                    _run("b0", [301, 299, 303]))
     assert found["latency_ratio"][2]["verdict"] == "supported"
+    latency = next(c for c in judge_latency(T, C, [_run("b0", [300, 298, 305]),
+                                                  _run(C, [140, 141, 139])], design="AB",
+                                            target=0.5, confidence=0.95, drift_tolerance=0.1)
+                   if c.name == "latency_ratio")
+    assert latency.latency is not None and latency.latency.verdict == "supported"  # typed
     assert found["resource_interference"][0] == "pass" and found["caching_probe"][0] == "pass"
 
 

@@ -12,6 +12,7 @@ against a counting stand-in of Arms):
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import re
@@ -21,7 +22,6 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 import yaml
@@ -32,6 +32,7 @@ from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.client import Sample
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.lock import canonical_campaign, freeze, verify
+from ref2va_accept.plan import TrackPlan, plan_campaign, plan_track
 from ref2va_accept.progress import ProgressReporter, Terminal
 from ref2va_accept.run_plan import (
     SCENARIOS,
@@ -46,7 +47,7 @@ from ref2va_accept.run_plan import (
     lossy_candidate_requests,
     plan_run,
 )
-from ref2va_accept.workload import Outcome, RequestStart
+from ref2va_accept.workload import Outcome, OutcomeLog, RequestStart
 from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
@@ -121,7 +122,7 @@ def test_plan_of_5s_lossless_with_one_candidate_counts_every_request(
         collected: list[ScenarioItem], campaign: LoadedCampaign) -> None:
     chosen = [i for i in collected if i.track == "5s-lossless"
               and i.candidate in (None, "lossless-text-kv")]
-    plan = plan_run(chosen, campaign)
+    plan = plan_run(chosen, plan_campaign(campaign))
     protocol = campaign.model.protocol
     assert (protocol.ordering, protocol.warmups, protocol.repeats,
             protocol.caching_probe_requests) == ("ABA", 1, 3, 2)
@@ -130,7 +131,7 @@ def test_plan_of_5s_lossless_with_one_candidate_counts_every_request(
     assert plan.per_duration() == {"5s": 21}
     assert plan.unknown == ()
     # With every candidate of the track, B0's lossless runs are still planned once.
-    every = plan_run([i for i in collected if i.track == "5s-lossless"], campaign)
+    every = plan_run([i for i in collected if i.track == "5s-lossless"], plan_campaign(campaign))
     candidates = len(campaign.arms_for("5s-lossless")) - 1
     assert every.total == 1 + 1 + 3 + candidates * (2 + 14)
 
@@ -140,12 +141,12 @@ def test_every_campaign_scenario_of_the_suite_has_a_known_request_count(
     assert collected
     missing = {(i.file, i.function) for i in collected} - set(SCENARIOS)
     assert not missing, f"add these scenarios to run_plan.SCENARIOS: {sorted(missing)}"
-    assert plan_run(collected, campaign).unknown == ()
+    assert plan_run(collected, plan_campaign(campaign)).unknown == ()
 
 
 def test_an_unknown_scenario_is_planned_as_none_and_named(campaign: LoadedCampaign) -> None:
     plan = plan_run([ScenarioItem("t.py::test_new[5s-lossy]", "t.py", "test_new", "5s-lossy",
-                                  None)], campaign)
+                                  None)], plan_campaign(campaign))
     assert plan.unknown == ("t.py::test_new[5s-lossy]",) and plan.total == 0
 
 
@@ -167,7 +168,7 @@ def test_acceptance_counts_match_the_scenarios_own_requests(
         rel: str, function: str, count: int, campaign: LoadedCampaign) -> None:
     # These scenarios send their requests inline, once each (no loop): count the calls.
     assert _calls_of_arms_request(function, ROOT / rel) == count
-    units = SCENARIOS[(Path(rel).name, function)](campaign, "5s-lossless", None, "x")
+    units = SCENARIOS[(Path(rel).name, function)](plan_track(campaign, "5s-lossless"), None, "x")
     assert sum(u.requests for u in units) == count
 
 
@@ -186,44 +187,48 @@ class CountingArms:
     """Arms as the gates use it, counting requests; every request fails at once, which every
     gate records and goes on from, so the whole protocol runs without an engine."""
 
-    def __init__(self, campaign: Any) -> None:
-        self.campaign = campaign
+    def __init__(self, plan: TrackPlan) -> None:
+        self.plan = plan
+        self.outcomes = OutcomeLog()
         self.requests: list[tuple[str, str]] = []
         self.evidence = SimpleNamespace(add_check=lambda check: None)
         self.registry = SimpleNamespace(stop=lambda engine: None)
 
-    def start(self, track_id: str, arm_id: str = "b0") -> _Engine:
-        return _Engine(f"{track_id}.{arm_id}")
+    def start(self, arm_id: str = "b0") -> _Engine:
+        return _Engine(f"{self.plan.track_id}.{arm_id}")
 
-    def request(self, engine: _Engine, track_id: str, arm_id: str, *, kind: str, index: int,
+    def request(self, engine: _Engine, arm_id: str, *, kind: str, index: int,
                 seed: int | None = None, **_: object) -> Outcome:
         self.requests.append((arm_id, kind))
-        sample = Sample("s", arm_id, track_id, kind, index, seed, "t", ok=False,
+        sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=False,
                         failure="counted", detail="not sent")
-        return Outcome(sample, None, ())
+        outcome = Outcome(sample, None, ())
+        self.outcomes.add(outcome)
+        return outcome
 
 
 @pytest.mark.parametrize("track", ["5s-lossless", "15s-lossless"])
 def test_lossless_counts_match_the_gate(track: str, campaign: LoadedCampaign) -> None:
-    arms = CountingArms(campaign)
-    baseline = lossless.run_baseline(arms, track)  # type: ignore[arg-type]
+    arms = CountingArms(plan_track(campaign, track))
+    baseline = lossless.run_baseline(arms)  # type: ignore[arg-type]
     assert len(arms.requests) == lossless_baseline_requests()
     arms.requests.clear()
-    lossless.run_candidate(arms, track, "lossless-text-kv", baseline)  # type: ignore[arg-type]
+    lossless.run_candidate(arms, "lossless-text-kv", baseline)  # type: ignore[arg-type]
     assert len(arms.requests) == lossless_candidate_requests()
 
 
 @pytest.mark.parametrize("track", ["5s-lossy", "15s-lossy"])
 def test_lossy_counts_match_the_gate(track: str, campaign: LoadedCampaign) -> None:
-    seeds = campaign.model.tracks[track].request.seeds  # type: ignore[index]
+    plan = plan_track(campaign, track)
+    seeds = plan.seeds
     assert len(seeds) == 2  # so that "x seeds" is not mistaken for a constant
-    arms = CountingArms(campaign)
-    baseline = lossy.run_baseline(arms, track)  # type: ignore[arg-type]
+    arms = CountingArms(plan)
+    baseline = lossy.run_baseline(arms)  # type: ignore[arg-type]
     assert len(arms.requests) == lossy_baseline_requests(seeds) == 4
     arms.requests.clear()
     # The candidate runs B0's seeds (a baseline whose requests failed still carries them).
-    assert [run.seed for run in baseline.runs] == seeds
-    lossy.run_candidate(arms, track, "cache-dit-mild", baseline)  # type: ignore[arg-type]
+    assert tuple(run.seed for run in baseline.runs) == seeds
+    lossy.run_candidate(arms, "cache-dit-mild", baseline)  # type: ignore[arg-type]
     assert len(arms.requests) == lossy_candidate_requests(seeds) == 2
 
 
@@ -231,12 +236,11 @@ def test_lossy_counts_match_the_gate(track: str, campaign: LoadedCampaign) -> No
     ("ABA", 1, 3, 2), ("AB", 2, 5, 0), ("ABBA", 0, 4, 3)])
 def test_latency_counts_match_the_protocol(design: str, warmups: int, repeats: int, probe: int,
                                            campaign: LoadedCampaign) -> None:
-    protocol = campaign.model.protocol.model_copy(update={
-        "ordering": design, "warmups": warmups, "repeats": repeats,
-        "caching_probe_requests": probe})
-    model = campaign.model.model_copy(update={"protocol": protocol})
-    arms = CountingArms(SimpleNamespace(model=model))
-    latency.run_latency(arms, "5s-lossless", "lossless-text-kv")  # type: ignore[arg-type]
+    plan = plan_track(campaign, "5s-lossless")
+    protocol = dataclasses.replace(plan.latency, ordering=design, warmups=warmups,
+                                   repeats=repeats, caching_probe_requests=probe)
+    arms = CountingArms(dataclasses.replace(plan, latency=protocol))
+    latency.run_latency(arms, "lossless-text-kv")  # type: ignore[arg-type]
     assert len(arms.requests) == latency_requests(protocol, "lossless-text-kv")
     instances = {"ABA": 3, "AB": 2, "ABBA": 4}[design]
     candidate_instances = {"ABA": 1, "AB": 1, "ABBA": 2}[design]
@@ -459,7 +463,7 @@ def test_b0_returns_complete_mp4(arms, track_id, monkeypatch):
     monkeypatch.setattr(workload, "TimedClient", Client)
     engine = SimpleNamespace(base_url="http://fake", snapshot_tree=lambda: None,
                              spec=SimpleNamespace(instance_id=track_id + ".b0.1"))
-    outcome = arms.request(engine, track_id, "b0", kind="smoke", index=0)
+    outcome = arms.request(engine, "b0", kind="smoke", index=0)
     assert not outcome.sample.ok
 
 

@@ -16,14 +16,18 @@ def _bundle(tmp_path: Path) -> EvidenceBundle:
         "5s-lossy", "b0", "baseline_variability", "pass", None, "B0 same-seed spread at most 0",
         {"same_seed_spread": {"vbench.temporal_flickering": 0.0, "fidelity.x": 0.0},
          "different_seed_spread": {"vbench.temporal_flickering": 0.0039},
-         "gated": ["vbench.temporal_flickering"], "limit": 0.0025, "threshold": 0.01}))
+         "gated": ["vbench.temporal_flickering"], "limit": 0.0025, "threshold": 0.01,
+         "below_limit": {"vbench.temporal_flickering": True}}))
     errors = [
         {"scorer": "vbench.temporal_flickering", "dimension": "temporal_flickering",
          "kind": "vbench", "baseline": 0.98, "candidate": 0.97, "error": 0.0102,
-         "status": "ok", "detail": ""},
+         "status": "ok", "detail": "", "threshold": 0.01, "gate": "broken"},
         {"scorer": "vbench.aesthetic_quality", "dimension": "aesthetic_quality",
          "kind": "vbench", "baseline": None, "candidate": None, "error": None, "status": "open",
-         "detail": "weights missing"},
+         "detail": "weights missing", "threshold": 0.01, "gate": "open"},
+        {"scorer": "vbench.subject_consistency", "dimension": "subject_consistency",
+         "kind": "vbench", "baseline": 0.95, "candidate": 0.95, "error": 0.0,
+         "status": "ok", "detail": "", "threshold": 0.01, "gate": "within"},
     ]
     bundle.add_check(CheckResult(
         "5s-lossy", "cache-dit-aggressive", "lossy_gate", "fail", "quality_gate_failed",
@@ -53,6 +57,7 @@ def test_lossy_section_shows_every_number_a_reviewer_decides_on(tmp_path: Path) 
     assert "PSNR dB at least 30.0" in page
     assert "1.0200%" in page and "font-weight:bold'>BROKEN" in page  # marked in red
     assert "weights missing" in page and "<td>open</td>" in page  # open, never within
+    assert "<td>0.0000%</td><td>within</td>" in page
     assert "PSNR 27.50 dB (min frame 25.00 dB)" in page and "1/3 frames identical" in page
     assert page.count("<polyline") == 2  # PSNR and SSIM curves; identical frame drawn at the cap
     assert "audio against B0: error: b.mp4: expected an audio stream" in page
@@ -93,3 +98,23 @@ def test_host_section_says_when_memory_was_not_measured(tmp_path: Path) -> None:
     assert host_html(bundle) == ""
     bundle.data["device_memory"] = {"status": "not_applicable", "reason": "no accelerator"}
     assert "not applicable (no accelerator)" in host_html(bundle)
+
+
+def test_the_report_renders_the_gates_decisions_and_does_not_decide_again(tmp_path: Path) -> None:
+    # Recorded decisions that raw numbers alone would contradict: the report shows what the
+    # gate decided (it alone knows its rule), never a verdict of its own from the numbers.
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    bundle.add_check(CheckResult(
+        "5s-lossy", "b0", "baseline_variability", "pass", None, "spread",
+        {"same_seed_spread": {"vbench.x": 0.001}, "different_seed_spread": {},
+         "gated": ["vbench.x"], "limit": 0.0025, "threshold": 0.01,
+         "below_limit": {"vbench.x": False}}))
+    bundle.add_check(CheckResult(
+        "5s-lossy", "c1", "lossy_gate", "fail", "quality_gate_failed", "broken",
+        {"threshold": 0.01, "per_seed": [{"seed": 1, "errors": [
+            {"scorer": "vbench.x", "kind": "vbench", "baseline": 1.0, "candidate": 1.0,
+             "error": 0.0, "status": "ok", "detail": "", "threshold": 0.01,
+             "gate": "broken"}]}]}))
+    page = lossy_tables_html(bundle)
+    assert "<td>vbench.x</td><td>gated</td><td>0.1000%</td><td>-</td><td>no</td>" in page
+    assert "<td>0.0000%</td><td style='color:#cf222e;font-weight:bold'>BROKEN</td>" in page

@@ -1,38 +1,50 @@
-"""Timed output equals watched output (MLPerf TEST01 idea), from what the evidence recorded."""
+"""Timed output equals watched output (MLPerf TEST01 idea), from the run's typed outcomes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.lossless import timed_output_check
-from ref2va_accept.sanitize import Sanitizer
+from ref2va_accept.client import Sample
+from ref2va_accept.timed_output import timed_output_check
+from ref2va_accept.workload import Outcome, OutcomeLog
 from tests.unit.test_cli import _mp4
 
 T = "5s-lossless"
 
 
-def _bundle(tmp_path: Path, measured_frames: int) -> EvidenceBundle:
-    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    for kind, frames in (("quality", 124), ("measured", measured_frames), ("measured", 124)):
-        path = bundle.media_path(T, "c1", f"{kind}-{frames}-{len(bundle.data['samples'])}.mp4")
-        _mp4(path, frames=frames)
-        bundle.add_sample({"track": T, "arm": "c1", "kind": kind, "seed": 42, "ok": True,
-                           "media_file": bundle.relative(path), "sample_id": kind})
-    return bundle
+def _outcome(tmp_path: Path, kind: str, frames: int, n: int, seed: int = 42) -> Outcome:
+    path = _mp4(tmp_path / f"{kind}-{frames}-{n}.mp4", frames=frames)
+    sample = Sample(f"{kind}{n}", "c1", T, kind, n, seed, "t", ok=True)
+    return Outcome(sample, {"video": {}}, (), path)
+
+
+def _log(tmp_path: Path, measured_frames: int) -> OutcomeLog:
+    log = OutcomeLog()
+    for n, (kind, frames) in enumerate((("quality", 124), ("measured", measured_frames),
+                                        ("measured", 124))):
+        log.add(_outcome(tmp_path, kind, frames, n))
+    return log
 
 
 def test_identical_timed_outputs_pass(tmp_path: Path) -> None:
-    check = timed_output_check(_bundle(tmp_path, 124), T, "c1")
-    assert check.status == "pass" and "2 timed outputs" in check.detail
+    check = timed_output_check(_log(tmp_path, 124), T, "c1")
+    assert check is not None and check.status == "pass" and "2 timed outputs" in check.detail
 
 
 def test_a_timed_output_that_differs_fails_naming_it(tmp_path: Path) -> None:
-    check = timed_output_check(_bundle(tmp_path, 120), T, "c1")
-    assert check.status == "fail" and check.reason == "output_differs_when_unobserved"
-    assert "measured-120" in check.detail
+    check = timed_output_check(_log(tmp_path, 120), T, "c1")
+    assert check is not None and check.status == "fail"
+    assert check.reason == "output_differs_when_unobserved" and "measured-120" in check.detail
 
 
-def test_without_timed_requests_the_check_is_open(tmp_path: Path) -> None:
-    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    assert timed_output_check(bundle, T, "c1").status == "open"
+def test_until_both_sides_ran_nothing_is_judged(tmp_path: Path) -> None:
+    # Either scenario may run first; the one that completes the pair records the check.
+    log = OutcomeLog()
+    log.add(_outcome(tmp_path, "measured", 124, 0))
+    assert timed_output_check(log, T, "c1") is None
+    log.add(_outcome(tmp_path, "quality", 124, 1, seed=7))  # another seed: no pair yet
+    assert timed_output_check(log, T, "c1") is None
+    log.add(_outcome(tmp_path, "quality", 124, 2))
+    check = timed_output_check(log, T, "c1")
+    assert check is not None and check.status == "pass"
+    assert timed_output_check(log, T, "other") is None  # another candidate's requests

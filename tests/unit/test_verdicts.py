@@ -1,10 +1,23 @@
-"""Per-track verdicts follow the documented order; an open check is never a pass."""
+"""Per-track verdicts follow the documented order; an open check is never a pass; only the
+vocabulary's check names and reasons can be recorded, and their category decides."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
+from ref2va_accept.checks import Category, Check, Reason, required_checks
+from ref2va_accept.stats import latency_verdict
 from ref2va_accept.verdicts import CheckResult, judge
 
 T = "5s-lossless"
+
+
+def _latency(candidate: str = "c1", baseline: tuple[float, ...] = (300, 298, 305),
+             timed: tuple[float, ...] = (140, 141, 139)) -> CheckResult:
+    return CheckResult(T, candidate, Check.LATENCY_RATIO, "pass",
+                       latency=latency_verdict(baseline, timed))
 
 
 def _passing(candidate: str = "c1") -> list[CheckResult]:
@@ -19,7 +32,7 @@ def _passing(candidate: str = "c1") -> list[CheckResult]:
         CheckResult(T, candidate, "unobserved_output", "pass"),
         CheckResult(T, candidate, "timed_output", "pass"),
         CheckResult(T, candidate, "resource_interference", "pass"),
-        CheckResult(T, candidate, "latency_ratio", "pass", data={"verdict": "supported"}),
+        _latency(candidate),
     ]
 
 
@@ -35,9 +48,10 @@ def test_a_missing_gate_is_open_and_inconclusive() -> None:
 
 
 def test_an_explicitly_open_check_blocks_support() -> None:
-    checks = [*_passing(), CheckResult(T, "c1", "weights_present", "open")]
+    # caching_probe is not required, but recorded open it still blocks support
+    checks = [*_passing(), CheckResult(T, "c1", "caching_probe", "open")]
     v = judge(T, "lossless", "c1", checks)
-    assert v.verdict == "inconclusive" and "weights_present" in v.open_checks
+    assert v.verdict == "inconclusive" and v.open_checks == ("caching_probe",)
 
 
 def test_candidate_defect_fails() -> None:
@@ -82,3 +96,87 @@ def test_one_failing_instance_fails_the_check() -> None:
     checks = [CheckResult(T, "b0", "cleanup", "fail", "incomplete_cleanup"),
               CheckResult(T, "b0", "cleanup", "pass")]
     assert judge(T, "lossless", None, checks).checks["cleanup"] == "fail"
+
+
+def test_the_latency_result_decides_once_nothing_else_did() -> None:
+    slow = [c for c in _passing() if c.name != "latency_ratio"]
+    failed = judge(T, "lossless", "c1", [*slow, _latency(timed=(290, 300, 295))])
+    assert failed.verdict == "failed" and failed.reasons == (Reason.LATENCY_FAILED,)
+    close = judge(T, "lossless", "c1", [*slow, _latency(timed=(150, 160, 155))])
+    assert close.verdict == "inconclusive" and close.reasons == ("latency_inconclusive",)
+
+
+def test_the_latency_result_is_written_as_before() -> None:
+    written = _latency().to_dict()
+    assert written["status"] == "pass" and written["data"]["verdict"] == "supported"
+    assert written["data"]["interval"]["interval"]["upper"] <= 0.5
+    assert json.loads(json.dumps(written)) == written  # plain strings, not enum reprs
+    with pytest.raises(ValueError, match="typed latency result"):
+        CheckResult(T, "c1", "latency_ratio", "pass", data={"verdict": "supported"})
+
+
+# -- the vocabulary ------------------------------------------------------------------------------
+def test_an_unknown_check_name_cannot_be_recorded() -> None:
+    with pytest.raises(ValueError) as caught:
+        CheckResult(T, "c1", "weights_present", "open")  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "'weights_present' is not in the vocabulary" in message
+    assert "lossless_gate" in message and "latency_ratio" in message  # the allowed names
+
+
+def test_a_misspelt_reason_cannot_be_recorded_nor_taken_for_a_defect() -> None:
+    # Before the vocabulary, this validity reason misspelt would have made the track `failed`.
+    with pytest.raises(ValueError) as caught:
+        CheckResult(T, "b0", "b0_media", "fail", "baseline_request_faild")  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "reason: 'baseline_request_faild' is not in the vocabulary" in message
+    assert "baseline_request_failed" in message  # the allowed codes
+
+
+@pytest.mark.parametrize(("status", "reason", "message"), [
+    ("fail", None, "a failed check names its reason"),
+    ("pass", "invalid_media", "a failed check names its reason"),
+    ("open", "drift", "a failed check names its reason"),
+    ("fail", "latency_supported", r"a verdict's reason \(category decision\)"),
+    ("fail", "open_checks", r"a verdict's reason \(category open\)"),
+    ("done", None, "status 'done' is not one of"),
+])
+def test_a_check_records_a_reason_only_when_it_failed_and_only_a_check_reason(
+        status: str, reason: str | None, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        CheckResult(T, "c1", "candidate_media", status, reason)  # type: ignore[arg-type]
+
+
+def test_strings_of_the_vocabulary_become_its_members() -> None:
+    check = CheckResult(T, "b0", "cleanup", "fail", "incomplete_cleanup")
+    assert check.name is Check.CLEANUP and check.reason is Reason.INCOMPLETE_CLEANUP
+    assert check.reason.category is Category.VALIDITY
+
+
+def test_required_checks_come_from_the_vocabulary() -> None:
+    assert required_checks("lossless") == (
+        "b0_media", "candidate_media", "cleanup", "baseline_determinism", "lossless_gate",
+        "enabled_path_audit", "unobserved_output", "timed_output", "resource_interference",
+        "latency_ratio")
+    assert required_checks("lossy") == (
+        "b0_media", "candidate_media", "cleanup", "baseline_variability", "lossy_gate",
+        "resource_interference", "latency_ratio")
+    with pytest.raises(ValueError, match="quality class"):
+        required_checks("lossyish")
+
+
+def test_every_reason_has_a_category_and_the_verdict_follows_it() -> None:
+    for reason in Reason:
+        if reason.category not in (Category.VALIDITY, Category.DEFECT):
+            continue
+        verdict = judge(T, "lossless", "c1",
+                        [*_passing(), CheckResult(T, "c1", "candidate_media", "fail", reason)])
+        expected = "inconclusive" if reason.category is Category.VALIDITY else "failed"
+        assert verdict.verdict == expected and verdict.reasons == (reason,), reason
+
+
+def test_a_verdict_cap_must_be_a_validity_reason() -> None:
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        judge(T, "lossless", "c1", _passing(), cap_reason="protocol_not_frozn")
+    with pytest.raises(ValueError, match="not a validity one"):
+        judge(T, "lossless", "c1", _passing(), cap_reason="invalid_media")

@@ -13,6 +13,7 @@ from ref2va_accept.campaign import LaunchProfile, load_campaign, load_profile
 from ref2va_accept.errors import CampaignError, FreezeError
 from ref2va_accept.evidence import EvidenceBundle
 from ref2va_accept.lock import freeze
+from ref2va_accept.plan import plan_track
 from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.workload import Arms
 from ref2va_contract.launch import WORKDIR_TOKEN
@@ -107,7 +108,8 @@ def test_a_profile_that_needs_a_later_source_is_refused_naming_why(tmp_path: Pat
         campaign.profile(arm)
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
     with pytest.raises(CampaignError, match="needs_source"):
-        Arms(campaign, bundle).launch_spec("5s-lossy", arm)
+        plan = plan_track(campaign, "5s-lossy")
+        Arms(campaign, plan, bundle).launch_spec(plan.arm(arm.id))
     with pytest.raises(FreezeError, match=r"ref-kv.*needs_source"):
         freeze(campaign.path)
 
@@ -121,7 +123,8 @@ def test_runnable_profiles_are_accepted(tmp_path: Path) -> None:
 def test_workdir_in_a_profile_env_becomes_the_absolute_engine_workdir(tmp_path: Path) -> None:
     campaign = load_campaign(_campaign_with(tmp_path, "cache-dit.yaml"))
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    spec = Arms(campaign, bundle).launch_spec("5s-lossy", campaign.model.baseline)
+    plan = plan_track(campaign, "5s-lossy")
+    spec = Arms(campaign, plan, bundle).launch_spec(plan.arm("b0"))
     assert spec.env["PYTHONPATH"] == f"{tmp_path}:{tmp_path}/src"
     assert spec.cwd == tmp_path
     assert "--worker-extension-cls" in spec.argv and "--trust-remote-code" in spec.argv

@@ -10,6 +10,7 @@ import pytest
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.evidence import EvidenceBundle
+from ref2va_accept.plan import plan_track
 from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.workload import Arms, build_request
 
@@ -36,14 +37,15 @@ def _copy_910c(tmp_path: Path, fill: bool) -> Path:
     return path
 
 
-def _arms(campaign_path: Path, tmp_path: Path) -> Arms:
+def _arms(campaign_path: Path, tmp_path: Path, track: str) -> Arms:
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    return Arms(load_campaign(campaign_path), bundle)
+    campaign = load_campaign(campaign_path)
+    return Arms(campaign, plan_track(campaign, track), bundle)
 
 
 def test_vllm_omni_arm_launches_vllm_serve_omni_on_the_campaign_devices(tmp_path: Path) -> None:
-    arms = _arms(_copy_910c(tmp_path, fill=True), tmp_path)
-    spec = arms.launch_spec("15s-lossy", arms.campaign.model.baseline)
+    arms = _arms(_copy_910c(tmp_path, fill=True), tmp_path, "15s-lossy")
+    spec = arms.launch_spec(arms.plan.arm("b0"))
     assert spec.argv[:7] == ("vllm", "serve", "MiniMax/H3", "--omni", "--host", "127.0.0.1",
                              "--port")
     flags = spec.argv[8:]
@@ -62,9 +64,9 @@ def test_vllm_omni_arm_launches_vllm_serve_omni_on_the_campaign_devices(tmp_path
 
 
 def test_unfilled_placeholders_refuse_to_start_naming_them(tmp_path: Path) -> None:
-    arms = _arms(_copy_910c(tmp_path, fill=False), tmp_path)
+    arms = _arms(_copy_910c(tmp_path, fill=False), tmp_path, "5s-lossless")
     with pytest.raises(CampaignError, match=r"unfilled: engine\.model$") as caught:
-        arms.start("5s-lossless")
+        arms.start("b0")
     # What only a run on the host can fill does not stop the run that fills it.
     for later in ("comparison_points", "source_pin", "scorer_weights"):
         assert later not in str(caught.value)
@@ -72,7 +74,8 @@ def test_unfilled_placeholders_refuse_to_start_naming_them(tmp_path: Path) -> No
 
 def test_request_carries_the_track_shape_inputs_and_seed(tmp_path: Path) -> None:
     campaign = load_campaign(_copy_910c(tmp_path, fill=True))
-    request = build_request(campaign, "15s-lossless", campaign.model.baseline, 42)
+    plan = plan_track(campaign, "15s-lossless")
+    request = build_request(plan, plan.arm("b0"), 42)
     fields = dict(request.fields)
     assert (fields["width"], fields["height"], fields["num_frames"]) == ("1344", "768", "362")
     assert fields["seed"] == "42" and fields["num_inference_steps"] == "50"

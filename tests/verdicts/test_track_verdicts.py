@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from ref2va_accept.gates import GateResult, expect
 from ref2va_accept.verdicts import TrackVerdict
 
 pytestmark = pytest.mark.verdict
@@ -18,10 +19,4 @@ pytestmark = pytest.mark.verdict
 
 def test_track_verdict(track_id: str, candidate_id: str,
                        track_verdict: Callable[[str, str], TrackVerdict]) -> None:
-    verdict = track_verdict(track_id, candidate_id)
-    detail = f"reasons: {', '.join(verdict.reasons) or '-'}; open: " \
-             f"{', '.join(verdict.open_checks) or '-'}"
-    if verdict.verdict == "failed":
-        pytest.fail(f"FAILED: {detail}", pytrace=False)
-    if verdict.verdict == "inconclusive":
-        pytest.fail(f"INCONCLUSIVE: {detail}", pytrace=False)
+    expect(GateResult.from_verdict(track_verdict(track_id, candidate_id)))

@@ -70,7 +70,7 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
     state.ran_tracks.add(track_id)
     state.before_first_engine()
     engines = registry(pytestconfig)
-    runner = Arms(campaign, evidence, engines)
+    runner = Arms(campaign, state.plans[track_id], evidence, engines, outcomes=state.outcomes)
     progress = pytestconfig.pluginmanager.get_plugin(PROGRESS_PLUGIN)
     runner.observer = progress.observer if isinstance(progress, ProgressPlugin) else None
     yield runner

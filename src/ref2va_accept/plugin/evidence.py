@@ -64,11 +64,6 @@ def track_verdict(pytestconfig: pytest.Config, evidence: EvidenceBundle
 
     def verdict(track_id: str, candidate: str) -> TrackVerdict:
         state.ran_tracks.add(track_id)
-        if quality_class(track_id) == "lossless":
-            # Imported here: decoding and comparing MP4s pulls in the scoring stack.
-            from ..lossless import timed_output_check  # noqa: PLC0415
-
-            evidence.add_check(timed_output_check(evidence, track_id, candidate))
         return judge(track_id, quality_class(track_id), candidate, evidence.checks,
                      state.freeze.cap_reason)
 

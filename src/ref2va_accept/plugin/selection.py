@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ..campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
 from ..errors import CampaignError, Ref2VAError
+from ..plan import TrackPlan
 from .state import run_state
 
 CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
@@ -112,6 +112,6 @@ def campaign(pytestconfig: pytest.Config) -> LoadedCampaign:
 
 
 @pytest.fixture
-def track(campaign: LoadedCampaign, track_id: str) -> Any:
-    """The campaign's definition of this test's track."""
-    return campaign.model.tracks[track_id]  # type: ignore[index]
+def track(pytestconfig: pytest.Config, track_id: str) -> TrackPlan:
+    """This test's track, as its frozen plan."""
+    return run_state(pytestconfig).plans[track_id]

@@ -5,20 +5,24 @@ Not a plugin module: the plugin's modules share it through ``run_state(config)``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
+from ..checks import Check, Reason
 from ..device_memory import MemoryGuard
 from ..devices import probe_for
 from ..evidence import EvidenceBundle
 from ..identity import IdentityToolMissing, identity_checks, preflight
 from ..lock import FreezeStatus, canonical_campaign, verify
+from ..plan import TrackPlan, plan_campaign
 from ..sanitize import Sanitizer
 from ..server import CleanupAudit
 from ..verdicts import CheckResult, TrackVerdict, judge
+from ..workload import OutcomeLog
 
 STATE = pytest.StashKey["RunState"]()
 
@@ -42,12 +46,22 @@ class RunState:
     ran_tracks: set[str] = field(default_factory=set)
     host_checked: bool = False
     memory: MemoryGuard | None = None
+    _plans: Mapping[str, TrackPlan] | None = None
+    # Every request's typed outcome in this run, for the gates (never read back from evidence).
+    outcomes: OutcomeLog = field(default_factory=OutcomeLog)
 
     @property
     def campaign(self) -> LoadedCampaign:
         if self._campaign is None:
             self._campaign = load_campaign(self.campaign_path)
         return self._campaign
+
+    @property
+    def plans(self) -> Mapping[str, TrackPlan]:
+        """Each track's frozen plan, made once from the loaded campaign."""
+        if self._plans is None:
+            self._plans = plan_campaign(self.campaign)
+        return self._plans
 
     @property
     def freeze(self) -> FreezeStatus:
@@ -99,8 +113,8 @@ class RunState:
         bundle.add_audit(audit.to_dict())
         track = audit.instance_id.split(".", 1)[0]
         bundle.add_check(CheckResult(
-            track, audit.arm_id, "cleanup", "pass" if audit.clean else "fail",
-            None if audit.clean else "incomplete_cleanup", "; ".join(audit.problems),
+            track, audit.arm_id, Check.CLEANUP, "pass" if audit.clean else "fail",
+            None if audit.clean else Reason.INCOMPLETE_CLEANUP, "; ".join(audit.problems),
             {"instance": audit.instance_id, "stop_s": round(audit.stop_s, 3)}))
 
     def before_first_engine(self) -> None:

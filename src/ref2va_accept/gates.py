@@ -1,0 +1,104 @@
+"""What the lossless gate, the lossy gate and the latency protocol share, and the one mapping
+from a result to a pytest outcome that every scenario (and the per-track verdict) uses.
+
+A gate judges one candidate of a track on the plan's arm runner, records every check in the
+evidence as it goes, and returns a `GateResult`: passed, failed (a candidate defect),
+inconclusive (the run is not evaluable) or open (something could not be decided). `expect`
+turns it into the test's outcome: passed passes; everything else fails, its kind first in the
+message, since an inconclusive or open gate is neither a pass nor something to skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+import pytest
+
+from .checks import Category
+from .verdicts import CheckResult, TrackVerdict
+
+if TYPE_CHECKING:
+    from .workload import Arms
+
+T = TypeVar("T")
+
+
+class Outcome(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    INCONCLUSIVE = "inconclusive"
+    OPEN = "open"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """A gate's (or a track's) outcome, why, and the checks it recorded."""
+
+    outcome: Outcome
+    message: str
+    checks: tuple[CheckResult, ...] = ()
+
+    @classmethod
+    def from_checks(cls, checks: Sequence[CheckResult]) -> GateResult:
+        """By the reasons' categories, in the verdict's order: a validity failure makes the
+        result inconclusive, then a defect failed, then an open check open; otherwise the
+        latency result's own verdict where there is one, else passed."""
+        def said(found: Sequence[CheckResult]) -> str:
+            return "; ".join(f"{c.reason}: {c.detail}" if c.reason else c.detail for c in found)
+
+        failed = [c for c in checks if c.reason is not None]
+        validity = [c for c in failed if c.reason and c.reason.category is Category.VALIDITY]
+        if validity:
+            return cls(Outcome.INCONCLUSIVE, said(validity), tuple(checks))
+        if failed:
+            return cls(Outcome.FAILED, said(failed), tuple(checks))
+        opened = [c for c in checks if c.status == "open"]
+        if opened:
+            return cls(Outcome.OPEN, said(opened), tuple(checks))
+        latency = [c for c in checks if c.latency is not None]
+        if latency and latency[-1].latency is not None:
+            verdict = latency[-1].latency.verdict
+            if verdict != "supported":
+                return cls(Outcome(verdict), latency[-1].detail, tuple(checks))
+        return cls(Outcome.PASSED, said(checks), tuple(checks))
+
+    @classmethod
+    def from_verdict(cls, verdict: TrackVerdict) -> GateResult:
+        detail = (f"reasons: {', '.join(verdict.reasons) or '-'}; open: "
+                  f"{', '.join(verdict.open_checks) or '-'}")
+        outcome = {"supported": Outcome.PASSED, "failed": Outcome.FAILED,
+                   "inconclusive": Outcome.INCONCLUSIVE}[verdict.verdict]
+        return cls(outcome, detail)
+
+    @classmethod
+    def inconclusive(cls, message: str) -> GateResult:
+        return cls(Outcome.INCONCLUSIVE, message)
+
+
+def expect(result: GateResult) -> None:
+    """The scenario's outcome: passed returns; failed, inconclusive or open fails the test with
+    FAILED / INCONCLUSIVE / OPEN first in its message (no traceback: the message is the finding).
+    """
+    if result.outcome is not Outcome.PASSED:
+        pytest.fail(f"{result.outcome.upper()}: {result.message}", pytrace=False)
+
+
+class BaselineCache(Protocol):
+    """B0's reference runs, made once per gate and track and shared by its candidates."""
+
+    def get_or_make(self, gate: str, track_id: str, make: Callable[[], T]) -> T: ...
+
+
+class Gate(Protocol):
+    """Judge one candidate of the arm runner's track; every check lands in the evidence."""
+
+    def candidate(self, arms: Arms, candidate: str) -> GateResult: ...
+
+
+class QualityGate(Gate, Protocol):
+    """A gate with a B0 reference run of its own, judged before any candidate."""
+
+    def baseline(self, arms: Arms) -> GateResult: ...

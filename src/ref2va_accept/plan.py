@@ -1,0 +1,224 @@
+"""The frozen plan of one track: everything the arm runner, the gates and the latency protocol
+read of the campaign, taken out of it once, typed.
+
+This is the one place that turns a track id back into campaign objects. The arm runner
+(workload.Arms), the lossless and lossy gates, the latency protocol and the run's request plan
+(run_plan.py) take a `TrackPlan` instead of `(campaign, track_id)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+from .campaign import (
+    ArmSpec,
+    ComparisonPoint,
+    DurationClass,
+    LoadedCampaign,
+    LossyGate,
+    PinnedFile,
+    QualityClass,
+    RequestShape,
+    Track,
+    duration_class,
+    quality_class,
+)
+from .client import ClientTimeouts
+from .errors import CampaignError
+from .media import MediaExpectation
+from .placeholder import is_placeholder
+
+B0 = "b0"
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A pinned input, its path made absolute against the campaign's folder."""
+
+    path: Path
+    mime: str
+
+
+@dataclass(frozen=True)
+class Inputs:
+    prompt: Path
+    reference_image: InputFile
+    reference_audio: InputFile | None
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm entering the track: B0 or a candidate, with its campaign spec (profile, fields)."""
+
+    id: str
+    spec: ArmSpec
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.id == B0
+
+
+@dataclass(frozen=True)
+class LosslessContract:
+    """A lossless track's frozen comparison points, in pipeline order (docs/quality.md)."""
+
+    points: tuple[ComparisonPoint, ...]
+
+    @property
+    def diagnostics(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.points if p.source == "diagnostics")
+
+    @property
+    def mp4(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.points if p.source == "mp4")
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.points)
+
+
+@dataclass(frozen=True)
+class LossyScoring:
+    """A lossy track's frozen gate and what its scorers read: weights and their pins."""
+
+    gate: LossyGate
+    weights: Mapping[str, Path]
+    weight_pins: Mapping[str, str]  # only filled pins: a placeholder pins nothing
+
+
+@dataclass(frozen=True)
+class LatencySettings:
+    """The latency protocol's frozen settings, and the devices it probes for interference."""
+
+    warmups: int
+    repeats: int
+    ordering: Literal["AB", "ABBA", "ABA"]
+    order_seed: int
+    pause_s: float
+    drift_tolerance: float
+    target_ratio: float
+    confidence: float
+    caching_probe_requests: int
+    device_kind: Literal["none", "npu", "cuda"]
+    devices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TrackPlan:
+    """One track of the loaded campaign, frozen: shape, seeds, inputs, arms, gate, timeouts."""
+
+    track_id: str
+    duration: DurationClass
+    quality: QualityClass
+    duration_s: float
+    num_frames: int
+    model: str  # the engine's model name, as every request names it
+    shape: RequestShape
+    seeds: tuple[int, ...]
+    inputs: Inputs
+    arms: tuple[Arm, ...]  # B0 first, then every candidate entering the track
+    gate: LosslessContract | LossyScoring
+    timeouts: ClientTimeouts
+    latency: LatencySettings
+
+    @property
+    def candidates(self) -> tuple[Arm, ...]:
+        return tuple(a for a in self.arms if not a.is_baseline)
+
+    def arm(self, arm_id: str) -> Arm:
+        for arm in self.arms:
+            if arm.id == arm_id:
+                return arm
+        raise CampaignError(f"track {self.track_id}: no arm {arm_id!r}; its arms are "
+                            f"{[a.id for a in self.arms]}")
+
+    @property
+    def lossless(self) -> LosslessContract:
+        if not isinstance(self.gate, LosslessContract):
+            raise CampaignError(f"track {self.track_id}: a lossy track has no lossless contract")
+        return self.gate
+
+    @property
+    def lossy(self) -> LossyScoring:
+        if not isinstance(self.gate, LossyScoring):
+            raise CampaignError(f"track {self.track_id}: a lossless track has no lossy gate")
+        return self.gate
+
+    @property
+    def expectation(self) -> MediaExpectation:
+        """What every complete MP4 of this track looks like."""
+        return MediaExpectation(num_frames=self.num_frames, fps=float(self.shape.fps),
+                                width=self.shape.width, height=self.shape.height,
+                                audio=self.shape.generate_sound)
+
+
+def _input(campaign: LoadedCampaign, pinned: PinnedFile) -> InputFile:
+    # The campaign infers the MIME type from the suffix when it is not given.
+    return InputFile(campaign.resolve(pinned.path), pinned.mime or "application/octet-stream")
+
+
+def _track(campaign: LoadedCampaign, track_id: str) -> Track:
+    """The one way from a track id to the campaign's track (typed: the ids are a Literal)."""
+    for known, track in campaign.model.tracks.items():
+        if known == track_id:
+            return track
+    raise CampaignError(f"{campaign.path}: tracks: a track of this campaign "
+                        f"({', '.join(campaign.model.tracks)}), found {track_id!r}")
+
+
+def _gate(campaign: LoadedCampaign, track: Track) -> LosslessContract | LossyScoring:
+    track_id = track.track_id
+    if quality_class(track_id) == "lossless":
+        return LosslessContract(tuple(track.comparison_points))
+    if track.lossy_gate is None:  # the campaign refuses a lossy track without one
+        raise CampaignError(f"{campaign.path}: tracks.{track_id}.lossy_gate: missing")
+    weights = campaign.model.scorer_weights
+    return LossyScoring(
+        gate=track.lossy_gate,
+        weights=MappingProxyType({name: Path(w.path) for name, w in weights.items()}),
+        weight_pins=MappingProxyType({name: w.sha256 for name, w in weights.items()
+                                      if not is_placeholder(w.sha256)}))
+
+
+def plan_track(campaign: LoadedCampaign, track_id: str) -> TrackPlan:
+    """The frozen plan of one track of the campaign (CampaignError for a track it lacks)."""
+    track = _track(campaign, track_id)
+    arms = tuple(Arm(spec.id, spec) for spec in campaign.arms_for(track_id))
+    model = campaign.model
+    protocol = model.protocol
+    timeouts = protocol.timeouts[duration_class(track_id)]
+    return TrackPlan(
+        track_id=track_id,
+        duration=duration_class(track_id),
+        quality=quality_class(track_id),
+        duration_s=track.duration_s,
+        num_frames=track.num_frames,
+        model=model.engine.model,
+        shape=track.request,
+        seeds=tuple(track.request.seeds),
+        inputs=Inputs(
+            prompt=campaign.resolve(track.inputs.prompt.path),
+            reference_image=_input(campaign, track.inputs.reference_image),
+            reference_audio=(None if track.inputs.reference_audio is None
+                             else _input(campaign, track.inputs.reference_audio))),
+        arms=arms,
+        gate=_gate(campaign, track),
+        timeouts=ClientTimeouts(request_s=timeouts.request_s, connect_s=timeouts.connect_s),
+        latency=LatencySettings(
+            warmups=protocol.warmups, repeats=protocol.repeats, ordering=protocol.ordering,
+            order_seed=protocol.order_seed, pause_s=protocol.pause_s,
+            drift_tolerance=protocol.drift_tolerance, target_ratio=protocol.target_ratio,
+            confidence=protocol.confidence,
+            caching_probe_requests=protocol.caching_probe_requests,
+            device_kind=model.devices.kind, devices=tuple(model.devices.visible)),
+    )
+
+
+def plan_campaign(campaign: LoadedCampaign) -> Mapping[str, TrackPlan]:
+    """Every track of the campaign, planned once, in the campaign's order."""
+    return MappingProxyType({track_id: plan_track(campaign, track_id)
+                             for track_id in campaign.model.tracks})
