@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 CheckStatus = Literal["pass", "fail", "open"]
 Verdict = Literal["supported", "failed", "inconclusive"]
 _STATUSES: tuple[CheckStatus, ...] = ("pass", "fail", "open")
+_VERDICTS: tuple[Verdict, ...] = ("supported", "failed", "inconclusive")
 
 # Derived from the vocabulary; kept for readers of the old names.
 VALIDITY_REASONS = reasons_of(Category.VALIDITY)
@@ -113,6 +114,15 @@ class TrackVerdict:
     open_checks: tuple[Check, ...]
     checks: dict[Check, CheckStatus]
     note: str = ""
+
+    def __post_init__(self) -> None:
+        # Like a check, a verdict can only speak the vocabulary (given as members or strings).
+        if self.verdict not in _VERDICTS:
+            raise ValueError(f"verdict {self.track}/{self.candidate}: {self.verdict!r} is not "
+                             f"one of {', '.join(_VERDICTS)}")
+        object.__setattr__(self, "reasons", tuple(reason_code(r) for r in self.reasons))
+        object.__setattr__(self, "open_checks", tuple(check_name(c) for c in self.open_checks))
+        object.__setattr__(self, "checks", {check_name(c): s for c, s in self.checks.items()})
 
     def to_dict(self) -> dict[str, Any]:
         return {

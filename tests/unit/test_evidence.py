@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ref2va_accept.evidence import EvidenceBundle, rebuild
+from ref2va_accept.checks import CHECK_REASON_CATEGORIES, Check, Reason
+from ref2va_accept.evidence import SCHEMA_PATH, EvidenceBundle, rebuild
 from ref2va_accept.evidence_log import EVENTS_FILE, EvidenceLogError, read_events
 from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.verdicts import CheckResult, TrackVerdict
@@ -154,3 +155,24 @@ def test_the_schema_refuses_a_wrong_type_and_a_missing_key(tmp_path: Path) -> No
     bad_status = copy.deepcopy(good)
     bad_status["verdicts"][0]["verdict"] = "passed"
     assert schema_errors(bad_status)
+
+
+def test_the_schema_knows_exactly_the_judges_vocabulary() -> None:
+    # The published schema lists check names and reason codes; it must say what the judge says.
+    defs = json.loads(SCHEMA_PATH.read_text())["$defs"]
+    assert defs["check_name"]["enum"] == [c.value for c in Check]
+    assert defs["reason"]["enum"] == [r.value for r in Reason]
+    assert defs["check_reason"]["enum"] == [
+        r.value for r in Reason if r.category in CHECK_REASON_CATEGORIES]
+
+
+def test_the_schema_refuses_a_check_name_or_reason_outside_the_vocabulary(tmp_path: Path) -> None:
+    data = _full_run(tmp_path).data
+    assert schema_errors(data) == []
+    for key, value in (("name", "b0_mediaa"), ("reason", "baseline_invalid_medium")):
+        bad = copy.deepcopy(data)
+        bad["checks"][0][key] = value
+        assert any(e.startswith(f"checks/0/{key}:") for e in schema_errors(bad)), key
+    bad = copy.deepcopy(data)
+    bad["verdicts"][0]["reasons"] = ["open_check"]
+    assert any(e.startswith("verdicts/0/reasons/0:") for e in schema_errors(bad))

@@ -9,7 +9,7 @@ import pytest
 
 from ref2va_accept.checks import Category, Check, Reason, required_checks
 from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import CheckResult, judge
+from ref2va_accept.verdicts import CheckResult, TrackVerdict, judge
 
 T = "5s-lossless"
 
@@ -180,3 +180,15 @@ def test_a_verdict_cap_must_be_a_validity_reason() -> None:
         judge(T, "lossless", "c1", _passing(), cap_reason="protocol_not_frozn")
     with pytest.raises(ValueError, match="not a validity one"):
         judge(T, "lossless", "c1", _passing(), cap_reason="invalid_media")
+
+
+def test_a_verdict_speaks_only_the_vocabulary_too() -> None:
+    made = TrackVerdict("5s-lossy", "c", "inconclusive", ("open_checks",), ("lossy_gate",),
+                        {"lossy_gate": "open"})
+    assert made.reasons == (Reason.OPEN_CHECKS,) and made.open_checks == (Check.LOSSY_GATE,)
+    with pytest.raises(ValueError, match="reason: 'open_check' is not in the vocabulary"):
+        TrackVerdict("5s-lossy", "c", "inconclusive", ("open_check",), (), {})
+    with pytest.raises(ValueError, match="check name: 'lossy_gat' is not in the vocabulary"):
+        TrackVerdict("5s-lossy", "c", "inconclusive", ("open_checks",), ("lossy_gat",), {})
+    with pytest.raises(ValueError, match="'passed' is not one of"):
+        TrackVerdict("5s-lossy", "c", "passed", (), (), {})  # type: ignore[arg-type]
