@@ -113,7 +113,7 @@ class EngineArgs(BaseModel):
             raise ValueError("cache-config is given but cache-backend is not cache_dit")
         return self
 
-    # --- Profiling and fault injection (issue 3, items 5 and 6) --------------------------------
+    # --- Profiling and fault injection ---------------------------------------------------------
     # Kept together at the end; profiler_config.py and fault_names.py own their meaning.
     # vLLM's ``--profiler-config``: its ProfilerConfig keys (profiler, torch_profiler_dir, ...);
     # with a profiler set, /start_profile and /stop_profile exist.

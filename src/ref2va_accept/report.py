@@ -103,7 +103,7 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
 
 
 def comparison_tables_html(bundle: EvidenceBundle) -> str:
-    """Per lossless comparison: every point, equal or how it differs (issue 4's evidence table)."""
+    """Per lossless comparison: every point, equal or how it differs."""
     parts = []
     for check in bundle.data["checks"]:
         points = check.get("data", {}).get("points")

@@ -1,8 +1,8 @@
 """The per-track verdict of each candidate, from every check this run recorded, as the outcome.
 
-Runs after the acceptance, perf and quality scenarios (pytest collects folders in order):
-supported passes; failed fails; inconclusive fails too, marked INCONCLUSIVE with its reasons and
-open checks, since a track that was not shown to meet its target is not a pass.
+Runs after the acceptance, perf and quality scenarios (the plugin orders verdict-marked tests
+last): supported passes; failed fails; inconclusive fails too, marked INCONCLUSIVE with its
+reasons and open checks, since a track that was not shown to meet its target is not a pass.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The harness's pytest plugin, one module per concern, each with its own hooks and fixtures:
 
   selection  the campaign (--campaign, $REF2VA_CAMPAIGN), per-track parametrization and marks,
-             the scenario order (acceptance, quality, perf, verdicts last), `campaign`, `track`
+             the scenario order (acceptance, perf, quality, verdicts last), `campaign`, `track`
   engines    the session's engine registry (in `config.stash`), `arms`, `baselines`, SIGTERM
   evidence   the run state, the `evidence` bundle, `track_verdict`, checkpoints, the run's end
   report     live progress, the HTML report of a campaign run, the terminal verdict table
