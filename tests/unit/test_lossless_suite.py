@@ -18,6 +18,9 @@ import pytest
 
 from tests.unit.suite_runner import ROOT, bundle, campaign_copy, only_run, run_pytest, tagged
 
+# Its latency verdicts are measured: `./ref2va selftest` runs it alone on the machine.
+pytestmark = pytest.mark.timed
+
 
 def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in evidence["checks"] if c["arm"] == arm}
