@@ -89,7 +89,11 @@ def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "tests/acceptance/test_b0_output.py", "-m",
          "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        # Ctrl-C as at a terminal: a process started in the background by a non-interactive shell
+        # (CI, nohup, an xdist worker) inherits SIGINT ignored, and Python then never raises
+        # KeyboardInterrupt; the session under test must see the signal as a user's would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     try:
         deadline = time.monotonic() + 60
         run: Path | None = None
