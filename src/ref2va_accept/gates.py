@@ -13,17 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import pytest
 
 from .checks import Category
-from .verdicts import CheckResult, TrackVerdict
+from .verdicts import CheckResult, GateChecks, TrackVerdict
 
 if TYPE_CHECKING:
     from .workload import Arms
 
 T = TypeVar("T")
+B = TypeVar("B", bound=GateChecks)
 
 
 class Outcome(StrEnum):
@@ -102,3 +103,36 @@ class QualityGate(Gate, Protocol):
     """A gate with a B0 reference run of its own, judged before any candidate."""
 
     def baseline(self, arms: Arms) -> GateResult: ...
+
+
+class BaselineGateRunner(Generic[B]):
+    """A quality gate as the scenarios run it (a QualityGate): B0's reference run made once per
+    track and gate and shared by its candidates; a candidate is judged only against a usable one.
+    The lossless and lossy gates are this runner with their own `make_baseline` and `judge`."""
+
+    name: str
+
+    def __init__(self, baselines: BaselineCache) -> None:
+        self.baselines = baselines
+
+    def make_baseline(self, arms: Arms) -> B:
+        raise NotImplementedError
+
+    def judge(self, arms: Arms, candidate: str, baseline: B) -> Sequence[CheckResult]:
+        raise NotImplementedError
+
+    def _baseline(self, arms: Arms) -> B:
+        return self.baselines.get_or_make(self.name, arms.plan.track_id,
+                                          lambda: self.make_baseline(arms))
+
+    def baseline(self, arms: Arms) -> GateResult:
+        made = self._baseline(arms)
+        if not made.usable:
+            return GateResult.inconclusive(made.explain())
+        return GateResult.from_checks(made.checks)
+
+    def candidate(self, arms: Arms, candidate: str) -> GateResult:
+        made = self._baseline(arms)
+        if not made.usable:
+            return GateResult.inconclusive(f"B0 cannot be judged against: {made.explain()}")
+        return GateResult.from_checks(self.judge(arms, candidate, made))

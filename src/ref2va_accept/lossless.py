@@ -35,7 +35,7 @@ from ref2va_contract.diagnostics import (
 from .checks import Check, Reason
 from .decoded import compare_decoded_mp4
 from .errors import MediaError, TensorFileError
-from .gates import BaselineCache, GateResult
+from .gates import BaselineGateRunner
 from .plan import LosslessContract
 from .tensors import (
     DumpComparison,
@@ -292,26 +292,13 @@ def run_candidate(arms: Arms, candidate: str, baseline: Baseline) -> list[CheckR
     return checks
 
 
-class LosslessGateRunner:
+class LosslessGateRunner(BaselineGateRunner[Baseline]):
     """The lossless gate as the scenarios run it (gates.QualityGate); B0 made once per track."""
 
     name = "lossless"
 
-    def __init__(self, baselines: BaselineCache) -> None:
-        self.baselines = baselines
+    def make_baseline(self, arms: Arms) -> Baseline:
+        return run_baseline(arms)
 
-    def _baseline(self, arms: Arms) -> Baseline:
-        return self.baselines.get_or_make(self.name, arms.plan.track_id,
-                                          lambda: run_baseline(arms))
-
-    def baseline(self, arms: Arms) -> GateResult:
-        made = self._baseline(arms)
-        if not made.usable:
-            return GateResult.inconclusive(made.explain())
-        return GateResult.from_checks(made.checks)
-
-    def candidate(self, arms: Arms, candidate: str) -> GateResult:
-        made = self._baseline(arms)
-        if not made.usable:
-            return GateResult.inconclusive(f"B0 cannot be judged against: {made.explain()}")
-        return GateResult.from_checks(run_candidate(arms, candidate, made))
+    def judge(self, arms: Arms, candidate: str, baseline: Baseline) -> Sequence[CheckResult]:
+        return run_candidate(arms, candidate, baseline)

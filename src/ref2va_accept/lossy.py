@@ -30,7 +30,7 @@ from typing import Any
 from .campaign import LossyGate
 from .checks import Check, Reason
 from .errors import MediaError, Ref2VAError
-from .gates import BaselineCache, GateResult
+from .gates import BaselineGateRunner
 from .media import probe
 from .quality.audio import compare_audio_files
 from .quality.fidelity import compare_videos
@@ -284,26 +284,13 @@ def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> CheckR
     return check
 
 
-class LossyGateRunner:
+class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
     """The lossy gate as the scenarios run it (gates.QualityGate); B0 made once per track."""
 
     name = "lossy"
 
-    def __init__(self, baselines: BaselineCache) -> None:
-        self.baselines = baselines
+    def make_baseline(self, arms: Arms) -> LossyBaseline:
+        return run_baseline(arms)
 
-    def _baseline(self, arms: Arms) -> LossyBaseline:
-        return self.baselines.get_or_make(self.name, arms.plan.track_id,
-                                          lambda: run_baseline(arms))
-
-    def baseline(self, arms: Arms) -> GateResult:
-        made = self._baseline(arms)
-        if not made.usable:
-            return GateResult.inconclusive(made.explain())
-        return GateResult.from_checks(made.checks)
-
-    def candidate(self, arms: Arms, candidate: str) -> GateResult:
-        made = self._baseline(arms)
-        if not made.usable:
-            return GateResult.inconclusive(f"B0 cannot be judged against: {made.explain()}")
-        return GateResult.from_checks([run_candidate(arms, candidate, made)])
+    def judge(self, arms: Arms, candidate: str, baseline: LossyBaseline) -> Sequence[CheckResult]:
+        return [run_candidate(arms, candidate, baseline)]
