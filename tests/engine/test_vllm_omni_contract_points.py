@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.vllm_omni.extension import DiagnosticsRefused, parse_request
+from engine.vllm_omni.request_block import DiagnosticsRefused, parse_request
 from ref2va_accept.campaign import load_campaign
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,8 +21,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from engine.vllm_omni import extension  # noqa: E402
-from engine.vllm_omni.extension import FIXED_POINTS, DiagnosticsRefused  # noqa: E402
+from engine.vllm_omni import extension, watch  # noqa: E402
+from engine.vllm_omni.request_block import FIXED_POINTS, DiagnosticsRefused  # noqa: E402
 from ref2va_accept.lossless import enabled_path_problems  # noqa: E402
 from ref2va_accept.tensors import compare_dumps, read_header  # noqa: E402
 from ref2va_contract.diagnostics import (  # noqa: E402
@@ -117,7 +117,9 @@ def _all_points(steps: int = STEPS) -> set[str]:
 def test_extension_module_imports_without_torch_or_vllm_omni() -> None:
     code = ("import sys; sys.modules['torch'] = None; sys.modules['vllm_omni'] = None; "
             "sys.modules['safetensors'] = None; "
-            "import engine.vllm_omni, engine.vllm_omni.extension, engine.vllm_omni.hooks")
+            "import engine.vllm_omni, engine.vllm_omni.extension, engine.vllm_omni.hooks, "
+            "engine.vllm_omni.request_block, engine.vllm_omni.dump_writer, "
+            "engine.vllm_omni.watch, engine.vllm_omni.enabled_path")
     # As the launch profiles' PYTHONPATH (${workdir}:${workdir}/src) has it, without site-packages
     # (-S): the extension and the contract it imports need the standard library only.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "src")])}
@@ -145,8 +147,8 @@ def test_a_request_without_the_field_installs_nothing_and_writes_nothing(
     upstream: SimpleNamespace, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     watched: list[object] = []
-    real = extension._watched
-    monkeypatch.setattr(extension, "_watched", lambda *a: watched.append(a) or real(*a))
+    real = extension.watched
+    monkeypatch.setattr(extension, "watched", lambda *a: watched.append(a) or real(*a))
     worker = _worker(upstream)
     _run(worker, _request(upstream, None))
     assert watched == []
@@ -180,7 +182,7 @@ def test_output_is_bit_identical_with_and_without_dumps_and_methods_are_restored
     watched_video, watched_audio = _run(worker, _request(upstream, root / "w"))
     assert torch.equal(plain_video, watched_video)
     assert torch.equal(plain_audio, watched_audio)
-    for name in extension.PIPELINE_METHODS:
+    for name in watch.PIPELINE_METHODS:
         assert name not in vars(pipeline)
     assert not pipeline.transformer._forward_hooks
     # a fresh worker that never saw a dump request gives the same bytes too
@@ -200,7 +202,7 @@ def test_methods_are_restored_when_the_request_fails(
     monkeypatch.setattr(type(pipeline), "decode", broken)
     with pytest.raises(RuntimeError, match="decoder failed"):
         _run(worker, _request(upstream, root / "f"))
-    for name in extension.PIPELINE_METHODS:
+    for name in watch.PIPELINE_METHODS:
         assert name not in vars(pipeline)
     assert not pipeline.transformer._forward_hooks
 
@@ -383,9 +385,9 @@ def test_hooks_list_names_the_extension_uses() -> None:
     from engine.vllm_omni.hooks import UPSTREAM_NAMES
 
     names = {name for _, _, name in UPSTREAM_NAMES}
-    for method in extension.PIPELINE_METHODS:
+    for method in watch.PIPELINE_METHODS:
         assert f"MiniMaxH3Pipeline.{method}" in names
-    for key in extension.CONDITIONING_KEYS.values():
+    for key in watch.CONDITIONING_KEYS.values():
         assert f"_prepare_encoder_conditioning_inputs.{key}" in names
     assert all(path.startswith("vllm_omni/") and path.endswith(".py")
                for path, _, _ in UPSTREAM_NAMES)
