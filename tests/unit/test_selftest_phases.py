@@ -3,10 +3,15 @@ the acceptance scenarios); together the phases must run exactly the tests of the
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from tests.unit.suite_runner import ROOT
 
@@ -39,3 +44,34 @@ def test_the_phases_run_exactly_the_serial_selftest() -> None:
     assert timed | spread | acceptance == everything
     # The timed phase holds the self-test whose verdicts rest on measured latency.
     assert any("test_lossless_suite.py" in t for t in timed)
+
+
+def _fake_checkout(tmp_path: Path, codes: dict[str, int]) -> Path:
+    """The script beside a stand-in .venv whose pytest exits with the code given for the phase
+    (matched on its arguments), so the script's own exit logic is what is tested."""
+    (tmp_path / "ref2va").write_text(SCRIPT)
+    (tmp_path / "ref2va").chmod(0o755)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    digest = hashlib.sha256((tmp_path / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (tmp_path / ".venv" / f".installed-{digest}").touch()
+    cases = "\n".join(f'    *"{key}"*) exit {code} ;;' for key, code in codes.items())
+    (venv / "python").write_text(f'#!/bin/sh\ncase "$*" in\n{cases}\n    *) exit 0 ;;\nesac\n')
+    (venv / "python").chmod(0o755)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("codes", "expected"), [
+    ({}, 0),
+    ({"-m timed": 1}, 1),
+    ({"not timed": 2}, 2),
+    ({"pytest tests/acceptance": 1}, 1),
+    ({"-m timed": 5}, 1),  # a phase that collects nothing fails the selftest
+])
+def test_the_phased_selftest_exits_with_its_first_failure(
+        tmp_path: Path, codes: dict[str, int], expected: int) -> None:
+    checkout = _fake_checkout(tmp_path, codes)
+    result = subprocess.run(["bash", str(checkout / "ref2va"), "selftest"], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable})
+    assert result.returncode == expected, result.stderr[-2000:]
