@@ -17,14 +17,14 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import pytest
 
 from .campaign import LoadedCampaign, duration_class
 from .errors import Ref2VAError
-from .plan import plan_campaign
+from .plan import TrackPlan
 from .run_plan import PREFIX, Progress, ScenarioItem, fmt_duration, plan_run
 from .workload import Outcome, RequestStart
 
@@ -244,7 +244,10 @@ def _scenario(item: pytest.Item) -> ScenarioItem:
 class ProgressPlugin:
     """Registered by the ref2va plugin; `observer` is what the `arms` fixture hands to Arms."""
 
-    def __init__(self, config: pytest.Config, campaign: Callable[[], LoadedCampaign]) -> None:
+    def __init__(self, config: pytest.Config, campaign: Callable[[], LoadedCampaign],
+                 plans: Callable[[], Mapping[str, TrackPlan]]) -> None:
+        # The run's own plans (made once by the plugin's run state), not a second copy.
+        self.plans = plans
         self.config = config
         self.campaign = campaign
         self.observer: ProgressReporter | None = None
@@ -260,7 +263,7 @@ class ProgressPlugin:
             campaign = self.campaign()
         except Ref2VAError:
             return  # collection already failed with the campaign's error
-        plan = plan_run(items, plan_campaign(campaign))
+        plan = plan_run(items, self.plans())
         if not plan.total:
             return
         terminal = Terminal(tr, self.config.pluginmanager.get_plugin("capturemanager"))

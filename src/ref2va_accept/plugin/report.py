@@ -61,8 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
     # Live progress of the requests (progress.py); silent unless a campaign scenario is collected.
-    config.pluginmanager.register(ProgressPlugin(config, lambda: run_state(config).campaign),
-                                  PROGRESS_PLUGIN)
+    config.pluginmanager.register(
+        ProgressPlugin(config, lambda: run_state(config).campaign, lambda: run_state(config).plans),
+        PROGRESS_PLUGIN)
     config.pluginmanager.register(HtmlReportRequest(config), PLUGIN_NAME)
 
 
