@@ -94,15 +94,20 @@ class LossyScoring:
 class LatencySettings:
     """The latency protocol's frozen settings, and the devices it probes for interference."""
 
-    warmups: int
-    repeats: int
-    ordering: Literal["AB", "ABBA", "ABA"]
+    replication: Literal["instance", "request"]
+    instances_per_arm: int | None  # the instance design's N; None in the request design
+    warmups: int  # the least per instance
+    max_warmups: int  # the most per instance (= warmups without a steady-state rule)
+    steady_fraction: float | None  # last two warm-ups agree within it; None: a fixed count
+    repeats: int  # measured requests per instance
+    ordering: Literal["interleaved", "AB", "ABBA", "ABA"]
     order_seed: int
     pause_s: float
     drift_tolerance: float
     target_ratio: float
     confidence: float
     caching_probe_requests: int
+    caching_margin: float
     device_kind: Literal["none", "npu", "cuda"]
     devices: tuple[int, ...]
 
@@ -209,11 +214,17 @@ def plan_track(campaign: LoadedCampaign, track_id: str) -> TrackPlan:
         gate=_gate(campaign, track),
         timeouts=ClientTimeouts(request_s=timeouts.request_s, connect_s=timeouts.connect_s),
         latency=LatencySettings(
-            warmups=protocol.warmups, repeats=protocol.repeats, ordering=protocol.ordering,
+            replication=protocol.replication, instances_per_arm=protocol.instances_per_arm,
+            warmups=protocol.warmups,
+            max_warmups=(protocol.warmups if protocol.max_warmups is None
+                         else protocol.max_warmups),
+            steady_fraction=protocol.steady_fraction,
+            repeats=protocol.repeats, ordering=protocol.ordering,
             order_seed=protocol.order_seed, pause_s=protocol.pause_s,
             drift_tolerance=protocol.drift_tolerance, target_ratio=protocol.target_ratio,
             confidence=protocol.confidence,
             caching_probe_requests=protocol.caching_probe_requests,
+            caching_margin=protocol.caching_margin,
             device_kind=model.devices.kind, devices=tuple(model.devices.visible)),
     )
 

@@ -206,6 +206,17 @@ def tail_claims(samples: Sequence[float], percentiles: Sequence[float] = (0.90, 
 
 SINGLE_INSTANCE_NOTE = ("one server instance per arm: the interval speaks of variation inside "
                         "one instance per arm, not of variation between instances")
+Unit = Literal["instance", "request"]
+
+
+def unit_note(unit: Unit, single_instance: bool, instances_per_arm: int | None) -> str:
+    """What the interval's samples are, as the report says it next to every interval."""
+    if unit == "instance":
+        n = "N" if instances_per_arm is None else str(instances_per_arm)
+        return (f"unit: server instance ({n} fresh instances per arm; one value per instance, "
+                "the median of its measured requests)")
+    base = "unit: request (every measured request a sample)"
+    return f"{base}; {SINGLE_INSTANCE_NOTE}" if single_instance else base
 
 
 @dataclass(frozen=True)
@@ -222,6 +233,7 @@ class LatencyVerdict:
     candidate: tuple[float, ...]
     tails: tuple[TailClaim, ...]
     note: str
+    unit: Unit = "request"
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "reasons": list(self.reasons), "target": self.target,
@@ -229,11 +241,14 @@ class LatencyVerdict:
                 "ratio_of_medians": self.ratio_of_medians,
                 "ratio_of_means": self.ratio_of_means,
                 "baseline": list(self.baseline), "candidate": list(self.candidate),
-                "tails": [t.to_dict() for t in self.tails], "note": self.note}
+                "tails": [t.to_dict() for t in self.tails], "note": self.note,
+                "unit": self.unit}
 
 
 def latency_verdict(baseline: Sequence[float], candidate: Sequence[float], target: float = 0.5,
-                    confidence: float = 0.95, *, single_instance: bool = True) -> LatencyVerdict:
+                    confidence: float = 0.95, *, single_instance: bool = True,
+                    unit: Unit = "request", instances_per_arm: int | None = None
+                    ) -> LatencyVerdict:
     """supported: upper <= target; failed: lower > target; inconclusive otherwise."""
     if not (math.isfinite(target) and target > 0):
         raise ValueError(f"target ratio {target!r} is not a positive finite number")
@@ -255,5 +270,5 @@ def latency_verdict(baseline: Sequence[float], candidate: Sequence[float], targe
         ratio_of_medians=statistics.median(cand) / statistics.median(base),
         ratio_of_means=statistics.fmean(cand) / statistics.fmean(base),
         baseline=base, candidate=cand, tails=tails,
-        note=SINGLE_INSTANCE_NOTE if single_instance else "",
+        note=unit_note(unit, single_instance, instances_per_arm), unit=unit,
     )

@@ -60,35 +60,82 @@ class TimeoutSet(StrictModel):
 
 
 class Protocol(StrictModel):
+    # The unit of replication (docs/protocol.md). "instance": `instances_per_arm` fresh server
+    # instances per arm, B0 and candidate interleaved in pairs whose order the order seed draws,
+    # and the interval computed on one value per instance (the median of its measured requests).
+    # "request": the older design, every measured request a sample; kept as an explicit,
+    # labelled choice (its interval speaks of variation inside one instance per arm only).
+    replication: Literal["instance", "request"] = "instance"
+    instances_per_arm: int | None = Field(default=None, ge=1)
+    # Warm-ups per instance: at least `warmups`; with `steady_fraction`, more until the last two
+    # agree within that fraction of the earlier one, at most `max_warmups` (not reaching it leaves
+    # the latency check inconclusive, reason warmup_not_steady).
     warmups: int = Field(ge=0)
+    max_warmups: int | None = Field(default=None, ge=0)
+    steady_fraction: float | None = Field(default=None, gt=0, lt=1)
     repeats: int = Field(ge=1)
-    ordering: Literal["AB", "ABBA", "ABA"]
+    ordering: Literal["interleaved", "AB", "ABBA", "ABA"]
     order_seed: int
     pause_s: float = Field(default=0, ge=0)
     timeouts: dict[DurationClass, TimeoutSet]
-    # A' (B0 re-measured after the candidate) may move its median by at most this fraction of
-    # A's; beyond it the run drifted and is not evaluable.
+    # B0's last value may differ from its first (its last instance's from its first instance's;
+    # in the request design A' from A) by at most this fraction; beyond it the run drifted and is
+    # not evaluable.
     drift_tolerance: float = Field(default=0.10, gt=0, lt=1)
     # The decision: the distribution-free ratio interval of docs/protocol.md, at this confidence per
     # end, against this target ratio (0.5 = a 50% latency reduction).
     decision_rule: Literal["ratio-interval-moses/1"] = "ratio-interval-moses/1"
     target_ratio: float = Field(default=0.5, gt=0, lt=1)
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
-    # Caching probe (MLPerf TEST04 idea): this many requests with fresh distinct seeds on the
-    # candidate's instance; its repeated identical requests must not be >10% faster. 0 = off.
+    # Caching probe (MLPerf TEST04 idea): this many requests with fresh distinct seeds per
+    # candidate, spread over its instances and each sent right after a measured request; caching
+    # is suspected when, on every probed instance, the repeated identical requests are more than
+    # `caching_margin` faster than the distinct ones. 0 = off.
     caching_probe_requests: int = Field(default=2, ge=0)
+    caching_margin: float = Field(default=0.10, gt=0, lt=1)
     # Seconds one request is expected to take per duration class (the host's preflight medians);
     # only live progress reads them, to estimate the remaining time. Optional: without them the
     # estimate comes from the run's own finished requests.
     expected_request_s: dict[DurationClass, Annotated[float, Field(gt=0)]] | None = None
+
+    @model_validator(mode="after")
+    def _design_is_whole(self) -> Protocol:
+        if self.replication == "instance":
+            if self.ordering != "interleaved":
+                raise ValueError(
+                    f"ordering {self.ordering!r} is a request-level design: with replication "
+                    "'instance' use ordering 'interleaved', or set replication: request")
+            if self.instances_per_arm is None:
+                raise ValueError("replication 'instance' needs instances_per_arm (fresh server "
+                                 "instances per arm, e.g. 3)")
+        else:
+            if self.ordering == "interleaved":
+                raise ValueError("ordering 'interleaved' belongs to replication 'instance'; the "
+                                 "request design takes AB, ABA or ABBA")
+            if self.instances_per_arm is not None:
+                raise ValueError("instances_per_arm applies to replication 'instance' only; the "
+                                 "request design's ordering fixes its instances")
+        if self.max_warmups is not None and self.max_warmups < self.warmups:
+            raise ValueError(f"max_warmups {self.max_warmups} is below warmups {self.warmups}")
+        if self.steady_fraction is not None:
+            if self.warmups < 2:
+                raise ValueError("steady_fraction compares the last two warm-ups: warmups must "
+                                 f"be at least 2, got {self.warmups}")
+            if self.max_warmups is None:
+                raise ValueError("steady_fraction needs max_warmups, the bound on warm-ups")
+        elif self.max_warmups is not None and self.max_warmups != self.warmups:
+            raise ValueError("max_warmups above warmups needs steady_fraction, the rule that "
+                             "decides when warm-up ends")
+        return self
 
     @model_serializer(mode="wrap")
     def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Frozen like the rest when given; when not, left out of the dump (and so of the lock's
         # canonical form), so that campaigns frozen before the field existed do not drift.
         data: dict[str, Any] = handler(self)
-        if self.expected_request_s is None:
-            data.pop("expected_request_s", None)
+        for name in ("expected_request_s", "instances_per_arm", "max_warmups", "steady_fraction"):
+            if getattr(self, name) is None:
+                data.pop(name, None)
         return data
 
 

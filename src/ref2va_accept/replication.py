@@ -1,0 +1,176 @@
+"""The latency protocol's replication design, as pure functions of its settings and latencies.
+
+Which server instances run in which order, when an instance's warm-up has reached a steady
+state, which values each arm gives the ratio interval, B0's spread between and within instances,
+B0's drift, and the decision. `latency.py` runs this against real servers and records it;
+`calibration.py` runs the very same functions on simulated latencies, so what is calibrated is
+what judges (docs/protocol.md).
+
+Two units of replication:
+- instance (the default): N fresh instances per arm, B0 and candidate interleaved in N pairs
+  whose order within each pair the order seed draws; each instance gives one value, the median
+  of its measured requests, and the interval is computed on those N values per arm. Servers
+  differ from start to start, and this design's interval speaks of that.
+- request (explicit, labelled): the older AB/ABA/ABBA orderings, every measured request a value.
+  With one or two instances per arm its interval speaks of variation inside an instance only.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .plan import LatencySettings
+from .stats import LatencyVerdict, latency_verdict
+
+Unit = Literal["instance", "request"]
+BASELINE = "b0"
+
+
+def sequence(settings: LatencySettings, candidate: str) -> list[str]:
+    """The arms of the instances, in the order they are started ("b0" is B0)."""
+    if settings.ordering == "interleaved":
+        pairs = settings.instances_per_arm or 0
+        # A string seed is hashed with SHA-512 by random.Random: the same order on every host.
+        rng = random.Random(f"{settings.order_seed}/{candidate}")
+        order: list[str] = []
+        for _ in range(pairs):
+            order += [BASELINE, candidate] if rng.random() < 0.5 else [candidate, BASELINE]
+        return order
+    if settings.ordering == "ABA":
+        return [BASELINE, candidate, BASELINE]
+    if settings.ordering == "ABBA":
+        return [BASELINE, candidate, candidate, BASELINE]
+    first_b0 = random.Random(settings.order_seed).random() < 0.5
+    return [BASELINE, candidate] if first_b0 else [candidate, BASELINE]
+
+
+def is_steady(warmups: Sequence[float], fraction: float | None) -> bool:
+    """Whether the last two warm-ups agree within `fraction` of the earlier one (None: no rule)."""
+    if fraction is None:
+        return True
+    if len(warmups) < 2:
+        return False
+    return abs(warmups[-1] / warmups[-2] - 1) <= fraction
+
+
+def warmup_done(warmups: Sequence[float], settings: LatencySettings) -> bool:
+    """Whether to stop warming up: the minimum is reached and the state is steady, or the bound."""
+    if len(warmups) < settings.warmups:
+        return False
+    return len(warmups) >= settings.max_warmups or is_steady(warmups, settings.steady_fraction)
+
+
+@dataclass(frozen=True)
+class InstanceTimes:
+    """One instance's latencies in seconds: its warm-ups and its measured requests."""
+
+    arm: str
+    warmups: tuple[float, ...]
+    measured: tuple[float, ...]
+    steady: bool = True
+
+    @property
+    def value(self) -> float:
+        """The instance's one value in the instance design: the median of its measured requests."""
+        return statistics.median(self.measured)
+
+    def steady_window(self, settings: LatencySettings) -> tuple[float, ...]:
+        """The requests taken in steady state: the two warm-ups that met the rule, if any, and
+        the measured requests; the spread within an instance is computed over these."""
+        kept = self.warmups[-2:] if settings.steady_fraction is not None and self.steady else ()
+        return (*kept, *self.measured)
+
+
+def unit_of(settings: LatencySettings) -> Unit:
+    return settings.replication
+
+
+def arm_values(instances: Sequence[InstanceTimes], settings: LatencySettings
+               ) -> tuple[list[float], list[float]]:
+    """The interval's samples, B0's and the candidate's: one per instance, or one per request."""
+    def values(arm_instances: list[InstanceTimes]) -> list[float]:
+        if settings.replication == "instance":
+            return [i.value for i in arm_instances if i.measured]
+        return [x for i in arm_instances for x in i.measured]
+
+    return (values([i for i in instances if i.arm == BASELINE]),
+            values([i for i in instances if i.arm != BASELINE]))
+
+
+def _relative_sd(values: Sequence[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    return statistics.stdev(values) / statistics.fmean(values)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """An arm's relative spread (standard deviation over mean) between and within instances."""
+
+    between_instances: float | None  # of the per-instance values; None below two instances
+    within_instance: float | None  # pooled over instances' steady windows; None if none has two
+    instances: int
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {"between_instances": self.between_instances,
+                "within_instance": self.within_instance, "instances": self.instances}
+
+
+def spread(instances: Sequence[InstanceTimes], settings: LatencySettings) -> Spread:
+    measured = [i for i in instances if i.measured]
+    between = _relative_sd([i.value for i in measured])
+    variances = []
+    for instance in measured:
+        window = instance.steady_window(settings)
+        relative = _relative_sd(window)
+        if relative is not None:
+            variances.append(relative ** 2)
+    within = math.sqrt(statistics.fmean(variances)) if variances else None
+    return Spread(between, within, len(measured))
+
+
+def drift(instances: Sequence[InstanceTimes], settings: LatencySettings) -> float | None:
+    """How far B0's last value moved from its first, as a fraction; None when B0 ran once.
+
+    Instance design: the first and the last B0 instance's values. Request design: only ABA
+    re-measures B0 (A'), and its two instances' medians are compared.
+    """
+    b0 = [i for i in instances if i.arm == BASELINE and i.measured]
+    if len(b0) < 2 or (settings.replication == "request" and settings.ordering != "ABA"):
+        return None
+    first, last = b0[0].value, b0[-1].value
+    return abs(last / first - 1)
+
+
+DecisionReason = Literal["warmup_not_steady", "drift"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the protocol concludes from the latencies: a run that is not evaluable (its reason),
+    or the interval's verdict."""
+
+    reason: DecisionReason | None
+    drift: float | None
+    verdict: LatencyVerdict | None
+
+
+def decide(instances: Sequence[InstanceTimes], settings: LatencySettings) -> Decision:
+    """The protocol's decision, in the documented order: an instance whose warm-up never became
+    steady, then B0 drift, make the run not evaluable; otherwise the ratio interval decides."""
+    if any(not i.steady for i in instances):
+        return Decision("warmup_not_steady", None, None)
+    moved = drift(instances, settings)
+    if moved is not None and moved > settings.drift_tolerance:
+        return Decision("drift", moved, None)
+    baseline, candidate = arm_values(instances, settings)
+    single = settings.replication == "request" and settings.ordering != "ABBA"
+    verdict = latency_verdict(baseline, candidate, settings.target_ratio, settings.confidence,
+                              single_instance=single, unit=settings.replication,
+                              instances_per_arm=settings.instances_per_arm)
+    return Decision(None, moved, verdict)
