@@ -80,6 +80,8 @@ class Reason(StrEnum):
     BASELINE_REQUEST_FAILED = "baseline_request_failed", Category.VALIDITY
     BASELINE_INVALID_MEDIA = "baseline_invalid_media", Category.VALIDITY
     DRIFT = "drift", Category.VALIDITY
+    # An instance's warm-ups never had two in a row within the frozen steady fraction.
+    WARMUP_NOT_STEADY = "warmup_not_steady", Category.VALIDITY
     INCOMPLETE_CLEANUP = "incomplete_cleanup", Category.VALIDITY
     PROTOCOL_DEVIATION = "protocol_deviation", Category.VALIDITY
     PROTOCOL_NOT_FROZEN = "protocol_not_frozen", Category.VALIDITY

@@ -1,19 +1,24 @@
-"""The latency protocol of one track and candidate: frozen A/B runs on independent servers.
+"""The latency protocol of one track and candidate: frozen runs on fresh, independent servers.
 
-Each letter of the frozen ordering is a freshly started instance of that arm: warmups (recorded,
-excluded), then the measured requests with the track's seeds, every sample written to the
-evidence as it is taken. Devices are probed before, during and after each instance. Then, in the
-documented order (docs/protocol.md): run not evaluable (interference, B0 request failed, drift,
-incomplete cleanup) -> inconclusive; candidate defect (request failed, caching suspected) ->
-failed; otherwise the ratio interval decides, its typed result carried by the latency check.
-On a lossless track the timed outputs are also compared with the watched quality output
-(timed_output.py). Quality gates run in their own scenarios; the per-track verdict combines them.
+Each entry of the frozen sequence (replication.sequence) is a freshly started instance of that
+arm: warm-ups until the steady-state rule holds (recorded, excluded), then the measured requests
+with the track's seeds, and on candidate instances the caching probe's distinct requests, each
+right after a measured one. Every sample goes to the evidence as it is taken; devices are probed
+before, during and after each instance. A failed request or a warm-up that never became steady
+ends the protocol there: its outcome is decided, and the host's time is not spent on more.
+
+Then, in the documented order (docs/protocol.md): run not evaluable (interference, B0 request
+failed, warm-up not steady, drift) -> inconclusive; candidate defect (request failed, caching
+suspected) -> failed; otherwise the ratio interval decides, on one value per instance (the
+instance design) or per request (the labelled request design), its typed result carried by the
+latency check. On a lossless track the timed outputs are also compared with the watched quality
+output (timed_output.py). Quality gates run in their own scenarios; the per-track verdict
+combines them.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import statistics
 import time
 from collections.abc import Sequence
@@ -23,29 +28,25 @@ from typing import Any
 from .checks import Check, Reason
 from .devices import DeviceProbe, foreign_processes, probe_for
 from .gates import GateResult
-from .plan import TrackPlan
+from .plan import LatencySettings, TrackPlan
+from .replication import (
+    BASELINE,
+    InstanceTimes,
+    decide,
+    drift,
+    is_steady,
+    sequence,
+    spread,
+    warmup_done,
+)
 from .server import EngineInstance
-from .stats import latency_verdict
 from .timed_output import timed_output_check
 from .verdicts import CheckResult
 from .workload import Arms, Outcome
 
 log = logging.getLogger(__name__)
 
-# A repeated identical request more than this much faster than distinct ones suggests the
-# engine serves answers from a cache rather than computing them (MLPerf TEST04 idea).
-CACHING_MARGIN = 0.10
 CACHING_SEED_OFFSET = 1_000_003
-
-
-def ordering(design: str, order_seed: int, candidate: str) -> list[str]:
-    """The sequence of instances: B0 is "b0"; the seed only decides the order of AB."""
-    if design == "ABA":
-        return ["b0", candidate, "b0"]
-    if design == "ABBA":
-        return ["b0", candidate, candidate, "b0"]
-    first_b0 = random.Random(order_seed).random() < 0.5
-    return ["b0", candidate] if first_b0 else [candidate, "b0"]
 
 
 @dataclass
@@ -55,6 +56,22 @@ class InstanceRun:
     measured: list[Outcome] = field(default_factory=list)
     distinct: list[Outcome] = field(default_factory=list)
     interference: list[str] = field(default_factory=list)
+    warmups: list[Outcome] = field(default_factory=list)
+    steady: bool = True
+
+    def failed(self) -> list[Outcome]:
+        return [o for o in (*self.warmups, *self.measured, *self.distinct) if not o.complete]
+
+    def times(self) -> InstanceTimes:
+        return InstanceTimes(self.arm, tuple(_latencies(self.warmups)),
+                             tuple(_latencies(self.measured)), self.steady)
+
+    def to_dict(self) -> dict[str, Any]:
+        measured = _latencies(self.measured)
+        return {"arm": self.arm, "position": self.position,
+                "warmups_s": _latencies(self.warmups), "steady": self.steady,
+                "measured_s": measured, "distinct_s": _latencies(self.distinct),
+                "value_s": statistics.median(measured) if measured else None}
 
 
 def _probe(probe: DeviceProbe, arms: Arms, engine: EngineInstance | None, devices: Sequence[int],
@@ -68,30 +85,53 @@ def _probe(probe: DeviceProbe, arms: Arms, engine: EngineInstance | None, device
     return [f"{i.when}: device {i.device} pid {i.pid} ({i.name}): {i.reason}" for i in found]
 
 
+def _warm_up(arms: Arms, engine: EngineInstance, run: InstanceRun) -> bool:
+    """Warm-ups until the frozen rule says done; False if one failed."""
+    protocol, seeds = arms.plan.latency, arms.plan.seeds
+    while not warmup_done(_latencies(run.warmups), protocol):
+        w = len(run.warmups)
+        outcome = arms.request(engine, run.arm, kind="warmup", index=run.position * 100 + w,
+                               seed=seeds[w % len(seeds)])
+        run.warmups.append(outcome)
+        if not outcome.complete:
+            return False
+    run.steady = is_steady(_latencies(run.warmups), protocol.steady_fraction)
+    return True
+
+
 def run_instance(arms: Arms, arm_id: str, position: int, probe: DeviceProbe,
-                 caching_probe: int) -> InstanceRun:
+                 distinct_indexes: Sequence[int] = ()) -> InstanceRun:
+    """One fresh instance: warm-ups, the measured requests, and after measured request i the
+    caching probe's distinct request distinct_indexes[i] (any left over at the end)."""
     protocol = arms.plan.latency
     devices = protocol.devices
     seeds = arms.plan.seeds
     run = InstanceRun(arm_id, position)
     run.interference += _probe(probe, arms, None, devices, f"before {arm_id}#{position}")
     engine = arms.start(arm_id)
+    pending = list(distinct_indexes)
+
+    def distinct() -> bool:
+        d = pending.pop(0)
+        outcome = arms.request(engine, arm_id, kind="distinct", index=position * 100 + d,
+                               seed=seeds[0] + CACHING_SEED_OFFSET + d)
+        run.distinct.append(outcome)
+        return outcome.complete
+
     try:
-        for w in range(protocol.warmups):
-            arms.request(engine, arm_id, kind="warmup", index=position * 100 + w,
-                         seed=seeds[w % len(seeds)])
-        for r in range(protocol.repeats):
-            run.measured.append(arms.request(engine, arm_id, kind="measured",
-                                             index=position * 100 + r,
-                                             seed=seeds[r % len(seeds)]))
-            run.interference += _probe(probe, arms, engine, devices,
-                                       f"during {arm_id}#{position}")
-            if protocol.pause_s:
-                time.sleep(protocol.pause_s)
-        for d in range(caching_probe):
-            run.distinct.append(arms.request(engine, arm_id, kind="distinct",
-                                             index=position * 100 + d,
-                                             seed=seeds[0] + CACHING_SEED_OFFSET + d))
+        if _warm_up(arms, engine, run) and run.steady:
+            for r in range(protocol.repeats):
+                outcome = arms.request(engine, arm_id, kind="measured",
+                                       index=position * 100 + r, seed=seeds[r % len(seeds)])
+                run.measured.append(outcome)
+                run.interference += _probe(probe, arms, engine, devices,
+                                           f"during {arm_id}#{position}")
+                if not outcome.complete or (pending and not distinct()):
+                    break
+                if protocol.pause_s:
+                    time.sleep(protocol.pause_s)
+            while pending and not run.failed():
+                distinct()
     finally:
         arms.registry.stop(engine)
     run.interference += _probe(probe, arms, None, devices, f"after {arm_id}#{position}")
@@ -102,70 +142,110 @@ def _latencies(outcomes: Sequence[Outcome]) -> list[float]:
     return [o.sample.latency_s for o in outcomes if o.sample.ok and o.sample.latency_s]
 
 
-def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun], *,
-                  design: str, target: float, confidence: float, drift_tolerance: float
-                  ) -> list[CheckResult]:
+def _caching_check(track_id: str, candidate: str, cand_runs: Sequence[InstanceRun],
+                   margin: float, data: dict[str, Any]) -> CheckResult | None:
+    # Per probed instance, its repeated identical requests against its fastest distinct request:
+    # a cache makes repeats faster on every instance, while noise (a slow distinct request, load
+    # that came and went) does not do so on all of them at once. On a shared 2-core machine one
+    # instance's 2.3 s/3.0 s distinct pair against 2.2 s repeats looked like a cache.
+    probed = [(statistics.median(_latencies(r.measured)), min(_latencies(r.distinct)))
+              for r in cand_runs if _latencies(r.distinct) and _latencies(r.measured)]
+    if not probed:
+        return None
+    ratios = [repeated / fastest for repeated, fastest in probed]
+    data["caching_probe"] = {"instances": [{"repeated_median_s": rep, "distinct_fastest_s": fast}
+                                           for rep, fast in probed],
+                             "ratios": ratios, "margin": margin}
+    suspected = all(ratio < 1 - margin for ratio in ratios)
+    shown = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+    return CheckResult(
+        track_id, candidate, Check.CACHING_PROBE, "fail" if suspected else "pass",
+        Reason.CACHING_SUSPECTED if suspected else None,
+        f"repeated identical requests vs the fastest distinct one, per instance: {shown} "
+        f"(caching suspected when every instance is below {1 - margin:.2f})")
+
+
+def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
+                  settings: LatencySettings) -> list[CheckResult]:
     checks: list[CheckResult] = []
     interference = [line for run in runs for line in run.interference]
     checks.append(CheckResult(
         track_id, candidate, Check.RESOURCE_INTERFERENCE, "fail" if interference else "pass",
         Reason.RESOURCE_INTERFERENCE if interference else None,
         "; ".join(interference) or "no foreign process on the assigned devices"))
-    b0_runs = [r for r in runs if r.arm == "b0"]
-    cand_runs = [r for r in runs if r.arm != "b0"]
-    b0_failed = [o for r in b0_runs for o in r.measured if not o.complete]
-    cand_failed = [o for r in cand_runs for o in (*r.measured, *r.distinct) if not o.complete]
-    baseline = [x for r in b0_runs for x in _latencies(r.measured)]
-    cand = [x for r in cand_runs for x in _latencies(r.measured)]
-    data: dict[str, Any] = {"design": design, "sequence": [r.arm for r in runs],
-                            "baseline_s": baseline, "candidate_s": cand}
+    b0_runs = [r for r in runs if r.arm == BASELINE]
+    cand_runs = [r for r in runs if r.arm != BASELINE]
+    b0_failed = [o for r in b0_runs for o in r.failed()]
+    cand_failed = [o for r in cand_runs for o in r.failed()]
+    times = [r.times() for r in runs]
+    b0_times = [t for t in times if t.arm == BASELINE]
+    data: dict[str, Any] = {
+        "unit": settings.replication, "design": settings.ordering,
+        "instances_per_arm": settings.instances_per_arm,
+        "sequence": [r.arm for r in runs], "instances": [r.to_dict() for r in runs],
+        "warmup_rule": {"min": settings.warmups, "max": settings.max_warmups,
+                        "steady_fraction": settings.steady_fraction},
+        "b0_spread": spread(b0_times, settings).to_dict(),
+        "candidate_spread": spread([t for t in times if t.arm != BASELINE], settings).to_dict()}
+
+    def latency_fail(reason: Reason, detail: str) -> list[CheckResult]:
+        checks.append(CheckResult(track_id, candidate, Check.LATENCY_RATIO, "fail", reason,
+                                  detail, data))
+        return checks
+
     if b0_failed:
         # Recorded under the candidate: it is this comparison's B0 that failed.
-        checks.append(CheckResult(track_id, candidate, Check.LATENCY_RATIO, "fail",
-                                  Reason.BASELINE_REQUEST_FAILED, b0_failed[0].explain(), data))
-        return checks
+        return latency_fail(Reason.BASELINE_REQUEST_FAILED, b0_failed[0].explain())
+    unsteady = [r for r in runs if not r.steady]
+    if unsteady:
+        first = unsteady[0]
+        shown = ", ".join(f"{x:.3f}" for x in _latencies(first.warmups))
+        return latency_fail(
+            Reason.WARMUP_NOT_STEADY,
+            f"{first.arm}#{first.position}: {len(first.warmups)} warm-ups ({shown} s) never had "
+            f"two in a row within {settings.steady_fraction:.0%} of each other")
+    moved = drift(b0_times, settings)
+    data["drift"] = moved
+    if moved is not None and moved > settings.drift_tolerance:
+        what = ("its first and last instance" if settings.replication == "instance"
+                else "A and A'")
+        return latency_fail(Reason.DRIFT, f"B0 moved {moved:.1%} between {what} (tolerance "
+                                          f"{settings.drift_tolerance:.0%})")
     if cand_failed:
-        checks.append(CheckResult(track_id, candidate, Check.LATENCY_RATIO, "fail",
-                                  Reason.CANDIDATE_REQUEST_FAILED, cand_failed[0].explain(), data))
-        return checks
-    if design == "ABA" and len(b0_runs) == 2:
-        first, last = (statistics.median(_latencies(r.measured)) for r in b0_runs)
-        drift = abs(last / first - 1)
-        data["drift"] = drift
-        if drift > drift_tolerance:
-            checks.append(CheckResult(
-                track_id, candidate, Check.LATENCY_RATIO, "fail", Reason.DRIFT,
-                f"B0 moved {drift:.1%} between A and A' (tolerance {drift_tolerance:.0%})", data))
-            return checks
-    distinct = [x for r in cand_runs for x in _latencies(r.distinct)]
-    if distinct:
-        # Against the fastest distinct request: a cache makes repeats faster than every distinct
-        # request, while one slow distinct request (noise; there are only a few) must not look
-        # like a cache. A 2.3 s/3.0 s pair against 2.2 s repeats did, on a shared 2-core machine.
-        repeated, fastest = statistics.median(cand), min(distinct)
-        data["caching_probe"] = {"repeated_median_s": repeated, "distinct_fastest_s": fastest,
-                                 "distinct_s": distinct}
-        suspected = repeated < (1 - CACHING_MARGIN) * fastest
-        checks.append(CheckResult(
-            track_id, candidate, Check.CACHING_PROBE, "fail" if suspected else "pass",
-            Reason.CACHING_SUSPECTED if suspected else None,
-            f"repeated identical requests median {repeated:.3f} s, fastest of "
-            f"{len(distinct)} distinct {fastest:.3f} s (suspected below "
-            f"{1 - CACHING_MARGIN:.0%} of it)"))
-    verdict = latency_verdict(baseline, cand, target, confidence,
-                              single_instance=design != "ABBA")
+        return latency_fail(Reason.CANDIDATE_REQUEST_FAILED, cand_failed[0].explain())
+    caching = _caching_check(track_id, candidate, cand_runs, settings.caching_margin, data)
+    if caching is not None:
+        checks.append(caching)
+    decision = decide(times, settings)
+    verdict = decision.verdict
+    if verdict is None:  # decide() judges steadiness and drift exactly as above
+        raise AssertionError(f"latency decision without a verdict: {decision}")
+    data["baseline_s"], data["candidate_s"] = list(verdict.baseline), list(verdict.candidate)
     # The verdict is the check's own typed result (the evidence writes it as data["verdict"] and
     # data["interval"]); the check passes in the sense that the protocol ran to a decision.
     checks.append(CheckResult(
         track_id, candidate, Check.LATENCY_RATIO, "pass", None,
         f"{verdict.verdict}: ratio of medians {verdict.ratio_of_medians:.3f}, interval "
-        f"[{_fmt(verdict.interval.lower)}, {_fmt(verdict.interval.upper)}] vs target {target:g}",
+        f"[{_fmt(verdict.interval.lower)}, {_fmt(verdict.interval.upper)}] vs target "
+        f"{settings.target_ratio:g} ({verdict.unit} unit, {len(verdict.baseline)} B0 and "
+        f"{len(verdict.candidate)} candidate values)",
         data, latency=verdict))
     return checks
 
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def distinct_plan(settings: LatencySettings, order: Sequence[str], candidate: str
+                  ) -> list[list[int]]:
+    """The caching probe's distinct requests per instance of `order`: spread round-robin over
+    the candidate's instances, none on B0's."""
+    cand_positions = [p for p, arm in enumerate(order) if arm == candidate]
+    plan: list[list[int]] = [[] for _ in order]
+    for d in range(settings.caching_probe_requests if cand_positions else 0):
+        plan[cand_positions[d % len(cand_positions)]].append(d)
+    return plan
 
 
 def run_latency(arms: Arms, candidate: str) -> list[CheckResult]:
@@ -177,14 +257,20 @@ def run_latency(arms: Arms, candidate: str) -> list[CheckResult]:
     plan: TrackPlan = arms.plan
     protocol = plan.latency
     probe = probe_for(protocol.device_kind, protocol.devices)
-    sequence = ordering(protocol.ordering, protocol.order_seed, candidate)
-    runs = []
-    for position, arm_id in enumerate(sequence):
-        caching = protocol.caching_probe_requests if arm_id == candidate else 0
-        runs.append(run_instance(arms, arm_id, position, probe, caching))
-    checks = judge_latency(plan.track_id, candidate, runs, design=protocol.ordering,
-                           target=protocol.target_ratio, confidence=protocol.confidence,
-                           drift_tolerance=protocol.drift_tolerance)
+    order = sequence(protocol, candidate)
+    distinct = distinct_plan(protocol, order, candidate)
+    runs: list[InstanceRun] = []
+    for position, arm_id in enumerate(order):
+        run = run_instance(arms, arm_id, position, probe, distinct[position])
+        runs.append(run)
+        if run.failed() or not run.steady:
+            # Decided already (docs/protocol.md): the remaining instances would not change it.
+            left = len(order) - position - 1
+            if left:
+                arms.evidence.note(f"{plan.track_id} {candidate}: latency protocol ended after "
+                                   f"{arm_id}#{position}; {left} instance(s) not started")
+            break
+    checks = judge_latency(plan.track_id, candidate, runs, protocol)
     for check in checks:
         arms.evidence.add_check(check)
     if plan.quality == "lossless":

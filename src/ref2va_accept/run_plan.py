@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .campaign import DurationClass, duration_class
-from .latency import ordering
 from .plan import LatencySettings, TrackPlan
+from .replication import sequence
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +51,12 @@ def lossy_candidate_requests(seeds: Sequence[int]) -> int:
 
 
 def latency_requests(protocol: LatencySettings, candidate: str) -> int:
-    """latency.run_latency: per instance of the frozen ordering, warmups and measured repeats;
-    on the candidate's instances the caching probe's distinct requests too."""
-    return sum(protocol.warmups + protocol.repeats
-               + (protocol.caching_probe_requests if arm == candidate else 0)
-               for arm in ordering(protocol.ordering, protocol.order_seed, candidate))
+    """latency.run_latency: per instance of the frozen sequence, the least warm-ups (more only
+    while the steady-state rule is not met) and the measured requests; plus the caching probe's
+    distinct requests, spread over the candidate's instances."""
+    instances = len(sequence(protocol, candidate))
+    return (instances * (protocol.warmups + protocol.repeats)
+            + protocol.caching_probe_requests)
 
 
 @dataclass(frozen=True)

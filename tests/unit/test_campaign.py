@@ -114,6 +114,7 @@ def _campaign() -> dict[str, Any]:
             "15s-lossy": _track(15.0, 362, lossless=False),
         },
         "protocol": {
+            "replication": "request",
             "warmups": 1,
             "repeats": 3,
             "ordering": "ABA",

@@ -107,6 +107,7 @@ def write_campaign(
         "baseline": {"id": "b0", "profile": "b0.yaml"},
         "tracks": {t: _track(*shapes[t], audio=audio, image=image) for t in tracks},
         "protocol": {
+            "replication": "request",
             "warmups": 0,
             "repeats": 3,
             "ordering": "ABA",

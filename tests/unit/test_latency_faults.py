@@ -24,7 +24,11 @@ def _campaign(folder: Path, candidate_args: dict[str, Any], b0_args: dict[str, A
     (folder / "faulty.yaml").write_text(yaml.safe_dump(profile))
     data["candidates"] = [{"id": "faulty", "profile": "faulty.yaml", "tracks": ["5s-lossless"]}]
     data["tracks"] = {"5s-lossless": data["tracks"]["5s-lossless"]}
-    data["protocol"].update(warmups=0, repeats=2, caching_probe_requests=0)
+    # The request design (ABA, two measured each, no warm-up): the shortest frozen protocol.
+    for key in ("instances_per_arm", "max_warmups", "steady_fraction"):
+        data["protocol"].pop(key, None)
+    data["protocol"].update(replication="request", ordering="ABA", warmups=0, repeats=2,
+                            caching_probe_requests=0)
     data["engine"]["shutdown_grace_s"] = 2
     # No declared device time: the protocol is under test here, not the engine's speed.
     data["environment"] = environment or {}

@@ -1,12 +1,28 @@
-"""The latency protocol's judgement in the documented order, on synthetic instance runs."""
+"""The latency protocol's judgement in the documented order, on synthetic instance runs, for the
+instance design (the default) and the labelled request design."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from ref2va_accept.client import Sample
-from ref2va_accept.latency import InstanceRun, judge_latency, ordering
+from ref2va_accept.latency import InstanceRun, distinct_plan, judge_latency
+from ref2va_accept.plan import LatencySettings
+from ref2va_accept.replication import sequence, warmup_done
 from ref2va_accept.workload import Outcome
 
 T, C = "5s-lossless", "fast"
+
+INSTANCE = LatencySettings(
+    replication="instance", instances_per_arm=3, warmups=2, max_warmups=4, steady_fraction=0.05,
+    repeats=1, ordering="interleaved", order_seed=7, pause_s=0, drift_tolerance=0.10,
+    target_ratio=0.5, confidence=0.95, caching_probe_requests=2, caching_margin=0.10,
+    device_kind="none", devices=())
+REQUEST = dataclasses.replace(INSTANCE, replication="request", instances_per_arm=None,
+                              warmups=1, max_warmups=1, steady_fraction=None, repeats=3,
+                              ordering="ABA")
 
 
 def _outcome(latency: float | None, failure: str | None = None) -> Outcome:
@@ -17,28 +33,123 @@ def _outcome(latency: float | None, failure: str | None = None) -> Outcome:
 
 
 def _run(arm: str, latencies: list[float], distinct: list[float] = (),  # type: ignore[assignment]
-         interference: list[str] = (), failure: str | None = None) -> InstanceRun:  # type: ignore[assignment]
+         interference: list[str] = (), failure: str | None = None,  # type: ignore[assignment]
+         warmups: list[float] | None = None, steady: bool = True) -> InstanceRun:
+    warm = [latencies[0], latencies[0]] if warmups is None else warmups
     run = InstanceRun(arm, 0, [_outcome(x) for x in latencies],
-                      [_outcome(x) for x in distinct], list(interference))
+                      [_outcome(x) for x in distinct], list(interference),
+                      [_outcome(x) for x in warm], steady)
     if failure:
         run.measured.append(_outcome(None, failure))
     return run
 
 
-def _judge(*runs: InstanceRun, design: str = "ABA") -> dict[str, tuple[str, str | None, dict]]:
-    checks = judge_latency(T, C, runs, design=design, target=0.5, confidence=0.95,
-                           drift_tolerance=0.10)
+def _judge(*runs: InstanceRun, settings: LatencySettings = REQUEST
+           ) -> dict[str, tuple[str, str | None, dict]]:
+    checks = judge_latency(T, C, runs, settings)
     # As the evidence writes them: the latency result's verdict and interval inside data.
     return {c.name: (c.status, c.reason, c.to_dict()["data"]) for c in checks}
 
+
+def _instances(b0: list[float], cand: list[float], **cand_kw: object) -> list[InstanceRun]:
+    runs = []
+    for b, c in zip(b0, cand, strict=True):
+        runs += [_run("b0", [b]), _run(C, [c], **cand_kw)]  # type: ignore[arg-type]
+    return runs
+
+
+# -- the instance design ----------------------------------------------------------------------
+
+def test_instance_design_interval_is_on_one_value_per_instance() -> None:
+    found = _judge(*_instances([300, 310, 295], [140, 139, 142]), settings=INSTANCE)
+    latency = found["latency_ratio"][2]
+    assert latency["verdict"] == "supported" and latency["unit"] == "instance"
+    assert latency["baseline_s"] == [300, 310, 295] and latency["candidate_s"] == [140, 139, 142]
+    # n = 3 per arm at 95%: k = 1, so the interval is the extreme pairwise ratios.
+    # (data["interval"] is the latency result; its own "interval" the ratio interval.)
+    assert latency["interval"]["interval"]["upper"] == pytest.approx(142 / 295)
+    assert "instance" in latency["interval"]["note"] and len(latency["instances"]) == 6
+
+
+def test_instance_design_one_slow_candidate_instance_is_not_supported() -> None:
+    # The slowest candidate instance must be at most half the fastest B0 instance.
+    found = _judge(*_instances([300, 310, 295], [140, 139, 150]), settings=INSTANCE)
+    assert found["latency_ratio"][2]["verdict"] == "inconclusive"
+    found = _judge(*_instances([300, 310, 295], [200, 210, 190]), settings=INSTANCE)
+    assert found["latency_ratio"][2]["verdict"] == "failed"
+
+
+def test_b0_spread_between_and_within_instances_is_reported() -> None:
+    runs = [_run("b0", [300], warmups=[305, 301]), _run(C, [140]),
+            _run("b0", [330], warmups=[329, 331]), _run(C, [141]),
+            _run("b0", [315], warmups=[316, 314]), _run(C, [139])]
+    spread = _judge(*runs, settings=INSTANCE)["latency_ratio"][2]["b0_spread"]
+    assert spread["instances"] == 3
+    assert spread["between_instances"] == pytest.approx(0.0476, abs=1e-3)
+    assert 0 < spread["within_instance"] < 0.01
+
+
+def test_drift_between_first_and_last_b0_instance_is_not_evaluable() -> None:
+    found = _judge(*_instances([300, 310, 345], [140, 139, 142]), settings=INSTANCE)
+    assert found["latency_ratio"][:2] == ("fail", "drift")
+    assert found["latency_ratio"][2]["drift"] == pytest.approx(0.15)
+    # The same spread inside the tolerance decides normally.
+    found = _judge(*_instances([300, 345, 310], [140, 139, 142]), settings=INSTANCE)
+    assert found["latency_ratio"][2]["verdict"] == "supported"
+
+
+def test_unsteady_warmup_is_not_evaluable_and_named() -> None:
+    runs = _instances([300, 310, 295], [140, 139, 142])
+    runs[3] = _run(C, [], warmups=[200, 150, 120, 100], steady=False)
+    found = _judge(*runs, settings=INSTANCE)
+    assert found["latency_ratio"][:2] == ("fail", "warmup_not_steady")
+
+
+def test_warmup_rule() -> None:
+    assert not warmup_done([300.0], INSTANCE)  # the minimum first
+    assert warmup_done([300.0, 310.0], INSTANCE)  # 3.3% apart: steady
+    assert not warmup_done([400.0, 300.0], INSTANCE)  # 25% apart: go on
+    assert not warmup_done([400.0, 300.0, 250.0], INSTANCE)
+    assert warmup_done([400.0, 300.0, 250.0, 200.0], INSTANCE)  # the bound (not steady)
+    fixed = dataclasses.replace(INSTANCE, steady_fraction=None, max_warmups=2)
+    assert warmup_done([400.0, 300.0], fixed)
+
+
+def test_caching_probe_per_instance_needs_every_probed_instance() -> None:
+    # Both probed instances' repeats are far faster than their distinct requests: a cache.
+    runs = [_run("b0", [300]), _run(C, [100], [140]), _run("b0", [300]), _run(C, [101], [141]),
+            _run("b0", [302]), _run(C, [99])]
+    found = _judge(*runs, settings=INSTANCE)
+    assert found["caching_probe"][:2] == ("fail", "caching_suspected")
+    # One instance's slow distinct request (load that came and went) is noise.
+    runs[3] = _run(C, [101], [103])
+    found = _judge(*runs, settings=INSTANCE)
+    assert found["caching_probe"][:2] == ("pass", None)
+
+
+def test_sequence_interleaves_pairs_drawn_from_the_order_seed() -> None:
+    order = sequence(INSTANCE, C)
+    assert len(order) == 6 and order.count("b0") == 3
+    assert all(set(order[i:i + 2]) == {"b0", C} for i in range(0, 6, 2))  # pairs
+    assert order == sequence(INSTANCE, C)  # frozen
+    orders = {tuple(sequence(dataclasses.replace(INSTANCE, order_seed=s), C)) for s in range(40)}
+    assert len(orders) == 8  # every pair's order is drawn
+    assert distinct_plan(INSTANCE, order, C) == [
+        [0] if p == order.index(C) else [1] if p == order.index(C, order.index(C) + 1) else []
+        for p in range(6)]
+
+
+# -- the request design (labelled) and the order of the judgement ---------------------------------
 
 def test_a_fast_candidate_is_supported() -> None:
     found = _judge(_run("b0", [300, 298, 305]), _run(C, [140, 141, 139], [142, 140]),
                    _run("b0", [301, 299, 303]))
     assert found["latency_ratio"][2]["verdict"] == "supported"
+    assert found["latency_ratio"][2]["unit"] == "request"
+    assert "inside one instance" in found["latency_ratio"][2]["interval"]["note"]
+    ab = dataclasses.replace(REQUEST, ordering="AB")
     latency = next(c for c in judge_latency(T, C, [_run("b0", [300, 298, 305]),
-                                                  _run(C, [140, 141, 139])], design="AB",
-                                            target=0.5, confidence=0.95, drift_tolerance=0.1)
+                                                  _run(C, [140, 141, 139])], ab)
                    if c.name == "latency_ratio")
     assert latency.latency is not None and latency.latency.verdict == "supported"  # typed
     assert found["resource_interference"][0] == "pass" and found["caching_probe"][0] == "pass"
@@ -60,12 +171,24 @@ def test_baseline_request_failure_stops_the_comparison() -> None:
     found = _judge(_run("b0", [300, 298], failure="connection_lost"), _run(C, [140, 141, 139]),
                    _run("b0", [301, 299, 303]))
     assert found["latency_ratio"][:2] == ("fail", "baseline_request_failed")
+    # A failed warm-up of B0 counts as well.
+    run = _run("b0", [300, 298, 305])
+    run.warmups.append(_outcome(None, "timeout"))
+    found = _judge(run, _run(C, [140, 141, 139]), _run("b0", [301, 299, 303]))
+    assert found["latency_ratio"][:2] == ("fail", "baseline_request_failed")
 
 
 def test_candidate_request_failure_is_a_candidate_defect() -> None:
     found = _judge(_run("b0", [300, 298, 305]), _run(C, [140, 141], failure="timeout"),
                    _run("b0", [301, 299, 303]))
     assert found["latency_ratio"][:2] == ("fail", "candidate_request_failed")
+
+
+def test_drift_is_judged_before_a_candidate_defect() -> None:
+    # The documented order: a run that is not evaluable says so, whatever the candidate did.
+    found = _judge(_run("b0", [300, 298, 305]), _run(C, [140, 141], failure="timeout"),
+                   _run("b0", [360, 355, 365]))
+    assert found["latency_ratio"][:2] == ("fail", "drift")
 
 
 def test_drift_between_a_and_a_prime_is_not_evaluable() -> None:
@@ -95,8 +218,8 @@ def test_one_slow_distinct_request_is_noise_not_caching() -> None:
     assert found["caching_probe"][:2] == ("pass", None)
 
 
-def test_orderings() -> None:
-    assert ordering("ABA", 1, "c") == ["b0", "c", "b0"]
-    assert ordering("ABBA", 1, "c") == ["b0", "c", "c", "b0"]
-    assert {tuple(ordering("AB", seed, "c")) for seed in range(20)} == {("b0", "c"), ("c", "b0")}
-    assert ordering("AB", 7, "c") == ordering("AB", 7, "c")  # the order seed freezes it
+def test_request_orderings() -> None:
+    assert sequence(REQUEST, "c") == ["b0", "c", "b0"]
+    assert sequence(dataclasses.replace(REQUEST, ordering="ABBA"), "c") == ["b0", "c", "c", "b0"]
+    ab = [dataclasses.replace(REQUEST, ordering="AB", order_seed=s) for s in range(20)]
+    assert {tuple(sequence(s, "c")) for s in ab} == {("b0", "c"), ("c", "b0")}

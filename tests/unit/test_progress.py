@@ -124,16 +124,16 @@ def test_plan_of_5s_lossless_with_one_candidate_counts_every_request(
               and i.candidate in (None, "lossless-text-kv")]
     plan = plan_run(chosen, plan_campaign(campaign))
     protocol = campaign.model.protocol
-    assert (protocol.ordering, protocol.warmups, protocol.repeats,
-            protocol.caching_probe_requests) == ("ABA", 1, 3, 2)
-    # b0 smoke 1 + after_cancel 1 + lossless B0 3 + candidate 2 + perf (B0, C, B0) x (1 + 3) + 2
-    assert plan.total == 1 + 1 + 3 + 2 + 3 * 4 + 2 == 21
-    assert plan.per_duration() == {"5s": 21}
+    assert (protocol.replication, protocol.instances_per_arm, protocol.warmups,
+            protocol.repeats, protocol.caching_probe_requests) == ("instance", 3, 2, 1, 2)
+    # b0 smoke 1 + after_cancel 1 + lossless B0 3 + candidate 2 + perf 6 instances x (2 + 1) + 2
+    assert plan.total == 1 + 1 + 3 + 2 + 6 * 3 + 2 == 27
+    assert plan.per_duration() == {"5s": 27}
     assert plan.unknown == ()
     # With every candidate of the track, B0's lossless runs are still planned once.
     every = plan_run([i for i in collected if i.track == "5s-lossless"], plan_campaign(campaign))
     candidates = len(campaign.arms_for("5s-lossless")) - 1
-    assert every.total == 1 + 1 + 3 + candidates * (2 + 14)
+    assert every.total == 1 + 1 + 3 + candidates * (2 + 20)
 
 
 def test_every_campaign_scenario_of_the_suite_has_a_known_request_count(
@@ -184,14 +184,17 @@ class _Engine:
 
 
 class CountingArms:
-    """Arms as the gates use it, counting requests; every request fails at once, which every
-    gate records and goes on from, so the whole protocol runs without an engine."""
+    """Arms as the gates use it, counting requests. By default every request fails at once, which
+    the quality gates record and go on from, so they run whole without an engine; the latency
+    protocol ends at a failure, so for it every request succeeds in `latency_s` seconds (the same
+    every time: warm-up is steady at its minimum)."""
 
-    def __init__(self, plan: TrackPlan) -> None:
+    def __init__(self, plan: TrackPlan, latency_s: float | None = None) -> None:
         self.plan = plan
+        self.latency_s = latency_s
         self.outcomes = OutcomeLog()
         self.requests: list[tuple[str, str]] = []
-        self.evidence = SimpleNamespace(add_check=lambda check: None)
+        self.evidence = SimpleNamespace(add_check=lambda check: None, note=lambda text: None)
         self.registry = SimpleNamespace(stop=lambda engine: None)
 
     def start(self, arm_id: str = "b0") -> _Engine:
@@ -200,9 +203,14 @@ class CountingArms:
     def request(self, engine: _Engine, arm_id: str, *, kind: str, index: int,
                 seed: int | None = None, **_: object) -> Outcome:
         self.requests.append((arm_id, kind))
-        sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=False,
-                        failure="counted", detail="not sent")
-        outcome = Outcome(sample, None, ())
+        if self.latency_s is not None:
+            sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=True,
+                            status=200, latency_s=self.latency_s)
+            outcome = Outcome(sample, {"video": {}}, ())
+        else:
+            sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=False,
+                            failure="counted", detail="not sent")
+            outcome = Outcome(sample, None, ())
         self.outcomes.add(outcome)
         return outcome
 
@@ -232,19 +240,23 @@ def test_lossy_counts_match_the_gate(track: str, campaign: LoadedCampaign) -> No
     assert len(arms.requests) == lossy_candidate_requests(seeds) == 2
 
 
-@pytest.mark.parametrize(("design", "warmups", "repeats", "probe"), [
-    ("ABA", 1, 3, 2), ("AB", 2, 5, 0), ("ABBA", 0, 4, 3)])
-def test_latency_counts_match_the_protocol(design: str, warmups: int, repeats: int, probe: int,
+@pytest.mark.parametrize(("design", "instances", "warmups", "repeats", "probe"), [
+    ("interleaved", 3, 2, 1, 2), ("interleaved", 2, 3, 2, 5), ("ABA", None, 1, 3, 2),
+    ("AB", None, 2, 5, 0), ("ABBA", None, 0, 4, 3)])
+def test_latency_counts_match_the_protocol(design: str, instances: int | None, warmups: int,
+                                           repeats: int, probe: int,
                                            campaign: LoadedCampaign) -> None:
     plan = plan_track(campaign, "5s-lossless")
-    protocol = dataclasses.replace(plan.latency, ordering=design, warmups=warmups,
-                                   repeats=repeats, caching_probe_requests=probe)
-    arms = CountingArms(dataclasses.replace(plan, latency=protocol))
+    protocol = dataclasses.replace(
+        plan.latency, replication="instance" if instances else "request",
+        instances_per_arm=instances, ordering=design, warmups=warmups, max_warmups=warmups + 2,
+        steady_fraction=0.1 if warmups >= 2 else None, repeats=repeats,
+        caching_probe_requests=probe)
+    arms = CountingArms(dataclasses.replace(plan, latency=protocol), latency_s=1.0)
     latency.run_latency(arms, "lossless-text-kv")  # type: ignore[arg-type]
     assert len(arms.requests) == latency_requests(protocol, "lossless-text-kv")
-    instances = {"ABA": 3, "AB": 2, "ABBA": 4}[design]
-    candidate_instances = {"ABA": 1, "AB": 1, "ABBA": 2}[design]
-    assert len(arms.requests) == instances * (warmups + repeats) + candidate_instances * probe
+    started = 2 * instances if instances else {"ABA": 3, "AB": 2, "ABBA": 4}[design]
+    assert len(arms.requests) == started * (warmups + repeats) + probe
 
 
 # -- the remaining time ---------------------------------------------------------------------------

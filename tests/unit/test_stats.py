@@ -104,7 +104,11 @@ def test_verdict_reports_raw_numbers_and_note() -> None:
     assert payload["ratio_of_medians"] == pytest.approx(140 / 300)
     assert payload["ratio_of_means"] == pytest.approx(424 / 903)
     assert "inside one instance per arm" in payload["note"]
-    assert latency_verdict(BASE, [140.0, 145.0, 139.0], single_instance=False).note == ""
+    several = latency_verdict(BASE, [140.0, 145.0, 139.0], single_instance=False)
+    assert several.note == "unit: request (every measured request a sample)"
+    instance = latency_verdict(BASE, [140.0, 145.0, 139.0], unit="instance", instances_per_arm=3)
+    assert instance.unit == "instance" and "3 fresh instances per arm" in instance.note
+    assert instance.to_dict()["unit"] == "instance"
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
