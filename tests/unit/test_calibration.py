@@ -179,6 +179,7 @@ def test_calibrate_prints_the_protocol_and_the_table_for_the_910c_campaign() -> 
     (["--within-sd", "nan"], "--within-sd: 'nan' is not a finite number"),
     (["--trials", "0"], "--trials must be at least 1"),
     (["--drift", "-0.5"], "non-positive"),
+    (["--candidate", "nobody"], "'nobody' is not a candidate of"),
 ])
 def test_bad_arguments_exit_2_with_one_clear_line(args: list[str], says: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
