@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
+from . import __version__, calibration
 from .campaign import load_campaign
 from .errors import MediaError, Ref2VAError, TensorFileError
 from .fill_points import fill_points, report_lines
@@ -277,6 +277,11 @@ def _cmd_fill_points(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM if result.unfilled else EXIT_OK
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    sys.stdout.write("\n".join(calibration.run_command(args)) + "\n")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ref2va-accept", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -353,6 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="server instances per arm the samples came from")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(run=_cmd_verdict)
+
+    p = sub.add_parser("calibrate", help="simulate the campaign's latency protocol: false "
+                       "'supported' at the target and power, beside the older ABA design")
+    calibration.add_arguments(p)
+    p.set_defaults(run=_cmd_calibrate)
     return parser
 
 
