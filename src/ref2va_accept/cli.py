@@ -15,11 +15,13 @@ from pathlib import Path
 
 from . import __version__, calibration
 from .campaign import load_campaign
+from .cost import campaign_costs, describe
 from .errors import MediaError, Ref2VAError, TensorFileError
 from .fill_points import fill_points, report_lines
 from .identity import HostProbes, preflight
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, open_mp4, probe
+from .plan import plan_campaign
 from .report import audio_comparison_text, number
 from .tensors import compare_dumps, compare_tensor_files
 
@@ -36,11 +38,14 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     status = verify(args.campaign)
+    campaign = load_campaign(args.campaign)
+    plans, expected = plan_campaign(campaign), campaign.model.protocol.expected_request_s
     if args.json:
         sys.stdout.write(json.dumps({
             "campaign": str(args.campaign), "lock": lock_path(args.campaign).name,
             "state": status.state, "ok": status.ok, "problems": list(status.problems),
             "unfilled": list(status.unfilled), "verdict_cap": status.cap_reason,
+            "cost": [c.to_dict() for c in campaign_costs(plans, expected)],
         }, indent=2) + "\n")
     else:
         for problem in status.problems:
@@ -50,6 +55,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{args.campaign}: {status.state}"
                          + ("" if status.ok else f" (verdicts capped: {status.cap_reason})")
                          + "\n")
+        sys.stdout.write("".join(f"{line}\n" for line in describe(plans, expected)))
     return EXIT_OK if status.ok else EXIT_PROBLEM
 
 

@@ -1,10 +1,11 @@
 """The HTML report's own sections, above pytest-html's results table.
 
 A reviewer reads them top down: the verdict per track and candidate first, then the evidence each
-gate decided on (B0's spread and every lossy score, fidelity and audio figure; every lossless
-comparison point), then every timed request. Everything shown is read from the evidence bundle,
-so the report and ``evidence.json`` cannot disagree; a gate's decisions are rendered as the gate
-recorded them, never decided here a second time.
+gate decided on (the latency protocol's instances and intervals, from report_latency.py; B0's
+spread and every lossy score, fidelity and audio figure; every lossless comparison point), then
+every timed request. Everything shown is read from the evidence bundle, so the report and
+``evidence.json`` cannot disagree; a gate's decisions are rendered as the gate recorded them,
+never decided here a second time.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .evidence import EvidenceBundle
+from .report_latency import latency_tables_html
 
 __all__ = ["audio_comparison_text", "number", "summary_html"]
 
@@ -22,8 +24,9 @@ _TABLE = "border='1' cellpadding='3' style='border-collapse:collapse'"
 
 
 def summary_html(bundle: EvidenceBundle) -> str:
-    return (verdict_table_html(bundle) + host_html(bundle) + lossy_tables_html(bundle)
-            + comparison_tables_html(bundle) + samples_table_html(bundle))
+    return (verdict_table_html(bundle) + host_html(bundle) + latency_tables_html(bundle)
+            + lossy_tables_html(bundle) + comparison_tables_html(bundle)
+            + samples_table_html(bundle))
 
 
 def host_html(bundle: EvidenceBundle) -> str:

@@ -103,7 +103,11 @@ def campaign_copy(tmp_path: Path) -> Path:
 def test_freeze_then_verify_is_clean(campaign_copy: Path) -> None:
     assert _cli("freeze", str(campaign_copy)).returncode == 0
     result = _cli("verify", str(campaign_copy))
-    assert result.returncode == 0 and result.stdout.strip().endswith(": frozen")
+    assert result.returncode == 0 and result.stdout.splitlines()[0].endswith(": frozen")
+    # Then what the frozen protocol costs, per track and candidate.
+    assert "protocol: instance design: 3 fresh instances per arm" in result.stdout
+    assert any(line.split()[:3] == ["5s-lossless", "lossless-text-kv", "6"]
+               for line in result.stdout.splitlines())
 
 
 def test_one_changed_byte_of_the_reference_image_fails_verify_naming_it(
@@ -126,6 +130,10 @@ def test_verify_json_reports_unfilled_placeholders_of_the_910c_campaign() -> Non
     assert "engine.model" in payload["unfilled"]
     assert "engine.source_pin.npu_firmware" in payload["unfilled"]
     assert payload["verdict_cap"] is not None
+    cost = {(c["track"], c["candidate"]): c for c in payload["cost"]}
+    fifteen = cost["15s-lossless", "cache-dit-lossless-guard"]
+    assert fifteen["instance_starts"] == 6 and fifteen["b0_requests"] == [9, 12]
+    assert fifteen["host_s_at_target"] < fifteen["host_s_upper"]
 
 
 def test_malformed_campaign_is_one_line_naming_file_and_field(tmp_path: Path) -> None:

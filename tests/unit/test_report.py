@@ -118,3 +118,26 @@ def test_the_report_renders_the_gates_decisions_and_does_not_decide_again(tmp_pa
     page = lossy_tables_html(bundle)
     assert "<td>vbench.x</td><td>gated</td><td>0.1000%</td><td>-</td><td>no</td>" in page
     assert "<td>0.0000%</td><td style='color:#cf222e;font-weight:bold'>BROKEN</td>" in page
+
+
+def test_latency_section_shows_instances_interval_and_b0_spread(tmp_path: Path) -> None:
+    from ref2va_accept.latency import InstanceRun, judge_latency
+    from tests.unit.test_latency_judgement import INSTANCE, _run
+
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    runs = [_run("b0", [300], warmups=[340, 305]), _run("fast", [140], [150]),
+            _run("b0", [310]), _run("fast", [139]), _run("b0", [295]), _run("fast", [142])]
+    for check in judge_latency("5s-lossless", "fast", runs, INSTANCE):
+        bundle.add_check(check)
+    # And one protocol that ended before a decision.
+    unsteady: list[InstanceRun] = [_run("b0", [], warmups=[400, 300, 250, 200], steady=False)]
+    for check in judge_latency("15s-lossless", "fast", unsteady, INSTANCE):
+        bundle.add_check(check)
+    page = summary_html(bundle)
+    section = page[page.index("Latency: instances and intervals"):]
+    assert "SUPPORTED" in section and "ratio interval [0.448, 0.481]" in section
+    assert "unit: server instance (3 fresh instances per arm" in section
+    assert "340.000, 305.000" in section  # every warm-up
+    assert "between instances 2.53%" in section and "within an instance" in section
+    assert "not decided: warmup_not_steady" in section and "NO" in section
+    assert page.index("Latency: instances") < page.index("Timed requests")
