@@ -35,6 +35,7 @@ from ref2va_accept.lock import (
     lock_path,
     verify,
 )
+from ref2va_accept.plan import plan_track
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "fixtures" / "campaigns"
@@ -211,6 +212,41 @@ def test_baseline_id_must_be_b0(tmp_path: Path) -> None:
     data = _campaign()
     data["baseline"]["id"] = "base"
     assert "baseline.id: 'b0', found 'base'" in _error(tmp_path, data)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    # A campaign written before the instance design: refused, naming both ways forward.
+    ({"replication": None}, "ordering 'ABA' is a request-level design: with replication "
+                            "'instance' use ordering 'interleaved', or set replication: request"),
+    ({"replication": "instance", "ordering": "interleaved"},
+     "replication 'instance' needs instances_per_arm"),
+    ({"ordering": "interleaved"}, "ordering 'interleaved' belongs to replication 'instance'"),
+    ({"instances_per_arm": 3}, "instances_per_arm applies to replication 'instance' only"),
+    ({"steady_fraction": 0.05, "max_warmups": 3}, "warmups must be at least 2, got 1"),
+    ({"warmups": 2, "steady_fraction": 0.05}, "steady_fraction needs max_warmups"),
+    ({"warmups": 2, "max_warmups": 3}, "max_warmups above warmups needs steady_fraction"),
+    ({"warmups": 2, "max_warmups": 1, "steady_fraction": 0.05}, "max_warmups 1 is below warmups 2"),
+])
+def test_protocol_design_must_be_whole(tmp_path: Path, change: dict[str, Any],
+                                       message: str) -> None:
+    data = _campaign()
+    for key, value in change.items():
+        if value is None:
+            data["protocol"].pop(key, None)
+        else:
+            data["protocol"][key] = value
+    found = _error(tmp_path, data)
+    assert message in found and found.count("\n") == 0, found
+
+
+def test_instance_design_loads_into_the_plan(tmp_path: Path) -> None:
+    data = _campaign()
+    data["protocol"].update(replication="instance", instances_per_arm=4, ordering="interleaved",
+                            warmups=2, max_warmups=5, steady_fraction=0.1, repeats=2)
+    settings = plan_track(load_campaign(_write(tmp_path, data)), "5s-lossless").latency
+    assert (settings.replication, settings.instances_per_arm, settings.warmups,
+            settings.max_warmups, settings.steady_fraction, settings.repeats) == (
+        "instance", 4, 2, 5, 0.1, 2)
 
 
 def test_timeouts_must_cover_every_duration_class(tmp_path: Path) -> None:

@@ -64,7 +64,9 @@ def test_lossless_candidate_is_supported_with_every_check_passed(five_second_run
     latency = _checks(five_second_run[1], "lossless-text-kv")["latency_ratio"]["data"]
     interval = latency["interval"]["interval"]
     assert interval["upper"] <= 0.5 and latency["verdict"] == "supported"
-    assert len(latency["baseline_s"]) == 6 and len(latency["candidate_s"]) == 3  # A, B, A'
+    # One value per instance: three fresh B0 and three fresh candidate instances.
+    assert latency["unit"] == "instance" and len(latency["instances"]) == 6
+    assert len(latency["baseline_s"]) == 3 and len(latency["candidate_s"]) == 3
 
 
 def test_no_speedup_is_a_failed_latency_verdict(five_second_run: Any) -> None:
