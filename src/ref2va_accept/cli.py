@@ -1,7 +1,9 @@
 """`ref2va-accept`: the harness's command line.
 
 Every failure is one line on stderr naming what and where, and a non-zero exit; no traceback for
-bad input. Exit codes: 0 ok, 1 the check found a problem, 2 bad input or usage.
+bad input. Exit codes: 0 ok, 1 the check found a problem in its input (for probe and score, an
+MP4 that is not one, is cut short or does not decode: MediaContentError), 2 input that could not
+be checked at all (missing, unreadable, malformed) or bad usage.
 """
 
 from __future__ import annotations
@@ -16,18 +18,15 @@ from pathlib import Path
 from . import __version__, calibration
 from .campaign import load_campaign
 from .cost import campaign_costs, describe
-from .errors import MediaError, Ref2VAError, TensorFileError
+from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, MediaContentError, Ref2VAError
 from .fill_points import fill_points, report_lines
 from .identity import HostProbes, preflight
 from .lock import freeze, lock_path, verify
-from .media import MediaExpectation, check_media, open_mp4, probe
+from .media import MediaExpectation, check_media, probe
 from .plan import plan_campaign
-from .report import audio_comparison_text, number
-from .tensors import compare_dumps, compare_tensor_files
+from .tensors import command as tensors_command
 
 log = logging.getLogger("ref2va_accept")
-
-EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _cmd_freeze(args: argparse.Namespace) -> int:
@@ -106,128 +105,11 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return EXIT_OK if not problems else EXIT_PROBLEM
 
 
-def _cmd_compare_tensors(args: argparse.Namespace) -> int:
-    a, b = Path(args.a), Path(args.b)
-    if a.is_dir() and b.is_dir():
-        result = compare_dumps(a, b)
-    elif a.is_dir() or b.is_dir():
-        # Names only: an absolute path in a report leaks the host's layout.
-        folder, other = (a, b) if a.is_dir() else (b, a)
-        raise TensorFileError(f"{folder.name} is a folder but {other.name} is not; "
-                              "expected two safetensors files or two dump folders")
-    else:
-        result = compare_tensor_files(a, b)
-    if args.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    else:
-        for point in result.points:
-            sys.stdout.write(point.summary() + "\n")
-        if not result.points:
-            sys.stdout.write("no tensors found on either side\n")
-        elif result.first_divergence is None:
-            sys.stdout.write(f"all {len(result.points)} points equal\n")
-        else:
-            sys.stdout.write(f"first divergence: {result.first_divergence}\n")
-    # Nothing compared proves nothing: an empty dump is a problem, not a pass.
-    return EXIT_OK if result.points and result.equal else EXIT_PROBLEM
-
-
-def _audio_rows(payload: dict[str, object]) -> list[str]:
-    rows: list[str] = []
-    audio = payload.get("audio")
-    if isinstance(audio, dict):
-        if audio["status"] != "ok":
-            rows.append(f"audio: {audio['status']}: {audio['detail']}")
-        else:
-            start = audio["start_time_s"]
-            rows.append(
-                f"audio: {number(audio['duration_s'], '.3f')} s"
-                + (f" from {number(start, '.3f')} s" if start is not None else "")
-                + f", {audio['sample_rate']} Hz x{audio['channels']}, loudness "
-                f"{number(audio['loudness_lufs'], '.2f')} LUFS, peak "
-                f"{number(audio['peak_dbfs'], '.2f')} dBFS, clipping "
-                f"{number(audio['clipping_ratio'], '.4%')}, silence "
-                f"{number(audio['silence_ratio'], '.1%')}")
-    cmp = payload.get("audio_comparison")
-    if isinstance(cmp, dict):
-        if cmp.get("status") == "error":
-            rows.append(f"audio vs baseline: error: {cmp['detail']}")
-        else:
-            rows.append(f"audio vs baseline: {audio_comparison_text(cmp)}")
-    return rows
-
-
 def _cmd_score(args: argparse.Namespace) -> int:
     # Imported here: the quality package pulls in OpenCV, which the other subcommands never need.
-    from .quality import (  # noqa: PLC0415
-        check_comparable,
-        compare_videos,
-        relative_errors,
-        score_video,
-    )
-    from .quality.audio import audio_stats, compare_audio, decode_audio  # noqa: PLC0415
+    from .quality.command import run  # noqa: PLC0415
 
-    weights: dict[str, Path] = {}
-    for item in args.weights or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name or not value:
-            raise Ref2VAError(f"--weights expects NAME=PATH, got {item!r}")
-        weights[name] = Path(value)
-    scores = score_video(args.video, reference_image=args.reference, weights=weights)
-    payload: dict[str, object] = {"video": Path(args.video).name,
-                                  "scores": [s.to_dict() for s in scores]}
-    code = EXIT_OK
-    with open_mp4(Path(args.video)) as container:  # the stream list only: nothing decoded twice
-        has_audio = bool(container.streams.audio)
-    soundtrack = None
-    if not has_audio:
-        payload["audio"] = {"status": "absent", "detail": "no audio stream"}
-    else:
-        try:
-            soundtrack = decode_audio(args.video)
-            payload["audio"] = {"status": "ok", **audio_stats(soundtrack).to_dict()}
-        except MediaError as exc:  # the video scores stand; the broken soundtrack is a problem
-            payload["audio"] = {"status": "error", "detail": str(exc)}
-            code = EXIT_PROBLEM
-    if args.baseline is not None:
-        problems = check_comparable(probe(args.video), probe(args.baseline))
-        payload["baseline"] = Path(args.baseline).name
-        payload["comparable"] = not problems
-        payload["precondition_problems"] = problems
-        if problems:
-            code = EXIT_PROBLEM  # a failed precondition: reported, never scored
-        else:
-            base = score_video(args.baseline, reference_image=args.reference, weights=weights)
-            payload["baseline_scores"] = [s.to_dict() for s in base]
-            payload["relative_errors"] = [e.to_dict() for e in
-                                          relative_errors(scores, base, normalized=args.normalized)]
-            payload["fidelity"] = compare_videos(args.video, args.baseline).to_dict()
-            if soundtrack is not None:
-                try:
-                    payload["audio_comparison"] = compare_audio(
-                        soundtrack, decode_audio(args.baseline)).to_dict()
-                except (MediaError, ValueError) as exc:
-                    payload["audio_comparison"] = {"status": "error", "detail": str(exc)}
-                    code = EXIT_PROBLEM
-    if args.json:
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
-        return code
-    rows = [f"{'scorer':<42} {'kind':<12} {'status':<6} value"]
-    rows += [f"{s.scorer.id:<42} {s.kind:<12} {s.status:<6} "
-             + (f"{s.value:.6f}" if s.value is not None else s.detail) for s in scores]
-    for problem in payload.get("precondition_problems", []):  # type: ignore[attr-defined]
-        rows.append(f"not comparable: {problem}")
-    for err in payload.get("relative_errors", []):  # type: ignore[attr-defined]
-        value = err["error"]
-        shown = f"{value:.4%}" if isinstance(value, float) else f"{err['status']} {err['detail']}"
-        rows.append(f"rel.err {err['scorer']:<34} {err['kind']:<12} {shown}")
-    fidelity = payload.get("fidelity")
-    if isinstance(fidelity, dict):
-        rows.append(f"fidelity: PSNR {fidelity['psnr_db']} dB (min {fidelity['psnr_min_db']}), "
-                    f"SSIM {fidelity['ssim_mean']:.6f} (min {fidelity['ssim_min']:.6f})")
-    rows += _audio_rows(payload)
-    sys.stdout.write("\n".join(rows) + "\n")
-    return code
+    return run(args)
 
 
 def _latencies(flag: str, text: str) -> list[float]:
@@ -332,14 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-rate", type=int, default=32000)
     p.add_argument("--channels", type=int, default=2)
     p.add_argument("--no-audio", action="store_true", help="expect no audio stream")
-    p.set_defaults(run=_cmd_probe)
+    p.set_defaults(run=_cmd_probe, problems=(MediaContentError,))
 
     p = sub.add_parser("compare-tensors",
                        help="compare two safetensors files or dump folders bit for bit")
-    p.add_argument("a", type=Path, help="a safetensors file, or a folder of <point>.safetensors")
-    p.add_argument("b", type=Path, help="the same kind as A")
-    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    p.set_defaults(run=_cmd_compare_tensors)
+    tensors_command.add_arguments(p)
+    p.set_defaults(run=tensors_command.run)
 
     p = sub.add_parser("score", help="score a video (VBench, proxies, consistency, audio); "
                        "with --baseline also relative errors, fidelity and audio against it")
@@ -350,8 +230,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a local TorchScript model, e.g. dino_vitb16=/models/dino.pt (repeatable)")
     p.add_argument("--normalized", action="store_true",
                    help="relative errors on VBench-normalised scores (default: raw)")
+    p.add_argument("--frames", type=int, help="expected frame count (default: the container's)")
+    p.add_argument("--campaign", type=Path, help="with --track: expect that track's frame count")
+    p.add_argument("--track", help="a track of --campaign")
+    p.add_argument("--allow-partial", action="store_true", help="score the frames that decode "
+                   "when fewer than expected, and say so (default: refuse, exit 1)")
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
-    p.set_defaults(run=_cmd_score)
+    p.set_defaults(run=_cmd_score, problems=(MediaContentError,))
 
     p = sub.add_parser("verdict", help="latency ratio interval and verdict from raw latencies")
     p.add_argument("--baseline", required=True,
@@ -385,7 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
     except Ref2VAError as exc:
         sys.stderr.write(f"ref2va-accept {args.command}: {exc}\n")
-        return EXIT_BAD_INPUT
+        # A problem the command exists to find in its input (an MP4 that is not one, or is cut
+        # short, for probe and score) is exit 1; input it could not check at all is exit 2.
+        return EXIT_PROBLEM if isinstance(exc, getattr(args, "problems", ())) else EXIT_BAD_INPUT
     except OSError as exc:
         sys.stderr.write(f"ref2va-accept {args.command}: {exc.filename or ''}: {exc.strerror}\n")
         return EXIT_BAD_INPUT

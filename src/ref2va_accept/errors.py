@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# The command line's exit statuses: 0 ok, 1 the check found a problem in its input, 2 bad input
+# it could not check (unreadable, malformed campaign) or bad usage.
+EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
+
 
 class Ref2VAError(Exception):
     """Base of every error the harness raises on purpose."""
@@ -17,6 +21,12 @@ class FreezeError(Ref2VAError):
 
 class MediaError(Ref2VAError):
     """An MP4 cannot be opened or decoded."""
+
+
+class MediaContentError(MediaError):
+    """The file was read, and what it holds is not a complete MP4: not an MP4 at all, cut short,
+    undecodable, or fewer frames than it declares. A problem found in the input (the commands
+    that check an MP4 exit 1 for it), unlike a file that cannot be read at all."""
 
 
 class EngineStartError(Ref2VAError):

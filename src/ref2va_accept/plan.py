@@ -25,6 +25,7 @@ from .campaign import (
     RequestShape,
     Track,
     duration_class,
+    load_campaign,
     quality_class,
 )
 from .client import ClientTimeouts
@@ -233,3 +234,14 @@ def plan_campaign(campaign: LoadedCampaign) -> Mapping[str, TrackPlan]:
     """Every track of the campaign, planned once, in the campaign's order."""
     return MappingProxyType({track_id: plan_track(campaign, track_id)
                              for track_id in campaign.model.tracks})
+
+
+def plan_option(campaign: Path | None, track_id: str | None) -> TrackPlan | None:
+    """The track a command names with ``--campaign CAMPAIGN --track T``; None when neither is
+    given (CampaignError for one without the other, or a track the campaign lacks)."""
+    if campaign is None and track_id is None:
+        return None
+    if campaign is None or track_id is None:
+        raise CampaignError("--campaign and --track go together: a campaign file and one of "
+                            "its tracks")
+    return plan_track(load_campaign(campaign), track_id)

@@ -12,6 +12,8 @@ import av
 import numpy as np
 import pytest
 
+from ref2va_accept.cli import main
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -20,8 +22,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60, cwd=ROOT)
 
 
-def _mp4(path: Path, frames: int = 124, audio: bool = True) -> Path:
-    with av.open(str(path), "w") as container:
+def _mp4(path: Path, frames: int = 124, audio: bool = True, faststart: bool = False) -> Path:
+    options = {"movflags": "faststart"} if faststart else {}
+    with av.open(str(path), "w", options=options) as container:
         video = container.add_stream("libx264", rate=24)
         video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
         sound = container.add_stream("aac", rate=32000) if audio else None
@@ -67,26 +70,103 @@ def test_probe_with_expectation_names_the_wrong_frame_count(tmp_path: Path) -> N
     assert "frame_count" in line and "124" in line and "120" in line
 
 
+def _cut_after(whole: Path, frames: int, cut: Path) -> Path:
+    """``whole`` (moov first) cut at its video packet number ``frames``: that many decode."""
+    with av.open(str(whole)) as container:
+        starts = [p.pos for p in container.demux(container.streams.video[0]) if p.size]
+    cut.write_bytes(whole.read_bytes()[: starts[frames]])
+    return cut
+
+
 def test_probe_truncated_file(tmp_path: Path) -> None:
+    # Exit 1, as the README says: a problem found in the file, whether it opens or not.
     good = _mp4(tmp_path / "good.mp4").read_bytes()
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(good[: len(good) // 2])
-    assert "cut.mp4" in _one_clear_line(_cli("probe", str(cut)))
+    result = _cli("probe", str(cut))
+    assert "cut.mp4" in _one_clear_line(result) and result.returncode == 1
+    short = _cut_after(_mp4(tmp_path / "fast.mp4", faststart=True), 81, tmp_path / "short.mp4")
+    result = _cli("probe", str(short))
+    assert "header declares 124 frames, decoded 81" in _one_clear_line(result)
+    assert result.returncode == 1
 
 
 def test_probe_file_without_audio(tmp_path: Path) -> None:
-    line = _one_clear_line(_cli("probe", str(_mp4(tmp_path / "mute.mp4", audio=False))))
-    assert "no_audio_stream" in line
+    result = _cli("probe", str(_mp4(tmp_path / "mute.mp4", audio=False)))
+    assert "no_audio_stream" in _one_clear_line(result) and result.returncode == 1
 
 
-def test_probe_file_that_is_not_an_mp4(tmp_path: Path) -> None:
-    text = tmp_path / "notes.mp4"
-    text.write_text("this is not a video\n")
-    assert "notes.mp4" in _one_clear_line(_cli("probe", str(text)))
+@pytest.mark.parametrize("text", ["this is not a video\n", "a video file, honestly\n" * 40])
+def test_probe_file_that_is_not_an_mp4(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "notes.mp4"
+    path.write_text(text)
+    result = _cli("probe", str(path))
+    line = _one_clear_line(result)
+    assert result.returncode == 1, line  # README: a file that is not an MP4 gives exit 1
+    assert line.startswith("ref2va-accept probe: notes.mp4: not an MP4 (no ISO BMFF box "
+                           "structure")
+    assert "truncated" not in line and str(tmp_path) not in line
 
 
 def test_probe_missing_file(tmp_path: Path) -> None:
-    assert "nothing.mp4" in _one_clear_line(_cli("probe", str(tmp_path / "nothing.mp4")))
+    # README: exit 2 for a file that cannot be opened at all.
+    result = _cli("probe", str(tmp_path / "nothing.mp4"))
+    assert "nothing.mp4: no such file" in _one_clear_line(result) and result.returncode == 2
+    result = _cli("probe", str(tmp_path))
+    assert "not a regular file" in _one_clear_line(result) and result.returncode == 2
+
+
+@pytest.fixture(scope="module")
+def short_mp4(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 124-frame MP4 cut short: 81 frames decode, the container still declares 124."""
+    root = tmp_path_factory.mktemp("short")
+    return _cut_after(_mp4(root / "whole.mp4", faststart=True), 81, root / "cut.mp4")
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The command in this process (score imports OpenCV once, not per call): code, out, err."""
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def test_score_refuses_a_truncated_mp4_naming_found_and_declared(
+        short_mp4: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _main(capsys, "score", str(short_mp4))
+    assert code == 1 and out == ""
+    assert err == ("ref2va-accept score: cut.mp4: 81 frames decoded, the container declares "
+                   "124: not scored (--allow-partial scores them anyway)\n")
+
+
+def test_score_allow_partial_scores_the_prefix_and_says_so(
+        short_mp4: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = _main(capsys, "score", str(short_mp4), "--allow-partial")
+    assert "partial: 81 of 124 frames" in out.splitlines()
+    assert "vbench.temporal_flickering" in out
+    _, out, _ = _main(capsys, "score", str(short_mp4), "--allow-partial", "--json")
+    payload = json.loads(out)
+    assert payload["partial"] == "partial: 81 of 124 frames"
+    assert (payload["frames_decoded"], payload["frames_declared"]) == (81, 124)
+
+
+def test_score_checks_the_expected_count_too(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    whole = _mp4(tmp_path / "whole.mp4", frames=24, audio=False)
+    code, out, err = _main(capsys, "score", str(whole), "--frames", "24", "--json")
+    assert code == 0, err
+    assert json.loads(out)["frames_expected"] == 24 and "partial" not in json.loads(out)
+    # Whole as the container says, but not what the run asked for: no prefix of anything, so
+    # refused even with the flag.
+    code, out, err = _main(capsys, "score", str(whole), "--frames", "20", "--allow-partial")
+    assert (code, out) == (1, "")
+    assert err == "ref2va-accept score: whole.mp4: 24 frames decoded, 20 expected: not scored\n"
+    campaign = ROOT / "fixtures/campaigns/reference.yaml"  # 124 frames on its 5 s tracks
+    code, _, err = _main(capsys, "score", str(whole), "--campaign", str(campaign),
+                         "--track", "5s-lossy", "--allow-partial")
+    assert code == 1 and err.endswith("whole.mp4: 24 frames decoded, 124 expected: not scored\n")
+    code, _, err = _main(capsys, "score", str(whole), "--track", "5s-lossy")
+    assert code == 2 and "--campaign and --track go together" in err
 
 
 @pytest.fixture

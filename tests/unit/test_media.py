@@ -13,8 +13,9 @@ import av
 import numpy as np
 import pytest
 
-from ref2va_accept.errors import MediaError
+from ref2va_accept.errors import MediaContentError, MediaError
 from ref2va_accept.media import (
+    FrameCount,
     MediaExpectation,
     MediaProbe,
     MediaProblem,
@@ -26,6 +27,7 @@ from ref2va_accept.media import (
 
 WIDTH, HEIGHT, FRAMES, FPS, RATE = 64, 48, 124, 24, 32000
 EXPECT = MediaExpectation(num_frames=FRAMES, fps=FPS, width=WIDTH, height=HEIGHT)
+NO_BOXES = r"not an MP4 \(no ISO BMFF box structure"
 # A saturated red that survives yuv420p; lets a test see that frames come back as RGB, not BGR.
 RED = (200, 30, 30)
 
@@ -260,6 +262,8 @@ def test_truncated_file_raises_one_line_media_error(
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(data[: len(data) // 2] if keep == "half" else data[:1000])
     assert_one_line_media_error(cut, "truncated.*no moov box")
+    with pytest.raises(MediaContentError):  # found in the file's content: exit 1 in the CLI
+        probe(cut)
 
 
 def test_truncated_faststart_file_fails_frame_count_without_expectation(
@@ -290,6 +294,37 @@ def test_garbage_inside_mdat_fails_decode_error(tmp_path: Path, good_mp4: Path) 
         sum(1 for _ in iter_video_frames(damaged))
 
 
+@pytest.mark.parametrize(
+    ("decoded", "declared", "expected", "problem", "partial"),
+    [
+        (124, 124, None, None, False),
+        (124, 124, 124, None, False),
+        (124, None, 124, None, False),
+        (81, 124, None, "81 frames decoded, the container declares 124", True),
+        (81, 124, 124, "81 frames decoded, the container declares 124 and 124 expected", True),
+        (81, 81, 124, "81 frames decoded, 124 expected", False),  # a whole, shorter video
+        (130, 124, None, "130 frames decoded, the container declares 124", False),
+        (0, 124, None, "0 frames decoded, the container declares 124", False),
+        (81, None, None, "declares no frame count", False),
+    ],
+)
+def test_frame_count_names_each_count_missed(
+    decoded: int, declared: int | None, expected: int | None, problem: str | None, partial: bool,
+) -> None:
+    count = FrameCount("cut.mp4", decoded, declared, expected)
+    found = count.problem()
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith("cut.mp4: ") and problem in found
+    assert count.partial is partial
+
+
+def test_partial_text_names_the_frames_against_the_runs_count() -> None:
+    assert FrameCount("a.mp4", 81, 124).partial_text() == "partial: 81 of 124 frames"
+    assert FrameCount("a.mp4", 81, 130, 124).partial_text() == "partial: 81 of 124 frames"
+
+
 def _png_bytes() -> bytes:
     def chunk(kind: bytes, body: bytes) -> bytes:
         return (
@@ -309,27 +344,41 @@ def _png_bytes() -> bytes:
 @pytest.mark.parametrize(
     ("name", "content", "match"),
     [
-        ("random.mp4", np.random.default_rng(7).bytes(50_000), "cannot open as an MP4"),
-        ("notes.txt", b"this is not a video\n" * 100, "not an MP4 container"),
+        ("random.mp4", np.random.default_rng(7).bytes(50_000), NO_BOXES),
+        ("notes.txt", b"this is not a video\n" * 100, NO_BOXES),
+        # Text whose first 8 bytes read as a printable box type ('deo '): still no MP4 box.
+        ("text.mp4", b"a video file, honestly\n" * 100, NO_BOXES + ".*'deo '"),
         ("empty.mp4", b"", "empty file"),
-        ("image.png", _png_bytes(), "not an MP4 container"),
+        ("tiny.mp4", b"ftyp", "too short for an ISO BMFF box header"),
+        ("image.png", _png_bytes(), NO_BOXES),
+        # An ISO BMFF box structure that FFmpeg still cannot open as a movie.
+        ("boxes.mp4", b"\x00\x00\x00\x10free" + bytes(8) + b"\x00\x00\x00\x08skip",
+         "cannot open as an MP4 container"),
     ],
 )
-def test_non_mp4_input_raises_one_line_media_error(
+def test_non_mp4_input_raises_one_line_media_content_error(
     tmp_path: Path, name: str, content: bytes, match: str
 ) -> None:
     target = tmp_path / name
     target.write_bytes(content)
     assert_one_line_media_error(target, match)
-    with pytest.raises(MediaError):
+    with pytest.raises(MediaContentError):
         next(iter_video_frames(target))
+    with pytest.raises(MediaContentError) as caught:
+        probe(target)
+    assert "truncated" not in str(caught.value)
 
 
 def test_missing_path_and_directory_raise_media_error(tmp_path: Path) -> None:
+    # A file that cannot be read at all is not a problem found in its content.
     assert_one_line_media_error(tmp_path / "absent.mp4", "no such file")
     folder = tmp_path / "folder.mp4"
     folder.mkdir()
     assert_one_line_media_error(folder, "not a regular file")
+    for path in (tmp_path / "absent.mp4", folder):
+        with pytest.raises(MediaError) as caught:
+            probe(path)
+        assert not isinstance(caught.value, MediaContentError)
 
 
 def test_frame_buffers_are_kept_for_reuse_on_glibc() -> None:

@@ -394,13 +394,16 @@ def test_cli_score_json_with_baseline(tmp_path: Path, capsys: pytest.CaptureFixt
     assert payload["fidelity"]["all_identical"] is True
 
 
-def test_cli_score_bad_input_is_one_line_exit_2(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_score_not_an_mp4_is_one_line_exit_1_and_no_file_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"garbage")
-    assert main(["score", str(junk), "--json"]) == 2
+    assert main(["score", str(junk), "--json"]) == 1  # a problem found in the input
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "junk.mp4" in err
+    assert err.count("\n") == 1 and "junk.mp4: not an MP4" in err
+    assert main(["score", str(tmp_path / "absent.mp4")]) == 2  # nothing to check at all
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "absent.mp4: no such file" in err
 
 
 def test_cli_score_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -295,6 +295,36 @@ def test_default_order_is_pipeline_order(folder: Path) -> None:
     assert result.first_divergence == "dit.step002"
 
 
+def test_pipeline_order_is_the_documented_one_not_the_alphabet(folder: Path) -> None:
+    # The documented order (docs/quality.md, the 910C points): text, image, audio conditioning;
+    # then each stage's video before its audio. Sorted by name, cond.audio would come first.
+    documented = ["cond.text", "cond.image", "cond.audio", "dit.step000.video",
+                  "dit.step000.audio", "dit.step002", "dit.step010", "latent.video",
+                  "latent.audio", "decoded.video", "decoded.audio", "mp4.video", "mp4.audio"]
+    assert tensors.in_order(reversed(documented)) == documented
+    a = _dump(folder / "a", dict.fromkeys(documented[:4], 1.0))
+    b = _dump(folder / "b", dict.fromkeys(documented[:4], 1.0) | {"cond.text": 2.0,
+                                                                  "cond.audio": 2.0})
+    result = compare_dumps(a, b)
+    assert [p.name for p in result.points] == documented[:4]
+    assert result.first_divergence == "cond.text"
+
+
+def test_a_frozen_order_comes_first_and_the_rest_follow_in_pipeline_order() -> None:
+    frozen = ["latent.video", "cond.audio", "cond.text"]
+    names = {"cond.text", "cond.audio", "latent.video", "decoded.audio", "cond.image"}
+    assert tensors.in_order(names, frozen) == [
+        "latent.video", "cond.audio", "cond.text", "cond.image", "decoded.audio"]
+
+
+def test_files_follow_a_given_order(folder: Path) -> None:
+    arrays = {name: np.zeros(2, np.float32) for name in ("cond.audio", "cond.text")}
+    a = write_tensor_file(folder / "a.safetensors", arrays)
+    b = write_tensor_file(folder / "b.safetensors", {k: v + 1 for k, v in arrays.items()})
+    assert compare_tensor_files(a, b).first_divergence == "cond.text"
+    assert compare_tensor_files(a, b, ["cond.audio"]).first_divergence == "cond.audio"
+
+
 def test_first_divergence_follows_the_given_order(folder: Path) -> None:
     a = _dump(folder / "a", {"dit.step002": 1, "dit.step010": 1, "latent.video": 1})
     b = _dump(folder / "b", {"dit.step002": 1, "dit.step010": 2, "latent.video": 2})
@@ -332,8 +362,11 @@ def _header(**entry: Any) -> bytes:
     (lambda p: _raw_file(p, _header(), bytes(8), length=10_000), "runs past the end"),
     (lambda p: _raw_file(p, _header(data_offsets=[0, 16]), bytes(8)), "out of range"),
     (lambda p: _raw_file(p, _header(data_offsets=[0, 4]), bytes(8)), "needs 8"),
-    (lambda p: _raw_file(p, b"not json {", bytes(8)), "not valid JSON"),
-    (lambda p: _raw_file(p, b"[1, 2]"), "must be a JSON object"),
+    (lambda p: _raw_file(p, b"not json {", bytes(8)), "not a safetensors file .no JSON object"),
+    (lambda p: _raw_file(p, b"[1, 2]"), "not a safetensors file .no JSON object"),
+    (lambda p: _raw_file(p, b'{"t": [1, 2}'), "not a safetensors file .header is not valid JSON"),
+    (lambda p: _raw_file(p, b'{"a": 1}', length=1), "cannot hold a JSON object"),
+    (lambda p: _raw_file(p, b"{" + bytes(8), length=200_000_000), "above the 100000000-byte"),
     (lambda p: _raw_file(p, _header(dtype="F128"), bytes(8)), "unsupported dtype"),
     (lambda p: _raw_file(p, _header(shape=[-2]), bytes(8)), "non-negative"),
     (lambda p: _raw_file(p, b'{"t": 1, "t": 2}'), "duplicate"),
@@ -395,6 +428,47 @@ def test_cli_malformed_file_exits_2_with_one_line(folder: Path, capsys: Any) -> 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.safetensors" in err and "Traceback" not in err
     assert str(folder) not in err
+
+
+def test_cli_names_cond_text_as_the_first_divergence(folder: Path, capsys: Any) -> None:
+    # Both differ; the text conditioning comes first in the pipeline, whatever the alphabet says.
+    a = _dump(folder / "a", {"cond.audio": 1.0, "cond.text": 1.0})
+    b = _dump(folder / "b", {"cond.audio": 2.0, "cond.text": 2.0})
+    assert main(["compare-tensors", str(a), str(b)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("cond.text: DIFFERS") and out[-1] == "first divergence: cond.text"
+
+
+def test_cli_with_a_campaign_track_compares_its_frozen_points(folder: Path, capsys: Any) -> None:
+    campaign = Path(__file__).resolve().parents[2] / "fixtures/campaigns/reference.yaml"
+    a = _dump(folder / "a", {"cond.audio": 1.0, "cond.text": 1.0, "extra.point": 1.0})
+    b = _dump(folder / "b", {"cond.audio": 2.0, "cond.text": 1.0, "extra.point": 1.0})
+    assert main(["compare-tensors", str(a), str(b), "--json", "--campaign", str(campaign),
+                 "--track", "5s-lossless"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    names = [p["name"] for p in report["points"]]
+    # The track's diagnostics points in their frozen order, absent ones reported, not skipped;
+    # then what the dumps hold beyond the contract.
+    assert names == ["cond.text", "cond.image", "cond.audio", "dit.step000", "dit.step025",
+                     "dit.step049", "latent.video", "latent.audio", "decoded.video",
+                     "decoded.audio", "extra.point"]
+    assert report["first_divergence"] == "cond.image"  # missing on both sides comes first
+    assert main(["compare-tensors", str(a), str(b), "--campaign", str(campaign)]) == 2
+    assert "--campaign and --track go together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"this is a text file, not tensors\n" * 3,
+                                     b"\x00\x00\x00\x18ftypisom" + bytes(64)])
+def test_cli_file_that_is_not_safetensors_says_so(folder: Path, capsys: Any,
+                                                   content: bytes) -> None:
+    good, _ = _bf16_files(folder, flip=False)
+    other = folder / "notes.safetensors"
+    other.write_bytes(content)
+    assert main(["compare-tensors", str(good), str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and str(folder) not in err
+    assert "notes.safetensors: not a safetensors file" in err
+    assert "exceeds" not in err and "limit" not in err
 
 
 # ------------------------------------------------------------------------------- decoded MP4

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ref2va_accept.media.checks import (
     AAC_FRAME_SAMPLES,
     FPS_TOLERANCE,
+    FrameCount,
     MediaExpectation,
     MediaProblem,
     audio_video_tolerance_s,
@@ -38,6 +39,7 @@ __all__ = [
     "FPS_TOLERANCE",
     "AudioStreamInfo",
     "DecodedAudio",
+    "FrameCount",
     "MediaExpectation",
     "MediaProbe",
     "MediaProblem",

@@ -17,6 +17,7 @@ FPS_TOLERANCE = 1e-3
 __all__ = [
     "AAC_FRAME_SAMPLES",
     "FPS_TOLERANCE",
+    "FrameCount",
     "MediaExpectation",
     "MediaProblem",
     "audio_video_tolerance_s",
@@ -41,6 +42,50 @@ class MediaExpectation:
 class MediaProblem:
     code: str
     message: str
+
+
+@dataclass(frozen=True)
+class FrameCount:
+    """The frames a decoding pass found against what the file and the run say there should be.
+
+    ``declared`` is the container's own count (None when it declares none), ``expected`` the
+    run's (a campaign track's ``num_frames``; None when not given). A metric computed over fewer
+    frames than these describes a prefix of the video, not the video.
+    """
+
+    name: str  # basename of the file
+    decoded: int
+    declared: int | None
+    expected: int | None = None
+
+    @property
+    def target(self) -> int | None:
+        """The count the decoded one must reach: the run's when given, else the container's."""
+        return self.expected if self.expected is not None else self.declared
+
+    def problem(self) -> str | None:
+        """One line naming the file, frames found against each count they miss; None when every
+        known count agrees, and a line too when no count is known (nothing to check against)."""
+        if self.target is None:
+            return (f"{self.name}: {self.decoded} frames decoded and the container declares no "
+                    "frame count to check them against; give the expected count")
+        misses = []
+        if self.declared is not None and self.decoded != self.declared:
+            misses.append(f"the container declares {self.declared}")
+        if self.expected is not None and self.decoded != self.expected:
+            misses.append(f"{self.expected} expected")
+        if not misses:
+            return None
+        return f"{self.name}: {self.decoded} frames decoded, " + " and ".join(misses)
+
+    @property
+    def partial(self) -> bool:
+        """Fewer frames than every known count, and some: a prefix a partial score may cover."""
+        known = [n for n in (self.declared, self.expected) if n is not None]
+        return bool(known) and 0 < self.decoded < min(known)
+
+    def partial_text(self) -> str:
+        return f"partial: {self.decoded} of {self.target} frames"
 
 
 def audio_video_tolerance_s(sample_rate: int, fps: float) -> float:

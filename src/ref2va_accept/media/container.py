@@ -1,13 +1,16 @@
 """Open an MP4 container and read what its streams declare, with one-line errors.
 
 Every error here names the file by its basename only: evidence bundles and messages must not leak
-the host's directory layout. A file that opens with a demuxer outside the MP4/MOV family (a PNG, a
-text file read by the ``tty`` demuxer, ...) raises :class:`MediaError` instead of being decoded as
-whatever that demuxer makes of it.
+the host's directory layout. A file that cannot be read at all (missing, a folder, no permission)
+raises :class:`MediaError`; a file that was read and is not an MP4 (it does not start with an ISO
+BMFF box, FFmpeg cannot open it, or it opens with a demuxer outside the MP4/MOV family) raises
+:class:`MediaContentError`, a problem found in the input, instead of being decoded as whatever
+another demuxer makes of it.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from pathlib import Path
@@ -16,13 +19,21 @@ from typing import Any
 import av
 import av.container
 
-from ref2va_accept.errors import MediaError
+from ref2va_accept.errors import MediaContentError, MediaError
 
 # Demuxer names FFmpeg gives the ISO base media family; "mov,mp4,m4a,3gp,3g2,mj2" in practice.
 MP4_FAMILY = frozenset({"mov", "mp4"})
+# The box types an MP4/MOV file can start with: those FFmpeg's mov demuxer probes for at the top
+# level, and the fragmented-MP4 ones. A file whose first 4-byte type is none of these has no ISO
+# BMFF box structure (text, an image, random bytes), whatever its first 4 bytes say as a size.
+TOP_LEVEL_BOXES = frozenset({
+    "ftyp", "styp", "moov", "mdat", "free", "skip", "wide", "pnot", "udta", "uuid", "junk",
+    "pict", "prfl", "sidx", "moof", "meta",
+})
 
 __all__ = [
     "MP4_FAMILY",
+    "TOP_LEVEL_BOXES",
     "av_reason",
     "is_mp4_family",
     "one_line",
@@ -87,27 +98,51 @@ def _box_layout_reason(path: Path, size: int) -> str | None:
     return None
 
 
+def _not_iso_bmff(head: bytes) -> str | None:
+    """Why the file's first bytes are not an ISO BMFF box header; None when they are one."""
+    if len(head) < 8:
+        return f"{len(head)} bytes, too short for an ISO BMFF box header"
+    box_size = struct.unpack(">I", head[:4])[0]
+    box_type = head[4:8].decode("latin-1")
+    if box_type not in TOP_LEVEL_BOXES:
+        shown = box_type if box_type.isascii() and box_type.isprintable() else head[4:8].hex()
+        return f"the first box type {shown!r} is not an MP4 top-level box"
+    if box_size not in (0, 1) and box_size < 8:
+        return f"the first box '{box_type}' declares {box_size} bytes, less than its header"
+    return None
+
+
 def open_mp4(path: Path) -> av.container.InputContainer:
-    """Open ``path`` as an MP4 or raise one clear MediaError naming the file by basename."""
+    """Open ``path`` as an MP4, or raise one clear line naming the file by basename:
+    :class:`MediaError` when it cannot be read at all, :class:`MediaContentError` when it was
+    read and is not an MP4 (or not one FFmpeg can open)."""
     name = path.name
     if not path.exists():
         raise MediaError(f"{name}: no such file")
     if not path.is_file():
         raise MediaError(f"{name}: not a regular file")
-    size = path.stat().st_size
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(8)
+    except OSError as exc:
+        raise MediaError(f"{name}: cannot read: {exc.strerror}") from None
     if size == 0:
-        raise MediaError(f"{name}: empty file (0 bytes), expected an MP4")
+        raise MediaContentError(f"{name}: empty file (0 bytes), expected an MP4")
+    reason = _not_iso_bmff(head)
+    if reason is not None:
+        raise MediaContentError(f"{name}: not an MP4 (no ISO BMFF box structure: {reason})")
     try:
         container = av.open(str(path), mode="r")
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         reason = _box_layout_reason(path, size) or av_reason(exc)
-        raise MediaError(
+        raise MediaContentError(
             f"{name}: cannot open as an MP4 container ({size} bytes): {reason}"
         ) from None
     if not is_mp4_family(container.format.name):
         found = container.format.name
         container.close()
-        raise MediaError(f"{name}: not an MP4 container, the demuxer found '{found}'")
+        raise MediaContentError(f"{name}: not an MP4 container, the demuxer found '{found}'")
     return container
 
 

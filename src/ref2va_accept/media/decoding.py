@@ -21,7 +21,7 @@ import av.container
 import numpy as np
 import numpy.typing as npt
 
-from ref2va_accept.errors import MediaError
+from ref2va_accept.errors import MediaContentError, MediaError
 from ref2va_accept.media.container import av_reason, open_mp4
 
 Float32Array = npt.NDArray[np.float32]
@@ -47,7 +47,7 @@ def decode_frames(container: av.container.InputContainer, stream: Any,
         except StopIteration:
             return
         except (av.error.FFmpegError, ValueError) as exc:
-            raise MediaError(f"{failure()}: {av_reason(exc)}") from None
+            raise MediaContentError(f"{failure()}: {av_reason(exc)}") from None
         yield frame
 
 
@@ -87,7 +87,7 @@ def iter_video_frames(path: str | os.PathLike[str]) -> Iterator[np.ndarray]:
     container = open_mp4(file_path)
     try:
         if not container.streams.video:
-            raise MediaError(f"{file_path.name}: expected a video stream, found none")
+            raise MediaContentError(f"{file_path.name}: expected a video stream, found none")
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         index = 0
@@ -171,23 +171,24 @@ def decode_audio(path: str | os.PathLike[str]) -> DecodedAudio:
     try:
         container = av.open(str(file_path), mode="r")
     except (av.error.FFmpegError, OSError, ValueError) as exc:
-        raise MediaError(f"{name}: cannot open as a media file: {av_reason(exc)}") from None
+        raise MediaContentError(
+            f"{name}: cannot open as a media file: {av_reason(exc)}") from None
     try:
         if not container.streams.audio:
-            raise MediaError(f"{name}: expected an audio stream, found none")
+            raise MediaContentError(f"{name}: expected an audio stream, found none")
         stream = container.streams.audio[0]
         ctx = stream.codec_context
         chunks: list[Float32Array] = []
         for chunk in iter_audio_chunks(container, name):
             if chunks and chunk.shape[0] != chunks[0].shape[0]:
-                raise MediaError(f"{name}: audio channel count changed mid-stream from "
-                                 f"{chunks[0].shape[0]} to {chunk.shape[0]}")
+                raise MediaContentError(f"{name}: audio channel count changed mid-stream from "
+                                        f"{chunks[0].shape[0]} to {chunk.shape[0]}")
             chunks.append(chunk)
         decoded = sum(chunk.shape[1] for chunk in chunks)
         rate = int(ctx.sample_rate or 0)
         if decoded == 0 or rate <= 0:
-            raise MediaError(f"{name}: expected decodable audio, the {ctx.name} stream decoded "
-                             f"to no samples")
+            raise MediaContentError(f"{name}: expected decodable audio, the {ctx.name} stream "
+                                    "decoded to no samples")
         start = (float(stream.start_time * stream.time_base)
                  if stream.start_time is not None and stream.time_base is not None else None)
         samples = np.concatenate(chunks, axis=1)

@@ -12,13 +12,12 @@ import os
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import av
-
-from ref2va_accept.errors import MediaError
-from ref2va_accept.media import iter_video_frames
+from ref2va_accept.errors import MediaContentError
+from ref2va_accept.media import iter_video_frames, open_mp4
 from ref2va_accept.quality import consistency, proxies, vbench
 from ref2va_accept.quality.frames import FrameView
 from ref2va_accept.quality.imageops import U8
@@ -26,7 +25,7 @@ from ref2va_accept.quality.registry import SCORERS, Score, ScorerError, error_sc
 
 log = logging.getLogger(__name__)
 
-__all__ = ["score_frames", "score_video", "video_fps"]
+__all__ = ["ScoredVideo", "score_frames", "score_video", "score_video_counted", "video_fps"]
 
 _ORDER = {scorer_id: i for i, scorer_id in enumerate(SCORERS)}
 
@@ -117,21 +116,58 @@ def prefetched(frames: Iterable[U8], depth: int = 3) -> Iterator[U8]:
                 worker.join(timeout=0.05)
 
 
+def _declared(path: str | os.PathLike[str]) -> tuple[float, int | None]:
+    """The video stream's average frame rate and declared frame count, from the container."""
+    file_path = Path(path)
+    name = file_path.name
+    with open_mp4(file_path) as container:  # one-line MediaError / MediaContentError
+        if not container.streams.video:
+            raise MediaContentError(f"{name}: expected a video stream, found none")
+        stream = container.streams.video[0]
+        rate = stream.average_rate or stream.guessed_rate
+        declared = stream.frames or None
+    if not rate:
+        raise MediaContentError(f"{name}: the video stream declares no frame rate")
+    return float(rate), declared
+
+
 def video_fps(path: str | os.PathLike[str]) -> float:
     """The video stream's average frame rate, from the container (no decoding)."""
-    name = Path(path).name
+    return _declared(path)[0]
+
+
+@dataclass(frozen=True)
+class ScoredVideo:
+    """A video's scores and how many frames they cover: decoded, and what the container declares
+    (None when it declares none). Scores over fewer frames than declared are a prefix's."""
+
+    scores: list[Score]
+    frames_decoded: int
+    frames_declared: int | None
+
+
+def score_video_counted(path: str | os.PathLike[str], *, reference_image: Path | None = None,
+                        weights: Mapping[str, Path] | None = None,
+                        weight_pins: Mapping[str, str] | None = None,
+                        include_proxies: bool = True) -> ScoredVideo:
+    """Decode ``path`` once and score it (see :func:`score_frames`), counting the frames."""
+    reference = consistency.load_reference_image(reference_image) if reference_image else None
+    fps, declared = _declared(path)
+    decoded = 0
+
+    def counted(frames: Iterable[U8]) -> Iterator[U8]:
+        nonlocal decoded
+        for frame in frames:
+            decoded += 1
+            yield frame
+
     try:
-        with av.open(str(path)) as container:
-            if not container.streams.video:
-                raise MediaError(f"{name}: expected a video stream, found none")
-            stream = container.streams.video[0]
-            rate = stream.average_rate or stream.guessed_rate
-    except (av.error.FFmpegError, OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or type(exc).__name__
-        raise MediaError(f"{name}: cannot open as an MP4: {reason}") from None
-    if not rate:
-        raise MediaError(f"{name}: the video stream declares no frame rate")
-    return float(rate)
+        scores = score_frames(counted(prefetched(iter_video_frames(path))), fps=fps,
+                              reference_image=reference, weights=weights,
+                              weight_pins=weight_pins, include_proxies=include_proxies)
+    except ScorerError as exc:
+        raise ScorerError(f"{Path(path).name}: {exc}") from None
+    return ScoredVideo(scores, decoded, declared)
 
 
 def score_video(path: str | os.PathLike[str], *, reference_image: Path | None = None,
@@ -139,12 +175,5 @@ def score_video(path: str | os.PathLike[str], *, reference_image: Path | None = 
                 weight_pins: Mapping[str, str] | None = None,
                 include_proxies: bool = True) -> list[Score]:
     """Decode ``path`` once and score it (see :func:`score_frames`)."""
-    reference = consistency.load_reference_image(reference_image) if reference_image else None
-    iter_video_frames(path)  # a generator: opening errors surface on the first frame below
-    fps = video_fps(path)
-    try:
-        return score_frames(prefetched(iter_video_frames(path)), fps=fps, reference_image=reference,
-                            weights=weights, weight_pins=weight_pins,
-                            include_proxies=include_proxies)
-    except ScorerError as exc:
-        raise ScorerError(f"{Path(path).name}: {exc}") from None
+    return score_video_counted(path, reference_image=reference_image, weights=weights,
+                               weight_pins=weight_pins, include_proxies=include_proxies).scores

@@ -16,6 +16,8 @@ The package, by seam:
   and writing files for fixtures and benchmarks;
 - :mod:`.comparison`: the result records (:class:`PointComparison`, :class:`DumpComparison`)
   and the explanation of differing elements;
+- :mod:`.command`: ``ref2va-accept compare-tensors``, in a track's frozen order or the
+  documented pipeline order;
 - :mod:`.streaming`: the chunked comparison of stored tensors (:func:`compare_dumps`,
   :func:`compare_tensor_files`) and of in-memory points fed piece by piece
   (:class:`StreamingComparison`, :func:`compare_arrays`).
@@ -24,7 +26,7 @@ The package, by seam:
 :mod:`ref2va_accept.tensors.streaming`, so patch it there.
 """
 
-from .comparison import DumpComparison, PointComparison, Status, pipeline_order
+from .comparison import DumpComparison, PointComparison, Status, in_order, pipeline_order
 from .dtypes import DTYPES
 from .files import (
     DUMP_SUFFIX,
@@ -55,6 +57,7 @@ __all__ = [
     "compare_arrays",
     "compare_dumps",
     "compare_tensor_files",
+    "in_order",
     "pipeline_order",
     "point_file",
     "read_header",

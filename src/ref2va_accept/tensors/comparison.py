@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ __all__ = [
     "DumpComparison",
     "PointComparison",
     "Status",
+    "in_order",
     "mismatch",
     "pipeline_order",
 ]
@@ -116,15 +117,42 @@ class DumpComparison:
         }
 
 
-def pipeline_order(name: str) -> tuple[int, int, str]:
-    """Sort key: cond.* < dit.stepNNN (numeric) < other dit.* < latent.* < decoded.* < the rest."""
+# Stages, in the order the pipeline runs them (docs/quality.md, the 910C comparison points).
+_STAGES = ((0, "cond."), (2, "dit."), (3, "latent."), (4, "decoded."), (5, "mp4."))
+# Within a stage, the documented order: conditioning is text, then the reference image, then the
+# reference audio; every later stage gives its video output before its audio output.
+_MODALITIES = {"": 0, "text": 1, "image": 2, "video": 3, "audio": 4}
+
+
+def _modality(rest: str) -> int:
+    return _MODALITIES.get(rest.removeprefix("."), len(_MODALITIES))
+
+
+def pipeline_order(name: str) -> tuple[int, int, int, str]:
+    """Sort key in the documented pipeline order, for folders and files that carry no frozen one.
+
+    cond.text < cond.image < cond.audio < dit.stepNNN (numeric; ``.video`` before ``.audio``) <
+    other dit.* < latent.video < latent.audio < decoded.video < decoded.audio < mp4.video <
+    mp4.audio < anything else; names the table does not know sort by name after the known ones
+    of their stage. A campaign's frozen ``comparison_points`` order takes precedence wherever it
+    is known (:attr:`ref2va_accept.plan.LosslessContract.order`).
+    """
     step = re.fullmatch(r"dit\.step(\d+)(.*)", name)
     if step:
-        return (1, int(step.group(1)), step.group(2))
-    for rank, prefix in ((0, "cond."), (2, "dit."), (3, "latent."), (4, "decoded.")):
+        return (1, int(step.group(1)), _modality(step.group(2)), step.group(2))
+    for rank, prefix in _STAGES:
         if name.startswith(prefix):
-            return (rank, 0, name)
-    return (5, 0, name)
+            rest = name[len(prefix):]
+            return (rank, 0, _modality(rest), rest)
+    return (6, 0, 0, name)
+
+
+def in_order(names: Iterable[str], order: Sequence[str] | None = None) -> list[str]:
+    """``names`` in a frozen order (a campaign track's comparison points) where it lists them,
+    then the rest in :func:`pipeline_order`; without ``order``, all in pipeline order."""
+    rank = {name: i for i, name in enumerate(order or ())}
+    return sorted(set(names), key=lambda n: (0, rank[n], (0, 0, 0, "")) if n in rank
+                  else (1, 0, pipeline_order(n)))
 
 
 def mismatch(point: str, dtype_a: str, dtype_b: str, shape_a: tuple[int, ...],

@@ -65,11 +65,26 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _not_safetensors(length: int, opening: bytes) -> str | None:
+    """Why a file does not even start like a safetensors file; None when it does."""
+    if not opening:
+        return "nothing after the 8-byte header length"
+    if opening != b"{":
+        return "no JSON object after the 8-byte header length"
+    if length < 2:
+        return f"header length {length} cannot hold a JSON object"
+    if length > MAX_HEADER_BYTES:
+        return (f"header length {length} is above the {MAX_HEADER_BYTES}-byte limit "
+                "safetensors sets")
+    return None
+
+
 def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
     """Parse and validate the header of a safetensors file; tensors in file order.
 
     Raises :class:`TensorFileError` naming the file (basename) and what is wrong: missing,
-    unreadable, truncated, a header that is not JSON, an unknown dtype, or offsets that do not
+    unreadable, not a safetensors file at all (no JSON object after the length prefix, an absurd
+    length, a header that is not JSON), truncated, an unknown dtype, or offsets that do not
     match the shape or run past the end of the file.
     """
     file_path = Path(path)
@@ -82,14 +97,19 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
                 raise TensorFileError(
                     f"{name}: truncated: expected an 8-byte header length, file has {size} bytes")
             (length,) = struct.unpack("<Q", prefix)
-            if length > MAX_HEADER_BYTES:
-                raise TensorFileError(
-                    f"{name}: header length {length} exceeds the {MAX_HEADER_BYTES}-byte limit")
+            # The format says the header MUST begin with "{" (0x7B). Without one, the 8-byte
+            # length prefix is whatever other bytes the file starts with (text, an MP4's box
+            # header), and calling that number a header length would mislead.
+            opening = handle.read(1)
+            problem = _not_safetensors(length, opening)
+            if problem:
+                raise TensorFileError(f"{name}: not a safetensors file ({problem}; the file "
+                                      f"has {size} bytes)")
             if 8 + length > size:
                 raise TensorFileError(
-                    f"{name}: header length {length} runs past the end of the file "
+                    f"{name}: truncated: header length {length} runs past the end of the file "
                     f"({size} bytes)")
-            raw = handle.read(length)
+            raw = opening + handle.read(length - 1)
     except FileNotFoundError:
         raise TensorFileError(f"{name}: no such file") from None
     except IsADirectoryError:
@@ -100,10 +120,9 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, TensorInfo]:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicates)
     except (UnicodeDecodeError, ValueError) as exc:
         reason = str(exc).splitlines()[0]
-        raise TensorFileError(f"{name}: header is not valid JSON: {reason}") from None
-    if not isinstance(header, dict):
-        raise TensorFileError(
-            f"{name}: header must be a JSON object, found {type(header).__name__}")
+        raise TensorFileError(f"{name}: not a safetensors file (header is not valid JSON: "
+                              f"{reason})") from None
+    # A text that starts with "{" and parses is a JSON object: nothing else to check here.
     buffer_size = size - 8 - length
     tensors: dict[str, TensorInfo] = {}
     for key, entry in header.items():

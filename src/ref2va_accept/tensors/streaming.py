@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .comparison import DiffStats, DumpComparison, PointComparison, mismatch, pipeline_order
+from .comparison import (
+    DiffStats,
+    DumpComparison,
+    PointComparison,
+    in_order,
+    mismatch,
+    pipeline_order,
+)
 from .dtypes import DTYPES, F8_DTYPES, dtype_name
 from .files import (
     TensorInfo,
@@ -100,12 +107,13 @@ def _missing(point: str, a: TensorInfo | None, b: TensorInfo | None) -> PointCom
 
 
 def compare_tensor_files(
-    a: str | os.PathLike[str], b: str | os.PathLike[str]
+    a: str | os.PathLike[str], b: str | os.PathLike[str], order: Sequence[str] | None = None,
 ) -> DumpComparison:
-    """Compare every tensor of two safetensors files by name, in pipeline order of the names."""
+    """Compare every tensor of two safetensors files by name: in ``order`` (a track's frozen
+    comparison points) for the names it lists, then in pipeline order (:func:`in_order`)."""
     path_a, path_b = Path(a), Path(b)
     header_a, header_b = read_header(path_a), read_header(path_b)
-    names = sorted(header_a.keys() | header_b.keys(), key=pipeline_order)
+    names = in_order(header_a.keys() | header_b.keys(), order)
     points: list[PointComparison] = []
     buffers = _Buffers()
     with open_unbuffered(path_a) as handle_a, open_unbuffered(path_b) as handle_b:
