@@ -43,17 +43,17 @@ def test_campaign_comes_from_the_environment_when_no_option_is_given(tmp_path: P
     campaign = campaign_copy(tmp_path / "c", tracks={})
     result = run_pytest("tests/acceptance", "--collect-only", "-q",
                      env={"REF2VA_CAMPAIGN": str(campaign)})
-    assert result.returncode != 0
-    assert "campaign.yaml" in result.stdout and "tracks" in result.stdout
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "campaign.yaml" in result.stderr and "tracks" in result.stderr
 
 
 def test_malformed_campaign_fails_collection_with_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("schema_version: 1\nname: x\nsurprise: 1\n")
     result = run_pytest("tests/acceptance", "--collect-only", "-q", "--campaign", str(bad))
-    assert result.returncode != 0
-    assert "bad.yaml: surprise: unknown key" in result.stdout
-    assert "Traceback" not in result.stdout
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "bad.yaml: surprise: unknown key" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from ref2va_accept.evidence import rebuild
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.suite_runner import ROOT
+from tests.unit.suite_runner import ROOT, campaign_copy
 
 pytest_plugins = ["pytester"]
 
@@ -128,3 +128,30 @@ def test_loading_the_plugin_imports_neither_opencv_nor_scipy() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=ROOT, env=env, timeout=120, check=True)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    ("yaml", "invalid YAML"), ("schema", "surprise: unknown key"), ("lock", "malformed lock")])
+def test_an_unusable_campaign_is_said_once_and_nothing_runs(
+        session: pytest.Pytester, tmp_path: Path, damage: str, said: str) -> None:
+    # Three scenario modules: each used to report the error at its collection, then again in
+    # the short summary (six times for the shipped scenarios).
+    for name in ("test_one", "test_two", "test_three"):
+        session.makepyfile(**{name: CAMPAIGN_SCENARIO})
+    if damage == "lock":
+        campaign = campaign_copy(tmp_path / "c")
+        (tmp_path / "c" / "campaign.lock.json").write_text('{"schema": 1')
+    else:
+        campaign = tmp_path / "bad.yaml"
+        campaign.write_text("name: x\nfoo: [\n" if damage == "yaml"
+                            else "schema_version: 1\nname: x\nsurprise: 1\n")
+    evidence = session.path / "evidence"
+    result = session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
+                                         "-ra", "-m", "5s and lossless", "--campaign",
+                                         str(campaign), "--evidence-dir", str(evidence))
+    output = "\n".join(result.outlines + result.errlines)
+    assert output.count(said) == 1, output
+    assert "ref2va: cannot use the campaign" in output and "Traceback" not in output
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.assert_outcomes()  # nothing ran, nothing errored
+    assert not evidence.exists()

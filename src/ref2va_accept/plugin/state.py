@@ -44,6 +44,8 @@ class RunState:
     _freeze: FreezeStatus | None = None
     bundle: EvidenceBundle | None = None
     ran_tracks: set[str] = field(default_factory=set)
+    # Why the campaign, its plans or its lock could not be used (the session then stops).
+    unusable: str | None = None
     host_checked: bool = False
     memory: MemoryGuard | None = None
     _plans: Mapping[str, TrackPlan] | None = None
