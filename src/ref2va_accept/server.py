@@ -239,8 +239,8 @@ class EngineInstance:
                 if code is not None:
                     raise EngineStartError(
                         f"engine {spec.instance_id} exited with code {code} during start-up "
-                        f"(before {HEALTH_ROUTE} answered); last log lines:\n{self.log_tail()}"
-                    )
+                        f"(before {HEALTH_ROUTE} answered)", exit_code=code,
+                        log_tail=self.log_tail())
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(f"{self.base_url}{HEALTH_ROUTE}").status_code == 200:
                         self.snapshot_tree()
@@ -250,8 +250,7 @@ class EngineInstance:
                 if time.monotonic() >= deadline:
                     raise EngineStartError(
                         f"engine {spec.instance_id} did not answer GET {HEALTH_ROUTE} with 200 "
-                        f"within {spec.startup_timeout_s:g} s; last log lines:\n{self.log_tail()}"
-                    )
+                        f"within {spec.startup_timeout_s:g} s", log_tail=self.log_tail())
                 time.sleep(delay)
                 # Capped low: a reference engine is healthy within a few seconds, and a 1 s step
                 # cost about half a second of waiting on each of a campaign's ~70 starts.

@@ -22,7 +22,7 @@ from .campaign import LoadedCampaign, unfilled_fields
 from .checks import Check, Reason
 from .client import GenerationRequest, ReferenceFile, Sample, TimedClient
 from .engine_kinds import engine_kind
-from .errors import CampaignError, MediaError
+from .errors import CampaignError, EngineStartError, MediaError
 from .media import MediaProblem, check_media, probe
 from .plan import Arm, InputFile, TrackPlan
 from .server import (
@@ -226,6 +226,16 @@ class Arms:
         self.evidence.add_instance(record)
         try:
             instance = start_instance(spec, self.registry)
+        except EngineStartError as exc:
+            # The evidence keeps the engine's last log lines (sanitized as every record is); the
+            # error that rises is one line naming the log, relative to the run's folder.
+            log_file = self.evidence.relative(spec.log_path)
+            self.evidence.add_check(CheckResult(
+                track_id, arm_id, Check.ENGINE_START, "fail", Reason.ENGINE_START_FAILED,
+                f"{exc}; last log lines ({log_file}):\n{exc.log_tail}",
+                {"instance": spec.instance_id, "log": log_file, "exit_code": exc.exit_code}))
+            raise EngineStartError(f"{exc}; log: {log_file}", exit_code=exc.exit_code,
+                                   log_tail=exc.log_tail) from None
         except Exception as exc:
             self.evidence.add_check(CheckResult(
                 track_id, arm_id, Check.ENGINE_START, "fail", Reason.ENGINE_START_FAILED,

@@ -182,3 +182,37 @@ def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Pa
     assert not cleanup["clean"] and cleanup["needed_sigkill"] and cleanup["survivors"] == []
     assert "engine cleanup incomplete" in result.stdout
     assert tagged(run.name) == []
+
+
+def test_engine_failing_to_start_is_one_line_and_its_log_tail_is_in_the_evidence(
+        tmp_path: Path) -> None:
+    # An engine command that writes 30 numbered lines (each naming a path of this host) and
+    # exits 1 before it ever listens.
+    script = tmp_path / "c" / "fails.py"
+    campaign = campaign_copy(tmp_path / "c")
+    script.write_text("import sys\nfor i in range(1, 31):\n"
+                      f"    print(f'start-up line {{i:02d}} in {tmp_path}/model')\nsys.exit(1)\n")
+    data = yaml.safe_load(campaign.read_text())
+    data["engine"]["command"] = [sys.executable, str(script)]
+    campaign.write_text(yaml.safe_dump(data, sort_keys=False))
+    evidence = tmp_path / "evidence"
+    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                        "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    assert result.returncode == 1
+    said = ("engine 5s-lossless.b0.1 exited with code 1 during start-up (before /health "
+            "answered); log: logs/5s-lossless.b0.1.log")
+    assert said in result.stdout.splitlines(), result.stdout[-3000:]
+    assert "Traceback" not in result.stdout and "start-up line" not in result.stdout
+    bundle = read_bundle(next(p for p in evidence.iterdir() if not p.is_symlink()))
+    [check] = [c for c in bundle["checks"] if c["name"] == "engine_start"]
+    assert check["reason"] == "engine_start_failed"
+    assert check["data"] == {"instance": "5s-lossless.b0.1", "log": "logs/5s-lossless.b0.1.log",
+                             "exit_code": 1}
+    # The last 20 lines of the log, sanitized as all evidence is.
+    lines = check["detail"].splitlines()
+    assert lines[0] == ("engine 5s-lossless.b0.1 exited with code 1 during start-up (before "
+                        "/health answered); last log lines (logs/5s-lossless.b0.1.log):")
+    assert [line.split(" in ")[0] for line in lines[1:]] == [
+        f"start-up line {i:02d}" for i in range(11, 31)]
+    assert str(tmp_path) not in check["detail"]
+    assert all(line.endswith("/model") for line in lines[1:])
