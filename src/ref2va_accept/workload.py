@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,6 +48,19 @@ if TYPE_CHECKING:
     from .evidence import EvidenceBundle
 
 log = logging.getLogger(__name__)
+# How long a lost connection waits for the engine's process to be seen exiting (a crashing
+# server closes its sockets a moment before its exit status can be read).
+_EXIT_WAIT_S = 2.0
+
+
+def describe_exit(code: int) -> str:
+    """`exit code 70`, or `signal 9 (SIGKILL)` for a process a signal ended (Popen: -9)."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"signal {-code} ({signal.Signals(-code).name})"
+    except ValueError:
+        return f"signal {-code}"
 
 def _reference(pinned: InputFile) -> ReferenceFile:
     return ReferenceFile(filename=pinned.path.name, content=pinned.path.read_bytes(),
@@ -290,6 +304,12 @@ class Arms:
         with TimedClient(engine.base_url, plan.timeouts) as client:
             sample, body = client.generate(request, arm=arm_id, track=track_id, kind=kind,
                                            index=index, seed=seed)
+        if sample.failure == "connection_lost":
+            # A lost connection is most often the engine dying: say how, if it did.
+            code = engine.exit_code(wait_s=_EXIT_WAIT_S)
+            if code is not None:
+                sample = replace(sample, detail=f"engine exited with {describe_exit(code)} "
+                                                f"during the request; {sample.detail}")
         engine.snapshot_tree()
         media: dict[str, Any] | None = None
         problems: list[MediaProblem] = []

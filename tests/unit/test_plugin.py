@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import yaml
 
 from ref2va_accept.evidence import rebuild
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest, tagged
+from tests.unit.suite_runner import ROOT, campaign_copy, only_run, run_pytest, tagged
 
 TRACKS = ("5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy")
 
@@ -161,8 +162,44 @@ def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
     bundle = read_bundle(run)
     assert bundle["samples"][0]["failure"] == "connection_lost"
+    # The engine's own exit status, read once the connection was lost (the fault exits 70).
+    assert bundle["samples"][0]["detail"].startswith(
+        "engine exited with exit code 70 during the request; connection ended after 0 body")
     assert "baseline_request_failed" in bundle["verdicts"][0]["reasons"]
     assert tagged(run.name) == []
+
+
+def test_engine_killed_mid_request_names_the_signal(tmp_path: Path) -> None:
+    # 50 steps at 400 ms each: the request is still running when the engine is killed.
+    campaign = campaign_copy(tmp_path / "c", profile_args={"step-cost-ms": 400})
+    evidence = tmp_path / "evidence"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "tests/acceptance/test_b0_output.py", "-m",
+         "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        main: list[int] = []
+        while not main and time.monotonic() < deadline:
+            logs = [p for p in evidence.glob("*/logs/*.log") if p.stat().st_size > 0]
+            if logs and "POST" not in logs[0].read_text():  # healthy, request not yet answered
+                main = [pid for pid in tagged(logs[0].parents[1].name)
+                        if b"engine.reference" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            time.sleep(0.2)
+        assert len(main) == 1, f"the engine never started: {main}"
+        time.sleep(3.0)  # well inside the 20 s request
+        os.kill(main[0], signal.SIGKILL)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    bundle = read_bundle(only_run(evidence))
+    sample = bundle["samples"][0]
+    assert sample["failure"] == "connection_lost", output[-3000:]
+    assert sample["detail"].startswith(
+        "engine exited with signal 9 (SIGKILL) during the request"), sample["detail"]
+    assert "request failed (connection_lost): engine exited with signal 9 (SIGKILL)" in output
 
 
 def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Path) -> None:
