@@ -142,11 +142,15 @@ def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
 
     campaign = campaign_copy(tmp_path / "c")
     freeze(campaign)
-    (campaign.parent / "inputs" / "prompt.txt").write_text("a different prompt\n")
+    # A moved field runs, capped (an input that is not its pin stops the run instead:
+    # test_plugin_session.py).
+    data = yaml.safe_load(campaign.read_text())
+    data["description"] = "a description edited after freezing"
+    campaign.write_text(yaml.safe_dump(data, sort_keys=False))
     bundle = _run_5s_lossless(campaign, tmp_path / "evidence")
     freeze_state = bundle["campaign"]["freeze"]  # type: ignore[index]
     assert freeze_state["state"] == "drifted"
-    assert any("prompt.txt" in p for p in freeze_state["problems"])
+    assert any(p.startswith("description: locked") for p in freeze_state["problems"])
     assert "protocol_deviation" in bundle["verdicts"][0]["reasons"]  # type: ignore[index]
 
 
