@@ -62,6 +62,8 @@ class Check(StrEnum):
     ENGINE_START = "engine_start"
     HOST_IDENTITY = "host_identity"
     DEVICE_MEMORY_RELEASE = "device_memory_release"
+    # A track's input file is missing or not its pinned bytes (the run stops before any engine).
+    INPUTS = "inputs"
 
 
 class Reason(StrEnum):

@@ -30,7 +30,16 @@ class MediaContentError(MediaError):
 
 
 class EngineStartError(Ref2VAError):
-    """An engine instance did not become healthy."""
+    """An engine instance did not become healthy.
+
+    The message is one line; the engine's last log lines travel beside it (`log_tail`), for the
+    evidence to keep (sanitized) rather than for the terminal to print.
+    """
+
+    def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.log_tail = log_tail
 
 
 class EngineStopError(Ref2VAError):

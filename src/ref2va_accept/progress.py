@@ -260,10 +260,10 @@ class ProgressPlugin:
         if tr is None or not any(item.track for item in items):
             return  # the harness's own tests: no campaign scenario, no progress
         try:
-            campaign = self.campaign()
+            campaign, plans = self.campaign(), self.plans()
         except Ref2VAError:
-            return  # collection already failed with the campaign's error
-        plan = plan_run(items, self.plans())
+            return  # the session is stopping with the campaign's error, said once
+        plan = plan_run(items, plans)
         if not plan.total:
             return
         terminal = Terminal(tr, self.config.pluginmanager.get_plugin("capturemanager"))

@@ -96,7 +96,9 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
         f"{html.escape(str(campaign.get('engine_kind')))}, run {html.escape(bundle.run_id)}, "
         f"status {html.escape(str(bundle.data.get('status')))}</p>"
         f"<p>{freeze_line}</p>"
-        "<table class='ref2va-verdicts' border='1' cellpadding='4' "
+        + "".join(f"<p class='ref2va-note'>{html.escape(str(n))}</p>"
+                  for n in bundle.data.get("notes", []))
+        + "<table class='ref2va-verdicts' border='1' cellpadding='4' "
         "style='border-collapse:collapse'>"
         "<tr><th>track</th><th>candidate</th><th>verdict</th><th>reasons</th>"
         "<th>open checks</th><th>note</th></tr>"

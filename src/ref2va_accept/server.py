@@ -12,7 +12,6 @@ import ctypes
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,32 +27,15 @@ from ref2va_contract.api import HEALTH_ROUTE
 from ref2va_contract.launch import INSTANCE_TAG_ENV
 
 from .errors import EngineStartError
+from .ports import LOOPBACK, free_port, port_is_free
+
+__all__ = ["LOOPBACK", "CleanupAudit", "EngineInstance", "InstanceRegistry", "LaunchSpec",
+           "free_port", "port_is_free", "start_instance"]
 
 log = logging.getLogger(__name__)
 
-LOOPBACK = "127.0.0.1"
 _KILL_WAIT_S = 10.0
 _LOG_TAIL_LINES = 20
-
-
-def free_port() -> int:
-    """A port that is free on loopback right now (the engine binds it moments later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(port: int) -> bool:
-    """True when a new server could listen on the port, as the next instance would."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # SO_REUSEADDR as every server sets it: TIME_WAIT leftovers of closed client connections
-        # are not a held port, a listener is.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((LOOPBACK, port))
-        except OSError:
-            return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -196,6 +178,15 @@ class EngineInstance:
     def running(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
 
+    def exit_code(self, wait_s: float = 0.0) -> int | None:
+        """The main process's exit status (negative: the signal that ended it), waiting up to
+        `wait_s` for it to exit; None while it runs, or when it never started."""
+        if self._popen is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self._popen.wait(timeout=wait_s) if wait_s > 0 else self._popen.poll()
+        return None
+
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         try:
             text = self.spec.log_path.read_text(errors="replace")
@@ -239,8 +230,8 @@ class EngineInstance:
                 if code is not None:
                     raise EngineStartError(
                         f"engine {spec.instance_id} exited with code {code} during start-up "
-                        f"(before {HEALTH_ROUTE} answered); last log lines:\n{self.log_tail()}"
-                    )
+                        f"(before {HEALTH_ROUTE} answered)", exit_code=code,
+                        log_tail=self.log_tail())
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(f"{self.base_url}{HEALTH_ROUTE}").status_code == 200:
                         self.snapshot_tree()
@@ -250,8 +241,7 @@ class EngineInstance:
                 if time.monotonic() >= deadline:
                     raise EngineStartError(
                         f"engine {spec.instance_id} did not answer GET {HEALTH_ROUTE} with 200 "
-                        f"within {spec.startup_timeout_s:g} s; last log lines:\n{self.log_tail()}"
-                    )
+                        f"within {spec.startup_timeout_s:g} s", log_tail=self.log_tail())
                 time.sleep(delay)
                 # Capped low: a reference engine is healthy within a few seconds, and a 1 s step
                 # cost about half a second of waiting on each of a campaign's ~70 starts.

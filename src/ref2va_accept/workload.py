@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,7 +23,7 @@ from .campaign import LoadedCampaign, unfilled_fields
 from .checks import Check, Reason
 from .client import GenerationRequest, ReferenceFile, Sample, TimedClient
 from .engine_kinds import engine_kind
-from .errors import CampaignError, MediaError
+from .errors import CampaignError, EngineStartError, MediaError
 from .media import MediaProblem, check_media, probe
 from .plan import Arm, InputFile, TrackPlan
 from .server import (
@@ -47,6 +48,19 @@ if TYPE_CHECKING:
     from .evidence import EvidenceBundle
 
 log = logging.getLogger(__name__)
+# How long a lost connection waits for the engine's process to be seen exiting (a crashing
+# server closes its sockets a moment before its exit status can be read).
+_EXIT_WAIT_S = 2.0
+
+
+def describe_exit(code: int) -> str:
+    """`exit code 70`, or `signal 9 (SIGKILL)` for a process a signal ended (Popen: -9)."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"signal {-code} ({signal.Signals(-code).name})"
+    except ValueError:
+        return f"signal {-code}"
 
 def _reference(pinned: InputFile) -> ReferenceFile:
     return ReferenceFile(filename=pinned.path.name, content=pinned.path.read_bytes(),
@@ -226,6 +240,16 @@ class Arms:
         self.evidence.add_instance(record)
         try:
             instance = start_instance(spec, self.registry)
+        except EngineStartError as exc:
+            # The evidence keeps the engine's last log lines (sanitized as every record is); the
+            # error that rises is one line naming the log, relative to the run's folder.
+            log_file = self.evidence.relative(spec.log_path)
+            self.evidence.add_check(CheckResult(
+                track_id, arm_id, Check.ENGINE_START, "fail", Reason.ENGINE_START_FAILED,
+                f"{exc}; last log lines ({log_file}):\n{exc.log_tail}",
+                {"instance": spec.instance_id, "log": log_file, "exit_code": exc.exit_code}))
+            raise EngineStartError(f"{exc}; log: {log_file}", exit_code=exc.exit_code,
+                                   log_tail=exc.log_tail) from None
         except Exception as exc:
             self.evidence.add_check(CheckResult(
                 track_id, arm_id, Check.ENGINE_START, "fail", Reason.ENGINE_START_FAILED,
@@ -280,6 +304,12 @@ class Arms:
         with TimedClient(engine.base_url, plan.timeouts) as client:
             sample, body = client.generate(request, arm=arm_id, track=track_id, kind=kind,
                                            index=index, seed=seed)
+        if sample.failure == "connection_lost":
+            # A lost connection is most often the engine dying: say how, if it did.
+            code = engine.exit_code(wait_s=_EXIT_WAIT_S)
+            if code is not None:
+                sample = replace(sample, detail=f"engine exited with {describe_exit(code)} "
+                                                f"during the request; {sample.detail}")
         engine.snapshot_tree()
         media: dict[str, Any] | None = None
         problems: list[MediaProblem] = []

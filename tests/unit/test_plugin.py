@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import yaml
 
 from ref2va_accept.evidence import rebuild
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest, tagged
+from tests.unit.suite_runner import ROOT, campaign_copy, only_run, run_pytest, tagged
 
 TRACKS = ("5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy")
 
@@ -43,17 +44,17 @@ def test_campaign_comes_from_the_environment_when_no_option_is_given(tmp_path: P
     campaign = campaign_copy(tmp_path / "c", tracks={})
     result = run_pytest("tests/acceptance", "--collect-only", "-q",
                      env={"REF2VA_CAMPAIGN": str(campaign)})
-    assert result.returncode != 0
-    assert "campaign.yaml" in result.stdout and "tracks" in result.stdout
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "campaign.yaml" in result.stderr and "tracks" in result.stderr
 
 
 def test_malformed_campaign_fails_collection_with_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("schema_version: 1\nname: x\nsurprise: 1\n")
     result = run_pytest("tests/acceptance", "--collect-only", "-q", "--campaign", str(bad))
-    assert result.returncode != 0
-    assert "bad.yaml: surprise: unknown key" in result.stdout
-    assert "Traceback" not in result.stdout
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "bad.yaml: surprise: unknown key" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
@@ -141,11 +142,15 @@ def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
 
     campaign = campaign_copy(tmp_path / "c")
     freeze(campaign)
-    (campaign.parent / "inputs" / "prompt.txt").write_text("a different prompt\n")
+    # A moved field runs, capped (an input that is not its pin stops the run instead:
+    # test_plugin_session.py).
+    data = yaml.safe_load(campaign.read_text())
+    data["description"] = "a description edited after freezing"
+    campaign.write_text(yaml.safe_dump(data, sort_keys=False))
     bundle = _run_5s_lossless(campaign, tmp_path / "evidence")
     freeze_state = bundle["campaign"]["freeze"]  # type: ignore[index]
     assert freeze_state["state"] == "drifted"
-    assert any("prompt.txt" in p for p in freeze_state["problems"])
+    assert any(p.startswith("description: locked") for p in freeze_state["problems"])
     assert "protocol_deviation" in bundle["verdicts"][0]["reasons"]  # type: ignore[index]
 
 
@@ -161,8 +166,44 @@ def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
     bundle = read_bundle(run)
     assert bundle["samples"][0]["failure"] == "connection_lost"
+    # The engine's own exit status, read once the connection was lost (the fault exits 70).
+    assert bundle["samples"][0]["detail"].startswith(
+        "engine exited with exit code 70 during the request; connection ended after 0 body")
     assert "baseline_request_failed" in bundle["verdicts"][0]["reasons"]
     assert tagged(run.name) == []
+
+
+def test_engine_killed_mid_request_names_the_signal(tmp_path: Path) -> None:
+    # 50 steps at 400 ms each: the request is still running when the engine is killed.
+    campaign = campaign_copy(tmp_path / "c", profile_args={"step-cost-ms": 400})
+    evidence = tmp_path / "evidence"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "tests/acceptance/test_b0_output.py", "-m",
+         "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        main: list[int] = []
+        while not main and time.monotonic() < deadline:
+            logs = [p for p in evidence.glob("*/logs/*.log") if p.stat().st_size > 0]
+            if logs and "POST" not in logs[0].read_text():  # healthy, request not yet answered
+                main = [pid for pid in tagged(logs[0].parents[1].name)
+                        if b"engine.reference" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            time.sleep(0.2)
+        assert len(main) == 1, f"the engine never started: {main}"
+        time.sleep(3.0)  # well inside the 20 s request
+        os.kill(main[0], signal.SIGKILL)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    bundle = read_bundle(only_run(evidence))
+    sample = bundle["samples"][0]
+    assert sample["failure"] == "connection_lost", output[-3000:]
+    assert sample["detail"].startswith(
+        "engine exited with signal 9 (SIGKILL) during the request"), sample["detail"]
+    assert "request failed (connection_lost): engine exited with signal 9 (SIGKILL)" in output
 
 
 def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Path) -> None:
@@ -182,3 +223,37 @@ def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Pa
     assert not cleanup["clean"] and cleanup["needed_sigkill"] and cleanup["survivors"] == []
     assert "engine cleanup incomplete" in result.stdout
     assert tagged(run.name) == []
+
+
+def test_engine_failing_to_start_is_one_line_and_its_log_tail_is_in_the_evidence(
+        tmp_path: Path) -> None:
+    # An engine command that writes 30 numbered lines (each naming a path of this host) and
+    # exits 1 before it ever listens.
+    script = tmp_path / "c" / "fails.py"
+    campaign = campaign_copy(tmp_path / "c")
+    script.write_text("import sys\nfor i in range(1, 31):\n"
+                      f"    print(f'start-up line {{i:02d}} in {tmp_path}/model')\nsys.exit(1)\n")
+    data = yaml.safe_load(campaign.read_text())
+    data["engine"]["command"] = [sys.executable, str(script)]
+    campaign.write_text(yaml.safe_dump(data, sort_keys=False))
+    evidence = tmp_path / "evidence"
+    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                        "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    assert result.returncode == 1
+    said = ("engine 5s-lossless.b0.1 exited with code 1 during start-up (before /health "
+            "answered); log: logs/5s-lossless.b0.1.log")
+    assert said in result.stdout.splitlines(), result.stdout[-3000:]
+    assert "Traceback" not in result.stdout and "start-up line" not in result.stdout
+    bundle = read_bundle(next(p for p in evidence.iterdir() if not p.is_symlink()))
+    [check] = [c for c in bundle["checks"] if c["name"] == "engine_start"]
+    assert check["reason"] == "engine_start_failed"
+    assert check["data"] == {"instance": "5s-lossless.b0.1", "log": "logs/5s-lossless.b0.1.log",
+                             "exit_code": 1}
+    # The last 20 lines of the log, sanitized as all evidence is.
+    lines = check["detail"].splitlines()
+    assert lines[0] == ("engine 5s-lossless.b0.1 exited with code 1 during start-up (before "
+                        "/health answered); last log lines (logs/5s-lossless.b0.1.log):")
+    assert [line.split(" in ")[0] for line in lines[1:]] == [
+        f"start-up line {i:02d}" for i in range(11, 31)]
+    assert str(tmp_path) not in check["detail"]
+    assert all(line.endswith("/model") for line in lines[1:])

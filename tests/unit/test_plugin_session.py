@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ref2va_accept.evidence import rebuild
+from ref2va_accept.hashing import file_sha256
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.suite_runner import ROOT
+from tests.unit.suite_runner import ROOT, campaign_copy
 
 pytest_plugins = ["pytester"]
 
@@ -128,3 +130,84 @@ def test_loading_the_plugin_imports_neither_opencv_nor_scipy() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=ROOT, env=env, timeout=120, check=True)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    ("yaml", "invalid YAML"), ("schema", "surprise: unknown key"), ("lock", "malformed lock")])
+def test_an_unusable_campaign_is_said_once_and_nothing_runs(
+        session: pytest.Pytester, tmp_path: Path, damage: str, said: str) -> None:
+    # Three scenario modules: each used to report the error at its collection, then again in
+    # the short summary (six times for the shipped scenarios).
+    for name in ("test_one", "test_two", "test_three"):
+        session.makepyfile(**{name: CAMPAIGN_SCENARIO})
+    if damage == "lock":
+        campaign = campaign_copy(tmp_path / "c")
+        (tmp_path / "c" / "campaign.lock.json").write_text('{"schema": 1')
+    else:
+        campaign = tmp_path / "bad.yaml"
+        campaign.write_text("name: x\nfoo: [\n" if damage == "yaml"
+                            else "schema_version: 1\nname: x\nsurprise: 1\n")
+    evidence = session.path / "evidence"
+    result = session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
+                                         "-ra", "-m", "5s and lossless", "--campaign",
+                                         str(campaign), "--evidence-dir", str(evidence))
+    output = "\n".join(result.outlines + result.errlines)
+    assert output.count(said) == 1, output
+    assert "ref2va: cannot use the campaign" in output and "Traceback" not in output
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.assert_outcomes()  # nothing ran, nothing errored
+    assert not evidence.exists()
+
+
+def test_inputs_not_matching_their_pins_stop_the_run_before_any_scenario(
+        session: pytest.Pytester, tmp_path: Path) -> None:
+    session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
+    campaign = campaign_copy(tmp_path / "c")
+    pins = yaml.safe_load(campaign.read_text())["tracks"]["5s-lossless"]["inputs"]
+    (tmp_path / "c" / "inputs" / "prompt.txt").unlink()
+    image = tmp_path / "c" / "inputs" / "reference.png"
+    image.write_bytes(image.read_bytes() + b"\0")
+    found = file_sha256(image)
+    evidence = session.path / "evidence"
+    result = session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
+                                         "-m", "5s and lossless", "--campaign", str(campaign),
+                                         "--evidence-dir", str(evidence))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.assert_outcomes()  # the scenario never ran
+    errors = [line for line in result.errlines if "input check" in line]
+    # One line per input, naming the tracks that share it, the field, the path (relative to the
+    # campaign) and both full hashes.
+    tracks = "tracks 5s-lossless, 5s-lossy, 15s-lossless, 15s-lossy"
+    assert errors == [
+        f"ERROR: ref2va: input check: {tracks}: inputs.prompt: inputs/prompt.txt: missing; "
+        f"pinned sha256 {pins['prompt']['sha256']}",
+        f"ref2va: input check: {tracks}: inputs.reference_image: inputs/reference.png: "
+        f"pinned sha256 {pins['reference_image']['sha256']}, found {found}"]
+    assert "Traceback" not in "\n".join(result.outlines + result.errlines)
+    # The run still ends as a run: a final status, the checks, the verdict rows and the report.
+    run = (evidence / "latest").resolve()
+    bundle = read_bundle(run)
+    assert bundle["status"] == "stopped" and bundle["instances"] == []
+    assert not any(note.endswith("ran") for note in bundle["notes"])
+    assert any(found in note and "reference.png" in note for note in bundle["notes"])
+    inputs = [c for c in bundle["checks"] if c["name"] == "inputs"]
+    assert {(c["track"], c["arm"], c["reason"]) for c in inputs} >= {
+        ("5s-lossless", "b0", "protocol_deviation")}
+    assert {v["track"] for v in bundle["verdicts"]} == {"5s-lossless"}
+    assert all(v["verdict"] == "inconclusive" and "protocol_deviation" in v["reasons"]
+               for v in bundle["verdicts"])
+    assert found in (run / "report.html").read_text()
+    assert "Ref2VA verdicts per track" in result.stdout.str()
+
+
+def test_inputs_matching_their_pins_let_the_run_go_on(session: pytest.Pytester,
+                                                       tmp_path: Path) -> None:
+    session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
+    evidence = session.path / "evidence"
+    session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
+                                "-m", "5s and lossless", "--campaign",
+                                str(campaign_copy(tmp_path / "c")), "--evidence-dir",
+                                str(evidence)).assert_outcomes(passed=1)
+    bundle = read_bundle((evidence / "latest").resolve())
+    assert bundle["status"] == "complete" and bundle["notes"] == ["5s-lossless ran"]
+    assert not [c for c in bundle["checks"] if c["name"] == "inputs"]

@@ -12,7 +12,7 @@ from ref2va_accept.errors import CampaignError
 from ref2va_accept.evidence import EvidenceBundle
 from ref2va_accept.plan import plan_track
 from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.workload import Arms, build_request
+from ref2va_accept.workload import Arms, build_request, describe_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,3 +81,10 @@ def test_request_carries_the_track_shape_inputs_and_seed(tmp_path: Path) -> None
     assert fields["seed"] == "42" and fields["num_inference_steps"] == "50"
     assert '"task":"ref2va"' in fields["extra_params"]
     assert [r.mime for r in request.references] == ["image/png", "audio/wav"]
+
+
+@pytest.mark.parametrize(("code", "said"), [
+    (70, "exit code 70"), (0, "exit code 0"), (-9, "signal 9 (SIGKILL)"),
+    (-15, "signal 15 (SIGTERM)"), (-200, "signal 200")])
+def test_an_engine_exit_is_named_by_its_code_or_its_signal(code: int, said: str) -> None:
+    assert describe_exit(code) == said

@@ -9,13 +9,14 @@ once, when the session is configured.
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from types import FrameType
 from typing import Any, TypeVar
 
 import pytest
 
 from ..campaign import LoadedCampaign
+from ..errors import EngineStartError
 from ..evidence import EvidenceBundle
 from ..progress import PLUGIN_NAME as PROGRESS_PLUGIN
 from ..progress import ProgressPlugin
@@ -56,6 +57,18 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     # Last resort after the session (its own end stops them before the verdicts).
     stop_all(config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """An engine that did not start is one line (what happened, and its log relative to the
+    run's folder), not a traceback through the harness: the evidence has the log's tail."""
+    report = yield
+    if report.failed and call.excinfo is not None and call.excinfo.errisinstance(
+            EngineStartError):
+        report.longrepr = call.excinfo.getrepr(style="value")
+    return report
 
 
 @pytest.fixture

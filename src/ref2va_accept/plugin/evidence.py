@@ -16,7 +16,7 @@ from ..campaign import quality_class
 from ..evidence import EvidenceBundle, new_run_id
 from ..verdicts import TrackVerdict, judge
 from . import engines
-from .selection import campaign_path
+from .selection import campaign_path, is_campaign_item
 from .state import STATE, RunState, run_state
 
 
@@ -47,6 +47,23 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
         state = item.config.stash.get(STATE, None)
         if state is not None and state.bundle is not None:
             state.bundle.checkpoint()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Before the first scenario (so before any engine): every track's inputs against their
+    pins. A mismatch is recorded (notes, `inputs` checks), and the run stops as a usage error
+    with one line per input; the session still ends with its status, verdicts and report."""
+    state = session.config.stash.get(STATE, None)
+    if (state is None or session.config.option.collectonly or session.testsfailed
+            or not any(is_campaign_item(item) for item in session.items)):
+        return  # pytest's own loop reports collection errors; the harness's tests need no inputs
+    tracks = [str(item.callspec.params["track_id"]) for item in session.items
+              if isinstance(item, pytest.Function) and hasattr(item, "callspec")
+              and "track_id" in item.callspec.params]
+    stop = state.check_inputs(dict.fromkeys(tracks))
+    if stop is not None:
+        raise pytest.UsageError(stop)
 
 
 # -- fixtures ------------------------------------------------------------------------------------
@@ -81,7 +98,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     engines.stop_all(session.config)
     if state.bundle is not None:
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-        state.bundle.finish("interrupted" if interrupted else "complete", state.verdicts)
+        status = "stopped" if state.stopped else "interrupted" if interrupted else "complete"
+        state.bundle.finish(status, state.verdicts)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

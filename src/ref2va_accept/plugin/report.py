@@ -40,7 +40,9 @@ class HtmlReportRequest:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         config = self.config
         html = config.pluginmanager.get_plugin(HTML_PLUGIN)
+        # Collection's end comes even when collection stopped on an unusable campaign.
         if (html is None or config.getoption("htmlpath", None) or config.option.collectonly
+                or run_state(config).unusable is not None
                 or not any(is_campaign_item(item) for item in session.items)):
             return
         config.option.htmlpath = str(run_state(config).run_folder / REPORT_FILE)

@@ -63,8 +63,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = run_state(metafunc.config)
     try:
         campaign = state.campaign
-    except Ref2VAError as exc:
-        pytest.fail(f"cannot load the campaign: {exc}", pytrace=False)
+    except Ref2VAError:
+        # Left unparametrized: the session stops once collection is over, with the error said
+        # once (`pytest_collection_modifyitems`), not once per scenario module.
+        return
     wanted = getattr(metafunc.module, "TRACK_CLASS", None)
     track_ids = [t for t in TRACK_IDS if t in campaign.model.tracks
                  and (wanted is None or quality_class(t) == wanted)]
@@ -95,10 +97,32 @@ def scenario_rank(item: pytest.Item) -> int:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Before deselection (-m, -k) and before any trylast hook (live progress plans the order it
     # finds). sort() is stable: within a group the collection order stays.
+    if any(is_campaign_item(item) for item in items):
+        require_campaign(config)
     items.sort(key=scenario_rank)
+
+
+def require_campaign(config: pytest.Config) -> None:
+    """A session with campaign scenarios needs its campaign, its plans and its lock to load.
+
+    Any of them failing ends the session here, once, as a usage error (pytest prints
+    `ERROR: <message>` and exits 4): no scenario runs, and no hook, fixture or report repeats the
+    error. A session of the harness's own tests never asks, so a broken $REF2VA_CAMPAIGN cannot
+    stop it.
+    """
+    state = run_state(config)
+    try:
+        state.campaign  # noqa: B018 - each property loads and keeps what it reads
+        state.plans  # noqa: B018
+        state.freeze  # noqa: B018
+    except Ref2VAError as exc:
+        state.unusable = str(exc)  # so that collection's end asks for no report
+        said = str(exc)
+        raise pytest.UsageError("ref2va: cannot use the campaign:"
+                                + ("\n" if "\n" in said else " ") + said) from None
 
 
 # -- fixtures ------------------------------------------------------------------------------------

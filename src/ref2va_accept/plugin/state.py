@@ -5,7 +5,7 @@ Not a plugin module: the plugin's modules share it through ``run_state(config)``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from ..device_memory import MemoryGuard
 from ..devices import probe_for
 from ..evidence import EvidenceBundle
 from ..identity import IdentityToolMissing, identity_checks, preflight
+from ..input_pins import input_problems, problem_lines
 from ..lock import FreezeStatus, canonical_campaign, verify
 from ..plan import TrackPlan, plan_campaign
 from ..sanitize import Sanitizer
@@ -44,6 +45,10 @@ class RunState:
     _freeze: FreezeStatus | None = None
     bundle: EvidenceBundle | None = None
     ran_tracks: set[str] = field(default_factory=set)
+    # Why the campaign, its plans or its lock could not be used (the session then stops).
+    unusable: str | None = None
+    # Why the harness stopped the run before any engine started (its final status: stopped).
+    stopped: str | None = None
     host_checked: bool = False
     memory: MemoryGuard | None = None
     _plans: Mapping[str, TrackPlan] | None = None
@@ -116,6 +121,30 @@ class RunState:
             track, audit.arm_id, Check.CLEANUP, "pass" if audit.clean else "fail",
             None if audit.clean else Reason.INCOMPLETE_CLEANUP, "; ".join(audit.problems),
             {"instance": audit.instance_id, "stop_s": round(audit.stop_s, 3)}))
+
+    def check_inputs(self, tracks: Iterable[str]) -> str | None:
+        """Every track's inputs against their pins, before any engine starts (every run).
+
+        Each problem is a note and, per track it touches, a failing `inputs` check on B0
+        (`protocol_deviation`); the selected `tracks` get their verdict rows. Returns the lines
+        to stop the run with, None when every input is its pin.
+        """
+        problems = input_problems(self.campaign)
+        if not problems:
+            return None
+        bundle = self.evidence()
+        lines = [f"ref2va: input check: {line}" for line in problem_lines(problems)]
+        for line in lines:
+            bundle.note(line)
+        for track_id in dict.fromkeys(p.track for p in problems):
+            own = [p for p in problems if p.track == track_id]
+            bundle.add_check(CheckResult(
+                track_id, "b0", Check.INPUTS, "fail", Reason.PROTOCOL_DEVIATION,
+                "; ".join(p.line() for p in own), {"inputs": [p.to_dict() for p in own]}))
+        self.ran_tracks.update(tracks)
+        self.stopped = "\n".join(lines)
+        bundle.checkpoint()
+        return self.stopped
 
     def before_first_engine(self) -> None:
         """Once per session, before any engine starts: the host identity preflight, then the
