@@ -169,10 +169,15 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
                   settings: LatencySettings) -> list[CheckResult]:
     checks: list[CheckResult] = []
     interference = [line for run in runs for line in run.interference]
+    # devices.kind none: nothing was probed, so nothing is claimed (not a pass).
     checks.append(CheckResult(
-        track_id, candidate, Check.RESOURCE_INTERFERENCE, "fail" if interference else "pass",
-        Reason.RESOURCE_INTERFERENCE if interference else None,
-        "; ".join(interference) or "no foreign process on the assigned devices"))
+        track_id, candidate, Check.RESOURCE_INTERFERENCE,
+        "fail" if interference else "not_applicable" if settings.device_kind == "none"
+        else "pass", Reason.RESOURCE_INTERFERENCE if interference else None,
+        "; ".join(interference) or (
+            "not applicable: devices.kind is none, no device was probed"
+            if settings.device_kind == "none" else "no foreign process on the assigned devices"),
+        {"device_kind": settings.device_kind, "devices": list(settings.devices)}))
     b0_runs = [r for r in runs if r.arm == BASELINE]
     cand_runs = [r for r in runs if r.arm != BASELINE]
     b0_failed = [o for r in b0_runs for o in r.failed()]

@@ -134,12 +134,16 @@ def _baseline(arms: Arms) -> LossyBaseline:
                             Reason.BASELINE_REQUEST_FAILED, failed[0].explain())
         return LossyBaseline(checks=(check,), runs=tuple(first))
     same_seed: dict[str, float] = {}
-    decisive: set[str] = set()
+    decisive: set[str] = set(gate.gated)
+    unmeasured: set[str] = set()  # gated, but no same-seed spread on some seed
     for a, b in zip(first, second, strict=True):
+        measured: set[str] = set()
         for error, decides in _spread(b.scores, a.scores, gate):
             decisive |= {error.scorer_id} if decides else set()
             if error.error is not None:
+                measured.add(error.scorer_id)
                 same_seed[error.scorer_id] = max(same_seed.get(error.scorer_id, 0.0), error.error)
+        unmeasured |= decisive - measured
     other_seed: dict[str, float] = {}
     if len(first) > 1:
         for error, _ in _spread(first[1].scores, first[0].scores, gate):
@@ -150,7 +154,7 @@ def _baseline(arms: Arms) -> LossyBaseline:
     too_wide = {k: v for k, v in same_seed.items() if k in decisive and not below[k]}
     data = {"same_seed_spread": same_seed, "different_seed_spread": other_seed,
             "gated": sorted(decisive), "limit": limit, "threshold": gate.threshold,
-            "below_limit": below,
+            "below_limit": below, "unmeasured": sorted(unmeasured),
             "baseline_scores": [s.to_dict() for s in first[0].scores]}
     if too_wide:
         check = CheckResult(
@@ -159,10 +163,16 @@ def _baseline(arms: Arms) -> LossyBaseline:
             "B0's same-seed spread is not below "
             f"{gate.variability_fraction:g} x {gate.threshold:g}: "
             + ", ".join(f"{k} {v:.4%}" for k, v in sorted(too_wide.items())), data)
+    elif unmeasured:
+        # A spread that could not be computed is not a spread of 0: nothing was compared there.
+        check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "open", None,
+                            "B0's same-seed spread could not be computed for gated "
+                            + ", ".join(sorted(unmeasured)), data)
     else:
-        worst = max(same_seed.values(), default=0.0)
+        worst = max(v for k, v in same_seed.items() if k in decisive)
         check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "pass", None,
-                            f"B0 same-seed spread at most {worst:.4%} (limit {limit:.4%})", data)
+                            f"B0 same-seed spread at most {worst:.4%} over "
+                            f"{len(below)} gated scores (limit {limit:.4%})", data)
     return LossyBaseline(checks=(check,), runs=tuple(first))
 
 
