@@ -37,6 +37,7 @@ from .quality.fidelity import compare_videos
 from .quality.pipeline import score_video
 from .quality.registry import Score
 from .quality.scoring import RelativeError, check_comparable, relative_errors
+from .timed_output import lossy_timed_output_check
 from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
 
@@ -286,11 +287,18 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
 
 
 def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> CheckResult:
-    """The candidate on a fresh instance with the track's seeds, judged against B0."""
+    """The candidate on a fresh instance with the track's seeds, judged against B0 (and its
+    timed outputs against its scored ones, when the latency protocol ran first)."""
     seeds = [run.seed for run in baseline.runs]
     runs = _run_seeds(arms, candidate, seeds, 0, Check.CANDIDATE_MEDIA)
     check = judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, candidate, baseline, runs)
     arms.evidence.add_check(check)
+    # When this run's timed requests of the candidate are in already (the latency protocol ran
+    # first), they are compared with the scored outputs here; it counts for the verdict only.
+    timed = lossy_timed_output_check(arms.outcomes, arms.plan.track_id, candidate,
+                                     arms.plan.lossy.gate)
+    if timed is not None:
+        arms.evidence.add_check(timed)
     return check
 
 
