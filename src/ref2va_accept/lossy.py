@@ -186,15 +186,20 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
     precondition: list[str] = []
     fidelity_broken: list[str] = []
     for base, cand in zip(baseline.runs, runs, strict=True):
-        if not cand.outcome.complete or cand.outcome.media_path is None:
+        if not cand.outcome.sample.ok or cand.outcome.media_path is None:
             return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
                                Reason.CANDIDATE_REQUEST_FAILED, cand.outcome.explain())
         assert base.outcome.media_path is not None
         try:
-            precondition += check_comparable(probe(cand.outcome.media_path),
-                                             probe(base.outcome.media_path))
+            found = check_comparable(probe(cand.outcome.media_path),
+                                     probe(base.outcome.media_path))
         except MediaError as exc:
-            precondition.append(str(exc))
+            found = [str(exc)]
+        if not found and not cand.outcome.complete:
+            # An MP4 came back but is not the track's (frames, audio length, ...): it is not
+            # scored, so it cannot be compared either; never an open score.
+            found = [f"seed {cand.seed}: {cand.outcome.explain()}"]
+        precondition += found
         errors = _errors(cand.scores, base.scores, gate)
         opened |= {e.scorer_id for e in errors if e.status == "open"}
         opened |= set(_missing_gated(cand.scores, gate))
