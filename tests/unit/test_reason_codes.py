@@ -22,7 +22,8 @@ CANDIDATE = "faulty"
 
 
 def _campaign(folder: Path, track: str, *, b0_args: dict[str, Any] | None = None,
-              candidate_args: dict[str, Any] | None = None, **engine: Any) -> Path:
+              candidate_args: dict[str, Any] | None = None,
+              lossy_gate: dict[str, Any] | None = None, **engine: Any) -> Path:
     """One track, one candidate (B0's profile plus `candidate_args`), no declared device time,
     one seed, frozen: no verdict is capped for a reason other than the one under test."""
     path = campaign_copy(folder / "c", profile_args=b0_args or {})
@@ -35,6 +36,8 @@ def _campaign(folder: Path, track: str, *, b0_args: dict[str, Any] | None = None
     data["candidates"] = [{"id": CANDIDATE, "profile": "faulty.yaml", "tracks": [track]}]
     data["tracks"] = {track: data["tracks"][track]}
     data["tracks"][track]["request"]["seeds"] = [42]
+    if lossy_gate:
+        data["tracks"][track]["lossy_gate"].update(lossy_gate)
     data["environment"] = {}
     data["engine"].update(shutdown_grace_s=2, **engine)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -110,9 +113,13 @@ def test_comparison_point_missing(tmp_path: Path) -> None:
 
 
 def test_baseline_variability_too_high(tmp_path: Path) -> None:
-    # Unseeded noise from the first denoising step on: B0 does not repeat its own scores.
+    # Unseeded noise in the first denoising step: B0 does not repeat its own scores. At 112x64
+    # it moved the gated scores by up to 0.04%, inside the shipped limit (0.25 x 1%), so this
+    # campaign freezes a tighter one (0.01 x 1% = 0.01%); a deterministic B0 repeats every score
+    # exactly (spread 0, test_lossy_suite), so it would still pass.
     campaign = _campaign(tmp_path, "5s-lossy",
-                         b0_args={"fault": "nondeterministic", "fault-at-step": 1})
+                         b0_args={"fault": "nondeterministic", "fault-at-step": 1},
+                         lossy_gate={"variability_fraction": 0.01})
     result, found = _run(tmp_path, campaign, "tests/quality/test_lossy.py",
                          "-m", "lossy and 5s", "-k", "baseline")
     assert result.returncode == 1 and "INCONCLUSIVE" in result.stdout, result.stdout[-2000:]
