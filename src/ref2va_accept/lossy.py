@@ -233,9 +233,10 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
         return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
                            Reason.QUALITY_GATE_FAILED,
                            "; ".join(parts), data)
-    if opened:
+    if opened or not per_seed:
         return CheckResult(track_id, candidate, Check.LOSSY_GATE, "open", None,
-                           "cannot decide: open dimensions " + ", ".join(sorted(opened)), data)
+                           "cannot decide: open dimensions " + ", ".join(sorted(opened))
+                           if opened else "cannot decide: no seed was compared", data)
     top = max(worst.values(), default=0.0)
     fidelity_note = "".join(
         f", {name} at least {value:g}" for name, value in
