@@ -55,6 +55,7 @@ class Check(StrEnum):
     TIMED_OUTPUT = "timed_output", _LOSSLESS
     BASELINE_VARIABILITY = "baseline_variability", _LOSSY
     LOSSY_GATE = "lossy_gate", _LOSSY
+    TIMED_OUTPUT_FIDELITY = "timed_output_fidelity", _LOSSY
     RESOURCE_INTERFERENCE = "resource_interference", _BOTH
     LATENCY_RATIO = "latency_ratio", _BOTH
     # Recorded when they run; a failure counts, but a track does not wait for them.

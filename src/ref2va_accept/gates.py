@@ -107,7 +107,8 @@ class QualityGate(Gate, Protocol):
 
 class BaselineGateRunner(Generic[B]):
     """A quality gate as the scenarios run it (a QualityGate): B0's reference run made once per
-    track and gate and shared by its candidates; a candidate is judged only against a usable one.
+    track and gate and shared by its candidates; a candidate is judged only against one where
+    nothing failed.
     The lossless and lossy gates are this runner with their own `make_baseline` and `judge`."""
 
     name: str
@@ -127,12 +128,15 @@ class BaselineGateRunner(Generic[B]):
 
     def baseline(self, arms: Arms) -> GateResult:
         made = self._baseline(arms)
-        if not made.usable:
+        if not made.judgeable:
             return GateResult.inconclusive(made.explain())
         return GateResult.from_checks(made.checks)
 
     def candidate(self, arms: Arms, candidate: str) -> GateResult:
         made = self._baseline(arms)
-        if not made.usable:
+        if not made.judgeable:
             return GateResult.inconclusive(f"B0 cannot be judged against: {made.explain()}")
-        return GateResult.from_checks(self.judge(arms, candidate, made))
+        # A B0 check left open (e.g. a spread that could not be computed) keeps the candidate's
+        # outcome open too, unless the candidate decided something worse itself.
+        opened = [c for c in made.checks if c.status == "open"]
+        return GateResult.from_checks([*self.judge(arms, candidate, made), *opened])

@@ -11,8 +11,8 @@ Then, in the documented order (docs/protocol.md): run not evaluable (interferenc
 failed, warm-up not steady, drift) -> inconclusive; candidate defect (request failed, caching
 suspected) -> failed; otherwise the ratio interval decides, on one value per instance (the
 instance design) or per request (the labelled request design), its typed result carried by the
-latency check. On a lossless track the timed outputs are also compared with the watched quality
-output (timed_output.py). Quality gates run in their own scenarios; the per-track verdict
+latency check. The timed outputs are also compared with the candidate's quality output of the same
+seed (timed_output.py). Quality gates run in their own scenarios; the per-track verdict
 combines them.
 """
 
@@ -40,7 +40,7 @@ from .replication import (
     warmup_done,
 )
 from .server import EngineInstance
-from .timed_output import timed_output_check
+from .timed_output import timed_output_for
 from .verdicts import CheckResult
 from .workload import Arms, Outcome
 
@@ -169,10 +169,15 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
                   settings: LatencySettings) -> list[CheckResult]:
     checks: list[CheckResult] = []
     interference = [line for run in runs for line in run.interference]
+    # devices.kind none: nothing was probed, so nothing is claimed (not a pass).
     checks.append(CheckResult(
-        track_id, candidate, Check.RESOURCE_INTERFERENCE, "fail" if interference else "pass",
-        Reason.RESOURCE_INTERFERENCE if interference else None,
-        "; ".join(interference) or "no foreign process on the assigned devices"))
+        track_id, candidate, Check.RESOURCE_INTERFERENCE,
+        "fail" if interference else "not_applicable" if settings.device_kind == "none"
+        else "pass", Reason.RESOURCE_INTERFERENCE if interference else None,
+        "; ".join(interference) or (
+            "not applicable: devices.kind is none, no device was probed"
+            if settings.device_kind == "none" else "no foreign process on the assigned devices"),
+        {"device_kind": settings.device_kind, "devices": list(settings.devices)}))
     b0_runs = [r for r in runs if r.arm == BASELINE]
     cand_runs = [r for r in runs if r.arm != BASELINE]
     b0_failed = [o for r in b0_runs for o in r.failed()]
@@ -251,8 +256,9 @@ def distinct_plan(settings: LatencySettings, order: Sequence[str], candidate: st
 def run_latency(arms: Arms, candidate: str) -> list[CheckResult]:
     """The frozen protocol for one candidate against its matched B0, recorded as it goes.
 
-    On a lossless track whose watched quality output is in already, the timed outputs are
-    compared with it here (the timed-output check; it counts for the track's verdict only).
+    When the candidate's quality output (watched, or scored on a lossy track) is in already, the
+    timed outputs are compared with it here (timed_output.py; it counts for the track's verdict
+    only).
     """
     plan: TrackPlan = arms.plan
     protocol = plan.latency
@@ -273,10 +279,9 @@ def run_latency(arms: Arms, candidate: str) -> list[CheckResult]:
     checks = judge_latency(plan.track_id, candidate, runs, protocol)
     for check in checks:
         arms.evidence.add_check(check)
-    if plan.quality == "lossless":
-        timed = timed_output_check(arms.outcomes, plan.track_id, candidate)
-        if timed is not None:
-            arms.evidence.add_check(timed)
+    timed = timed_output_for(plan, arms.outcomes, candidate)
+    if timed is not None:
+        arms.evidence.add_check(timed)
     return checks
 
 

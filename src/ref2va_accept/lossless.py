@@ -40,6 +40,7 @@ from .plan import LosslessContract
 from .tensors import (
     DumpComparison,
     PointComparison,
+    Status,
     compare_dumps,
     point_file,
     read_header,
@@ -49,6 +50,8 @@ from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
 
 log = logging.getLogger(__name__)
+
+_MP4_POINTS = ("mp4.video", "mp4.audio")
 
 def contract_problems(outcome: Outcome, contract: LosslessContract) -> list[str]:
     """What the request did not deliver of the contract: missing points, wrong dtype or shape."""
@@ -60,6 +63,11 @@ def contract_problems(outcome: Outcome, contract: LosslessContract) -> list[str]
         dtype: str = point.dtype
         if point.source == "mp4":
             found = _mp4_shape(outcome, point.name)
+            if found is None:
+                # An MP4 that does not decode, or lacks the stream, writes no such point.
+                problems.append(f"{point.name}: not decodable from the MP4 "
+                                f"({outcome.explain()})")
+                continue
         else:
             path = point_file(folder, point.name) if folder else None
             if path is None or not path.is_file():
@@ -103,7 +111,24 @@ def compare(reference: Outcome, other: Outcome, contract: LosslessContract) -> D
             found[point.name] = point
     if contract.mp4 and reference.media_path and other.media_path:
         found.update(compare_mp4(reference.media_path, other.media_path, contract.mp4))
-    return DumpComparison.of(found[name] for name in contract.order if name in found)
+    # Every contracted point is in the result: one that could not be compared is missing (on
+    # the side that lacks it; on B, the other request, when both seem to have it), never left out.
+    return DumpComparison.of(found.get(name) or _not_compared(name, reference, other, contract)
+                             for name in contract.order)
+
+
+def _not_compared(name: str, reference: Outcome, other: Outcome, contract: LosslessContract
+                  ) -> PointComparison:
+    status: Status = "missing_in_b"
+    if not _holds(reference, name, contract):
+        status = "missing_in_a"
+    return PointComparison(name, status, None, None, None, None)
+
+
+def _holds(outcome: Outcome, name: str, contract: LosslessContract) -> bool:
+    if name in contract.mp4:
+        return outcome.media_path is not None and _mp4_shape(outcome, name) is not None
+    return outcome.dump_dir is not None and point_file(outcome.dump_dir, name).is_file()
 
 
 def compare_mp4(a: Path, b: Path, names: Sequence[str]) -> dict[str, PointComparison]:
@@ -166,9 +191,12 @@ def judge_baseline(
         return Baseline(checks=(check,), watched=first)
     between = compare(first, second, contract)
     watched_mp4 = compare_mp4(first.media_path, unobserved.media_path,  # type: ignore[arg-type]
-                              ("mp4.video", "mp4.audio"))
+                              _MP4_POINTS)
     differing = [p.name for p in between.points if not p.equal]
     differing += [f"{name} (unobserved)" for name, p in watched_mp4.items() if not p.equal]
+    # Watched against unobserved must be compared, not skipped when a file does not decode.
+    differing += [f"{name} (unobserved: not compared)" for name in _MP4_POINTS
+                  if name not in watched_mp4]
     data = {"seed": first.sample.seed, "points": [p.to_dict() for p in between.points]}
     if differing:
         check = CheckResult(track, "b0", Check.BASELINE_DETERMINISM, "fail",
@@ -198,9 +226,12 @@ def judge_candidate(
     comparison = compare(baseline.watched, watched, contract)
     table = {"seed": watched.sample.seed, "points": [p.to_dict() for p in comparison.points],
              "first_divergence": comparison.first_divergence}
-    if missing:
+    uncompared = [f"{p.name}: not compared ({p.status.replace('_', ' ')})"
+                  for p in comparison.points if p.status in ("missing_in_a", "missing_in_b")]
+    if missing or uncompared:
         checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, "fail",
-                                  Reason.COMPARISON_POINT_MISSING, "; ".join(missing), table))
+                                  Reason.COMPARISON_POINT_MISSING,
+                                  "; ".join(missing or uncompared), table))
     elif not comparison.equal:
         first = next(p for p in comparison.points if not p.equal)
         checks.append(CheckResult(
@@ -208,7 +239,8 @@ def judge_candidate(
             f"not bit-exact; first diverging point {first.name} ({_describe(first)})", table))
     else:
         checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, "pass", None,
-                                  f"bit-exact with B0 at {len(comparison.points)} points", table))
+                                  f"bit-exact with B0 at all {len(comparison.points)} contracted "
+                                  "points", table))
 
     base_path, cand_path = enabled_path(baseline.watched), enabled_path(watched)
     if contract.diagnostics:
@@ -228,9 +260,10 @@ def judge_candidate(
         checks.append(CheckResult(track, candidate, Check.UNOBSERVED_OUTPUT, "fail",
                                   Reason.CANDIDATE_REQUEST_FAILED, unobserved.explain()))
     else:
-        same = compare_mp4(watched.media_path, unobserved.media_path, contract.mp4 or
-                           ("mp4.video", "mp4.audio"))
+        wanted = contract.mp4 or _MP4_POINTS
+        same = compare_mp4(watched.media_path, unobserved.media_path, wanted)
         differing = [name for name, p in same.items() if not p.equal]
+        differing += [f"{name} (not compared)" for name in wanted if same and name not in same]
         checks.append(CheckResult(
             track, candidate, Check.UNOBSERVED_OUTPUT, "fail" if differing or not same else "pass",
             Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED if differing or not same else None,

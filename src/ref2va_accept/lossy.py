@@ -37,6 +37,7 @@ from .quality.fidelity import compare_videos
 from .quality.pipeline import score_video
 from .quality.registry import Score
 from .quality.scoring import RelativeError, check_comparable, relative_errors
+from .timed_output import lossy_timed_output_check
 from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
 
@@ -134,12 +135,16 @@ def _baseline(arms: Arms) -> LossyBaseline:
                             Reason.BASELINE_REQUEST_FAILED, failed[0].explain())
         return LossyBaseline(checks=(check,), runs=tuple(first))
     same_seed: dict[str, float] = {}
-    decisive: set[str] = set()
+    decisive: set[str] = set(gate.gated)
+    unmeasured: set[str] = set()  # gated, but no same-seed spread on some seed
     for a, b in zip(first, second, strict=True):
+        measured: set[str] = set()
         for error, decides in _spread(b.scores, a.scores, gate):
             decisive |= {error.scorer_id} if decides else set()
             if error.error is not None:
+                measured.add(error.scorer_id)
                 same_seed[error.scorer_id] = max(same_seed.get(error.scorer_id, 0.0), error.error)
+        unmeasured |= decisive - measured
     other_seed: dict[str, float] = {}
     if len(first) > 1:
         for error, _ in _spread(first[1].scores, first[0].scores, gate):
@@ -150,7 +155,7 @@ def _baseline(arms: Arms) -> LossyBaseline:
     too_wide = {k: v for k, v in same_seed.items() if k in decisive and not below[k]}
     data = {"same_seed_spread": same_seed, "different_seed_spread": other_seed,
             "gated": sorted(decisive), "limit": limit, "threshold": gate.threshold,
-            "below_limit": below,
+            "below_limit": below, "unmeasured": sorted(unmeasured),
             "baseline_scores": [s.to_dict() for s in first[0].scores]}
     if too_wide:
         check = CheckResult(
@@ -159,10 +164,16 @@ def _baseline(arms: Arms) -> LossyBaseline:
             "B0's same-seed spread is not below "
             f"{gate.variability_fraction:g} x {gate.threshold:g}: "
             + ", ".join(f"{k} {v:.4%}" for k, v in sorted(too_wide.items())), data)
+    elif unmeasured:
+        # A spread that could not be computed is not a spread of 0: nothing was compared there.
+        check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "open", None,
+                            "B0's same-seed spread could not be computed for gated "
+                            + ", ".join(sorted(unmeasured)), data)
     else:
-        worst = max(same_seed.values(), default=0.0)
+        worst = max(v for k, v in same_seed.items() if k in decisive)
         check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "pass", None,
-                            f"B0 same-seed spread at most {worst:.4%} (limit {limit:.4%})", data)
+                            f"B0 same-seed spread at most {worst:.4%} over "
+                            f"{len(below)} gated scores (limit {limit:.4%})", data)
     return LossyBaseline(checks=(check,), runs=tuple(first))
 
 
@@ -175,15 +186,20 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
     precondition: list[str] = []
     fidelity_broken: list[str] = []
     for base, cand in zip(baseline.runs, runs, strict=True):
-        if not cand.outcome.complete or cand.outcome.media_path is None:
+        if not cand.outcome.sample.ok or cand.outcome.media_path is None:
             return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
                                Reason.CANDIDATE_REQUEST_FAILED, cand.outcome.explain())
         assert base.outcome.media_path is not None
         try:
-            precondition += check_comparable(probe(cand.outcome.media_path),
-                                             probe(base.outcome.media_path))
+            found = check_comparable(probe(cand.outcome.media_path),
+                                     probe(base.outcome.media_path))
         except MediaError as exc:
-            precondition.append(str(exc))
+            found = [str(exc)]
+        if not found and not cand.outcome.complete:
+            # An MP4 came back but is not the track's (frames, audio length, ...): it is not
+            # scored, so it cannot be compared either; never an open score.
+            found = [f"seed {cand.seed}: {cand.outcome.explain()}"]
+        precondition += found
         errors = _errors(cand.scores, base.scores, gate)
         opened |= {e.scorer_id for e in errors if e.status == "open"}
         opened |= set(_missing_gated(cand.scores, gate))
@@ -217,9 +233,10 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
         return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
                            Reason.QUALITY_GATE_FAILED,
                            "; ".join(parts), data)
-    if opened:
+    if opened or not per_seed:
         return CheckResult(track_id, candidate, Check.LOSSY_GATE, "open", None,
-                           "cannot decide: open dimensions " + ", ".join(sorted(opened)), data)
+                           "cannot decide: open dimensions " + ", ".join(sorted(opened))
+                           if opened else "cannot decide: no seed was compared", data)
     top = max(worst.values(), default=0.0)
     fidelity_note = "".join(
         f", {name} at least {value:g}" for name, value in
@@ -276,11 +293,18 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
 
 
 def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> CheckResult:
-    """The candidate on a fresh instance with the track's seeds, judged against B0."""
+    """The candidate on a fresh instance with the track's seeds, judged against B0 (and its
+    timed outputs against its scored ones, when the latency protocol ran first)."""
     seeds = [run.seed for run in baseline.runs]
     runs = _run_seeds(arms, candidate, seeds, 0, Check.CANDIDATE_MEDIA)
     check = judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, candidate, baseline, runs)
     arms.evidence.add_check(check)
+    # When this run's timed requests of the candidate are in already (the latency protocol ran
+    # first), they are compared with the scored outputs here; it counts for the verdict only.
+    timed = lossy_timed_output_check(arms.outcomes, arms.plan.track_id, candidate,
+                                     arms.plan.lossy.gate)
+    if timed is not None:
+        arms.evidence.add_check(timed)
     return check
 
 

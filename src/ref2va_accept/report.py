@@ -65,6 +65,11 @@ def host_html(bundle: EvidenceBundle) -> str:
     return ("<h3>Host</h3>" + "".join(parts)) if parts else ""
 
 
+def not_applicable(checks: Mapping[Any, str]) -> list[str]:
+    """The checks a verdict counted as not applicable: shown as such, never as passed."""
+    return [str(name) for name, status in checks.items() if status == "not_applicable"]
+
+
 _VERDICT_COLOURS = {"supported": "#1a7f37", "failed": "#cf222e", "inconclusive": "#9a6700"}
 
 
@@ -80,6 +85,7 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
             f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}</td>"
             f"<td>{html.escape(', '.join(v.reasons))}</td>"
             f"<td>{html.escape(', '.join(v.open_checks)) or '-'}</td>"
+            f"<td>{html.escape(', '.join(not_applicable(v.checks))) or '-'}</td>"
             f"<td>{html.escape(v.note)}</td></tr>"
         )
     freeze_line = html.escape(
@@ -101,7 +107,7 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
         + "<table class='ref2va-verdicts' border='1' cellpadding='4' "
         "style='border-collapse:collapse'>"
         "<tr><th>track</th><th>candidate</th><th>verdict</th><th>reasons</th>"
-        "<th>open checks</th><th>note</th></tr>"
+        "<th>open checks</th><th>not applicable</th><th>note</th></tr>"
         + "".join(rows)
         + "</table><p>Evidence: evidence.json beside this report.</p>"
     )

@@ -6,6 +6,8 @@
 4. Otherwise the latency interval decides (the latency check's own typed result).
 
 A check that did not run is open, never a pass; a track with an open check is never supported.
+A check that has nothing to check here (no device to probe) is `not_applicable`: it does not
+leave its track open, and it is shown as such, never as a pass.
 Names and reasons come from the vocabulary (checks.py): anything else cannot be recorded, so a
 misspelt reason can never be taken for another category.
 """
@@ -30,9 +32,14 @@ from .checks import (
 if TYPE_CHECKING:
     from .stats import LatencyVerdict
 
-CheckStatus = Literal["pass", "fail", "open"]
+CheckStatus = Literal["pass", "fail", "open", "not_applicable"]
 Verdict = Literal["supported", "failed", "inconclusive"]
-_STATUSES: tuple[CheckStatus, ...] = ("pass", "fail", "open")
+CHECK_STATUSES: tuple[CheckStatus, ...] = ("pass", "fail", "open", "not_applicable")
+_STATUSES = CHECK_STATUSES
+# When a check is recorded several times, the most severe status is its summary.
+_PRECEDENCE: dict[CheckStatus, int] = {"fail": 3, "open": 2, "pass": 1, "not_applicable": 0}
+# What a required check may be for its track not to stay open.
+SATISFIED: frozenset[CheckStatus] = frozenset({"pass", "not_applicable"})
 _VERDICTS: tuple[Verdict, ...] = ("supported", "failed", "inconclusive")
 
 # Derived from the vocabulary; kept for readers of the old names.
@@ -93,16 +100,23 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class GateChecks:
-    """A baseline's checks, shared by its track's candidates: usable only when all passed."""
+    """A baseline's checks, shared by its track's candidates: usable only when every one passed
+    or was not applicable."""
 
     checks: tuple[CheckResult, ...]
 
     @property
     def usable(self) -> bool:
-        return all(check.status == "pass" for check in self.checks)
+        return all(check.status in SATISFIED for check in self.checks)
+
+    @property
+    def judgeable(self) -> bool:
+        """Candidates may be judged against it: nothing failed (an open check stays open in
+        their track's verdict, but their own figures are still recorded)."""
+        return all(check.status != "fail" for check in self.checks)
 
     def explain(self) -> str:
-        return "; ".join(c.detail for c in self.checks if c.status != "pass")
+        return "; ".join(c.detail for c in self.checks if c.status not in SATISFIED)
 
 
 @dataclass(frozen=True)
@@ -157,12 +171,11 @@ def judge(
     relevant = [c for c in checks if c.track == track and c.arm in ("b0", candidate)]
     summary: dict[Check, CheckStatus] = {}
     for check in relevant:
-        key = check.name
-        # One failing instance of a check fails it; pass only when every instance passed.
-        if summary.get(key) == "fail":
-            continue
-        if check.status == "fail" or summary.get(key) is None or check.status == "open":
-            summary[key] = check.status
+        # fail > open > pass > not_applicable: one failing instance fails the check, one open
+        # instance leaves it open, and it is not applicable only when no instance applied.
+        seen = summary.get(check.name)
+        if seen is None or _PRECEDENCE[check.status] > _PRECEDENCE[seen]:
+            summary[check.name] = check.status
     failed = [(c, c.reason) for c in relevant if c.reason is not None]
     validity = [r for _, r in failed if r.category is Category.VALIDITY]
     if cap_reason:
@@ -173,7 +186,8 @@ def judge(
         validity.append(cap)
     defects = [r for _, r in failed if r.category is Category.DEFECT]
     open_checks = _dedupe(
-        [name for name in required_checks(quality_class) if summary.get(name, "open") == "open"]
+        [name for name in required_checks(quality_class)
+         if summary.get(name, "open") not in (*SATISFIED, "fail")]
         + [c.name for c in relevant if c.status == "open"]
     )
     if candidate is None:

@@ -14,7 +14,7 @@ from ref2va_accept.checks import CHECK_REASON_CATEGORIES, Check, Reason
 from ref2va_accept.evidence import SCHEMA_PATH, EvidenceBundle, rebuild
 from ref2va_accept.evidence_log import EVENTS_FILE, EvidenceLogError, read_events
 from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.verdicts import CheckResult, TrackVerdict
+from ref2va_accept.verdicts import CHECK_STATUSES, CheckResult, TrackVerdict
 from tests.unit.evidence_schema import schema_errors, validate_bundle
 
 T = "5s-lossless"
@@ -164,6 +164,10 @@ def test_the_schema_knows_exactly_the_judges_vocabulary() -> None:
     assert defs["reason"]["enum"] == [r.value for r in Reason]
     assert defs["check_reason"]["enum"] == [
         r.value for r in Reason if r.category in CHECK_REASON_CATEGORIES]
+    # ... and the check statuses, not_applicable among them, on checks and in verdicts alike.
+    assert defs["check"]["properties"]["status"]["enum"] == list(CHECK_STATUSES)
+    assert defs["verdict"]["properties"]["checks"]["additionalProperties"]["enum"] == list(
+        CHECK_STATUSES)
 
 
 def test_the_schema_refuses_a_check_name_or_reason_outside_the_vocabulary(tmp_path: Path) -> None:

@@ -152,7 +152,18 @@ def test_a_fast_candidate_is_supported() -> None:
                                                   _run(C, [140, 141, 139])], ab)
                    if c.name == "latency_ratio")
     assert latency.latency is not None and latency.latency.verdict == "supported"  # typed
-    assert found["resource_interference"][0] == "pass" and found["caching_probe"][0] == "pass"
+    # devices.kind none: nothing was probed, so interference is not applicable, never a pass.
+    assert found["resource_interference"][0] == "not_applicable"
+    assert found["caching_probe"][0] == "pass"
+
+
+def test_interference_passes_only_where_devices_were_probed() -> None:
+    runs = (_run("b0", [300, 298, 305]), _run(C, [140, 141, 139]), _run("b0", [301, 299, 303]))
+    probed = dataclasses.replace(REQUEST, device_kind="npu", devices=(0, 1, 2, 3))
+    status, reason, data = _judge(*runs, settings=probed)["resource_interference"]
+    assert (status, reason, data["device_kind"]) == ("pass", None, "npu")
+    none = judge_latency(T, C, runs, REQUEST)[0]
+    assert none.status == "not_applicable" and "no device was probed" in none.detail
 
 
 def test_no_speedup_is_failed() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.report import host_html, lossy_tables_html, summary_html
+from ref2va_accept.report import host_html, lossy_tables_html, summary_html, verdict_table_html
 from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.verdicts import CheckResult
+from ref2va_accept.verdicts import CheckResult, TrackVerdict
 
 
 def _bundle(tmp_path: Path) -> EvidenceBundle:
@@ -141,3 +141,13 @@ def test_latency_section_shows_instances_interval_and_b0_spread(tmp_path: Path) 
     assert "between instances 2.53%" in section and "within an instance" in section
     assert "not decided: warmup_not_steady" in section and "NO" in section
     assert page.index("Latency: instances") < page.index("Timed requests")
+
+
+def test_the_verdict_table_shows_not_applicable_checks_as_such(tmp_path: Path) -> None:
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    bundle.verdicts = [TrackVerdict("5s-lossy", "c1", "inconclusive", ("open_checks",),
+                                    ("lossy_gate",), {"resource_interference": "not_applicable",
+                                                      "b0_media": "pass"})]
+    page = verdict_table_html(bundle)
+    assert "<th>not applicable</th>" in page
+    assert "<td>lossy_gate</td><td>resource_interference</td>" in page  # open, then n/a

@@ -1,11 +1,21 @@
-"""Timed output equals watched output (MLPerf TEST01 idea), from the run's typed outcomes."""
+"""Timed output equals watched output (MLPerf TEST01 idea), from the run's typed outcomes; on a
+lossy track, within what the lossy contract tolerates of the scored output."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import av
+import numpy as np
+
+from ref2va_accept.campaign import LossyGate
 from ref2va_accept.client import Sample
-from ref2va_accept.timed_output import timed_output_check
+from ref2va_accept.timed_output import (
+    DEFAULT_MIN_PSNR_DB,
+    lossy_timed_output_check,
+    timed_output_check,
+)
 from ref2va_accept.workload import Outcome, OutcomeLog
 from tests.unit.test_cli import _mp4
 
@@ -48,3 +58,97 @@ def test_until_both_sides_ran_nothing_is_judged(tmp_path: Path) -> None:
     check = timed_output_check(log, T, "c1")
     assert check is not None and check.status == "pass"
     assert timed_output_check(log, T, "other") is None  # another candidate's requests
+
+
+# ---- lossy: the timed outputs against the scored ones, within what the contract tolerates ----
+
+def _lossy_mp4(path: Path, noise: int = 0, audio_noise: float = 0.0, frames: int = 24) -> Path:
+    """A textured clip (so that H.264 keeps small differences) with a tone; `noise` adds a
+    seeded +-noise pattern to every pixel, `audio_noise` white noise to the tone."""
+    rng = np.random.default_rng(1)
+    base = rng.integers(40, 200, (48, 64, 3)).astype(np.int16)
+    jitter = rng.integers(-noise, noise + 1, (48, 64, 3)) if noise else 0
+    with av.open(str(path), "w") as container:
+        video = container.add_stream("libx264", rate=24)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv444p"
+        video.options = {"qp": "0"}  # lossless x264: what differs is the frames, not the codec
+        sound = container.add_stream("aac", rate=32000)
+        sound.layout = "stereo"
+        for i in range(frames):
+            pixels = np.clip(np.roll(base, i, axis=1) + jitter, 0, 255).astype(np.uint8)
+            container.mux(video.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
+        container.mux(video.encode())
+        t = np.arange(round(32000 * frames / 24)) / 32000
+        tone = 0.3 * np.sin(2 * np.pi * 440 * t)
+        tone = tone + audio_noise * np.random.default_rng(2).standard_normal(t.size)
+        samples = np.stack([tone, tone]).astype(np.float32)
+        chunk = av.AudioFrame.from_ndarray(samples, format="fltp", layout="stereo")
+        chunk.sample_rate = 32000
+        container.mux(sound.encode(chunk))
+        container.mux(sound.encode())
+    return path
+
+
+def _lossy_log(tmp_path: Path, **timed: Any) -> OutcomeLog:
+    log = OutcomeLog()
+    for n, (kind, changes) in enumerate((("quality", {}), ("measured", timed))):
+        path = _lossy_mp4(tmp_path / f"{kind}-{n}.mp4", **changes)
+        sample = Sample(f"{kind}{n}", "c1", "5s-lossy", kind, n, 42, "t", ok=True)
+        log.add(Outcome(sample, {"video": {}}, (), path))
+    return log
+
+
+def _gate(**frozen: float) -> LossyGate:
+    return LossyGate.model_validate({"gated": ["vbench.temporal_flickering"], **frozen})
+
+
+def test_lossy_identical_timed_output_passes(tmp_path: Path) -> None:
+    check = lossy_timed_output_check(_lossy_log(tmp_path), "5s-lossy", "c1", _gate())
+    assert check is not None and check.status == "pass" and check.name == "timed_output_fidelity"
+    assert check.data["pairs"][0]["identical"] is True and "1 identical" in check.detail
+    assert check.data["rule"]["min_psnr_db"] == DEFAULT_MIN_PSNR_DB
+
+
+def test_lossy_timed_output_within_the_contract_passes_with_its_figures(tmp_path: Path) -> None:
+    # +-1 on every pixel: what a nondeterministic reduction does (46.7 dB through H.264).
+    check = lossy_timed_output_check(_lossy_log(tmp_path, noise=1), "5s-lossy", "c1", _gate())
+    assert check is not None and check.status == "pass", check.detail
+    pair = check.data["pairs"][0]
+    assert pair["identical"] is False and pair["psnr_db"] >= DEFAULT_MIN_PSNR_DB
+    assert "0 identical, 1 within PSNR 40 dB (default)" in check.detail
+
+
+def test_lossy_timed_output_beyond_the_contract_fails(tmp_path: Path) -> None:
+    # +-25 on every pixel: another path (24.7 dB), far below 40 dB.
+    check = lossy_timed_output_check(_lossy_log(tmp_path, noise=25), "5s-lossy", "c1", _gate())
+    assert check is not None and check.status == "fail"
+    assert check.reason == "output_differs_when_unobserved"
+    assert "PSNR" in check.detail and "< 40 dB" in check.detail
+    assert check.data["pairs"][0]["psnr_db"] < DEFAULT_MIN_PSNR_DB
+
+
+def test_lossy_rule_takes_the_frozen_psnr_minimum(tmp_path: Path) -> None:
+    log = _lossy_log(tmp_path, noise=25)
+    frozen = lossy_timed_output_check(log, "5s-lossy", "c1", _gate(min_psnr_db=20.0))
+    assert frozen is not None and frozen.status == "pass", frozen.detail
+    assert frozen.data["rule"]["min_psnr_from"] == "lossy_gate.min_psnr_db"
+    strict = lossy_timed_output_check(log, "5s-lossy", "c1", _gate(min_ssim=0.999))
+    assert strict is not None and strict.status == "fail" and "SSIM" in strict.detail
+
+
+def test_lossy_timed_audio_beyond_the_contract_fails(tmp_path: Path) -> None:
+    check = lossy_timed_output_check(_lossy_log(tmp_path, audio_noise=0.1), "5s-lossy", "c1",
+                                     _gate())
+    assert check is not None and check.status == "fail" and "audio SNR" in check.detail
+
+
+def test_lossy_timed_output_that_cannot_be_compared_fails(tmp_path: Path) -> None:
+    check = lossy_timed_output_check(_lossy_log(tmp_path, frames=20), "5s-lossy", "c1", _gate())
+    assert check is not None and check.status == "fail" and "not comparable" in check.detail
+
+
+def test_lossy_until_both_sides_ran_nothing_is_judged(tmp_path: Path) -> None:
+    log = OutcomeLog()
+    sample = Sample("m", "c1", "5s-lossy", "measured", 0, 42, "t", ok=True)
+    log.add(Outcome(sample, {"video": {}}, (), _lossy_mp4(tmp_path / "m.mp4")))
+    assert lossy_timed_output_check(log, "5s-lossy", "c1", _gate()) is None

@@ -160,7 +160,7 @@ def test_required_checks_come_from_the_vocabulary() -> None:
         "latency_ratio")
     assert required_checks("lossy") == (
         "b0_media", "candidate_media", "cleanup", "baseline_variability", "lossy_gate",
-        "resource_interference", "latency_ratio")
+        "timed_output_fidelity", "resource_interference", "latency_ratio")
     with pytest.raises(ValueError, match="quality class"):
         required_checks("lossyish")
 

@@ -95,6 +95,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for v in state.bundle.verdicts:
         reasons = ", ".join(v.reasons)
         opened = f" open: {', '.join(v.open_checks)}" if v.open_checks else ""
+        unchecked = [c for c, status in v.checks.items() if status == "not_applicable"]
+        skipped = f" not applicable: {', '.join(unchecked)}" if unchecked else ""
         tr.write_line(f"{v.track:13} {v.candidate or '(none)':20} {v.verdict.upper():13} "
-                      f"{reasons}{opened}")
+                      f"{reasons}{opened}{skipped}")
     tr.write_line(f"evidence: {state.display(state.bundle.folder)}/evidence.json")
