@@ -158,12 +158,21 @@ class RunState:
             listed = ", ".join(f"{f.name}[{f.pid}] ({f.tag}, {f.stopped_by})" for f in found)
             bundle.set_section("leftovers", [f.to_dict() for f in found])
             bundle.note(f"stopped {len(found)} engine process(es) left by a dead run: {listed}")
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                reporter.write_line(f"ref2va: stopped {len(found)} engine process(es) left by a "
-                                    f"dead run: {listed}")
+            self._say(f"ref2va: stopped {len(found)} engine process(es) left by a dead run: "
+                      f"{listed}")
         if self.reaper is None:
             self.reaper = start_reaper(self.run_id, grace_s / 2)
+
+    def _say(self, line: str) -> None:
+        """One line on the terminal now, even from inside a test (output capture paused)."""
+        plugins = self.config.pluginmanager
+        reporter, capture = plugins.get_plugin("terminalreporter"), plugins.get_plugin(
+            "capturemanager")
+        if reporter is None:
+            return
+        paused = capture.global_and_fixture_disabled() if capture is not None else None
+        with paused if paused is not None else contextlib.nullcontext():
+            reporter.write_line(line)
 
     def close_reaper(self) -> None:
         """The judge is ending normally: the reaper finds nothing of ours left, and exits."""
