@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.reference.errors import ApiError, GenerationCancelled, ProfileError
 from engine.reference.fault_names import WIRE_FAULTS
@@ -39,6 +40,7 @@ from engine.reference.runner import GenerationRunner
 from ref2va_contract.api import (
     HEALTH_ROUTE,
     INFERENCE_TIME_HEADER,
+    INSTANCE_NONCE_HEADER,
     MODEL_HEADER,
     MODELS_ROUTE,
     PEAK_MEMORY_HEADER,
@@ -49,6 +51,7 @@ from ref2va_contract.api import (
     SYNC_VIDEO_ROUTE,
     VIDEOS_ROUTE,
 )
+from ref2va_contract.launch import INSTANCE_NONCE_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +106,27 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error")
         return _error_body(500, str(exc), "InternalServerError", None)
+
+
+class NonceEchoMiddleware:
+    """Every response carries the nonce the judge gave this instance (``INSTANCE_NONCE_ENV``), so
+    the judge can tell its own instance from another server answering on the same port."""
+
+    def __init__(self, app: ASGIApp, nonce: str) -> None:
+        self.app = app
+        self.header = (INSTANCE_NONCE_HEADER.lower().encode(), nonce.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_nonce(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_nonce)
 
 
 def _engine(request: Request) -> EngineState:
@@ -164,6 +188,9 @@ def create_app(profile: LaunchProfile, generator: VideoGenerator | None = None) 
         _add_profile_routes(app, profiler)
     if fault is not None and fault.name in WIRE_FAULTS:
         app.add_middleware(MediaFaultMiddleware, fault=fault.name)
+    nonce = os.environ.get(INSTANCE_NONCE_ENV)
+    if nonce:
+        app.add_middleware(NonceEchoMiddleware, nonce=nonce)
     return app
 
 

@@ -94,6 +94,9 @@ class Reason(StrEnum):
     ENGINE_START_FAILED = "engine_start_failed", Category.VALIDITY
     # An instance's device memory (HBM) did not return to its idle level before the next start.
     DEVICE_MEMORY_NOT_RELEASED = "device_memory_not_released", Category.VALIDITY
+    # The server answering on an instance's port was not that instance (another process owns the
+    # listening socket, or the reference engine's nonce did not come back): nothing was judged.
+    FOREIGN_SERVER = "foreign_server", Category.VALIDITY
     # defect: the candidate is wrong
     CANDIDATE_REQUEST_FAILED = "candidate_request_failed", Category.DEFECT
     INVALID_MEDIA = "invalid_media", Category.DEFECT

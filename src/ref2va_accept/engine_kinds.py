@@ -36,6 +36,9 @@ class EngineKind:
     # Whether the server enforces its own request time bounds (VLLM_OMNI_DLO_DP_WAVE_TIMEOUT,
     # VLLM_OMNI_VIDEO_SYNC_TIMEOUT) that the campaign's timeouts must stay under.
     server_side_timeouts: bool = False
+    # Whether the server echoes the judge's per-instance nonce (INSTANCE_NONCE_HEADER); the real
+    # vLLM-Omni server does not, so for it only the listening socket's owner is checked.
+    echoes_nonce: bool = False
 
     def default_command(self) -> list[str]:
         """The executable prefix when the campaign names none (kept out of the frozen file)."""
@@ -75,6 +78,7 @@ REFERENCE: EngineKind = _Reference(
     # The reference engine muxes through PyAV and the FFmpeg libraries PyAV links.
     pin_fields=("python", "torch", "av", "av_ffmpeg"),
     pin_form="source_pin: {python: '3.11.7', torch: ..., av: ..., av_ffmpeg: ...}",
+    echoes_nonce=True,
 )
 
 VLLM_OMNI: EngineKind = _VllmOmni(

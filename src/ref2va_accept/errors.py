@@ -48,3 +48,7 @@ class EngineStopError(Ref2VAError):
 
 class TensorFileError(Ref2VAError):
     """A tensor dump (safetensors) is missing, unreadable or malformed."""
+
+
+class ForeignServerError(EngineStartError):
+    """The server answering on an instance's port is not that instance."""

@@ -8,14 +8,14 @@ started (also one that left the group) and the audit can prove that none survive
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import itertools
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,16 +24,18 @@ import httpx
 import psutil
 
 from ref2va_contract.api import HEALTH_ROUTE
-from ref2va_contract.launch import INSTANCE_TAG_ENV
+from ref2va_contract.launch import INSTANCE_NONCE_ENV, INSTANCE_TAG_ENV, JUDGE_ENV
 
-from .errors import EngineStartError
+from .audit import CleanupAudit, ProcessRecord
+from .errors import EngineStartError, ForeignServerError
+from .leftovers import die_with_parent, judge_identity, tagged_processes
+from .ownership import foreign_server_problem
 from .ports import LOOPBACK, free_port, port_is_free
-
-__all__ = ["LOOPBACK", "CleanupAudit", "EngineInstance", "InstanceRegistry", "LaunchSpec",
-           "free_port", "port_is_free", "start_instance"]
 
 log = logging.getLogger(__name__)
 
+__all__ = ["LOOPBACK", "CleanupAudit", "EngineInstance", "InstanceRegistry", "LaunchSpec",
+           "free_port", "port_is_free", "start_instance"]
 _KILL_WAIT_S = 10.0
 _LOG_TAIL_LINES = 20
 
@@ -53,6 +55,9 @@ class LaunchSpec:
     log_path: Path
     # Unique across runs (the run id is part of it); every process of the instance inherits it.
     tag: str = ""
+    # Given to the engine (INSTANCE_NONCE_ENV) when its kind echoes it; None: the socket's owner
+    # alone shows that the server answering is the instance.
+    nonce: str | None = None
 
     @property
     def process_tag(self) -> str:
@@ -69,77 +74,6 @@ class LaunchSpec:
             "shutdown_grace_s": self.shutdown_grace_s,
             "log": self.log_path.name,
         }
-
-
-@dataclass(frozen=True)
-class ProcessRecord:
-    pid: int
-    name: str
-    status: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pid": self.pid, "name": self.name, "status": self.status}
-
-
-@dataclass(frozen=True)
-class CleanupAudit:
-    """What stopping one instance took and what it left behind."""
-
-    arm_id: str
-    instance_id: str
-    pid: int
-    exit_code: int | None
-    processes_seen: int
-    needed_sigkill: tuple[ProcessRecord, ...]
-    survivors: tuple[ProcessRecord, ...]
-    port_free: bool
-    stop_s: float
-    problems: tuple[str, ...]
-
-    @property
-    def clean(self) -> bool:
-        return not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "arm": self.arm_id,
-            "instance": self.instance_id,
-            "pid": self.pid,
-            "exit_code": self.exit_code,
-            "processes_seen": self.processes_seen,
-            "needed_sigkill": [p.to_dict() for p in self.needed_sigkill],
-            "survivors": [p.to_dict() for p in self.survivors],
-            "port_free": self.port_free,
-            "stop_s": round(self.stop_s, 3),
-            "clean": self.clean,
-            "problems": list(self.problems),
-        }
-
-
-def _die_with_parent() -> None:
-    # Runs in the child before exec: if the harness itself is killed outright (SIGKILL, OOM), the
-    # engine's main process gets SIGTERM instead of running on unattended.
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def _tagged_processes(tag: str) -> list[psutil.Process]:
-    """Processes whose environment carries this instance's tag (children inherit it)."""
-    needle = f"{INSTANCE_TAG_ENV}={tag}".encode()
-    found: list[psutil.Process] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            with contextlib.suppress(psutil.Error):
-                found.append(psutil.Process(int(entry.name)))
-    return found
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -165,6 +99,10 @@ class EngineInstance:
         self._popen: subprocess.Popen[bytes] | None = None
         self._known: dict[int, psutil.Process] = {}
         self.audit: CleanupAudit | None = None
+        # Set when another server answered on the port: the port was never ours to free.
+        self.foreign = False
+        # Set on a repeated interrupt: no grace, SIGKILL at once (see InstanceRegistry.hurry).
+        self.hurry = False
 
     @property
     def base_url(self) -> str:
@@ -198,7 +136,10 @@ class EngineInstance:
     def start(self) -> None:
         spec = self.spec
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **spec.env, INSTANCE_TAG_ENV: spec.process_tag}
+        env = {**os.environ, **spec.env, INSTANCE_TAG_ENV: spec.process_tag,
+               JUDGE_ENV: judge_identity()}
+        if spec.nonce is not None:
+            env[INSTANCE_NONCE_ENV] = spec.nonce
         log.info("starting %s on port %d: %s", spec.instance_id, spec.port, " ".join(spec.argv))
         with open(spec.log_path, "ab") as log_file:
             try:
@@ -211,7 +152,7 @@ class EngineInstance:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                     # Only prctl runs before exec; the harness starts engines from one thread.
-                    preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+                    preexec_fn=die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
                 )
             except OSError as exc:
                 raise EngineStartError(
@@ -233,8 +174,10 @@ class EngineInstance:
                         f"(before {HEALTH_ROUTE} answered)", exit_code=code,
                         log_tail=self.log_tail())
                 with contextlib.suppress(httpx.HTTPError):
-                    if client.get(f"{self.base_url}{HEALTH_ROUTE}").status_code == 200:
+                    answer = client.get(f"{self.base_url}{HEALTH_ROUTE}")
+                    if answer.status_code == 200:
                         self.snapshot_tree()
+                        self._check_owner(answer.headers)
                         log.info("%s healthy", spec.instance_id)
                         return
                 self.snapshot_tree()
@@ -246,6 +189,14 @@ class EngineInstance:
                 # Capped low: a reference engine is healthy within a few seconds, and a 1 s step
                 # cost about half a second of waiting on each of a campaign's ~70 starts.
                 delay = min(delay * 1.5, 0.25)
+
+    def _check_owner(self, headers: httpx.Headers) -> None:
+        """The server that answered must be this instance, before anything is sent to it."""
+        problem = foreign_server_problem(self.spec.port, self._living(), headers, self.spec.nonce)
+        if problem is not None:
+            self.foreign = True
+            raise ForeignServerError(f"engine {self.spec.instance_id}: {problem}; no request "
+                                     "was sent to it")
 
     # -- bookkeeping -----------------------------------------------------------------------------
     def _remember(self, pid: int) -> None:
@@ -260,7 +211,7 @@ class EngineInstance:
         with contextlib.suppress(psutil.Error):
             for child in psutil.Process(self._popen.pid).children(recursive=True):
                 self._remember(child.pid)
-        for proc in _tagged_processes(self.spec.process_tag):
+        for proc in tagged_processes(self.spec.process_tag):
             self._remember(proc.pid)
 
     def known_pids(self) -> set[int]:
@@ -268,7 +219,7 @@ class EngineInstance:
         return set(self._known)
 
     def _living(self) -> list[psutil.Process]:
-        for proc in _tagged_processes(self.spec.process_tag):
+        for proc in tagged_processes(self.spec.process_tag):
             self._remember(proc.pid)
         return [p for p in self._known.values() if _alive(p)]
 
@@ -292,22 +243,25 @@ class EngineInstance:
         for proc in self._living():
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(signal.SIGTERM)
-        self._wait_gone(spec.shutdown_grace_s)
+        self._wait_gone(spec.shutdown_grace_s, interruptible=True)
+        if self.hurry:
+            problems.append("stopped at once with SIGKILL on a repeated interrupt")
         stubborn = self._living()
         needed_kill = tuple(_record(p) for p in stubborn)
         main_exited = self._popen.poll() is not None
-        if stubborn and main_exited and not port_is_free(spec.port):
+        if stubborn and main_exited and not self.foreign and not port_is_free(spec.port):
             # The server is gone but something it started still listens: the next instance
             # could not bind, or would share the port with a ghost.
             problems.append(
                 f"port {spec.port} still held after the main process exited, by one of: "
                 + ", ".join(f"{r.name}[{r.pid}]" for r in needed_kill)
             )
-        if stubborn:
+        if stubborn and not self.hurry:
             problems.append(
                 f"{len(stubborn)} process(es) still alive {spec.shutdown_grace_s:g} s after "
                 f"SIGTERM, killed: " + ", ".join(f"{r.name}[{r.pid}]" for r in needed_kill)
             )
+        if stubborn:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
             for proc in stubborn:
@@ -321,8 +275,8 @@ class EngineInstance:
                 "process(es) alive after SIGKILL: "
                 + ", ".join(f"{r.name}[{r.pid}]" for r in survivors)
             )
-        port_free = self._wait_port_free(2.0)
-        if not port_free:
+        port_free = self._wait_port_free(0.0 if self.foreign else 2.0)
+        if not port_free and not self.foreign:
             problems.append(f"port {spec.port} still held after the engine stopped")
         self.audit = CleanupAudit(
             arm_id=spec.arm_id,
@@ -339,9 +293,9 @@ class EngineInstance:
         log.info("stopped %s: %s", spec.instance_id, "clean" if not problems else problems)
         return self.audit
 
-    def _wait_gone(self, timeout_s: float) -> None:
+    def _wait_gone(self, timeout_s: float, *, interruptible: bool = False) -> None:
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (interruptible and self.hurry):
             if self._popen is not None:
                 self._popen.poll()  # reap the main process so it is not a zombie we wait on
             if not self._living():
@@ -387,6 +341,13 @@ class InstanceRegistry:
 
     live: dict[str, EngineInstance] = field(default_factory=dict)
     on_audit: list[Callable[[CleanupAudit], None]] = field(default_factory=list)
+    # Run-wide: every engine lifetime of the session gets its own number, so its id, log file,
+    # process tag and audit are its own (a counter per test repeated them and audits overwrote).
+    _serials: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    _ids: set[str] = field(default_factory=set)
+
+    def next_serial(self) -> int:
+        return next(self._serials)
 
     def subscribe(self, callback: Callable[[CleanupAudit], None]) -> None:
         if callback in self.on_audit:
@@ -394,7 +355,11 @@ class InstanceRegistry:
         self.on_audit.append(callback)
 
     def add(self, instance: EngineInstance) -> None:
-        self.live[instance.spec.instance_id] = instance
+        instance_id = instance.spec.instance_id
+        if instance_id in self._ids:
+            raise ValueError(f"engine instance id {instance_id!r} was already used in this run")
+        self._ids.add(instance_id)
+        self.live[instance_id] = instance
 
     def stop(self, instance: EngineInstance) -> CleanupAudit:
         audit = instance.stop()
@@ -402,6 +367,15 @@ class InstanceRegistry:
             for hook in self.on_audit:
                 hook(audit)
         return audit
+
+    def hurry(self) -> None:
+        """A repeated interrupt: every live instance is SIGKILLed now; a stop under way stops
+        waiting out its grace. Safe in a signal handler (no lock, no allocation worth naming)."""
+        for instance in list(self.live.values()):
+            instance.hurry = True
+            if instance.pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(instance.pid, signal.SIGKILL)
 
     def stop_all(self) -> list[CleanupAudit]:
         return [self.stop(inst) for inst in list(self.live.values())]

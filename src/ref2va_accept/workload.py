@@ -7,7 +7,6 @@ evidence, sanitized, and as typed outcomes in the run's `OutcomeLog` for the gat
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 import signal
@@ -23,8 +22,9 @@ from .campaign import LoadedCampaign, unfilled_fields
 from .checks import Check, Reason
 from .client import GenerationRequest, ReferenceFile, Sample, TimedClient
 from .engine_kinds import engine_kind
-from .errors import CampaignError, EngineStartError, MediaError
+from .errors import CampaignError, EngineStartError, ForeignServerError, MediaError
 from .media import MediaProblem, check_media, probe
+from .ownership import new_nonce
 from .plan import Arm, InputFile, TrackPlan
 from .server import (
     LOOPBACK,
@@ -190,7 +190,6 @@ class Arms:
         # The pytest plugin passes its session's registry; alone, the runner keeps its own.
         self.registry = registry if registry is not None else InstanceRegistry()
         self.outcomes = outcomes if outcomes is not None else OutcomeLog()
-        self._counter = itertools.count(1)
         self.started: list[EngineInstance] = []
         # Set by whoever shows progress (the pytest plugin); the judge itself never needs one.
         self.observer: RequestObserver | None = None
@@ -200,7 +199,8 @@ class Arms:
         engine = campaign.model.engine
         profile = campaign.profile(arm.spec)
         port = free_port()
-        instance_id = f"{self.plan.track_id}.{arm.id}.{next(self._counter)}"
+        # The number is run-wide (the registry's): one id, log, tag and audit per lifetime.
+        instance_id = f"{self.plan.track_id}.{arm.id}.{self.registry.next_serial()}"
         workdir = str(campaign.engine_workdir())
         env: dict[str, str] = {"PYTHONUNBUFFERED": "1", **campaign.model.environment,
                                **{name: value.replace(WORKDIR_TOKEN, workdir)
@@ -226,6 +226,7 @@ class Arms:
             shutdown_grace_s=engine.shutdown_grace_s,
             log_path=self.evidence.log_path(instance_id),
             tag=f"{self.evidence.run_id}/{instance_id}",
+            nonce=new_nonce() if kind.echoes_nonce else None,
         )
 
     def start(self, arm_id: str = "b0") -> EngineInstance:
@@ -251,9 +252,11 @@ class Arms:
             raise EngineStartError(f"{exc}; log: {log_file}", exit_code=exc.exit_code,
                                    log_tail=exc.log_tail) from None
         except Exception as exc:
+            # Another server on the port is not the engine failing: its own reason, not judged.
+            reason = (Reason.FOREIGN_SERVER if isinstance(exc, ForeignServerError)
+                      else Reason.ENGINE_START_FAILED)
             self.evidence.add_check(CheckResult(
-                track_id, arm_id, Check.ENGINE_START, "fail", Reason.ENGINE_START_FAILED,
-                str(exc).splitlines()[0]))
+                track_id, arm_id, Check.ENGINE_START, "fail", reason, str(exc).splitlines()[0]))
             raise
         self.started.append(instance)
         return instance

@@ -23,3 +23,7 @@ STAGE_DURATIONS_HEADER: Final = "X-Stage-Durations"
 PEAK_MEMORY_HEADER: Final = "X-Peak-Memory-MB"
 SERVER_HEADERS: Final = (REQUEST_ID_HEADER, MODEL_HEADER, INFERENCE_TIME_HEADER,
                          STAGE_DURATIONS_HEADER, PEAK_MEMORY_HEADER)
+
+# The reference engine's echo of ``launch.INSTANCE_NONCE_ENV`` on every response (health and
+# generations included); vLLM-Omni sends none, and the judge then relies on the socket's owner.
+INSTANCE_NONCE_HEADER: Final = "X-Ref2VA-Instance-Nonce"

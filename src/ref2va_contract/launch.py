@@ -16,6 +16,13 @@ DIAGNOSTICS_ROOT_ENV: Final = "REF2VA_DIAGNOSTICS_ROOT"
 # Set by the judge in every instance's environment, ``<run id>/<instance id>``: the mark by which
 # the cleanup audit finds the instance's processes (every child inherits it).
 INSTANCE_TAG_ENV: Final = "REF2VA_INSTANCE"
+# Set by the judge in every instance's environment, ``<pid>:<start time>`` of the judge process
+# that started it: an instance whose judge is gone is a leftover the next run stops.
+JUDGE_ENV: Final = "REF2VA_JUDGE"
+# Set by the judge in every instance's environment: a random value new for each instance. The
+# reference engine echoes it in ``api.INSTANCE_NONCE_HEADER`` on every response, so the judge can
+# tell its own instance from another server that happens to answer on the same port.
+INSTANCE_NONCE_ENV: Final = "REF2VA_INSTANCE_NONCE"
 
 # In a launch profile's ``env`` values: the campaign's engine workdir, made absolute by the judge.
 WORKDIR_TOKEN: Final = "${workdir}"

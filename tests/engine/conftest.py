@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import wave
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
@@ -80,7 +80,12 @@ class EngineProcess:
 
 @contextmanager
 def running_engine(
-    profile: Path, log_dir: Path, extra_env: dict[str, str] | None = None
+    profile: Path,
+    log_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    *,
+    new_session: bool = False,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> Iterator[EngineProcess]:
     port = free_port()
     log_path = log_dir / f"engine-{port}.log"
@@ -91,6 +96,8 @@ def running_engine(
             env={**engine_env(), **(extra_env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=new_session,  # its own group, as the judge starts it
+            preexec_fn=preexec_fn,  # noqa: PLW1509
         )
     engine = EngineProcess(process, f"http://127.0.0.1:{port}", log_path)
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ref2va_accept.errors import EngineStartError
+from ref2va_accept.errors import EngineStartError, ForeignServerError
 from ref2va_accept.server import (
     EngineInstance,
     InstanceRegistry,
@@ -38,7 +38,10 @@ FAKE_ENGINE = textwrap.dedent('''
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             code = 503 if mode == "never-healthy" else 200
-            self.send_response(code); self.send_header("Content-Length", "2"); self.end_headers()
+            self.send_response(code); self.send_header("Content-Length", "2")
+            if mode == "echo":
+                self.send_header("X-Ref2VA-Instance-Nonce", os.environ["REF2VA_INSTANCE_NONCE"])
+            self.end_headers()
             self.wfile.write(b"{}")
         def log_message(self, *args):
             pass
@@ -211,3 +214,24 @@ def test_port_is_free_detects_a_listener() -> None:
         sock.listen()
         assert not port_is_free(port)
     assert port_is_free(port)
+
+
+def test_engine_echoing_its_nonce_is_its_own(tmp_path: Path, fake_engine: Path) -> None:
+    spec = LaunchSpec(**{**_spec(tmp_path, fake_engine, "echo").__dict__, "nonce": "n-1"})
+    registry = InstanceRegistry()
+    assert registry.stop(start_instance(spec, registry)).clean
+
+
+def test_engine_not_echoing_its_nonce_is_refused_as_foreign(tmp_path: Path,
+                                                            fake_engine: Path) -> None:
+    spec = LaunchSpec(**{**_spec(tmp_path, fake_engine, "healthy").__dict__, "nonce": "n-1"})
+    with pytest.raises(ForeignServerError, match="X-Ref2VA-Instance-Nonce was absent"):
+        start_instance(spec, InstanceRegistry())
+
+
+def test_registry_refuses_an_instance_id_used_before(tmp_path: Path, fake_engine: Path) -> None:
+    registry = InstanceRegistry()
+    spec = _spec(tmp_path, fake_engine, "healthy")
+    registry.stop(start_instance(spec, registry))
+    with pytest.raises(ValueError, match="already used in this run"):
+        start_instance(spec, registry)

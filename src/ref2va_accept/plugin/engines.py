@@ -8,6 +8,7 @@ once, when the session is configured.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable, Generator, Iterator
 from types import FrameType
@@ -39,9 +40,47 @@ def stop_all(config: pytest.Config) -> list[CleanupAudit]:
     return found.stop_all() if found is not None else []
 
 
-def _interrupt_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # A SIGTERM to the harness (CI cancelling, a scheduler) must tear engines down like Ctrl-C.
-    raise KeyboardInterrupt(f"signal {signum}")
+class StopSignals:
+    """SIGINT and SIGTERM for one session.
+
+    The first ends the session as Ctrl-C does (KeyboardInterrupt): engines are stopped and
+    audited, the status is `interrupted` and the report is written. A later one does not raise
+    (that would cut the session's end short, leaving status `running` and no report): it SIGKILLs
+    every live engine at once, and the session finishes its evidence. SIGINT is taken over also
+    when inherited ignored (a shell's background job), so a Ctrl-C forwarded to us counts.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, engines: InstanceRegistry) -> None:
+        self.engines = engines
+        self.received = 0
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for sig in self.SIGNALS:
+            current = signal.getsignal(sig)
+            if current in (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler):
+                self._previous[sig] = current
+                signal.signal(sig, self)
+
+    def restore(self) -> None:
+        for sig, previous in self._previous.items():
+            if signal.getsignal(sig) is self:
+                signal.signal(sig, previous)
+        self._previous.clear()
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.received += 1
+        if self.received == 1:
+            raise KeyboardInterrupt(f"signal {signum}")
+        # os.write, not print: a signal handler may interrupt a write to the same stream.
+        os.write(2, f"\nref2va: signal {signum} again: stopping every engine now (SIGKILL); "
+                    "the evidence and report are still written\n".encode())
+        self.engines.hurry()
+
+
+SIGNALS = pytest.StashKey[StopSignals]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -50,13 +89,17 @@ def pytest_configure(config: pytest.Config) -> None:
     engines = InstanceRegistry()
     engines.subscribe(lambda audit: run_state(config).after_stop(audit))
     config.stash[REGISTRY] = engines
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+    handlers = StopSignals(engines)
+    handlers.install()
+    config.stash[SIGNALS] = handlers
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     # Last resort after the session (its own end stops them before the verdicts).
     stop_all(config)
+    handlers = config.stash.get(SIGNALS, None)
+    if handlers is not None:
+        handlers.restore()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -88,7 +131,10 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
     runner.observer = progress.observer if isinstance(progress, ProgressPlugin) else None
     yield runner
     dirty = [audit for audit in (engines.stop(i) for i in runner.started) if not audit.clean]
-    if dirty:
+    handlers = pytestconfig.stash.get(SIGNALS, None)
+    # After an interrupt this teardown runs inside the session's end: failing it there would cut
+    # that end short (no verdicts, no report); the audit is in the evidence either way.
+    if dirty and not (handlers is not None and handlers.received):
         pytest.fail("engine cleanup incomplete: " + "; ".join(
             f"{a.instance_id}: {', '.join(a.problems)}" for a in dirty), pytrace=False)
 

@@ -107,6 +107,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is None:
         return
     engines.stop_all(config)
+    state.close_reaper()
     if state.bundle is not None:
         state.bundle.sanitize_files()
         latest = state.evidence_root / "latest"

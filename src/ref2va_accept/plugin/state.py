@@ -5,6 +5,8 @@ Not a plugin module: the plugin's modules share it through ``run_state(config)``
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,7 @@ from ..devices import probe_for
 from ..evidence import EvidenceBundle
 from ..identity import IdentityToolMissing, identity_checks, preflight
 from ..input_pins import input_problems, problem_lines
+from ..leftovers import start_reaper, stop_leftovers
 from ..lock import FreezeStatus, canonical_campaign, verify
 from ..plan import TrackPlan, plan_campaign
 from ..sanitize import Sanitizer
@@ -54,6 +57,8 @@ class RunState:
     _plans: Mapping[str, TrackPlan] | None = None
     # Every request's typed outcome in this run, for the gates (never read back from evidence).
     outcomes: OutcomeLog = field(default_factory=OutcomeLog)
+    # Stops this run's engines if the judge dies outright (leftovers.start_reaper).
+    reaper: subprocess.Popen[bytes] | None = None
 
     @property
     def campaign(self) -> LoadedCampaign:
@@ -158,6 +163,7 @@ class RunState:
             return
         self.host_checked = True
         bundle, campaign = self.evidence(), self.campaign
+        self._stop_leftovers(bundle, campaign.model.engine.shutdown_grace_s)
         try:
             result = preflight(campaign)
         except IdentityToolMissing as exc:
@@ -171,6 +177,41 @@ class RunState:
         self.memory.read_idle()
         self._record_memory()
         bundle.checkpoint()
+
+    def _stop_leftovers(self, bundle: EvidenceBundle, grace_s: float) -> None:
+        """Engines of a dead run are stopped (by pid) before ours start, and recorded; then the
+        reaper that stops ours if this judge dies outright (within half the frozen grace, so
+        that they are gone within the grace)."""
+        found = stop_leftovers(grace_s / 2)
+        if found:
+            listed = ", ".join(f"{f.name}[{f.pid}] ({f.tag}, {f.stopped_by})" for f in found)
+            bundle.set_section("leftovers", [f.to_dict() for f in found])
+            bundle.note(f"stopped {len(found)} engine process(es) left by a dead run: {listed}")
+            self._say(f"ref2va: stopped {len(found)} engine process(es) left by a dead run: "
+                      f"{listed}")
+        if self.reaper is None:
+            self.reaper = start_reaper(self.run_id, grace_s / 2)
+
+    def _say(self, line: str) -> None:
+        """One line on the terminal now, even from inside a test (output capture paused)."""
+        plugins = self.config.pluginmanager
+        reporter, capture = plugins.get_plugin("terminalreporter"), plugins.get_plugin(
+            "capturemanager")
+        if reporter is None:
+            return
+        paused = capture.global_and_fixture_disabled() if capture is not None else None
+        with paused if paused is not None else contextlib.nullcontext():
+            reporter.write_line(line)
+
+    def close_reaper(self) -> None:
+        """The judge is ending normally: the reaper finds nothing of ours left, and exits."""
+        if self.reaper is not None:
+            with contextlib.suppress(OSError):
+                if self.reaper.stdin is not None:
+                    self.reaper.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.reaper.wait(timeout=30)
+            self.reaper = None
 
     def _wait_for_memory(self, audit: CleanupAudit) -> None:
         if self.memory is None:

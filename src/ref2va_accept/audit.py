@@ -1,0 +1,51 @@
+"""What stopping one engine instance took and what it left behind (the cleanup audit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    pid: int
+    name: str
+    status: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "name": self.name, "status": self.status}
+
+
+@dataclass(frozen=True)
+class CleanupAudit:
+    """What stopping one instance took and what it left behind."""
+
+    arm_id: str
+    instance_id: str
+    pid: int
+    exit_code: int | None
+    processes_seen: int
+    needed_sigkill: tuple[ProcessRecord, ...]
+    survivors: tuple[ProcessRecord, ...]
+    port_free: bool
+    stop_s: float
+    problems: tuple[str, ...]
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arm": self.arm_id,
+            "instance": self.instance_id,
+            "pid": self.pid,
+            "exit_code": self.exit_code,
+            "processes_seen": self.processes_seen,
+            "needed_sigkill": [p.to_dict() for p in self.needed_sigkill],
+            "survivors": [p.to_dict() for p in self.survivors],
+            "port_free": self.port_free,
+            "stop_s": round(self.stop_s, 3),
+            "clean": self.clean,
+            "problems": list(self.problems),
+        }

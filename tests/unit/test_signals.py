@@ -1,0 +1,166 @@
+"""Signals and leftovers (issue 13): the wrapper hands SIGTERM to pytest, a second Ctrl-C stops the
+engines at once and still ends with a report, and engines die with the judge even under SIGKILL,
+or the next run stops them and says so."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.unit.evidence_schema import read_bundle
+from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest, tagged
+from tests.unit.test_selftest_phases import _fake_checkout
+
+GRACE_S = 10.0  # the reference campaign's frozen engine.shutdown_grace_s
+# Slow steps, so a request is still running when the signal comes; and a worker that ignores
+# SIGTERM, as a stubborn engine worker would: the hardest engine to stop.
+STUBBORN = {"step-cost-ms": 400, "fault": "worker_ignores_sigterm"}
+
+
+def _start_session(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A campaign session in a subprocess; its output goes to tmp_path/output.txt."""
+    campaign = campaign_copy(tmp_path / "c", profile_args=STUBBORN)
+    evidence = tmp_path / "evidence"
+    with open(tmp_path / "output.txt", "wb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "tests/acceptance/test_b0_output.py", "-m",
+             "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
+            cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+    return proc, evidence
+
+
+def _wait_for_request(evidence: Path, proc: subprocess.Popen[bytes]) -> Path:
+    """The run folder, once its engine has logged the request's start."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        for log in evidence.glob("*/logs/*.log"):
+            if "generation" in log.read_text(errors="replace") and "started" in log.read_text():
+                return log.parents[1]
+        time.sleep(0.2)
+    output = (evidence.parent / "output.txt").read_text(errors="replace")
+    raise AssertionError(f"no request started (exit {proc.poll()}): {output[-3000:]}")
+
+
+def _gone_within(run_id: str, seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while (left := tagged(run_id)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:  # by pid, never by name
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_sigkill_of_pytest_mid_request_leaves_no_engine(tmp_path: Path) -> None:
+    proc, evidence = _start_session(tmp_path)
+    try:
+        run = _wait_for_request(evidence, proc)
+        assert len(tagged(run.name)) == 2  # the engine and its worker that ignores SIGTERM
+        proc.kill()
+        proc.wait()
+        left = _gone_within(run.name, GRACE_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _kill_all(tagged(run.name) if "run" in locals() else [])
+    assert left == [], [psutil.Process(p).cmdline() for p in left if psutil.pid_exists(p)]
+
+
+def test_next_run_stops_and_reports_what_a_dead_run_left(tmp_path: Path) -> None:
+    proc, evidence = _start_session(tmp_path)
+    try:
+        run = _wait_for_request(evidence, proc)
+        # The judge and its reaper die outright (a machine-wide OOM kill): nothing is left to
+        # stop the engine's worker, which ignores the SIGTERM its dying parent gets.
+        reapers = [p.pid for p in psutil.process_iter(["cmdline"])
+                   if "ref2va_accept.leftovers" in (p.info["cmdline"] or [])
+                   and f"{run.name}/" in (p.info["cmdline"] or [])]
+        assert len(reapers) == 1
+        _kill_all([proc.pid, *reapers])
+        proc.wait()
+        time.sleep(2.0)  # the main engine has died of its parent's death; the worker has not
+        left = tagged(run.name)
+        assert len(left) == 1, left
+        second = tmp_path / "second"
+        result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                            "--campaign", str(campaign_copy(second / "c")),
+                            "--evidence-dir", str(second / "evidence"), timeout=300)
+        assert tagged(run.name) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _kill_all(tagged(run.name) if "run" in locals() else [])
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "engine process(es) left by a dead run" in result.stdout
+    later = read_bundle(next(p for p in (second / "evidence").iterdir() if not p.is_symlink()))
+    assert [entry["pid"] for entry in later["leftovers"]] == left
+    assert later["leftovers"][0]["stopped_by"] == "SIGKILL"  # it ignores SIGTERM
+    assert any("left by a dead run" in note for note in later["notes"])
+
+
+def test_second_interrupt_stops_engines_at_once_and_still_reports(tmp_path: Path) -> None:
+    proc, evidence = _start_session(tmp_path)
+    try:
+        run = _wait_for_request(evidence, proc)
+        proc.send_signal(signal.SIGINT)
+        # The first interrupt's stop waits out the grace on the worker that ignores SIGTERM.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(tagged(run.name)) != 1:
+            time.sleep(0.1)
+        assert len(tagged(run.name)) == 1, "the stop should be waiting on the stubborn worker"
+        second = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        after_second = time.monotonic() - second
+        output = (tmp_path / "output.txt").read_text(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _kill_all(tagged(run.name) if "run" in locals() else [])
+    assert tagged(run.name) == [], output[-2000:]
+    bundle = read_bundle(run)
+    assert bundle["status"] == "interrupted", output[-3000:]
+    (instance,) = bundle["instances"]
+    assert "stopped at once with SIGKILL on a repeated interrupt" in instance["cleanup"]["problems"]
+    assert (run / "report.html").is_file()
+    assert "stopping every engine now" in output
+    assert after_second < GRACE_S, after_second
+
+
+def test_sigterm_to_the_wrapper_reaches_pytest(tmp_path: Path) -> None:
+    checkout = _fake_checkout(tmp_path, {})
+    # The stand-in pytest says when it runs, and exits 7 on SIGTERM (saying so).
+    marks = tmp_path / "marks"
+    (checkout / ".venv/bin/python").write_text(
+        "#!/bin/sh\n"
+        f"trap 'echo term >> {marks}; exit 7' TERM\n"
+        f"echo running >> {marks}\n"
+        f"echo $$ > {tmp_path / 'pid'}\n"
+        "while :; do sleep 0.1; done\n")
+    wrapper = subprocess.Popen(["bash", str(checkout / "ref2va"), "campaign"],
+                               env={**os.environ, "PYTHON": sys.executable})
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not marks.exists():
+            time.sleep(0.05)
+        wrapper.send_signal(signal.SIGTERM)
+        code = wrapper.wait(timeout=30)
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()
+        if (tmp_path / "pid").exists():  # a stand-in the old script left running alone
+            _kill_all([int((tmp_path / "pid").read_text())])
+    assert marks.read_text().split() == ["running", "term"]
+    assert code == 7  # the script waited for pytest and kept its exit code
