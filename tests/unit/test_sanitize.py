@@ -54,6 +54,7 @@ HIDDEN = [
     # people
     ("mail bob.smith@corp.example.com please", "mail <email> please"),
     ("bob@gpu12:~$ ls", "<user>@<host>:~$ ls"),
+    ("carol@gp:~$ ls", "<user>@<host>:~$ ls"),
     # credentials and secrets
     ("https://carol:pa55word@github.com/o/r.git", "https://<user>:<secret>@github.com/o/r.git"),
     ("https://ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/o/r",
@@ -197,3 +198,16 @@ def test_for_this_host_hides_what_the_machine_says(monkeypatch: pytest.MonkeyPat
     text = "vm ran /srv/r/x.py as zqx (root@vm) for the root cause; https://ci:tok3n-abc@git.example.org/r.git"
     assert sanitizer.text(text) == ("<host> ran <repo>/x.py as <user> (<user>@<host>) for the root "
                                     "cause; <url>")
+
+
+def test_report_environment_table_is_an_allowlist() -> None:
+    from ref2va_accept.plugin.report import pytest_metadata
+
+    metadata = {"Python": "3.11.7", "Platform": "Linux", "Packages": {"pytest": "8"},
+                "Plugins": {"html": "4"}, "GIT_URL": "https://u:t@h/r.git", "NODE_NAME": "n1",
+                "BUILD_URL": "https://ci/x", "WORKSPACE": "/ws", "JAVA_HOME": "/opt/j"}
+    same = metadata
+    pytest_metadata(metadata, None)  # type: ignore[arg-type]
+    assert same is metadata  # changed in place: an xdist worker sends back the same dict
+    assert set(metadata) == {"Python", "Platform", "Packages", "Plugins", "ref2va-accept"}
+    assert metadata["Packages"]["pytest"] and "pydantic" in metadata["Packages"]

@@ -18,6 +18,8 @@ path boundary only: `/workspace/bob` is not under the root `/workspace/b`.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -29,11 +31,10 @@ from typing import Any
 from . import patterns
 from .identifiers import Identifiers, gather, normal_address
 
-__all__ = ["LABELS", "TEXT_SUFFIXES", "Identifiers", "Sanitizer"]
+__all__ = ["COMMON_WORDS", "LABELS", "TEXT_SUFFIXES", "Identifiers", "Sanitizer"]
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".log", ".txt", ".html", ".htm", ".css", ".js", ".csv")
-LABELS = ("repo", "evidence", "workspace", "abs", "user", "host", "ip", "mac", "email", "secret",
-          "url", "hidden")
+LABELS = patterns.LABELS
 _LABEL = re.compile(r"<(" + "|".join(LABELS) + r")>")
 # Names too common to replace everywhere: replaced only where they name a user or a host.
 COMMON_WORDS = frozenset({
@@ -46,6 +47,8 @@ COMMON_WORDS = frozenset({
     # The run folder's own words: its layout, JSON keys and ids.
     "logs", "media", "dumps", "events", "samples", "report", "status", "run", "track", "arm",
     "smoke", "measured", "warmup", "reference", "campaign", "b0", "lossless", "lossy"})
+# Sections of the evidence whose every dotted quad is a version (pins and their host values).
+_VERSION_SECTIONS = frozenset({"source_pin", "host_identity", "packages", "versions"})
 _USER_KEYS = r"user|username|login|logname|owner|account|actor|author"
 _HOST_KEYS = r"host|hostname|node|node_name|nodename|server|machine"
 
@@ -155,6 +158,7 @@ class Sanitizer:
         value = patterns.abs_paths(value, self.path_name)
         for pattern, label in (*c.names, *c.contextual):
             value = pattern.sub(label, value)
+        value = patterns.at_known_host(value)
         for pattern, label in c.addresses:
             value = pattern.sub(label, value)
         value = patterns.addresses(value, f"{key}=" if key else "")
@@ -166,17 +170,27 @@ class Sanitizer:
         # The rest of the path is kept, with any known name in it replaced.
         return self._compiled.root_labels[match.group(1)] + self.path_name(match.group(2))
 
-    def value(self, obj: Any, key: str = "") -> Any:
-        """A JSON-ready value with every string (keys included) sanitized."""
+    def value(self, obj: Any, key: str = "", versions: bool = False) -> Any:
+        """A JSON-ready value with every string (keys included) sanitized.
+
+        `key` is the value's key (its list's key for an item), the context of the string; a
+        string that is a bare dotted quad under a key or `field` that names a version, or
+        anywhere below a section of versions (`source_pin`...), is a version.
+        """
         if isinstance(obj, str):
-            return self._field(obj, key)
+            return self._field(obj, key, versions)
         if isinstance(obj, dict):
-            return {self.text(str(k)): self.value(v, str(k)) for k, v in obj.items()}
+            field_name = obj.get("field", obj.get("name"))
+            named = isinstance(field_name, str) and bool(patterns.VERSION_WORD.search(field_name))
+            return {self.text(str(k)): self.value(
+                v, str(k), versions or named or str(k) in _VERSION_SECTIONS
+                or bool(patterns.VERSION_WORD.search(str(k).replace("_", " "))))
+                for k, v in obj.items()}
         if isinstance(obj, list | tuple):
-            return [self.value(v, key) for v in obj]
+            return [self.value(v, key, versions) for v in obj]
         return obj
 
-    def _field(self, text: str, key: str) -> str:
+    def _field(self, text: str, key: str, versions: bool) -> str:
         c = self._compiled
         low = key.lower()
         if (text and not text.startswith("<") and patterns.SECRET_NAME.search(key)
@@ -186,21 +200,22 @@ class Sanitizer:
             return "<user>"
         if re.fullmatch(_HOST_KEYS, low) and text.lower() in c.hosts:
             return "<host>"
+        if versions and patterns.IPV4.fullmatch(text.strip()):
+            return text  # a bare four-part version under a version key, field or section
         return self.text(text, key)
 
     # -- files -----------------------------------------------------------------------------------
     def files(self, folder: Path, suffixes: Iterable[str] = TEXT_SUFFIXES) -> int:
         """Rewrite every text file below folder in place and rename every file or folder whose
-        name identifies; returns how many files or names changed."""
+        name identifies; returns how many files or names changed. JSON (and each JSONL line) is
+        sanitized as values, so that keys give their context; other text as text."""
         changed = 0
         wanted = tuple(suffixes)
         for path in sorted(folder.rglob("*")):
             if not path.is_file() or path.is_symlink() or not path.name.endswith(wanted):
                 continue
             raw = path.read_text(encoding="utf-8", errors="replace")
-            clean = self.text(raw)
-            if path.suffix in (".html", ".htm"):
-                clean = _LABEL.sub(r"&lt;\1&gt;", clean)
+            clean = self._file_text(path.suffix, raw)
             if clean != raw:
                 tmp = path.with_name(path.name + ".sanitizing")
                 tmp.write_text(clean, encoding="utf-8")
@@ -218,6 +233,27 @@ class Sanitizer:
                 path.rename(target)
                 changed += 1
         return changed
+
+    def _file_text(self, suffix: str, raw: str) -> str:
+        if suffix == ".json":
+            with contextlib.suppress(ValueError):
+                data = json.loads(raw)
+                clean = self.value(data)
+                return raw if clean == data else json.dumps(clean, indent=2) + "\n"
+        if suffix == ".jsonl":
+            return "".join(self._json_line(line) for line in raw.splitlines(keepends=True))
+        clean = self.text(raw)
+        return _LABEL.sub(r"&lt;\1&gt;", clean) if suffix in (".html", ".htm") else clean
+
+    def _json_line(self, line: str) -> str:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return self.text(line)
+        clean = self.value(data)
+        if clean == data:
+            return line
+        return json.dumps(clean, sort_keys=True) + ("\n" if line.endswith("\n") else "")
 
 
 def _rare(names: Iterable[str]) -> str:

@@ -8,9 +8,13 @@ ordinary text intact are decided here, once:
   method, or under `/v1/`...) is not a path. A path keeps its last name only: `<abs>/name`, or
   `<abs>/<user>` for a home folder itself (`/home/bob`, `/workspace/bob`);
 - a dotted quad is an IPv4 address when every part is 0-255 without a leading zero, it is not
-  part of a longer dotted number (`1.2.3.4.5`), and it does not follow a version word (`version`,
-  `v`, `driver`, `firmware`, `fw`, `release`, `build`, `cann`, `rev`, `kernel`, `bios`, as a word
-  or a key's last part, `:`/`=`/quotes between). An IP that ends a sentence (`10.0.0.1.`) is one;
+  part of a longer dotted number (`1.2.3.4.5`) or glued to a word (`v24.1.0.3`), and no version
+  word (`version`, `v`, `driver`, `firmware`, `fw`, `release`, `build`, `cann`, `rev`, `kernel`,
+  `bios`, alone or as a key's part: `npu_driver`) comes before it in the same clause (48
+  characters, not past a newline, `;` or `|`) without an address word (`ip`, `addr`, `listen`,
+  `connect`, `peer`, `http`, `server`, `via`, `host=`...) after it. A JSON value is also a version
+  under a version-named key or field, or anywhere under `source_pin`, `host_identity`,
+  `packages`. An IP that ends a sentence (`10.0.0.1.`) is one;
 - a secret is recognised by its shape (`hf_`, `ghp_`, `AKIA...`, `xoxb-`, `glpat-`, `sk-`, JWTs,
   private key blocks), by a URL's credentials, after `Bearer`/`Basic`, or as the value assigned
   to a secret-named key (`token=`, `api_key:`, `"password": "..."`, `--hf-token X`): any value
@@ -26,10 +30,14 @@ from collections.abc import Callable
 # backslash (an escape in JSON text), '&' (an entity in HTML) and glob characters.
 _COMP = r"[^\s'\"`<>:,;|()\[\]{}=\\&*?/]+"
 # Where an absolute path may start: after `://` (file:///x) or after anything that does not
-# make it part of a word, a relative path, a placeholder (`<repo>/x`, `&gt;/x`) or `~/x`.
+# make it part of a word, a relative path, a placeholder (`<repo>/x`, `&lt;repo&gt;/x`) or `~/x`;
+# after an HTML tag (`<pre>/x/y`) it may.
 # A JSON or ANSI escape just before (`\\n/x/y`, `\x1b[1m/x/y`) does not make it part of a word.
 ESCAPED = r"(?<=\\[ntr])|(?<=\dm)"
-PATH_START = r"(?:(?<=://)|" + ESCAPED + r"|(?<![\w.~<>/$-]))(?<!&gt;)(?<!&#62;)"
+LABELS = ("repo", "evidence", "workspace", "abs", "user", "host", "ip", "mac", "email", "secret",
+           "url", "hidden")
+PATH_START = (r"(?:(?<=://)|" + ESCAPED + r"|(?<![\w.~</$-]))(?<!&gt;)(?<!&#62;)"
+              + "".join(f"(?<!<{label}>)" for label in LABELS))
 # What may follow a known root for it to be that root: the end of the path or a further component.
 PATH_END = r"(?![^\s'\"`<>:,;|()\[\]{}=\\&*?/])"
 ABS_PATH = re.compile(PATH_START + r"(/" + _COMP + r"(?:/" + _COMP + r")+/?)")
@@ -40,9 +48,11 @@ HOME_DIRS = frozenset({"home", "Users", "users", "workspace", "scratch", "u", "p
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 IPV4 = re.compile(r"(?<![\w.])" + r"\.".join([_OCTET] * 4) + r"(?!\w|\.\d)")
-_VERSION_BEFORE = re.compile(
-    r"(?i)(?:^|[^a-z])(?:v|ver|version|versions|driver|firmware|fw|release|build|cann|rev|"
-    r"revision|kernel|bios)[\"']?\s*[:=]?\s*[\"']?\s*$")
+VERSION_WORD = re.compile(r"(?i)(?<![a-z])(?:v|ver|version|versions|driver|firmware|fw|release|"
+                          r"build|cann|rev|revision|kernel|bios)(?![a-z])")
+_ADDRESS_WORD = re.compile(r"(?i)(?<![a-z])(?:ip|ipv4|inet|addr\w*|listen\w*|connect\w*|bind|bound|"
+                           r"peer\w*|https?|server|proxy|gateway|dns|via|route|remote|client|"
+                           r"host(?:name)?\s*[=:@])(?![a-z])")
 # An IPv6 address with '::' or the full eight groups; a clock time (12:34:56) or a C++/process
 # name such as `vLLM-Omni::DiffusionWorker` is not one.
 IPV6 = re.compile(
@@ -102,14 +112,20 @@ def abs_paths(text: str, name: Callable[[str], str]) -> str:
     return ABS_PATH.sub(replace, text)
 
 
+def is_version_context(before: str) -> bool:
+    """A version word earlier in the same clause (48 characters, not past a newline, `;` or `|`)
+    and no address word after it: `NPU driver 24.1.0.3`, `npu_driver: drift, frozen '24.1.0.3'`."""
+    clause = re.split(r"[\n;|]", before)[-1][-48:]
+    words = list(VERSION_WORD.finditer(clause))
+    return bool(words) and not _ADDRESS_WORD.search(clause, words[-1].end())
+
+
 def ipv4(text: str, context: str = "") -> str:
     """Dotted quads that are addresses (not versions) as `<ip>`; `context` precedes `text`."""
 
     def replace(match: re.Match[str]) -> str:
-        before = text[max(0, match.start() - 40): match.start()]
-        if match.start() < 40:
-            before = context + before
-        return match.group(0) if _VERSION_BEFORE.search(before) else "<ip>"
+        before = context + text[max(0, match.start() - 48): match.start()]
+        return match.group(0) if is_version_context(before) else "<ip>"
 
     return IPV4.sub(replace, text)
 
@@ -159,6 +175,14 @@ def people(text: str) -> str:
     """E-mail addresses as `<email>`, `user@host` as `<user>@<host>`."""
     text = EMAIL.sub("<email>", text)
     return _USER_AT_HOST.sub(_user_at_host, text)
+
+
+_AT_KNOWN_HOST = re.compile(r"(?<![\w.%+@<-])[A-Za-z_][\w.-]{0,31}@(?=<host>)")
+
+
+def at_known_host(text: str) -> str:
+    """`bob@<host>`, once a known host is replaced (even one shaped like a version, `v0`)."""
+    return _AT_KNOWN_HOST.sub("<user>@", text)
 
 
 def tilde_users(text: str) -> str:
