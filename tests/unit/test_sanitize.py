@@ -126,10 +126,23 @@ def test_ordinary_text_is_left_alone(sanitizer: Sanitizer, text: str) -> None:
 def test_version_rule_decides_on_context_both_ways(sanitizer: Sanitizer) -> None:
     assert sanitizer.text("driver 24.1.0.3") == "driver 24.1.0.3"
     assert sanitizer.text("host 24.1.0.3") == "host <ip>"
+    assert sanitizer.text("npu_driver: drift, frozen '24.1.0.3', host '24.1.0.4'") == \
+        "npu_driver: drift, frozen '24.1.0.3', host '24.1.0.4'"
+    assert sanitizer.text("driver loaded; peer 24.1.0.3") == "driver loaded; peer <ip>"
+    assert sanitizer.text("driver connected to 24.1.0.3") == "driver connected to <ip>"
+    # This machine's own address is hidden even where a version word would keep a dotted quad.
+    assert sanitizer.text("build 192.0.2.15, build 192.0.2.16") == "build <ip>, build 192.0.2.16"
     assert sanitizer.text("24.1.0.3", key="npu_driver") == "24.1.0.3"
     assert sanitizer.text("24.1.0.3", key="address") == "<ip>"
     assert sanitizer.value({"firmware": ["7.5.0.1"], "peer": "7.5.0.1"}) == {
         "firmware": ["7.5.0.1"], "peer": "<ip>"}
+    # An identity row: the field names a version, so its bare values are versions; its free
+    # text is judged by its own words.
+    row = {"field": "npu_driver", "frozen": "24.1.0.3", "host": "24.1.0.4",
+           "source": "npu-smi on 10.1.2.3"}
+    assert sanitizer.value(row) == row | {"source": "npu-smi on <ip>"}
+    assert sanitizer.value({"source_pin": {"mindie_sd": "1.0.0.1"}}) == {
+        "source_pin": {"mindie_sd": "1.0.0.1"}}
 
 
 def test_nested_values_and_keys_are_sanitized(sanitizer: Sanitizer) -> None:

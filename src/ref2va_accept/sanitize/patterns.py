@@ -85,8 +85,9 @@ SECRET_WORD = (r"(?<![A-Za-z])(?:token|secret|passw(?:or)?d|credentials?|auth|"
                r"api[_-]?key|access[_-]?key|private[_-]?key|key)s?(?![a-z])")
 SECRET_NAME = re.compile(r"(?i)[A-Za-z0-9_.-]*?" + SECRET_WORD)
 _VALUE = r"([^\s'\",;&<>]+)"
-_ASSIGNED = re.compile(r"(?i)([A-Za-z0-9_.-]*?" + SECRET_WORD + r"[A-Za-z0-9_.-]*)"
-                       r"(\"?\s*[=:]\s*[\"']?)" + _VALUE)
+# The key starts where a name may (so the scan is not retried inside every word).
+_ASSIGNED = re.compile(r"(?i)(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]*?" + SECRET_WORD
+                       + r"[A-Za-z0-9_.-]*)(\"?\s*[=:]\s*[\"']?)" + _VALUE)
 _FLAG = re.compile(r"(?i)(--[A-Za-z0-9_.-]*?" + SECRET_WORD + r"[A-Za-z0-9_.-]*)(\s+)" + _VALUE)
 _PASSWORD = re.compile(r"(?i)passw(?:or)?d")
 _SECRET_SHAPE = re.compile(r"[A-Za-z0-9+/=_.~-]{16,}")
