@@ -22,11 +22,26 @@ ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"
 # What ordinary evidence says; planted names never equal one of these words.
 SURVIVORS = ("NPU driver 24.1.0.3", "firmware: 7.5.0.1", "POST /v1/videos/sync HTTP/1.1",
              "the root cause", "step 3/50 at 12:34:56", "vLLM-Omni::DiffusionWorker-0")
+
+
+def _bundle_words() -> set[str]:
+    """Every word an empty bundle writes by itself (keys, schema, package names...)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = EvidenceBundle.create(Path(tmp), "20260101T000000Z-abcdef", Sanitizer())
+        bundle.finish("complete", lambda checks: [])
+        bundle.sanitize_files()
+        text = " ".join(p.read_text() for p in bundle.folder.rglob("*") if p.is_file())
+    return {w.lower() for w in re.findall(r"[A-Za-z0-9]+", text)}
+
+
 VOCABULARY = {w.lower() for s in SURVIVORS for w in re.findall(r"[A-Za-z0-9]+", s)} | {
     "engine", "started", "request", "served", "by", "seed", "ok", "html", "td", "tr", "pre",
     "div", "class", "log", "json", "mp4", "jsonl", "measured", "smoke", "instance", "env", "run",
     "argv", "note", "sample", "events", "evidence", "media", "logs", "dumps", "report", "point",
-    "enabled", "path", "check", "data", "kind", "value", "key", "host", "identity"}
+    "enabled", "path", "check", "data", "kind", "value", "key", "host", "identity", "ref2va",
+    "lossless", "quality", "h3", "bin", "x", "cache", "weights", "mail", "clone", "git", "example",
+    "com", "org", "export", "home", "token", "aws", "hf", "peer", "mac", "listening", "as", "on",
+} | _bundle_words()
 
 
 def _name(min_size: int) -> st.SearchStrategy[str]:
