@@ -59,7 +59,8 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _packages() -> dict[str, str | None]:
+def package_versions() -> dict[str, str | None]:
+    """The versions of the packages a run depends on (None: not installed)."""
     versions: dict[str, str | None] = {}
     for name in _PACKAGES:
         try:
@@ -109,7 +110,7 @@ class EvidenceBundle:
                 "implementation": sys.implementation.name,
                 "machine": platform.machine(),
                 "system": platform.system(),
-                "packages": _packages(),
+                "packages": package_versions(),
             },
             "campaign": None,
             "verdicts": [],

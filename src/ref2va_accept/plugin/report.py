@@ -8,12 +8,16 @@ gets no report and no run folder. A `--html` given by the user is left alone.
 
 from __future__ import annotations
 
+import platform
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from pytest_html.basereport import BaseReport
 
+from .. import __version__
+from ..evidence import package_versions
 from ..progress import PLUGIN_NAME as PROGRESS_PLUGIN
 from ..progress import ProgressPlugin
 from .selection import is_campaign_item
@@ -45,7 +49,8 @@ class HtmlReportRequest:
                 or run_state(config).unusable is not None
                 or not any(is_campaign_item(item) for item in session.items)):
             return
-        config.option.htmlpath = str(run_state(config).run_folder / REPORT_FILE)
+        state = run_state(config)
+        config.option.htmlpath = str(state.run_folder / REPORT_FILE)
         config.option.self_contained_html = True
         # pytest-html's own configure builds and registers its report for these options, as if
         # they had been given on the command line; the report then catches up on the session's
@@ -53,6 +58,10 @@ class HtmlReportRequest:
         html.pytest_configure(config)
         self.report = next(p for p in config.pluginmanager.get_plugins()
                            if isinstance(p, BaseReport))
+        metadata = _metadata(config)
+        if metadata is not None:
+            pytest_metadata(metadata, config)
+            metadata["Campaign"] = state.campaign.model.name
         self.report.pytest_sessionstart(session)
         for failure in self.collect_failures:
             self.report.pytest_collectreport(failure)
@@ -67,6 +76,37 @@ def pytest_configure(config: pytest.Config) -> None:
         ProgressPlugin(config, lambda: run_state(config).campaign, lambda: run_state(config).plans),
         PROGRESS_PLUGIN)
     config.pluginmanager.register(HtmlReportRequest(config), PLUGIN_NAME)
+
+
+ENVIRONMENT_ALLOWLIST = ("Python", "Platform", "Packages", "Plugins")
+
+
+def _metadata(config: pytest.Config) -> MutableMapping[str, Any] | None:
+    try:
+        from pytest_metadata.plugin import metadata_key  # noqa: PLC0415
+    except ImportError:
+        return None
+    return config.stash.get(metadata_key, None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_metadata(metadata: MutableMapping[str, Any], config: pytest.Config) -> None:
+    """The report's environment table: an allowlist, not the environment.
+
+    pytest-metadata fills it with every CI variable it knows (GIT_URL with its token, NODE_NAME,
+    BUILD_URL, WORKSPACE...); the report keeps the interpreter, the platform, package and plugin
+    versions, the harness's version and (once known) the campaign's name. Changed in place, so
+    that what an xdist worker sends back is the same allowlist.
+    """
+    kept = {key: metadata[key] for key in ENVIRONMENT_ALLOWLIST if key in metadata}
+    kept.setdefault("Python", platform.python_version())
+    kept.setdefault("Platform", platform.platform())
+    packages = dict(kept.get("Packages") or {})
+    packages.update({name: version for name, version in package_versions().items() if version})
+    kept["Packages"] = packages
+    kept["ref2va-accept"] = __version__
+    metadata.clear()
+    metadata.update(kept)
 
 
 @pytest.hookimpl(optionalhook=True)
