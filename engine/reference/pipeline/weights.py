@@ -34,6 +34,11 @@ class ModelShape:
     audio_hop: int = 1280  # 32 kHz / 25: one audio latent token and one ref-audio token per hop
     audio_ref_tokens: int = 32  # the first 1.28 s of a reference clip conditions the audio
     window_frames: int = 4  # latent frames per self-attention window (keeps attention linear)
+    # The DiT's context embedder (encoders.ConditionEmbedder), step-invariant: sized so that
+    # recomputing it at every step is about two thirds of a 112x64 B0 request on one thread.
+    context_width: int = 384
+    context_heads: int = 6
+    context_layers: int = 18
 
     @property
     def image_tokens(self) -> int:
