@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from engine.reference.constants import DIT_BLOCKS
 from engine.reference.errors import ApiError, ProfileError
+from engine.reference.pipeline.costs import COST_MODEL_ENV
 from engine.reference.profile import load_profile
 from tests.engine.asgi_engine import AsgiEngine
 from tests.engine.conftest import REPO_ROOT, probe, write_profile
@@ -235,3 +237,13 @@ def test_unseeded_noise_step_differs_from_that_step_on(
                 unseeded_noise_step=3)
     assert first_difference(b0, noisy) == "dit.step003"
     assert len(noisy.frames) == SPEC.num_frames and noisy.audio is not None
+
+
+def test_reference_campaign_declares_no_device_time() -> None:
+    # Its latency verdicts must rest on compute the engine really does: no declared device time,
+    # neither for every arm (the campaign's environment) nor for one (a profile's cost model).
+    campaign = yaml.safe_load((REPO_ROOT / "fixtures/campaigns/reference.yaml").read_text())
+    assert COST_MODEL_ENV not in (campaign.get("environment") or {})
+    for path in PROFILES:
+        args = load_profile(path).args
+        assert args.cost_model is None and args.step_cost_ms == 0, path.name

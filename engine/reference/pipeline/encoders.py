@@ -78,6 +78,9 @@ class TextEncoder(nn.Module):
         return out
 
 
+CONTEXT_LAYER_SCALE = 0.1
+
+
 class ConditionEmbedder(nn.Module):
     """The DiT's own embedding of its cross-attention context (text + reference-audio tokens).
 
@@ -106,13 +109,17 @@ class ConditionEmbedder(nn.Module):
         )
         self.norm = nn.LayerNorm(width, elementwise_affine=False)
         self.project = nn.Linear(width, shape.hidden)
+        # LayerScale (CaiT) on the residual: the refinement corrects the encoders' tokens rather
+        # than replacing them. Fixed, not drawn, and part of the weights' hash.
+        self.register_buffer("layer_scale", torch.full((shape.hidden,), CONTEXT_LAYER_SCALE))
 
     def forward(self, condition: torch.Tensor) -> torch.Tensor:
         """(tokens, hidden) -> (tokens, hidden): the context every block cross-attends to."""
         tokens = self.lift(condition)
         for layer in self.layers:
             tokens = layer(tokens)
-        out: torch.Tensor = condition + self.project(self.norm(tokens))
+        refined = self.project(self.norm(tokens)) * self.layer_scale
+        out: torch.Tensor = condition + refined
         return out
 
 
