@@ -13,6 +13,8 @@ import yaml
 from engine.reference.constants import DIT_BLOCKS
 from engine.reference.errors import ApiError, ProfileError
 from engine.reference.pipeline.costs import COST_MODEL_ENV
+from engine.reference.pipeline.model import ReferenceModel
+from engine.reference.pipeline.weights import WEIGHTS_SEED, ModelShape, initialise
 from engine.reference.profile import load_profile
 from tests.engine.asgi_engine import AsgiEngine
 from tests.engine.conftest import REPO_ROOT, probe, write_profile
@@ -247,3 +249,16 @@ def test_reference_campaign_declares_no_device_time() -> None:
     for path in PROFILES:
         args = load_profile(path).args
         assert args.cost_model is None and args.step_cost_ms == 0, path.name
+
+
+def test_the_context_embedder_left_every_other_weight_as_it_was() -> None:
+    # Its parameters are drawn after all others, so the rest of the model (and the lossy
+    # candidates' calibrated gate outcomes) is what it was before the embedder existed.
+    with_embedder, without = ReferenceModel(ModelShape()), ReferenceModel(ModelShape())
+    del without.dit.context_embedder
+    initialise(with_embedder, WEIGHTS_SEED)
+    initialise(without, WEIGHTS_SEED)
+    kept = dict(with_embedder.named_parameters())
+    assert len(kept) > len(dict(without.named_parameters()))
+    for name, parameter in without.named_parameters():
+        assert torch.equal(parameter, kept[name]), name
