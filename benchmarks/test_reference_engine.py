@@ -1,12 +1,14 @@
 """The reference engine's request time at the CI size, B0 against lossless-text-kv, in one run.
 
 Runs the engine in-process over ASGI (no port, no subprocess), so the times are the engine's own:
-generation, the declared device time of the reference campaign's cost model (read from
-fixtures/campaigns/reference.yaml, the same for both arms), and MP4 muxing. Per duration the
-timed subject is B0's request; lossless-text-kv's, in the benchmark's setup, is the same-run
-baseline. Their ratio is what the reference campaign's latency verdicts rest on: about 0.4 on
-the 5 s tracks (below the 0.5 target) and about 0.65 on the 15 s tracks (not expected to reach
-it). The request is the campaign's: 112x64, 50 steps, the shipped reference image and audio.
+generation and MP4 muxing, real compute only (the reference campaign declares no device time).
+Per duration the timed subject is B0's request; lossless-text-kv's, in the benchmark's setup, is
+the same-run baseline. Their ratio is what the reference campaign's latency verdicts rest on: B0
+embeds the DiT's cross-attention context and projects its K/V at every step, the candidate once
+per request, so the ratio is about 0.33 on the 5 s tracks (below the 0.5 target) and about 0.6
+on the 15 s tracks (not expected to reach it: the skipped work does not grow with the clip's
+length, the DiT's does). The request is the campaign's: 112x64, 50 steps, the shipped
+reference image and audio.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ CAMPAIGN = ROOT / "fixtures/campaigns/reference.yaml"
 PROFILES = ROOT / "engine/profiles/reference"
 INPUTS = ROOT / "fixtures/inputs"
 # What reference.yaml's comments and the README expect (the 15 s ratio is not a target).
-EXPECTED = {"124": ("<= 0.5 (about 0.4)", 0.5), "362": ("none (about 0.65 expected)", None)}
+EXPECTED = {"124": ("<= 0.5 (about 0.33)", 0.5), "362": ("none (about 0.6 expected)", None)}
+DECLARED = (yaml.safe_load(CAMPAIGN.read_text()).get("environment") or {}).get(COST_MODEL_ENV)
 
 
 class Engine:
@@ -63,9 +66,13 @@ class Engine:
 
 @pytest.fixture(scope="module")
 def engines() -> Any:
-    cost_model = yaml.safe_load(CAMPAIGN.read_text())["environment"][COST_MODEL_ENV]
+    environment = yaml.safe_load(CAMPAIGN.read_text()).get("environment") or {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(COST_MODEL_ENV, cost_model)
+        # The campaign's environment, as its engines get it: no declared device time unless it
+        # sets one (then it is reported in the benchmark's note).
+        patch.delenv(COST_MODEL_ENV, raising=False)
+        for name, value in environment.items():
+            patch.setenv(name, value)
         pair = (Engine(PROFILES / "b0.yaml"), Engine(PROFILES / "lossless-text-kv.yaml"))
     yield pair
     for engine in pair:
@@ -94,4 +101,5 @@ def test_reference_engine_b0_vs_lossless_text_kv(
     record_ratio(Ratio(
         f"reference engine {frames} frames", "lossless-text-kv", theirs, "b0", ours, target,
         None if limit is None else theirs / ours <= limit,
-        f"B0 {ours:.2f} s per request at 112x64, 50 steps, with the campaign's cost model"))
+        f"B0 {ours:.2f} s per request at 112x64, 50 steps, "
+        + (f"declared device time {DECLARED}" if DECLARED else "real compute only")))

@@ -324,6 +324,7 @@ class TorchGenerator:
             "cost_model": {**self.cost_model.model_dump(), "source": self.cost_source},
             "work": {
                 "blocks": totals.blocks,
+                "context": totals.context,
                 "text_kv": totals.text_kv,
                 "reference_kv": totals.reference_kv,
             },

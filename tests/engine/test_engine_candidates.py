@@ -3,11 +3,18 @@ differs from its first affected comparison point on, and quality=lossless turns 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
 
+from engine.reference.constants import DIT_BLOCKS
 from engine.reference.errors import ApiError, ProfileError
+from engine.reference.pipeline.costs import COST_MODEL_ENV
+from engine.reference.pipeline.model import ReferenceModel
+from engine.reference.pipeline.weights import WEIGHTS_SEED, ModelShape, initialise
 from engine.reference.profile import load_profile
 from tests.engine.asgi_engine import AsgiEngine
 from tests.engine.conftest import REPO_ROOT, probe, write_profile
@@ -56,10 +63,59 @@ def test_text_kv_precompute_is_bit_exact_and_cheaper(
         (a == b).all() for a, b in zip(b0.frames, lossless.frames, strict=True)
     )
     assert lossless.enabled_path["text_kv"] == "precomputed"
+    assert b0.enabled_path["text_kv"] == "per_step"
     assert lossless.enabled_path["approximate"] == []
+    # The speed-up is real work skipped, counted: B0 embeds the context at every step and every
+    # block projects its K/V from it; the candidate does both once per request.
+    blocks = DIT_BLOCKS
+    assert b0.enabled_path["work"] == {
+        "blocks": blocks * STEPS, "context": STEPS, "text_kv": blocks * STEPS,
+        "reference_kv": blocks * STEPS,
+    }
+    assert lossless.enabled_path["work"] == {
+        "blocks": blocks * STEPS, "context": 1, "text_kv": blocks, "reference_kv": blocks * STEPS,
+    }
     ratio = lossless.enabled_path["device_time_s"] / b0.enabled_path["device_time_s"]
-    # (block + ref_kv) / (block + text_kv + ref_kv) = 0.385, plus the one-off K/V of step 0
+    # An explicit declared device model still prices what was computed: (block + ref_kv) /
+    # (block + text_kv + ref_kv) = 0.385 per step, plus the one-off K/V of step 0
     assert ratio == pytest.approx((1.25 * STEPS + 2.0) / (3.25 * STEPS), rel=1e-6)
+
+
+@pytest.mark.parametrize("precompute", [False, True], ids=["per_step", "precomputed"])
+def test_text_kv_precompute_keeps_each_guidance_branch_own_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precompute: bool
+) -> None:
+    # With classifier-free guidance the prompt and the negative prompt each have their context:
+    # kept per branch, never one branch's for the other (the same bits as the plain path).
+    guided = replace(SPEC, guidance_scale=4.0, negative_prompt="blurry")
+    b0 = run(generator(monkeypatch, tmp_path), tmp_path / "b0", guided)
+    engine = generator(monkeypatch, tmp_path, **{"text-kv-precompute": precompute})
+    candidate = run(engine, tmp_path / "candidate", guided)
+    assert b0.enabled_path["guidance"] == "cfg"
+    assert first_difference(b0, candidate) is None
+    blocks = DIT_BLOCKS
+    context, text_kv = (2, 2 * blocks) if precompute else (2 * STEPS, 2 * blocks * STEPS)
+    assert candidate.enabled_path["work"]["context"] == context
+    assert candidate.enabled_path["work"]["text_kv"] == text_kv
+    assert b0.enabled_path["work"]["context"] == 2 * STEPS
+
+
+def test_the_context_embedding_reads_only_the_conditioning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What makes precomputing it exact: the DiT's context embedding reads the conditioning only.
+    # Precomputing a step-DEPENDENT input (the reference K/V, modulated by the timestep) is not
+    # exact: the same reuse there diverges from B0 (test_reference_kv_reuse).
+    engine = generator(monkeypatch, tmp_path)
+    dit = engine.model.dit
+    condition = torch.randn(7, engine.shape.hidden, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        first = dit.embed_condition(condition)
+        dit.time_embedding(0.9)  # nothing step-dependent is read by the embedding
+        second = dit.embed_condition(condition.clone())
+        other = dit.embed_condition(condition + 1e-3)
+    assert torch.equal(first, second)
+    assert not torch.equal(first, other)
 
 
 def test_reduction_order_differs_from_the_dit_on(
@@ -183,3 +239,26 @@ def test_unseeded_noise_step_differs_from_that_step_on(
                 unseeded_noise_step=3)
     assert first_difference(b0, noisy) == "dit.step003"
     assert len(noisy.frames) == SPEC.num_frames and noisy.audio is not None
+
+
+def test_reference_campaign_declares_no_device_time() -> None:
+    # Its latency verdicts must rest on compute the engine really does: no declared device time,
+    # neither for every arm (the campaign's environment) nor for one (a profile's cost model).
+    campaign = yaml.safe_load((REPO_ROOT / "fixtures/campaigns/reference.yaml").read_text())
+    assert COST_MODEL_ENV not in (campaign.get("environment") or {})
+    for path in PROFILES:
+        args = load_profile(path).args
+        assert args.cost_model is None and args.step_cost_ms == 0, path.name
+
+
+def test_the_context_embedder_left_every_other_weight_as_it_was() -> None:
+    # Its parameters are drawn after all others, so the rest of the model (and the lossy
+    # candidates' calibrated gate outcomes) is what it was before the embedder existed.
+    with_embedder, without = ReferenceModel(ModelShape()), ReferenceModel(ModelShape())
+    del without.dit.context_embedder
+    initialise(with_embedder, WEIGHTS_SEED)
+    initialise(without, WEIGHTS_SEED)
+    kept = dict(with_embedder.named_parameters())
+    assert len(kept) > len(dict(without.named_parameters()))
+    for name, parameter in without.named_parameters():
+        assert torch.equal(parameter, kept[name]), name

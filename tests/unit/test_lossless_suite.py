@@ -3,7 +3,8 @@
 `pytest -m "lossless and 5s"` runs the acceptance, quality, perf and verdict scenarios of that
 track. The reference candidates do for real what their profiles say, so the verdicts are known.
 
-Lossless-text-kv is bit-exact and about 2.7x faster (supported), reduction-order diverges from
+Lossless-text-kv is bit-exact and about 3x faster from compute it really skips (no declared
+device time in the reference campaign), so supported, reduction-order diverges from
 the first DiT output on and is no faster, and
 mislabelled-cache runs Cache-DiT under a lossless label. A B0 with unseeded noise in one step
 must make the track inconclusive rather than be judged against.

@@ -50,6 +50,7 @@ class WorkCounter:
     """Units of work computed in one step (reset after each charge)."""
 
     blocks: int = 0
+    context: int = 0  # the DiT's context embedding (JointDiT.embed_condition), per branch
     text_kv: int = 0
     reference_kv: int = 0
 
@@ -74,6 +75,7 @@ class DeviceClock:
             + model.ref_kv_ms * work.reference_kv
         )
         self.totals.blocks += work.blocks
+        self.totals.context += work.context
         self.totals.text_kv += work.text_kv
         self.totals.reference_kv += work.reference_kv
         self.work = WorkCounter()

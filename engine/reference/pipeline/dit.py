@@ -5,7 +5,13 @@ the window's video tokens + the window's audio tokens]; cross-attention to the t
 reference-audio tokens; MLP. Windows are groups of latent frames with the audio tokens of the
 same time span, so self-attention is linear in clip length; the reference tokens are keys and
 values in every window. Their K/V are projected from timestep-modulated reference tokens, so they
-depend on the step; the cross-attention K/V do not (that is what ``text-kv-precompute`` exploits).
+depend on the step.
+
+The cross-attention context does not: the DiT embeds the text and reference-audio tokens with its
+context embedder (:class:`ConditionEmbedder`, as Wan2.1's transformer embeds its text context at
+the top of every forward) and each block projects its K/V from that context. A plain pipeline
+runs the DiT's forward once per step and so recomputes both at every step; ``text-kv-precompute``
+computes them once per request and reuses them (see ``sampler._Kv``), bit for bit the same.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.reference.pipeline.encoders import sinusoid
+from engine.reference.pipeline.encoders import ConditionEmbedder, sinusoid
 from engine.reference.pipeline.weights import ModelShape
 
 KeyValue = tuple[torch.Tensor, torch.Tensor]
@@ -132,9 +138,10 @@ class DiTBlock(nn.Module):
         k, v = self.reference_kv(modulated).chunk(2, dim=-1)
         return k, v
 
-    def project_condition(self, condition: torch.Tensor) -> KeyValue:
-        """Cross-attention K/V of the text and reference-audio tokens: step-independent."""
-        k, v = self.cross_kv(condition).chunk(2, dim=-1)
+    def project_condition(self, context: torch.Tensor) -> KeyValue:
+        """Cross-attention K/V of the embedded context (:meth:`JointDiT.embed_condition`):
+        step-independent."""
+        k, v = self.cross_kv(context).chunk(2, dim=-1)
         return k, v
 
     def forward(
@@ -179,6 +186,7 @@ class JointDiT(nn.Module):
         self.audio_in = nn.Linear(channels, width)
         self.time_fc1 = nn.Linear(width, width)
         self.time_fc2 = nn.Linear(width, width)
+        self.context_embedder = ConditionEmbedder(shape)
         self.blocks = nn.ModuleList(DiTBlock(shape) for _ in range(shape.blocks))
         self.final_norm = nn.LayerNorm(width, elementwise_affine=False)
         self.final_modulation = nn.Linear(width, 2 * width)
@@ -189,6 +197,14 @@ class JointDiT(nn.Module):
         for block in self.blocks:
             assert isinstance(block, DiTBlock)
             block.split_k = order == "split_k"
+
+    def embed_condition(self, condition: torch.Tensor) -> torch.Tensor:
+        """Text + reference-audio tokens (tokens, hidden) -> the context the blocks attend to.
+
+        A function of the conditioning alone (no timestep, no latents): the same at every step.
+        """
+        out: torch.Tensor = self.context_embedder(condition.to(self.video_in.weight.dtype))
+        return out
 
     def time_embedding(self, sigma: float) -> torch.Tensor:
         dtype = self.time_fc1.weight.dtype

@@ -25,16 +25,15 @@ def sinusoid(positions: torch.Tensor, width: int) -> torch.Tensor:
 class _EncoderLayer(nn.Module):
     """A pre-norm transformer layer over one short sequence."""
 
-    def __init__(self, shape: ModelShape) -> None:
+    def __init__(self, width: int, heads: int, mlp_ratio: int) -> None:
         super().__init__()
-        width = shape.hidden
-        self.heads = shape.heads
+        self.heads = heads
         self.norm1 = nn.LayerNorm(width, elementwise_affine=False)
         self.qkv = nn.Linear(width, 3 * width)
         self.out = nn.Linear(width, width)
         self.norm2 = nn.LayerNorm(width, elementwise_affine=False)
-        self.fc1 = nn.Linear(width, shape.mlp_ratio * width)
-        self.fc2 = nn.Linear(shape.mlp_ratio * width, width)
+        self.fc1 = nn.Linear(width, mlp_ratio * width)
+        self.fc2 = nn.Linear(mlp_ratio * width, width)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         length, width = tokens.shape
@@ -55,7 +54,10 @@ class TextEncoder(nn.Module):
         super().__init__()
         self.length = shape.text_tokens
         self.embed = nn.Embedding(257, shape.hidden)  # byte + 1; 0 is padding
-        self.layers = nn.ModuleList(_EncoderLayer(shape) for _ in range(shape.text_layers))
+        self.layers = nn.ModuleList(
+            _EncoderLayer(shape.hidden, shape.heads, shape.mlp_ratio)
+            for _ in range(shape.text_layers)
+        )
         self.norm = nn.LayerNorm(shape.hidden, elementwise_affine=False)
         self.register_buffer(
             "position", sinusoid(torch.arange(self.length), shape.hidden), persistent=False
@@ -73,6 +75,51 @@ class TextEncoder(nn.Module):
         for layer in self.layers:
             tokens = layer(tokens)
         out: torch.Tensor = self.norm(tokens)
+        return out
+
+
+CONTEXT_LAYER_SCALE = 0.1
+
+
+class ConditionEmbedder(nn.Module):
+    """The DiT's own embedding of its cross-attention context (text + reference-audio tokens).
+
+    Modelled on the context embedding that video DiTs run at the top of their ``forward()``
+    (Wan2.1's ``WanModel.text_embedding``: the text encoder's output projected into the DiT's
+    width inside the transformer), made a little deeper: the tokens are lifted to a wide width,
+    refined by a stack of transformer layers and projected back, as a residual. It reads only
+    the conditioning tokens, never the timestep or the latents, so its output is the same at
+    every denoising step: a pipeline that calls the DiT's forward once per step recomputes it
+    (and every block's cross-attention K/V of it) fifty times per request, and a server that
+    caches step-invariant conditioning (``text-kv-precompute``) computes it once, with the same
+    ops on the same inputs, hence the same bits.
+
+    Its size is chosen for the CI reference campaign, not for realism of proportions: at the CI
+    resolution (112x64) recomputing it at every step is about two thirds of B0's request, so
+    the lossless candidate that skips it is measurably faster from real work alone.
+    """
+
+    def __init__(self, shape: ModelShape) -> None:
+        super().__init__()
+        width = shape.context_width
+        self.lift = nn.Linear(shape.hidden, width)
+        self.layers = nn.ModuleList(
+            _EncoderLayer(width, shape.context_heads, shape.mlp_ratio)
+            for _ in range(shape.context_layers)
+        )
+        self.norm = nn.LayerNorm(width, elementwise_affine=False)
+        self.project = nn.Linear(width, shape.hidden)
+        # LayerScale (CaiT) on the residual: the refinement corrects the encoders' tokens rather
+        # than replacing them. Fixed, not drawn, and part of the weights' hash.
+        self.register_buffer("layer_scale", torch.full((shape.hidden,), CONTEXT_LAYER_SCALE))
+
+    def forward(self, condition: torch.Tensor) -> torch.Tensor:
+        """(tokens, hidden) -> (tokens, hidden): the context every block cross-attends to."""
+        tokens = self.lift(condition)
+        for layer in self.layers:
+            tokens = layer(tokens)
+        refined = self.project(self.norm(tokens)) * self.layer_scale
+        out: torch.Tensor = condition + refined
         return out
 
 

@@ -2,7 +2,8 @@
 classifier-free guidance, Cache-DiT, reference-K/V reuse and text-K/V precompute.
 
 Every optimization here must either be bit-exact with the plain path (text-K/V precompute: the
-same projection of the same tensor, computed once instead of every step) or be recorded as the
+DiT's context embedding and every block's cross-attention K/V of it, the same ops on the same
+tensors, computed once per request instead of at every step) or be recorded as the
 approximation it is (what :class:`DenoiseRecord` collects for ``enabled_path.json``).
 """
 
@@ -58,7 +59,15 @@ class _Monitor(Protocol):
 
 
 class _Kv:
-    """Where each block's K/V come from: computed now, or reused across steps where allowed."""
+    """Where each forward's conditioning and each block's K/V come from: computed now, or
+    reused across steps where allowed.
+
+    The plain path is what a pipeline that calls the DiT's forward once per step does: at the
+    top of every forward (every step, every guidance branch) it embeds the cross-attention
+    context (:meth:`JointDiT.embed_condition`) and every block projects its K/V from it, though
+    neither depends on the step. ``text_kv_precompute`` keeps both from the first forward of
+    each branch for the rest of the request. ``clock.work`` counts what was computed.
+    """
 
     def __init__(
         self, dit: JointDiT, inputs: SamplerInputs, clock: DeviceClock, text_kv_precompute: bool
@@ -67,7 +76,9 @@ class _Kv:
         self.inputs = inputs
         self.clock = clock
         self.text_kv_precompute = text_kv_precompute
-        # Per guidance branch: the precomputed cross-attention K/V (text-kv-precompute only).
+        # Per guidance branch: the embedded context of the current forward (of the whole
+        # request under text-kv-precompute) and, under text-kv-precompute, each block's K/V.
+        self.context: list[torch.Tensor | None] = [None for _ in inputs.conditions]
         self.condition_store: list[dict[int, KeyValue]] = [{} for _ in inputs.conditions]
         self.reference_store: dict[int, KeyValue] = {}
         self.time_video = torch.empty(0)
@@ -78,6 +89,13 @@ class _Kv:
         self.time_audio = self.dit.time_embedding(self.inputs.audio_sigmas[step])
         if refresh_reference:
             self.reference_store = {}
+
+    def begin_forward(self, branch: int) -> None:
+        """The top of one DiT forward: embed this branch's context unless it is kept."""
+        if self.text_kv_precompute and self.context[branch] is not None:
+            return
+        self.context[branch] = self.dit.embed_condition(self.inputs.conditions[branch])
+        self.clock.work.context += 1
 
     def reference(self, index: int) -> KeyValue:
         # shared by both guidance branches: it depends on the step, not on the prompt
@@ -93,8 +111,10 @@ class _Kv:
         store = self.condition_store[branch]
         if self.text_kv_precompute and index in store:
             return store[index]
+        context = self.context[branch]
+        assert context is not None, "begin_forward embeds the context before any block runs"
         block: DiTBlock = self.dit.blocks[index]  # type: ignore[assignment]
-        kv = block.project_condition(self.inputs.conditions[branch])
+        kv = block.project_condition(context)
         self.clock.work.text_kv += 1
         if self.text_kv_precompute:
             store[index] = kv
@@ -148,6 +168,7 @@ def denoise(
         velocities = []
         step_reused = False
         for branch, cache in enumerate(caches):
+            kv.begin_forward(branch)
             hidden = dit.embed(layout, video, audio, positions)
             if cache is None:
                 for index in range(blocks):
