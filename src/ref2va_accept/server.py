@@ -24,7 +24,12 @@ import httpx
 import psutil
 
 from ref2va_contract.api import HEALTH_ROUTE
-from ref2va_contract.launch import INSTANCE_NONCE_ENV, INSTANCE_TAG_ENV, JUDGE_ENV
+from ref2va_contract.launch import (
+    INSTANCE_NONCE_ENV,
+    INSTANCE_TAG_ENV,
+    JUDGE_ENV,
+    PROJECT_ENV_PREFIX,
+)
 
 from .audit import CleanupAudit, ProcessRecord
 from .errors import EngineStartError, ForeignServerError
@@ -91,6 +96,18 @@ def _record(proc: psutil.Process) -> ProcessRecord:
         return ProcessRecord(proc.pid, "?", "gone")
 
 
+def engine_environment(spec: LaunchSpec, inherited: Mapping[str, str]) -> dict[str, str]:
+    """The engine's environment: the caller's, less the project's own variables (those reach an
+    engine only as the campaign, the profile or the judge sets them), plus the launch's."""
+    env = {k: v for k, v in inherited.items() if not k.startswith(PROJECT_ENV_PREFIX)}
+    env.update(spec.env)
+    env[INSTANCE_TAG_ENV] = spec.process_tag
+    env[JUDGE_ENV] = judge_identity()
+    if spec.nonce is not None:
+        env[INSTANCE_NONCE_ENV] = spec.nonce
+    return env
+
+
 class EngineInstance:
     """One freshly started engine. Use as a context manager or call start() and stop()."""
 
@@ -136,10 +153,7 @@ class EngineInstance:
     def start(self) -> None:
         spec = self.spec
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **spec.env, INSTANCE_TAG_ENV: spec.process_tag,
-               JUDGE_ENV: judge_identity()}
-        if spec.nonce is not None:
-            env[INSTANCE_NONCE_ENV] = spec.nonce
+        env = engine_environment(spec, os.environ)
         log.info("starting %s on port %d: %s", spec.instance_id, spec.port, " ".join(spec.argv))
         with open(spec.log_path, "ab") as log_file:
             try:

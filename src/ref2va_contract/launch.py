@@ -26,3 +26,8 @@ INSTANCE_NONCE_ENV: Final = "REF2VA_INSTANCE_NONCE"
 
 # In a launch profile's ``env`` values: the campaign's engine workdir, made absolute by the judge.
 WORKDIR_TOKEN: Final = "${workdir}"
+
+# The project's own variables (this prefix) reach an engine only as the campaign, the profile or
+# the judge sets them, never from the caller's shell: a stray REF2VA_REFERENCE_COST_MODEL there
+# would bring declared device time back into a campaign that declares none, unseen in evidence.
+PROJECT_ENV_PREFIX: Final = "REF2VA_"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -17,6 +18,7 @@ from ref2va_accept.server import (
     EngineInstance,
     InstanceRegistry,
     LaunchSpec,
+    engine_environment,
     free_port,
     port_is_free,
     start_instance,
@@ -235,3 +237,17 @@ def test_registry_refuses_an_instance_id_used_before(tmp_path: Path, fake_engine
     registry.stop(start_instance(spec, registry))
     with pytest.raises(ValueError, match="already used in this run"):
         start_instance(spec, registry)
+
+
+def test_the_callers_project_variables_do_not_reach_the_engine(tmp_path: Path,
+                                                                fake_engine: Path) -> None:
+    # A stray cost model in the shell would bring declared device time back, unseen in evidence;
+    # the campaign or profile is the only way in for the project's own variables.
+    spec = _spec(tmp_path, fake_engine, "healthy")
+    spec = dataclasses.replace(spec, env={"REF2VA_DIAGNOSTICS_ROOT": "/d", "OTHER": "campaign"})
+    inherited = {"PATH": "/bin", "REF2VA_REFERENCE_COST_MODEL": '{"step_ms": 100}',
+                 "REF2VA_REFERENCE_FAULT": "crash", "OTHER": "shell"}
+    env = engine_environment(spec, inherited)
+    assert "REF2VA_REFERENCE_COST_MODEL" not in env and "REF2VA_REFERENCE_FAULT" not in env
+    assert env["PATH"] == "/bin" and env["OTHER"] == "campaign"
+    assert env["REF2VA_DIAGNOSTICS_ROOT"] == "/d" and env["REF2VA_INSTANCE"] == spec.process_tag
