@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -83,18 +84,26 @@ def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
     assert (evidence / "latest").resolve() == run.resolve()
 
 
-def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path) -> None:
-    # 50 steps at 400 ms each: the request is still running when the interrupt comes.
+def _slow_b0_session(tmp_path: Path, **popen: Any) -> tuple[subprocess.Popen[str], Path]:
+    """B0's 5s-lossless smoke request in its own pytest session, 50 steps at 400 ms each (about
+    20 s), so that a test can act on it mid-request; the session and its evidence folder."""
     campaign = campaign_copy(tmp_path / "c", profile_args={"step-cost-ms": 400})
     evidence = tmp_path / "evidence"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "tests/acceptance/test_b0_output.py", "-m",
          "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    return proc, evidence
+
+
+def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path) -> None:
+    # The request is still running when the interrupt comes.
+    proc, evidence = _slow_b0_session(
+        tmp_path,
         # Ctrl-C as at a terminal: a process started in the background by a non-interactive shell
         # (CI, nohup, an xdist worker) inherits SIGINT ignored, and Python then never raises
         # KeyboardInterrupt; the session under test must see the signal as a user's would.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         run: Path | None = None
@@ -174,13 +183,8 @@ def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(
 
 
 def test_engine_killed_mid_request_names_the_signal(tmp_path: Path) -> None:
-    # 50 steps at 400 ms each: the request is still running when the engine is killed.
-    campaign = campaign_copy(tmp_path / "c", profile_args={"step-cost-ms": 400})
-    evidence = tmp_path / "evidence"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "tests/acceptance/test_b0_output.py", "-m",
-         "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # The request is still running when the engine is killed.
+    proc, evidence = _slow_b0_session(tmp_path)
     try:
         deadline = time.monotonic() + 60
         main: list[int] = []
