@@ -241,6 +241,12 @@ class Arms:
         self.evidence.add_instance(record)
         try:
             instance = start_instance(spec, self.registry)
+        except ForeignServerError as exc:
+            # Another server on the port is not the engine failing: its own reason, never judged.
+            self.evidence.add_check(CheckResult(
+                track_id, arm_id, Check.ENGINE_START, "fail", Reason.FOREIGN_SERVER,
+                str(exc).splitlines()[0], {"instance": spec.instance_id}))
+            raise
         except EngineStartError as exc:
             # The evidence keeps the engine's last log lines (sanitized as every record is); the
             # error that rises is one line naming the log, relative to the run's folder.
@@ -252,11 +258,9 @@ class Arms:
             raise EngineStartError(f"{exc}; log: {log_file}", exit_code=exc.exit_code,
                                    log_tail=exc.log_tail) from None
         except Exception as exc:
-            # Another server on the port is not the engine failing: its own reason, not judged.
-            reason = (Reason.FOREIGN_SERVER if isinstance(exc, ForeignServerError)
-                      else Reason.ENGINE_START_FAILED)
             self.evidence.add_check(CheckResult(
-                track_id, arm_id, Check.ENGINE_START, "fail", reason, str(exc).splitlines()[0]))
+                track_id, arm_id, Check.ENGINE_START, "fail", Reason.ENGINE_START_FAILED,
+                str(exc).splitlines()[0], {"instance": spec.instance_id}))
             raise
         self.started.append(instance)
         return instance

@@ -86,6 +86,11 @@ def test_a_slightly_faster_candidate_is_not_supported(tmp_path: Path) -> None:
                           {"REF2VA_REFERENCE_COST_MODEL": json.dumps(device)})
     assert result.returncode == 1
     latency = next(c for c in found["checks"] if c["name"] == "latency_ratio")
-    assert latency["data"]["verdict"] in ("failed", "inconclusive")
-    assert latency["data"]["interval"]["ratio_of_medians"] < 1.0  # it is faster, just not enough
-    assert _verdict(found)["verdict"] != "supported"
+    verdict = _verdict(found)
+    assert verdict["verdict"] != "supported"
+    if latency["status"] == "pass":  # the protocol decided: faster, just not enough
+        assert latency["data"]["verdict"] in ("failed", "inconclusive")
+        assert latency["data"]["interval"]["ratio_of_medians"] < 1.0
+    else:  # a loaded machine can make the run not evaluable (B0 drifted): never supported
+        assert latency["reason"] in ("drift", "warmup_not_steady"), latency
+        assert verdict["verdict"] == "inconclusive"
