@@ -17,12 +17,13 @@ from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
 from ..checks import Check, Reason
 from ..device_memory import MemoryGuard
 from ..devices import probe_for
-from ..evidence import EvidenceBundle
+from ..evidence import WRITE_FAILED, EvidenceBundle
 from ..identity import IdentityToolMissing, identity_checks, preflight
 from ..input_pins import input_problems, problem_lines
 from ..leftovers import start_reaper, stop_leftovers
 from ..lock import FreezeStatus, canonical_campaign, verify
 from ..plan import TrackPlan, plan_campaign
+from ..safe_write import WriteFailed, describe
 from ..sanitize import Sanitizer
 from ..server import CleanupAudit
 from ..verdicts import CheckResult, TrackVerdict, judge
@@ -93,7 +94,13 @@ class RunState:
         if self.bundle is None:
             sanitizer = Sanitizer.for_this_host(repo=self.config.rootpath,
                                                 evidence=self.evidence_root)
-            self.bundle = EvidenceBundle.create(self.evidence_root, self.run_id, sanitizer)
+            try:
+                self.bundle = EvidenceBundle.create(self.evidence_root, self.run_id, sanitizer,
+                                                    on_failure=self.say_failure)
+            except WriteFailed as exc:  # not even the run's first event: nothing to finish
+                self.say_failure(exc)
+                pytest.exit(f"ref2va: no evidence could be written: {self.failure_line(exc)}",
+                            returncode=pytest.ExitCode.INTERNAL_ERROR)
             campaign, freeze = self.campaign, self.freeze
             self.bundle.set_campaign({
                 "name": campaign.model.name,
@@ -111,12 +118,31 @@ class RunState:
             })
         return self.bundle
 
+    # -- write failures --------------------------------------------------------------------------
+    def failure_line(self, failure: WriteFailed) -> str:
+        """The failed file (under the run folder as `evidence/<run-id>/...`) and the error."""
+        try:
+            where = (f"{self.display(self.run_folder)}/"
+                     f"{failure.path.relative_to(self.run_folder).as_posix()}")
+        except ValueError:
+            where = self.display(failure.path)
+        return f"cannot write {where}: {describe(failure.error)}"
+
+    def say_failure(self, failure: WriteFailed) -> None:
+        """The run's first failed write: one line on the terminal, now."""
+        self._say(f"ref2va: {self.failure_line(failure)}; the run stops, status {WRITE_FAILED}")
+
     # -- engine stops (the session registry's one audit subscriber) ------------------------------
     def after_stop(self, audit: CleanupAudit) -> None:
-        """Each stopped instance: its audit, then the device-memory wait, then a checkpoint."""
-        self._record_audit(audit)
-        self._wait_for_memory(audit)
-        self.evidence().checkpoint()
+        """Each stopped instance: its audit, then the device-memory wait, then a checkpoint.
+        A write that fails here is the bundle's (said once, status failed_write), not the stop's:
+        the next instance is still stopped and audited."""
+        with contextlib.suppress(WriteFailed):
+            self._record_audit(audit)
+        with contextlib.suppress(WriteFailed):
+            self._wait_for_memory(audit)
+        with contextlib.suppress(WriteFailed):
+            self.evidence().checkpoint()
 
     def _record_audit(self, audit: CleanupAudit) -> None:
         bundle = self.evidence()
