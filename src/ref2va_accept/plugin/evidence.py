@@ -15,6 +15,7 @@ import pytest
 
 from ..campaign import quality_class
 from ..evidence import WRITE_FAILED, EvidenceBundle, new_run_id
+from ..progress import scenario_item
 from ..safe_write import WriteFailed
 from ..verdicts import TrackVerdict, judge
 from . import engines
@@ -27,6 +28,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--evidence-dir", default="evidence", metavar="DIR",
                     help="folder under which each run writes evidence/<run-id>/ (default: "
                          "evidence, relative to the rootdir)")
+    group.addoption("--ref2va-skip-disk-check", action="store_true", default=False,
+                    help="start the run even when the evidence folder's filesystem has less "
+                         "free space than the run's estimated evidence needs (recorded)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -72,8 +76,10 @@ def pytest_runtest_makereport(item: pytest.Item,
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """Before the first scenario (so before any engine): every track's inputs against their
-    pins. A mismatch is recorded (notes, `inputs` checks), and the run stops as a usage error
-    with one line per input; the session still ends with its status, verdicts and report."""
+    pins, then the run's estimated evidence size against the free disk. A mismatch is recorded
+    (notes, `inputs` checks), too little disk too (a note, `disk`), and the run stops as a usage
+    error with one line per input or the disk's one line; the session still ends with its
+    status (`stopped`), verdicts and report."""
     state = session.config.stash.get(STATE, None)
     if (state is None or session.config.option.collectonly or session.testsfailed
             or not any(is_campaign_item(item) for item in session.items)):
@@ -83,6 +89,10 @@ def pytest_runtestloop(session: pytest.Session) -> None:
               and "track_id" in item.callspec.params]
     try:
         stop = state.check_inputs(dict.fromkeys(tracks))
+        if stop is None:
+            stop = state.check_disk([scenario_item(item) for item in session.items],
+                                    dict.fromkeys(tracks),
+                                    skip=bool(session.config.getoption("ref2va_skip_disk_check")))
     except WriteFailed as exc:
         raise pytest.UsageError(f"ref2va: {state.failure_line(exc)}") from None
     if stop is not None:

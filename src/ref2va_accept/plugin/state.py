@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from .. import disk
 from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
 from ..checks import Check, Reason
 from ..device_memory import MemoryGuard
@@ -23,6 +24,7 @@ from ..input_pins import input_problems, problem_lines
 from ..leftovers import start_reaper, stop_leftovers
 from ..lock import FreezeStatus, canonical_campaign, verify
 from ..plan import TrackPlan, plan_campaign
+from ..run_plan import ScenarioItem, plan_run
 from ..safe_write import WriteFailed, describe
 from ..sanitize import Sanitizer
 from ..server import CleanupAudit
@@ -176,6 +178,35 @@ class RunState:
         self.stopped = "\n".join(lines)
         bundle.checkpoint()
         return self.stopped
+
+    def check_disk(self, items: Sequence[ScenarioItem], tracks: Iterable[str], *,
+                   skip: bool) -> str | None:
+        """The run's estimated evidence size against the free space of the evidence folder,
+        before any engine starts (disk.py). Recorded in `disk`; when it does not fit, a note and
+        the line to stop the run with (unless `skip`: then a note that the check was skipped).
+        The line names the folder as given (the evidence's copy is sanitized)."""
+        result = disk.check(plan_run(items, self.plans), self.plans, self.evidence_root,
+                            skipped=skip)
+        bundle = self.evidence()
+        bundle.set_section("disk", result.to_dict())
+        if result.fits:
+            bundle.checkpoint()
+            return None
+        line = result.refusal(str(self.evidence_root))
+        if skip:
+            said = (f"ref2va: disk check skipped (--ref2va-skip-disk-check): needs about "
+                    f"{disk.fmt_bytes(result.estimate.need_bytes)}, "
+                    f"{disk.fmt_bytes(result.free_bytes)} free on the filesystem of "
+                    f"{self.evidence_root}")
+            bundle.note(said)
+            self._say(said)
+            bundle.checkpoint()
+            return None
+        bundle.note(line)
+        self.ran_tracks.update(tracks)
+        self.stopped = line
+        bundle.checkpoint()
+        return line
 
     def before_first_engine(self) -> None:
         """Once per session, before any engine starts: the host identity preflight, then the
