@@ -87,6 +87,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     tracks = [str(item.callspec.params["track_id"]) for item in session.items
               if isinstance(item, pytest.Function) and hasattr(item, "callspec")
               and "track_id" in item.callspec.params]
+    state.selected_tracks.update(tracks)
     try:
         stop = state.check_inputs(dict.fromkeys(tracks))
         if stop is None:

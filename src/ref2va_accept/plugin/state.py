@@ -51,6 +51,8 @@ class RunState:
     _freeze: FreezeStatus | None = None
     bundle: EvidenceBundle | None = None
     ran_tracks: set[str] = field(default_factory=set)
+    # The tracks of the collected campaign scenarios (a run cut short is judged on all of them).
+    selected_tracks: set[str] = field(default_factory=set)
     # Why the campaign, its plans or its lock could not be used (the session then stops).
     unusable: str | None = None
     # Why the harness stopped the run before any engine started (its final status: stopped).
@@ -285,6 +287,9 @@ class RunState:
 
     # -- verdicts --------------------------------------------------------------------------------
     def verdicts(self, checks: list[CheckResult]) -> list[TrackVerdict]:
+        if self.bundle is not None and self.bundle.failures:
+            # Its verdict scenarios may never have run: every selected track gets its row.
+            self.ran_tracks |= self.selected_tracks
         campaign = self.campaign
         cap = self.freeze.cap_reason
         rows: list[TrackVerdict] = []
