@@ -25,8 +25,9 @@ ENV = "REF2VA_TEST_FULL_DISK"
 class FullDisk:
     """`free` bytes left (None: unlimited); a write to a file whose name (temporary suffix
     removed) ends with one of `names` fails whatever is free, after `after` such writes went
-    through, and at most `times` of them (None: every one). A write that does not fit writes what fits, then fails; since the writers undo what
-    they wrote, those bytes count as free again (the test then checks that they were undone)."""
+    through, and at most `times` of them (None: every one). A write that does not fit writes
+    what fits, then fails; since the writers undo what they wrote, those bytes count as free
+    again (the test then checks that they were undone)."""
 
     free: int | None = None
     names: tuple[str, ...] = ()

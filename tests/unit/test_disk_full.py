@@ -39,7 +39,7 @@ def test_a_failed_append_is_cut_off_and_the_log_stays_as_it_was(
     log = tmp_path / "events.jsonl"
     append_line(log, '{"seq": 1}')
     FullDisk(free=5).install(monkeypatch)
-    with pytest.raises(WriteFailed, match="events.jsonl: .*No space left") as caught:
+    with pytest.raises(WriteFailed, match=r"events\.jsonl: .*No space left") as caught:
         append_line(log, '{"seq": 2, "a long line": "that does not fit"}')
     assert caught.value.error.errno == errno.ENOSPC
     assert log.read_text() == '{"seq": 1}\n'
@@ -54,11 +54,11 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_no_temporary(
     target = tmp_path / "evidence.json"
     atomic_write(target, "old\n")
     FullDisk(free=3).install(monkeypatch)
-    with pytest.raises(WriteFailed, match="evidence.json"):
+    with pytest.raises(WriteFailed, match=r"evidence\.json"):
         atomic_write(target, "a new text that does not fit\n")
     assert target.read_text() == "old\n" and sorted(tmp_path.iterdir()) == [target]
     media = tmp_path / "a.mp4"
-    with pytest.raises(WriteFailed, match="a.mp4"):
+    with pytest.raises(WriteFailed, match=r"a\.mp4"):
         write_new(media, b"\0" * 100)
     assert not media.exists()
 
