@@ -9,14 +9,16 @@ Layout of `evidence/<run-id>/`:
   logs/           one log per engine instance
   media/          the MP4s that came back, per track and arm
   dumps/          request-owned comparison points (safetensors + enabled_path.json)
-An interrupted run keeps everything recorded so far; its status says `interrupted`. The JSON
-Schema of evidence.json ships with the package (``SCHEMA_PATH``).
+An interrupted run keeps everything recorded so far; its status says `interrupted`. A file that
+cannot be written (a full disk) is undone (safe_write), named once through ``on_failure``, and
+the run's status becomes `failed_write`; what was recorded before stays valid. The JSON Schema
+of evidence.json ships with the package (``SCHEMA_PATH``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import platform
 import secrets
 import sys
@@ -35,16 +37,17 @@ from .evidence_log import (
     EventKind,
     EventLog,
     apply,
-    atomic_write,
     rebuild,
 )
+from .safe_write import WriteFailed, append_line, atomic_write, write_new
 from .sanitize import Sanitizer
 from .verdicts import CheckResult, TrackVerdict
 
-__all__ = ["SCHEMA", "SCHEMA_PATH", "EvidenceBundle", "new_run_id", "rebuild"]
+__all__ = ["SCHEMA", "SCHEMA_PATH", "WRITE_FAILED", "EvidenceBundle", "new_run_id", "rebuild"]
 
 SCHEMA = "ref2va-evidence/1"
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "evidence.schema.json"
+WRITE_FAILED = "failed_write"  # the final status of a run that could not write its evidence
 _PACKAGES = ("pytest", "pytest-html", "httpx", "av", "numpy", "pydantic", "psutil", "torch")
 
 Record = Mapping[str, Any]
@@ -90,14 +93,22 @@ class EvidenceBundle:
     checks: list[CheckResult] = field(default_factory=list)
     verdicts: list[TrackVerdict] = field(default_factory=list)
     log: EventLog | None = None
+    # Every write that failed, in order; the first is the run's failure.
+    failures: list[WriteFailed] = field(default_factory=list)
+    # Told of the first failure only (the terminal's one line).
+    on_failure: Callable[[WriteFailed], None] | None = None
 
     @classmethod
-    def create(cls, root: Path, run_id: str, sanitizer: Sanitizer) -> EvidenceBundle:
+    def create(cls, root: Path, run_id: str, sanitizer: Sanitizer,
+               on_failure: Callable[[WriteFailed], None] | None = None) -> EvidenceBundle:
         folder = root / run_id
-        (folder / "logs").mkdir(parents=True, exist_ok=True)
-        (folder / "media").mkdir(exist_ok=True)
+        try:
+            (folder / "logs").mkdir(parents=True, exist_ok=True)
+            (folder / "media").mkdir(exist_ok=True)
+        except OSError as exc:
+            raise WriteFailed(folder, exc) from exc
         bundle = cls(folder=folder, run_id=run_id, sanitizer=sanitizer,
-                     log=EventLog(folder / EVENTS_FILE))
+                     log=EventLog(folder / EVENTS_FILE), on_failure=on_failure)
         bundle._record("start", {
             "schema": SCHEMA,
             "run_id": run_id,
@@ -129,8 +140,20 @@ class EvidenceBundle:
 
     def media_path(self, track: str, arm: str, name: str) -> Path:
         folder = self.folder / "media" / track / arm
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._failed(WriteFailed(folder, exc)) from exc
         return folder / name
+
+    def write_media(self, track: str, arm: str, name: str, body: bytes) -> Path:
+        """An MP4 that came back, under media/<track>/<arm>/ (nothing of it kept on failure)."""
+        path = self.media_path(track, arm, name)
+        try:
+            write_new(path, body)
+        except WriteFailed as exc:
+            raise self._failed(exc) from exc.error
+        return path
 
     @property
     def dumps_root(self) -> Path:
@@ -143,12 +166,24 @@ class EvidenceBundle:
     def relative(self, path: Path) -> str:
         return path.relative_to(self.folder).as_posix()
 
+    # -- write failures --------------------------------------------------------------------------
+    def _failed(self, failure: WriteFailed) -> WriteFailed:
+        """Remember a write that failed (the first one is said through on_failure)."""
+        self.failures.append(failure)
+        if len(self.failures) == 1 and self.on_failure is not None:
+            self.on_failure(failure)
+        return failure
+
     # -- additions (each an event, persisted at once) --------------------------------------------
     def _record(self, kind: EventKind, value: Any) -> Any:
-        """Append one sanitized event and apply it; returns the value as recorded."""
+        """Append one sanitized event and apply it; returns the value as recorded. An event that
+        cannot be appended is not applied either (WriteFailed)."""
         if self.log is None:
             raise RuntimeError(f"{self.folder}: a bundle read back from its log records nothing")
-        event = self.log.append(kind, self.sanitizer.value(value), _now())
+        try:
+            event = self.log.append(kind, self.sanitizer.value(value), _now())
+        except WriteFailed as exc:
+            raise self._failed(exc) from exc.error
         self.data = apply(self.data if kind != "start" else None, event)
         return event["data"]
 
@@ -164,10 +199,10 @@ class EvidenceBundle:
     def add_sample(self, sample: dict[str, Any]) -> None:
         clean = self._record("sample", sample)
         # samples.jsonl stays: one line per timed request, the sample alone (published).
-        with open(self.folder / SAMPLES_FILE, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(clean, sort_keys=True) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            append_line(self.folder / SAMPLES_FILE, json.dumps(clean, sort_keys=True))
+        except WriteFailed as exc:
+            raise self._failed(exc) from exc.error
 
     def add_media(self, record: dict[str, Any]) -> None:
         self._record("media", record)
@@ -184,9 +219,12 @@ class EvidenceBundle:
         self._record("section", {"key": key, "value": value})
 
     def checkpoint(self) -> None:
-        """Write the projection to evidence.json (atomically)."""
-        atomic_write(self.folder / EVIDENCE_FILE,
-                     json.dumps(self.data, indent=2, sort_keys=False) + "\n")
+        """Write the projection to evidence.json (atomically; the old one stays on failure)."""
+        try:
+            atomic_write(self.folder / EVIDENCE_FILE,
+                         json.dumps(self.data, indent=2, sort_keys=False) + "\n")
+        except WriteFailed as exc:
+            raise self._failed(exc) from exc.error
 
     # -- queries ---------------------------------------------------------------------------------
     def checks_where(self, *, track: str | None = None, arm: str | None = None,
@@ -217,14 +255,41 @@ class EvidenceBundle:
 
     # -- end of run ------------------------------------------------------------------------------
     def finish(self, status: str, judge: Callable[[list[CheckResult]], list[TrackVerdict]]) -> None:
+        """The verdicts and the final status (`failed_write` once any write failed), recorded
+        as far as the disk allows: an event that cannot be appended is still applied to the
+        projection, so that evidence.json (if it can be written) and the report say it."""
         self.verdicts = judge(self.checks)
-        self._record("verdicts", [v.to_dict() for v in self.verdicts])
-        self._record("status", {"status": status, "finished_at": _now()})
-        self.checkpoint()
+        self._settle("verdicts", [v.to_dict() for v in self.verdicts])
+        self._settle("status", {"status": WRITE_FAILED if self.failures else status,
+                                "finished_at": _now()})
+        with contextlib.suppress(WriteFailed):
+            self.checkpoint()
+
+    def fail_late(self, failure: WriteFailed) -> None:
+        """A write that failed after `finish` (the report): the status becomes failed_write."""
+        self._failed(failure)
+        self._settle("status", {"status": WRITE_FAILED, "finished_at": _now()})
+        with contextlib.suppress(WriteFailed):
+            self.checkpoint()
+
+    def _settle(self, kind: EventKind, value: Any) -> None:
+        try:
+            self._record(kind, value)
+        except WriteFailed:
+            self.data = apply(self.data, {"seq": None, "event": kind,
+                                          "data": self.sanitizer.value(value)})
+
+    @property
+    def status(self) -> str:
+        return str(self.data.get("status"))
 
     def sanitize_files(self) -> int:
-        """Scrub every text file of the run (logs, report) once the run is over."""
-        changed = self.sanitizer.files(self.folder)
+        """Scrub every text file of the run (logs, report) once the run is over. A file whose
+        clean copy cannot be written stays as it was (WriteFailed, after every other file)."""
+        try:
+            changed = self.sanitizer.files(self.folder)
+        except WriteFailed as exc:
+            raise self._failed(exc) from exc.error
         self.set_section("sanitized_files", changed)
         self.checkpoint()
         return changed

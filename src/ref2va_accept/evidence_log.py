@@ -19,18 +19,21 @@ of the events (``project``), written at checkpoints, and can always be rebuilt f
   section    sets one of the optional top-level sections (SECTIONS) to its value
   verdicts   sets `verdicts`
   status     sets `status` and `finished_at`
+
+An event whose append fails (a full disk) is not in the log and not applied: the log stays
+readable (safe_write.append_line undoes a line cut short).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from .errors import Ref2VAError
+from .safe_write import append_line
 
 EVENTS_FILE = "events.jsonl"
 EVIDENCE_FILE = "evidence.json"
@@ -40,7 +43,8 @@ EventKind = Literal["start", "campaign", "instance", "audit", "sample", "media",
                     "section", "verdicts", "status"]
 EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
 # Top-level keys set whole by a `section` event; absent from the bundle until one is recorded.
-SECTIONS = frozenset({"host_identity", "device_memory", "sanitized_files", "leftovers"})
+SECTIONS = frozenset({"host_identity", "device_memory", "sanitized_files", "leftovers",
+                      "disk"})
 # The keys a `start` event must give: the bundle's header and its empty collections.
 HEADER_KEYS = ("schema", "run_id", "status", "started_at", "finished_at", "harness_version",
                "environment", "campaign", "verdicts", "checks", "instances", "samples", "media",
@@ -49,22 +53,6 @@ HEADER_KEYS = ("schema", "run_id", "status", "started_at", "finished_at", "harne
 
 class EvidenceLogError(Ref2VAError):
     """An events.jsonl that cannot be read back into a bundle."""
-
-
-def _fsynced_append(path: Path, line: str) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
 
 
 class EventLog:
@@ -78,10 +66,12 @@ class EventLog:
         """Persist one event and return it as it reads back from the file."""
         if kind not in EVENT_KINDS:
             raise EvidenceLogError(f"{self.path}: unknown evidence event {kind!r}")
-        self.seq += 1
-        line = json.dumps({"seq": self.seq, "at": at, "event": kind, "data": data},
+        line = json.dumps({"seq": self.seq + 1, "at": at, "event": kind, "data": data},
                           sort_keys=True)
-        _fsynced_append(self.path, line)
+        # A failed append is undone (WriteFailed): the log keeps its valid events and the next
+        # event takes the same number.
+        append_line(self.path, line)
+        self.seq += 1
         # What the projection applies is what a rebuild will read: the JSON round trip, not the
         # caller's objects (tuples become lists, keys become strings).
         event: dict[str, Any] = json.loads(line)

@@ -24,6 +24,7 @@ from pathlib import Path
 from .campaign import ComparisonPoint, load_campaign, quality_class
 from .errors import CampaignError, FreezeError, MediaError, TensorFileError
 from .lock import lock_path
+from .safe_write import WriteFailed, atomic_write
 from .tensors import point_file, read_header
 
 log = logging.getLogger(__name__)
@@ -237,9 +238,11 @@ def _check_loads(path: Path, text: str, fills: list[PointFill]) -> None:
 
 
 def _replace(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    # A failed write leaves the campaign as it was and no partial copy beside it.
+    try:
+        atomic_write(path, text, suffix=".partial")
+    except WriteFailed as exc:
+        raise CampaignError(str(exc)) from exc.error
 
 
 def report_lines(result: FillResult, *, dry_run: bool) -> list[str]:

@@ -35,6 +35,7 @@ from ref2va_accept.campaign import (
 from ref2va_accept.errors import CampaignError, FreezeError
 from ref2va_accept.hashing import file_sha256
 from ref2va_accept.placeholder import is_placeholder
+from ref2va_accept.safe_write import WriteFailed, atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -140,9 +141,11 @@ def freeze(path: str | os.PathLike[str]) -> Path:
         "files": {rel: sha for rel, sha in hashes.items() if sha is not None},
     }
     target = lock_path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(lock, sort_keys=True, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    os.replace(tmp, target)  # a reader never sees half a lock
+    # A reader never sees half a lock; a failed write leaves the old lock and no temporary file.
+    try:
+        atomic_write(target, json.dumps(lock, sort_keys=True, indent=2, ensure_ascii=False) + "\n")
+    except WriteFailed as exc:
+        raise FreezeError(str(exc)) from exc.error
     logger.info("froze %s -> %s (%s)", campaign.path, target, lock["campaign_sha256"])
     return target
 

@@ -231,7 +231,8 @@ def _outcome_text(outcome: Outcome | None, elapsed: float) -> str:
 
 
 # -- pytest wiring ------------------------------------------------------------------------------
-def _scenario(item: pytest.Item) -> ScenarioItem:
+def scenario_item(item: pytest.Item) -> ScenarioItem:
+    """What the run plan needs of a collected test."""
     params: dict[str, Any] = getattr(getattr(item, "callspec", None), "params", {})
     track = params.get("track_id")
     candidate = params.get("candidate_id")
@@ -256,7 +257,7 @@ class ProgressPlugin:
         if self.config.get_verbosity() < 0:
             return  # -q: nothing extra
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        items = [_scenario(item) for item in session.items]
+        items = [scenario_item(item) for item in session.items]
         if tr is None or not any(item.track for item in items):
             return  # the harness's own tests: no campaign scenario, no progress
         try:

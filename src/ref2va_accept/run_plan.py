@@ -40,6 +40,16 @@ def lossless_candidate_requests() -> int:
     return 2
 
 
+def lossless_baseline_dumps() -> int:
+    """lossless.run_baseline: its two watched requests ask for the comparison points."""
+    return 2
+
+
+def lossless_candidate_dumps() -> int:
+    """lossless.run_candidate: its watched request asks for the comparison points."""
+    return 1
+
+
 def lossy_baseline_requests(seeds: Sequence[int]) -> int:
     """lossy.run_baseline: the track's seeds on two independent B0 instances."""
     return 2 * len(seeds)
@@ -66,6 +76,7 @@ class Unit:
     key: str
     track: str
     requests: int
+    dumps: int = 0  # of which ask the engine to dump the comparison points (disk.py sizes them)
 
     @property
     def duration(self) -> DurationClass:
@@ -94,13 +105,15 @@ def _lossless_baseline(plan: TrackPlan, candidate: str | None, nodeid: str
                        ) -> tuple[Unit, ...]:
     # Shared through the session's Baselines: made by whichever of the track's items runs first.
     track = plan.track_id
-    return (Unit(f"lossless-baseline/{track}", track, lossless_baseline_requests()),)
+    return (Unit(f"lossless-baseline/{track}", track, lossless_baseline_requests(),
+                 lossless_baseline_dumps()),)
 
 
 def _lossless_candidate(plan: TrackPlan, candidate: str | None, nodeid: str
                         ) -> tuple[Unit, ...]:
     return (*_lossless_baseline(plan, candidate, nodeid),
-            Unit(nodeid, plan.track_id, lossless_candidate_requests()))
+            Unit(nodeid, plan.track_id, lossless_candidate_requests(),
+                 lossless_candidate_dumps()))
 
 
 def _lossy_baseline(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:

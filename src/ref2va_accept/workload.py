@@ -322,9 +322,10 @@ class Arms:
         problems: list[MediaProblem] = []
         path: Path | None = None
         if body and sample.ok:
-            path = self.evidence.media_path(track_id, arm_id,
-                                            f"{kind}-{index}-seed{seed}-{sample.sample_id}.mp4")
-            path.write_bytes(body)
+            # A full disk: nothing of the MP4 is kept, and WriteFailed ends the test.
+            path = self.evidence.write_media(track_id, arm_id,
+                                             f"{kind}-{index}-seed{seed}-{sample.sample_id}.mp4",
+                                             body)
             sample = replace(sample, media_file=self.evidence.relative(path))
             try:
                 probed = probe(path)

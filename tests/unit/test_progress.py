@@ -41,7 +41,9 @@ from ref2va_accept.run_plan import (
     ScenarioItem,
     Unit,
     latency_requests,
+    lossless_baseline_dumps,
     lossless_baseline_requests,
+    lossless_candidate_dumps,
     lossless_candidate_requests,
     lossy_baseline_requests,
     lossy_candidate_requests,
@@ -194,6 +196,7 @@ class CountingArms:
         self.latency_s = latency_s
         self.outcomes = OutcomeLog()
         self.requests: list[tuple[str, str]] = []
+        self.dumps = 0  # requests that asked for comparison points
         self.evidence = SimpleNamespace(add_check=lambda check: None, note=lambda text: None)
         self.registry = SimpleNamespace(stop=lambda engine: None)
 
@@ -201,8 +204,10 @@ class CountingArms:
         return _Engine(f"{self.plan.track_id}.{arm_id}")
 
     def request(self, engine: _Engine, arm_id: str, *, kind: str, index: int,
-                seed: int | None = None, **_: object) -> Outcome:
+                seed: int | None = None, diagnostics_points: tuple[str, ...] = (),
+                **_: object) -> Outcome:
         self.requests.append((arm_id, kind))
+        self.dumps += bool(diagnostics_points)
         if self.latency_s is not None:
             sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=True,
                             status=200, latency_s=self.latency_s)
@@ -220,9 +225,12 @@ def test_lossless_counts_match_the_gate(track: str, campaign: LoadedCampaign) ->
     arms = CountingArms(plan_track(campaign, track))
     baseline = lossless.run_baseline(arms)  # type: ignore[arg-type]
     assert len(arms.requests) == lossless_baseline_requests()
+    assert arms.dumps == lossless_baseline_dumps() == 2  # the disk estimate sizes these
     arms.requests.clear()
+    arms.dumps = 0
     lossless.run_candidate(arms, "lossless-text-kv", baseline)  # type: ignore[arg-type]
     assert len(arms.requests) == lossless_candidate_requests()
+    assert arms.dumps == lossless_candidate_dumps() == 1
 
 
 @pytest.mark.parametrize("track", ["5s-lossy", "15s-lossy"])
@@ -238,6 +246,7 @@ def test_lossy_counts_match_the_gate(track: str, campaign: LoadedCampaign) -> No
     assert tuple(run.seed for run in baseline.runs) == seeds
     lossy.run_candidate(arms, "cache-dit-mild", baseline)  # type: ignore[arg-type]
     assert len(arms.requests) == lossy_candidate_requests(seeds) == 2
+    assert arms.dumps == 0  # no lossy request dumps (the plan sizes none)
 
 
 @pytest.mark.parametrize(("design", "instances", "warmups", "repeats", "probe"), [
@@ -257,6 +266,7 @@ def test_latency_counts_match_the_protocol(design: str, instances: int | None, w
     assert len(arms.requests) == latency_requests(protocol, "lossless-text-kv")
     started = 2 * instances if instances else {"ABA": 3, "AB": 2, "ABBA": 4}[design]
     assert len(arms.requests) == started * (warmups + repeats) + probe
+    assert arms.dumps == 0  # timed requests never dump (it perturbs timing)
 
 
 # -- the remaining time ---------------------------------------------------------------------------

@@ -7,13 +7,16 @@ scenario writes no run folder.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
 
 from ..campaign import quality_class
-from ..evidence import EvidenceBundle, new_run_id
+from ..evidence import WRITE_FAILED, EvidenceBundle, new_run_id
+from ..progress import scenario_item
+from ..safe_write import WriteFailed
 from ..verdicts import TrackVerdict, judge
 from . import engines
 from .selection import campaign_path, is_campaign_item
@@ -25,6 +28,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--evidence-dir", default="evidence", metavar="DIR",
                     help="folder under which each run writes evidence/<run-id>/ (default: "
                          "evidence, relative to the rootdir)")
+    group.addoption("--ref2va-skip-disk-check", action="store_true", default=False,
+                    help="start the run even when the evidence folder's filesystem has less "
+                         "free space than the run's estimated evidence needs (recorded)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -46,14 +52,34 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
     finally:
         state = item.config.stash.get(STATE, None)
         if state is not None and state.bundle is not None:
-            state.bundle.checkpoint()
+            with contextlib.suppress(WriteFailed):  # said once by the bundle; the run stops
+                state.bundle.checkpoint()
+            if state.bundle.failures:
+                item.session.shouldstop = (f"ref2va: {state.failure_line(state.bundle.failures[0])}"
+                                           f" (status {WRITE_FAILED})")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+    # A failed write is one line (file and error), said on the terminal when it happened; the
+    # test's report says the same instead of the traceback through the harness.
+    report = yield
+    if (call.excinfo is not None and isinstance(call.excinfo.value, WriteFailed)
+            and isinstance(report, pytest.TestReport)):
+        state = item.config.stash.get(STATE, None)
+        failure = call.excinfo.value
+        report.longrepr = f"ref2va: {state.failure_line(failure) if state else failure}"
+    return report
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """Before the first scenario (so before any engine): every track's inputs against their
-    pins. A mismatch is recorded (notes, `inputs` checks), and the run stops as a usage error
-    with one line per input; the session still ends with its status, verdicts and report."""
+    pins, then the run's estimated evidence size against the free disk. A mismatch is recorded
+    (notes, `inputs` checks), too little disk too (a note, `disk`), and the run stops as a usage
+    error with one line per input or the disk's one line; the session still ends with its
+    status (`stopped`), verdicts and report."""
     state = session.config.stash.get(STATE, None)
     if (state is None or session.config.option.collectonly or session.testsfailed
             or not any(is_campaign_item(item) for item in session.items)):
@@ -61,7 +87,15 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     tracks = [str(item.callspec.params["track_id"]) for item in session.items
               if isinstance(item, pytest.Function) and hasattr(item, "callspec")
               and "track_id" in item.callspec.params]
-    stop = state.check_inputs(dict.fromkeys(tracks))
+    state.selected_tracks.update(tracks)
+    try:
+        stop = state.check_inputs(dict.fromkeys(tracks))
+        if stop is None:
+            stop = state.check_disk([scenario_item(item) for item in session.items],
+                                    dict.fromkeys(tracks),
+                                    skip=bool(session.config.getoption("ref2va_skip_disk_check")))
+    except WriteFailed as exc:
+        raise pytest.UsageError(f"ref2va: {state.failure_line(exc)}") from None
     if stop is not None:
         raise pytest.UsageError(stop)
 
@@ -109,8 +143,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     engines.stop_all(config)
     state.close_reaper()
     if state.bundle is not None:
-        state.bundle.sanitize_files()
+        with contextlib.suppress(WriteFailed):  # said once; that file stays as it was
+            state.bundle.sanitize_files()
         latest = state.evidence_root / "latest"
-        if latest.is_symlink() or not latest.exists():
-            latest.unlink(missing_ok=True)
-            latest.symlink_to(state.run_id)
+        try:
+            if latest.is_symlink() or not latest.exists():
+                latest.unlink(missing_ok=True)
+                latest.symlink_to(state.run_id)
+        except OSError as exc:
+            state.say_failure(WriteFailed(latest, exc))

@@ -8,18 +8,21 @@ gets no report and no run folder. A `--html` given by the user is left alone.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any
 
 import pytest
 from pytest_html.basereport import BaseReport
 
 from .. import __version__
-from ..evidence import package_versions
+from ..evidence import WRITE_FAILED, EvidenceBundle, package_versions
 from ..progress import PLUGIN_NAME as PROGRESS_PLUGIN
 from ..progress import ProgressPlugin
+from ..safe_write import WriteFailed, atomic_write
 from .selection import is_campaign_item
 from .state import STATE, run_state
 
@@ -58,6 +61,9 @@ class HtmlReportRequest:
         html.pytest_configure(config)
         self.report = next(p for p in config.pluginmanager.get_plugins()
                            if isinstance(p, BaseReport))
+        # pytest-html writes straight into report.html: a full disk would leave half a report
+        # and a traceback. Written atomically instead, with a short report when it does not fit.
+        self.report._write_report = self._write_report
         metadata = _metadata(config)
         if metadata is not None:
             pytest_metadata(metadata, config)
@@ -66,6 +72,43 @@ class HtmlReportRequest:
         for failure in self.collect_failures:
             self.report.pytest_collectreport(failure)
         self.report.pytest_collection_finish(session)
+
+
+    def _write_report(self, rendered: str) -> None:
+        """report.html through a temporary file; when it cannot be written, the short report
+        (status, the failed write, the verdict table) in its place, and the run failed_write."""
+        state = run_state(self.config)
+        path = state.run_folder / REPORT_FILE
+        try:
+            atomic_write(path, rendered)
+            return
+        except WriteFailed as exc:
+            failure = exc
+        bundle = state.bundle
+        if bundle is None:
+            state.say_failure(failure)
+            return
+        bundle.fail_late(failure)
+        with contextlib.suppress(WriteFailed):
+            atomic_write(path, short_report(bundle))
+
+
+def short_report(bundle: EvidenceBundle) -> str:
+    """The report that fits when the full one did not: the run's status, its failed writes and
+    the verdict table, as plain HTML (no media, no per-request tables, no script)."""
+    rows = "".join(
+        f"<tr><td>{escape(v.track)}</td><td>{escape(v.candidate or '(none)')}</td>"
+        f"<td>{escape(v.verdict)}</td><td>{escape(', '.join(v.reasons))}</td>"
+        f"<td>{escape(', '.join(v.open_checks))}</td></tr>" for v in bundle.verdicts)
+    failures = "".join(f"<li>{escape(bundle.sanitizer.text(str(f)))}</li>"
+                       for f in bundle.failures)
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Ref2VA acceptance report"
+            " (short)</title></head><body><h1>Ref2VA acceptance report (short)</h1>"
+            f"<p>run {escape(bundle.run_id)}: status <b>{escape(bundle.status)}</b>. The full "
+            "report could not be written; evidence.json and events.jsonl hold what was "
+            f"recorded.</p><ul>{failures}</ul><h2>Verdicts per track</h2><table><tr><th>track"
+            "</th><th>candidate</th><th>verdict</th><th>reasons</th><th>open checks</th></tr>"
+            f"{rows}</table></body></html>\n")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -139,4 +182,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         skipped = f" not applicable: {', '.join(unchecked)}" if unchecked else ""
         tr.write_line(f"{v.track:13} {v.candidate or '(none)':20} {v.verdict.upper():13} "
                       f"{reasons}{opened}{skipped}")
+    if state.bundle.status == WRITE_FAILED:
+        for failure in state.bundle.failures:
+            tr.write_line(f"ref2va: status {WRITE_FAILED}: {state.failure_line(failure)}")
     tr.write_line(f"evidence: {state.display(state.bundle.folder)}/evidence.json")

@@ -7,22 +7,25 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from .. import disk
 from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
 from ..checks import Check, Reason
 from ..device_memory import MemoryGuard
 from ..devices import probe_for
-from ..evidence import EvidenceBundle
+from ..evidence import WRITE_FAILED, EvidenceBundle
 from ..identity import IdentityToolMissing, identity_checks, preflight
 from ..input_pins import input_problems, problem_lines
 from ..leftovers import start_reaper, stop_leftovers
 from ..lock import FreezeStatus, canonical_campaign, verify
 from ..plan import TrackPlan, plan_campaign
+from ..run_plan import ScenarioItem, plan_run
+from ..safe_write import WriteFailed, describe
 from ..sanitize import Sanitizer
 from ..server import CleanupAudit
 from ..verdicts import CheckResult, TrackVerdict, judge
@@ -48,6 +51,8 @@ class RunState:
     _freeze: FreezeStatus | None = None
     bundle: EvidenceBundle | None = None
     ran_tracks: set[str] = field(default_factory=set)
+    # The tracks of the collected campaign scenarios (a run cut short is judged on all of them).
+    selected_tracks: set[str] = field(default_factory=set)
     # Why the campaign, its plans or its lock could not be used (the session then stops).
     unusable: str | None = None
     # Why the harness stopped the run before any engine started (its final status: stopped).
@@ -93,7 +98,13 @@ class RunState:
         if self.bundle is None:
             sanitizer = Sanitizer.for_this_host(repo=self.config.rootpath,
                                                 evidence=self.evidence_root)
-            self.bundle = EvidenceBundle.create(self.evidence_root, self.run_id, sanitizer)
+            try:
+                self.bundle = EvidenceBundle.create(self.evidence_root, self.run_id, sanitizer,
+                                                    on_failure=self.say_failure)
+            except WriteFailed as exc:  # not even the run's first event: nothing to finish
+                self.say_failure(exc)
+                pytest.exit(f"ref2va: no evidence could be written: {self.failure_line(exc)}",
+                            returncode=pytest.ExitCode.INTERNAL_ERROR)
             campaign, freeze = self.campaign, self.freeze
             self.bundle.set_campaign({
                 "name": campaign.model.name,
@@ -111,12 +122,31 @@ class RunState:
             })
         return self.bundle
 
+    # -- write failures --------------------------------------------------------------------------
+    def failure_line(self, failure: WriteFailed) -> str:
+        """The failed file (under the run folder as `evidence/<run-id>/...`) and the error."""
+        try:
+            where = (f"{self.display(self.run_folder)}/"
+                     f"{failure.path.relative_to(self.run_folder).as_posix()}")
+        except ValueError:
+            where = self.display(failure.path)
+        return f"cannot write {where}: {describe(failure.error)}"
+
+    def say_failure(self, failure: WriteFailed) -> None:
+        """The run's first failed write: one line on the terminal, now."""
+        self._say(f"ref2va: {self.failure_line(failure)}; the run stops, status {WRITE_FAILED}")
+
     # -- engine stops (the session registry's one audit subscriber) ------------------------------
     def after_stop(self, audit: CleanupAudit) -> None:
-        """Each stopped instance: its audit, then the device-memory wait, then a checkpoint."""
-        self._record_audit(audit)
-        self._wait_for_memory(audit)
-        self.evidence().checkpoint()
+        """Each stopped instance: its audit, then the device-memory wait, then a checkpoint.
+        A write that fails here is the bundle's (said once, status failed_write), not the stop's:
+        the next instance is still stopped and audited."""
+        with contextlib.suppress(WriteFailed):
+            self._record_audit(audit)
+        with contextlib.suppress(WriteFailed):
+            self._wait_for_memory(audit)
+        with contextlib.suppress(WriteFailed):
+            self.evidence().checkpoint()
 
     def _record_audit(self, audit: CleanupAudit) -> None:
         bundle = self.evidence()
@@ -150,6 +180,35 @@ class RunState:
         self.stopped = "\n".join(lines)
         bundle.checkpoint()
         return self.stopped
+
+    def check_disk(self, items: Sequence[ScenarioItem], tracks: Iterable[str], *,
+                   skip: bool) -> str | None:
+        """The run's estimated evidence size against the free space of the evidence folder,
+        before any engine starts (disk.py). Recorded in `disk`; when it does not fit, a note and
+        the line to stop the run with (unless `skip`: then a note that the check was skipped).
+        The line names the folder as given (the evidence's copy is sanitized)."""
+        result = disk.check(plan_run(items, self.plans), self.plans, self.evidence_root,
+                            skipped=skip)
+        bundle = self.evidence()
+        bundle.set_section("disk", result.to_dict())
+        if result.fits:
+            bundle.checkpoint()
+            return None
+        line = result.refusal(str(self.evidence_root))
+        if skip:
+            said = (f"ref2va: disk check skipped (--ref2va-skip-disk-check): needs about "
+                    f"{disk.fmt_bytes(result.estimate.need_bytes)}, "
+                    f"{disk.fmt_bytes(result.free_bytes)} free on the filesystem of "
+                    f"{self.evidence_root}")
+            bundle.note(said)
+            self._say(said)
+            bundle.checkpoint()
+            return None
+        bundle.note(line)
+        self.ran_tracks.update(tracks)
+        self.stopped = line
+        bundle.checkpoint()
+        return line
 
     def before_first_engine(self) -> None:
         """Once per session, before any engine starts: the host identity preflight, then the
@@ -228,6 +287,9 @@ class RunState:
 
     # -- verdicts --------------------------------------------------------------------------------
     def verdicts(self, checks: list[CheckResult]) -> list[TrackVerdict]:
+        if self.bundle is not None and self.bundle.failures:
+            # Its verdict scenarios may never have run: every selected track gets its row.
+            self.ran_tracks |= self.selected_tracks
         campaign = self.campaign
         cap = self.freeze.cap_reason
         rows: list[TrackVerdict] = []

@@ -28,6 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..safe_write import WriteFailed, atomic_write
 from . import patterns
 from .identifiers import Identifiers, gather, normal_address
 
@@ -208,18 +209,23 @@ class Sanitizer:
     def files(self, folder: Path, suffixes: Iterable[str] = TEXT_SUFFIXES) -> int:
         """Rewrite every text file below folder in place and rename every file or folder whose
         name identifies; returns how many files or names changed. JSON (and each JSONL line) is
-        sanitized as values, so that keys give their context; other text as text."""
+        sanitized as values, so that keys give their context; other text as text. A file whose
+        clean copy cannot be written stays as it was and the others go on; then the first such
+        failure rises (WriteFailed)."""
         changed = 0
         wanted = tuple(suffixes)
+        failed: list[WriteFailed] = []
         for path in sorted(folder.rglob("*")):
             if not path.is_file() or path.is_symlink() or not path.name.endswith(wanted):
                 continue
             raw = path.read_text(encoding="utf-8", errors="replace")
             clean = self._file_text(path.suffix, raw)
             if clean != raw:
-                tmp = path.with_name(path.name + ".sanitizing")
-                tmp.write_text(clean, encoding="utf-8")
-                tmp.replace(path)
+                try:  # a full disk: this file stays as it was, no temporary left; go on
+                    atomic_write(path, clean, suffix=".sanitizing")
+                except WriteFailed as exc:
+                    failed.append(exc)
+                    continue
                 changed += 1
         # Deepest first, so that a folder is renamed after what it holds.
         for path in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
@@ -232,6 +238,8 @@ class Sanitizer:
                     target = path.with_name(f"{name}-{n}")
                 path.rename(target)
                 changed += 1
+        if failed:
+            raise failed[0]
         return changed
 
     def _file_text(self, suffix: str, raw: str) -> str:

@@ -1,0 +1,192 @@
+"""How much disk a run's evidence needs, estimated before any engine starts, against what is free.
+
+The need is summed over the run's plan (run_plan.py: the requests each collected scenario sends,
+and which of them ask for comparison-point dumps), per track, from its frozen plan (plan.py):
+
+- **MP4s**: every request that comes back keeps its MP4. Per request: frames x width x height x
+  ``MP4_BYTES_PER_PIXEL`` + duration x ``AUDIO_BYTES_PER_S`` + ``MP4_OVERHEAD``. An upper bound,
+  not a guess: the reference engine's H.264 at crf 18 (what vLLM-Omni's muxer uses) measured
+  0.275 bytes per pixel on its noisy synthetic frames and 16 kB/s of AAC (5 s at 112x64: 244 kB
+  of video, 83 kB of audio); natural video at crf 18 takes far less per pixel. The formula takes
+  0.5 bytes per pixel and 320 kb/s.
+- **Dumps** (lossless quality requests only): every `diagnostics` comparison point, its frozen
+  shape times its dtype's size. A shape not filled yet (the host campaign before fill-points) is
+  bounded from the track's shape: `decoded.video` is frames x H x W x 3 (4.5 GB as float32 for a
+  15 s request at 1344x768); any other video point (latent, DiT state) a sixteenth of that (a
+  latent of up to 48 channels at 4x temporal and 8x8 spatial compression; Wan- and
+  HunyuanVideo-class VAEs use 16); an audio point 2 channels x 48 kHz x duration; a `cond.*`
+  point ``COND_ELEMENTS`` (e.g. 1024 tokens x 8192 hidden, above any text encoder's output).
+- **Records**: logs, events, samples, evidence.json and the report, ``RECORD_BASE`` plus
+  ``RECORD_PER_REQUEST`` per request.
+
+The run needs the estimate times ``MARGIN`` (1.25): the formulas already bound what they count;
+the margin keeps headroom for what they do not (an engine log that grows faster than allowed,
+other writers on the same filesystem during an hours-long run). Free space is
+``shutil.disk_usage`` of the evidence folder (or its nearest existing parent): what an
+unprivileged writer may use.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .plan import TrackPlan
+from .run_plan import Plan
+
+MARGIN = 1.25
+MP4_BYTES_PER_PIXEL = 0.5
+AUDIO_BYTES_PER_S = 40_000  # 320 kb/s
+MP4_OVERHEAD = 64 * 1024
+AUDIO_RATE_BOUND = 48_000  # samples per second per channel, for an unfilled audio point
+LATENT_FRACTION = 16  # an unfilled non-decoded video point: decoded.video's elements / this
+COND_ELEMENTS = 16 * 1024 * 1024
+RECORD_BASE = 64 * 1024 * 1024
+RECORD_PER_REQUEST = 1024 * 1024
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8,
+               "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1}
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes in decimal units: 4.48 GB, 332 kB."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def mp4_bytes(plan: TrackPlan) -> int:
+    """The upper bound of one MP4 of this track."""
+    pixels = plan.num_frames * plan.shape.width * plan.shape.height
+    return math.ceil(pixels * MP4_BYTES_PER_PIXEL + plan.duration_s * AUDIO_BYTES_PER_S
+                     + MP4_OVERHEAD)
+
+
+def _unfilled_elements(plan: TrackPlan, name: str) -> int:
+    decoded_video = plan.num_frames * plan.shape.height * plan.shape.width * 3
+    if name == "decoded.video":
+        return decoded_video
+    if "audio" in name:
+        return math.ceil(2 * AUDIO_RATE_BOUND * plan.duration_s)
+    if name.startswith("cond."):
+        return COND_ELEMENTS
+    return math.ceil(decoded_video / LATENT_FRACTION)
+
+
+def dump_bytes(plan: TrackPlan) -> tuple[int, tuple[str, ...]]:
+    """One dumping request's comparison points, and the points whose size was bounded (their
+    shape not filled yet). A lossy track dumps nothing."""
+    if plan.quality != "lossless":
+        return 0, ()
+    total, bounded = 0, []
+    for point in plan.lossless.points:
+        if point.source != "diagnostics":
+            continue  # decoded by the judge from the MP4, never written
+        if isinstance(point.shape, list):  # else a placeholder (the campaign allows no other)
+            elements = math.prod(point.shape)
+        else:
+            elements = _unfilled_elements(plan, point.name)
+            bounded.append(point.name)
+        total += elements * DTYPE_BYTES[point.dtype]
+    return total, tuple(bounded)
+
+
+@dataclass(frozen=True)
+class TrackNeed:
+    track: str
+    requests: int
+    dump_requests: int
+    mp4_bytes: int  # all of the track's MP4s
+    dump_bytes: int  # all of its dumps
+    bounded_points: tuple[str, ...]  # unfilled shapes, bounded from the track's shape
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"track": self.track, "requests": self.requests,
+                "dump_requests": self.dump_requests, "mp4_bytes": self.mp4_bytes,
+                "dump_bytes": self.dump_bytes, "bounded_points": list(self.bounded_points)}
+
+
+@dataclass(frozen=True)
+class DiskEstimate:
+    tracks: tuple[TrackNeed, ...]
+    record_bytes: int
+
+    @property
+    def estimate_bytes(self) -> int:
+        return sum(t.mp4_bytes + t.dump_bytes for t in self.tracks) + self.record_bytes
+
+    @property
+    def need_bytes(self) -> int:
+        return math.ceil(self.estimate_bytes * MARGIN)
+
+    def parts(self) -> str:
+        mp4 = sum(t.mp4_bytes for t in self.tracks)
+        dumps = sum(t.dump_bytes for t in self.tracks)
+        return (f"MP4s {fmt_bytes(mp4)}, comparison-point dumps {fmt_bytes(dumps)}, "
+                f"logs and records {fmt_bytes(self.record_bytes)}")
+
+
+def estimate(run: Plan, plans: Mapping[str, TrackPlan]) -> DiskEstimate:
+    """The run's evidence size, per track, from its request plan and the tracks' frozen plans."""
+    requests: dict[str, int] = {}
+    dumps: dict[str, int] = {}
+    for unit in run.units().values():
+        requests[unit.track] = requests.get(unit.track, 0) + unit.requests
+        dumps[unit.track] = dumps.get(unit.track, 0) + unit.dumps
+    needs = []
+    for track, count in requests.items():
+        plan = plans[track]
+        per_dump, bounded = dump_bytes(plan)
+        needs.append(TrackNeed(track, count, dumps[track], count * mp4_bytes(plan),
+                               dumps[track] * per_dump, bounded if dumps[track] else ()))
+    total = sum(requests.values())
+    return DiskEstimate(tuple(needs), RECORD_BASE + total * RECORD_PER_REQUEST)
+
+
+def free_bytes(folder: Path) -> tuple[Path, int]:
+    """The free space of the filesystem that will hold `folder` (its nearest existing parent
+    when it does not exist yet), and that parent."""
+    probe = folder.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe, shutil.disk_usage(probe).free
+
+
+@dataclass(frozen=True)
+class DiskCheck:
+    estimate: DiskEstimate
+    folder: Path  # the evidence folder as given
+    probed: Path  # where the free space was read
+    free_bytes: int
+    skipped: bool  # --ref2va-skip-disk-check: compared and recorded, never refused
+
+    @property
+    def fits(self) -> bool:
+        return self.estimate.need_bytes <= self.free_bytes
+
+    def refusal(self, shown: str) -> str:
+        """The one line that refuses the run; `shown` is how the evidence folder is named."""
+        need = self.estimate
+        return (f"ref2va: disk check: {shown} needs about {fmt_bytes(need.need_bytes)} for this "
+                f"run's evidence (estimate {fmt_bytes(need.estimate_bytes)} x margin {MARGIN}: "
+                f"{need.parts()}) but its filesystem has {fmt_bytes(self.free_bytes)} free; "
+                "free space, choose another --evidence-dir, or pass --ref2va-skip-disk-check")
+
+    def to_dict(self) -> dict[str, Any]:
+        need = self.estimate
+        return {"estimate_bytes": need.estimate_bytes, "margin": MARGIN,
+                "need_bytes": need.need_bytes, "free_bytes": self.free_bytes,
+                "fits": self.fits, "skipped": self.skipped, "folder": str(self.folder),
+                "record_bytes": need.record_bytes,
+                "tracks": [t.to_dict() for t in need.tracks]}
+
+
+def check(run: Plan, plans: Mapping[str, TrackPlan], folder: Path, *,
+          skipped: bool = False) -> DiskCheck:
+    """The run's estimated need against the free space where its evidence goes."""
+    probed, free = free_bytes(folder)
+    return DiskCheck(estimate(run, plans), folder, probed, free, skipped)
