@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -132,29 +134,71 @@ def stop_leftovers(grace_s: float) -> list[Leftover]:
 
 
 # -- the reaper ------------------------------------------------------------------------------------
-def start_reaper(run_id: str, grace_s: float) -> subprocess.Popen[bytes]:
+def start_reaper(run_id: str, grace_s: float, folder: Path | None = None,
+                 repo: Path | None = None, evidence_root: Path | None = None
+                 ) -> subprocess.Popen[bytes]:
     """A process that stops every engine of `run_id` once the judge (this process) is gone.
 
-    It reads a pipe the judge holds open; EOF means the judge exited, however it ended. Its own
-    session, so a Ctrl-C or a group kill aimed at the judge leaves it to do its work.
+    It reads a pipe the judge holds open; EOF means the judge exited, however it ended. A judge
+    that ends normally writes `DONE` first (after its evidence is final and scrubbed). Without it,
+    the judge died (SIGKILL, a crash, an OOM kill), and the reaper also finishes the run's folder
+    (`finish_dead_run`). Its own session, so a Ctrl-C or a group kill aimed at the judge leaves it
+    to do its work.
     """
     package_root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, (package_root, os.environ.get("PYTHONPATH"))))}
+    folders = [str(p) for p in (folder, repo, evidence_root) if p is not None]
     return subprocess.Popen(
-        [sys.executable, "-m", "ref2va_accept.leftovers", f"{run_id}/", f"{grace_s:g}"],
+        [sys.executable, "-m", "ref2va_accept.leftovers", f"{run_id}/", f"{grace_s:g}",
+         *(folders if len(folders) == 3 else [])],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=env, start_new_session=True)
 
 
-def _reap(tag_prefix: str, grace_s: float, pipe: IO[bytes]) -> None:
+DONE = b"done\n"  # what a judge that ends normally writes to its reaper before closing the pipe
+KILLED = "killed"  # the final status of a run whose judge died
+
+
+def finish_dead_run(folder: Path, repo: Path, evidence_root: Path) -> bool:
+    """A run whose judge died: scrub its files as the judge would have at its end (engine logs
+    are copied raw while the run goes on), record a note and the final status `killed`, and
+    rewrite evidence.json from the events. False when the run had already ended."""
+    # Imported here: the reaper needs them only once its judge is dead.
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from .evidence_log import EVENTS_FILE, EventLog, read_events, rebuild  # noqa: PLC0415
+    from .safe_write import atomic_write  # noqa: PLC0415
+    from .sanitize import Sanitizer  # noqa: PLC0415
+
+    path = folder / EVENTS_FILE
+    if not path.is_file() or rebuild(folder).get("status") != "running":
+        return False
+    sanitizer = Sanitizer.for_this_host(repo=repo, evidence=evidence_root)
+    log = EventLog(path)
+    log.seq = max((int(e.get("seq", 0)) for e in read_events(path)), default=0)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    log.append("note", "the judge died before the run ended (killed outright or crashed); its "
+               "reaper stopped the run's engines and scrubbed its files", now)
+    log.append("status", {"status": KILLED, "finished_at": now}, now)
+    sanitizer.files(folder)
+    atomic_write(folder / "evidence.json", json.dumps(rebuild(folder), indent=2) + "\n")
+    return True
+
+
+def _reap(tag_prefix: str, grace_s: float, pipe: IO[bytes],
+          folders: Sequence[str] = ()) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    while pipe.read(4096):
-        pass  # the judge writes nothing; read returns b"" once it is gone
+    received = b""
+    while chunk := pipe.read(4096):
+        received += chunk  # the judge writes only DONE; read returns b"" once it is gone
     procs = [(p, tag_prefix) for p in tagged_processes(tag_prefix, prefix=True)]
     if procs:
         _stop(procs, grace_s)
+    if DONE not in received and len(folders) == 3:
+        folder, repo, evidence_root = (Path(f) for f in folders)
+        finish_dead_run(folder, repo, evidence_root)
 
 
 if __name__ == "__main__":
-    _reap(sys.argv[1], float(sys.argv[2]), sys.stdin.buffer)
+    _reap(sys.argv[1], float(sys.argv[2]), sys.stdin.buffer, sys.argv[3:6])

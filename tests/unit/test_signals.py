@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 
+from ref2va_accept.evidence_log import rebuild
 from tests.unit.evidence_schema import read_bundle
 from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest, tagged
 from tests.unit.test_selftest_phases import _fake_checkout
@@ -67,14 +68,28 @@ def test_sigkill_of_pytest_mid_request_leaves_no_engine(tmp_path: Path) -> None:
     try:
         run = _wait_for_request(evidence, proc)
         assert len(tagged(run.name)) == 2  # the engine and its worker that ignores SIGTERM
+        # While the judge lives, the engine's log is copied raw (it is scrubbed at the run's end).
+        raw = "".join(log.read_text(errors="replace") for log in (run / "logs").iterdir())
+        assert "127.0.0.1" in raw
         proc.kill()
         proc.wait()
         left = _gone_within(run.name, GRACE_S)
+        # Then the reaper finishes the dead run's folder: scrubbed, status killed.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and rebuild(run).get("status") == "running":
+            time.sleep(0.5)
     finally:
         if proc.poll() is None:
             proc.kill()
         _kill_all(tagged(run.name) if "run" in locals() else [])
     assert left == [], [psutil.Process(p).cmdline() for p in left if psutil.pid_exists(p)]
+    bundle = read_bundle(run)
+    assert bundle["status"] == "killed"
+    assert any("the judge died" in note for note in bundle["notes"])
+    for path in run.rglob("*"):
+        if path.is_file() and path.suffix in (".log", ".json", ".jsonl", ".html"):
+            text = path.read_text(errors="replace")
+            assert "127.0.0.1" not in text and str(ROOT) not in text, path
 
 
 def test_next_run_stops_and_reports_what_a_dead_run_left(tmp_path: Path) -> None:

@@ -141,7 +141,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is None:
         return
     engines.stop_all(config)
-    state.close_reaper()
     if state.bundle is not None:
         with contextlib.suppress(WriteFailed):  # said once; that file stays as it was
             state.bundle.sanitize_files()
@@ -152,3 +151,5 @@ def pytest_unconfigure(config: pytest.Config) -> None:
                 latest.symlink_to(state.run_id)
         except OSError as exc:
             state.say_failure(WriteFailed(latest, exc))
+    # After the scrub: a judge killed before this point leaves its reaper to finish the folder.
+    state.close_reaper()

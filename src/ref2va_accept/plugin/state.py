@@ -21,7 +21,7 @@ from ..devices import probe_for
 from ..evidence import WRITE_FAILED, EvidenceBundle
 from ..identity import IdentityToolMissing, identity_checks, preflight
 from ..input_pins import input_problems, problem_lines
-from ..leftovers import start_reaper, stop_leftovers
+from ..leftovers import DONE, start_reaper, stop_leftovers
 from ..lock import FreezeStatus, canonical_campaign, verify
 from ..plan import TrackPlan, plan_campaign
 from ..run_plan import ScenarioItem, plan_run
@@ -249,7 +249,8 @@ class RunState:
             self._say(f"ref2va: stopped {len(found)} engine process(es) left by a dead run: "
                       f"{listed}")
         if self.reaper is None:
-            self.reaper = start_reaper(self.run_id, grace_s / 2)
+            self.reaper = start_reaper(self.run_id, grace_s / 2, self.run_folder,
+                                       self.config.rootpath, self.evidence_root)
 
     def _say(self, line: str) -> None:
         """One line on the terminal now, even from inside a test (output capture paused)."""
@@ -263,10 +264,12 @@ class RunState:
             reporter.write_line(line)
 
     def close_reaper(self) -> None:
-        """The judge is ending normally: the reaper finds nothing of ours left, and exits."""
+        """The judge is ending normally, its evidence final: the reaper is told so (it then
+        leaves the run's folder alone), finds nothing of ours left, and exits."""
         if self.reaper is not None:
             with contextlib.suppress(OSError):
                 if self.reaper.stdin is not None:
+                    self.reaper.stdin.write(DONE)
                     self.reaper.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.reaper.wait(timeout=30)
