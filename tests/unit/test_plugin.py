@@ -211,7 +211,9 @@ def test_engine_killed_mid_request_names_the_signal(tmp_path: Path) -> None:
 
 
 def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Path) -> None:
-    campaign = campaign_copy(tmp_path / "c", profile_args={"fault": "hang"})
+    # It hangs at the first step: at the middle one (the default), 25 steps of real compute on a
+    # loaded machine once outlasted the 6 s timeout, and the engine, not yet hung, stopped clean.
+    campaign = campaign_copy(tmp_path / "c", profile_args={"fault": "hang", "fault-at-step": 1})
     data = yaml.safe_load(campaign.read_text())
     data["protocol"]["timeouts"]["5s"]["request_s"] = 6
     data["engine"]["shutdown_grace_s"] = 2
