@@ -224,3 +224,20 @@ def test_report_environment_table_is_an_allowlist() -> None:
     assert same is metadata  # changed in place: an xdist worker sends back the same dict
     assert set(metadata) == {"Python", "Platform", "Packages", "Plugins", "ref2va-accept"}
     assert metadata["Packages"]["pytest"] and "pydantic" in metadata["Packages"]
+
+
+def test_a_reports_script_is_code_and_stays_as_written(tmp_path: Path) -> None:
+    # pytest-html's app is an inline script with regex literals; scrubbed as text, its
+    # `/^all$/.test(...)` became `<abs>/...` and the report's tables never rendered.
+    script = ("<script>function f(c,r){switch(true){\n"
+              "case /^all$/.test(c) || c === null && /^all$/.test(r):\n"
+              "  return '/usr/share/x';}}</script>")
+    page = (f"<html><head>{script}</head><body>"
+            "<div data-jsonblob=\"log at /home/alice/run/x.log\">from /lustre/alice/m</div>"
+            "</body></html>")
+    (tmp_path / "report.html").write_text(page)
+    Sanitizer((), ()).files(tmp_path)
+    clean = (tmp_path / "report.html").read_text()
+    assert script in clean
+    assert "/home/alice" not in clean and "/lustre/alice" not in clean
+    assert "&lt;abs&gt;/x.log" in clean and "&lt;abs&gt;/m" in clean

@@ -36,6 +36,7 @@ __all__ = ["COMMON_WORDS", "LABELS", "TEXT_SUFFIXES", "Identifiers", "Sanitizer"
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".log", ".txt", ".html", ".htm", ".css", ".js", ".csv")
 LABELS = patterns.LABELS
+_SCRIPT = re.compile(r"(<script\b[^>]*>.*?</script\s*>)", re.S | re.I)
 _LABEL = re.compile(r"<(" + "|".join(LABELS) + r")>")
 # Names too common to replace everywhere: replaced only where they name a user or a host.
 COMMON_WORDS = frozenset({
@@ -250,8 +251,18 @@ class Sanitizer:
                 return raw if clean == data else json.dumps(clean, indent=2) + "\n"
         if suffix == ".jsonl":
             return "".join(self._json_line(line) for line in raw.splitlines(keepends=True))
-        clean = self.text(raw)
-        return _LABEL.sub(r"&lt;\1&gt;", clean) if suffix in (".html", ".htm") else clean
+        if suffix in (".html", ".htm"):
+            return self._html(raw)
+        return self.text(raw)
+
+    def _html(self, raw: str) -> str:
+        # A <script> element is code, not data: pytest-html's app reads the run's data from an
+        # attribute (scrubbed like all text), and its code holds regex literals such as
+        # `/^all$/.test(...)` that the path pattern would turn into `<abs>/...`, breaking the
+        # report's script (its environment table, summary and results would not render).
+        parts = _SCRIPT.split(raw)
+        return "".join(part if index % 2 else _LABEL.sub(r"&lt;\1&gt;", self.text(part))
+                       for index, part in enumerate(parts))
 
     def _json_line(self, line: str) -> str:
         try:
