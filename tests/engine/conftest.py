@@ -125,13 +125,16 @@ def write_profile(path: Path, **args: object) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+# Module-scoped: an engine is stopped once the module that started it is done, so that no
+# engine outlives the tests that use it (a session-scoped one lived on in each xdist worker,
+# through every other file that worker ran).
+@pytest.fixture(scope="module")
 def b0_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
     with running_engine(B0_PROFILE, tmp_path_factory.mktemp("b0")) as engine:
         yield engine
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def slow_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
     """An engine whose steps cost 100 ms each, and whose uploads are capped at 1 MiB."""
     folder = tmp_path_factory.mktemp("slow")
