@@ -19,9 +19,6 @@ import psutil
 
 from ref2va_contract.api import INSTANCE_NONCE_HEADER
 
-from .ports import LOOPBACK, free_port, port_is_free
-
-__all__ = ["LOOPBACK", "foreign_server_problem", "free_port", "new_nonce", "port_is_free"]
 
 def new_nonce() -> str:
     return secrets.token_hex(16)
