@@ -32,9 +32,9 @@ from .plan import LatencySettings, TrackPlan
 from .replication import (
     BASELINE,
     InstanceTimes,
-    decide,
-    drift,
+    interval_verdict,
     is_steady,
+    not_evaluable,
     sequence,
     spread,
     warmup_done,
@@ -201,17 +201,16 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
     if b0_failed:
         # Recorded under the candidate: it is this comparison's B0 that failed.
         return latency_fail(Reason.BASELINE_REQUEST_FAILED, b0_failed[0].explain())
-    unsteady = [r for r in runs if not r.steady]
-    if unsteady:
-        first = unsteady[0]
+    reason, moved = not_evaluable(times, settings)
+    if reason == "warmup_not_steady":
+        first = next(r for r in runs if not r.steady)
         shown = ", ".join(f"{x:.3f}" for x in _latencies(first.warmups))
         return latency_fail(
             Reason.WARMUP_NOT_STEADY,
             f"{first.arm}#{first.position}: {len(first.warmups)} warm-ups ({shown} s) never had "
             f"two in a row within {settings.steady_fraction:.0%} of each other")
-    moved = drift(b0_times, settings)
     data["drift"] = moved
-    if moved is not None and moved > settings.drift_tolerance:
+    if reason == "drift":
         what = ("its first and last instance" if settings.replication == "instance"
                 else "A and A'")
         return latency_fail(Reason.DRIFT, f"B0 moved {moved:.1%} between {what} (tolerance "
@@ -221,10 +220,7 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
     caching = _caching_check(track_id, candidate, cand_runs, settings.caching_margin, data)
     if caching is not None:
         checks.append(caching)
-    decision = decide(times, settings)
-    verdict = decision.verdict
-    if verdict is None:  # decide() judges steadiness and drift exactly as above
-        raise AssertionError(f"latency decision without a verdict: {decision}")
+    verdict = interval_verdict(times, settings)
     data["baseline_s"], data["candidate_s"] = list(verdict.baseline), list(verdict.candidate)
     # The verdict is the check's own typed result (the evidence writes it as data["verdict"] and
     # data["interval"]); the check passes in the sense that the protocol ran to a decision.

@@ -160,17 +160,32 @@ class Decision:
     verdict: LatencyVerdict | None
 
 
-def decide(instances: Sequence[InstanceTimes], settings: LatencySettings) -> Decision:
-    """The protocol's decision, in the documented order: an instance whose warm-up never became
-    steady, then B0 drift, make the run not evaluable; otherwise the ratio interval decides."""
+def not_evaluable(instances: Sequence[InstanceTimes], settings: LatencySettings
+                  ) -> tuple[DecisionReason | None, float | None]:
+    """What makes the run not evaluable, in the documented order (an instance whose warm-up
+    never became steady, then B0 drift beyond the tolerance), and B0's drift once steady."""
     if any(not i.steady for i in instances):
-        return Decision("warmup_not_steady", None, None)
+        return "warmup_not_steady", None
     moved = drift(instances, settings)
     if moved is not None and moved > settings.drift_tolerance:
-        return Decision("drift", moved, None)
+        return "drift", moved
+    return None, moved
+
+
+def interval_verdict(instances: Sequence[InstanceTimes], settings: LatencySettings
+                     ) -> LatencyVerdict:
+    """The ratio interval's verdict on the arms' values (one per instance or per request)."""
     baseline, candidate = arm_values(instances, settings)
     single = settings.replication == "request" and settings.ordering != "ABBA"
-    verdict = latency_verdict(baseline, candidate, settings.target_ratio, settings.confidence,
-                              single_instance=single, unit=settings.replication,
-                              instances_per_arm=settings.instances_per_arm)
-    return Decision(None, moved, verdict)
+    return latency_verdict(baseline, candidate, settings.target_ratio, settings.confidence,
+                           single_instance=single, unit=settings.replication,
+                           instances_per_arm=settings.instances_per_arm)
+
+
+def decide(instances: Sequence[InstanceTimes], settings: LatencySettings) -> Decision:
+    """The protocol's decision: a run that is not evaluable says why; otherwise the ratio
+    interval decides."""
+    reason, moved = not_evaluable(instances, settings)
+    if reason is not None:
+        return Decision(reason, moved, None)
+    return Decision(None, moved, interval_verdict(instances, settings))
