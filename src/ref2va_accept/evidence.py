@@ -38,6 +38,7 @@ from .evidence_log import (
     EventLog,
     apply,
     rebuild,
+    utc_now,
 )
 from .safe_write import WriteFailed, append_line, atomic_write, write_new
 from .sanitize import Sanitizer
@@ -56,10 +57,6 @@ Record = Mapping[str, Any]
 def new_run_id() -> str:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{secrets.token_hex(3)}"
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def package_versions() -> dict[str, str | None]:
@@ -113,7 +110,7 @@ class EvidenceBundle:
             "schema": SCHEMA,
             "run_id": run_id,
             "status": "running",
-            "started_at": _now(),
+            "started_at": utc_now(),
             "finished_at": None,
             "harness_version": __version__,
             "environment": {
@@ -181,7 +178,7 @@ class EvidenceBundle:
         if self.log is None:
             raise RuntimeError(f"{self.folder}: a bundle read back from its log records nothing")
         try:
-            event = self.log.append(kind, self.sanitizer.value(value), _now())
+            event = self.log.append(kind, self.sanitizer.value(value), utc_now())
         except WriteFailed as exc:
             raise self._failed(exc) from exc.error
         self.data = apply(self.data if kind != "start" else None, event)
@@ -261,14 +258,14 @@ class EvidenceBundle:
         self.verdicts = judge(self.checks)
         self._settle("verdicts", [v.to_dict() for v in self.verdicts])
         self._settle("status", {"status": WRITE_FAILED if self.failures else status,
-                                "finished_at": _now()})
+                                "finished_at": utc_now()})
         with contextlib.suppress(WriteFailed):
             self.checkpoint()
 
     def fail_late(self, failure: WriteFailed) -> None:
         """A write that failed after `finish` (the report): the status becomes failed_write."""
         self._failed(failure)
-        self._settle("status", {"status": WRITE_FAILED, "finished_at": _now()})
+        self._settle("status", {"status": WRITE_FAILED, "finished_at": utc_now()})
         with contextlib.suppress(WriteFailed):
             self.checkpoint()
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -38,6 +39,11 @@ from .safe_write import append_line
 EVENTS_FILE = "events.jsonl"
 EVIDENCE_FILE = "evidence.json"
 SAMPLES_FILE = "samples.jsonl"
+
+
+def utc_now() -> str:
+    """An event's time stamp: UTC, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 EventKind = Literal["start", "campaign", "instance", "audit", "sample", "media", "check", "note",
                     "section", "verdicts", "status"]

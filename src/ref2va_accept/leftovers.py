@@ -165,24 +165,35 @@ def finish_dead_run(folder: Path, repo: Path, evidence_root: Path) -> bool:
     are copied raw while the run goes on), record a note and the final status `killed`, and
     rewrite evidence.json from the events. False when the run had already ended."""
     # Imported here: the reaper needs them only once its judge is dead.
-    from datetime import UTC, datetime  # noqa: PLC0415
-
-    from .evidence_log import EVENTS_FILE, EventLog, read_events, rebuild  # noqa: PLC0415
+    from .evidence_log import (  # noqa: PLC0415
+        EVENTS_FILE,
+        EVIDENCE_FILE,
+        EventLog,
+        project,
+        read_events,
+        utc_now,
+    )
     from .safe_write import atomic_write  # noqa: PLC0415
     from .sanitize import Sanitizer  # noqa: PLC0415
 
     path = folder / EVENTS_FILE
-    if not path.is_file() or rebuild(folder).get("status") != "running":
+    if not path.is_file():
         return False
-    sanitizer = Sanitizer.for_this_host(repo=repo, evidence=evidence_root)
+    events = list(read_events(path))
+    if project(events).get("status") != "running":
+        return False
     log = EventLog(path)
-    log.seq = max((int(e.get("seq", 0)) for e in read_events(path)), default=0)
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    log.append("note", "the judge died before the run ended (killed outright or crashed); its "
-               "reaper stopped the run's engines and scrubbed its files", now)
-    log.append("status", {"status": KILLED, "finished_at": now}, now)
+    log.seq = max((int(e.get("seq", 0)) for e in events), default=0)
+    now = utc_now()
+    events.append(log.append(
+        "note", "the judge died before the run ended (killed outright or crashed); its reaper "
+        "stopped the run's engines and scrubbed its files", now))
+    events.append(log.append("status", {"status": KILLED, "finished_at": now}, now))
+    sanitizer = Sanitizer.for_this_host(repo=repo, evidence=evidence_root)
     sanitizer.files(folder)
-    atomic_write(folder / "evidence.json", json.dumps(rebuild(folder), indent=2) + "\n")
+    # Last, so that a reader who sees the final status finds the folder already scrubbed.
+    atomic_write(folder / EVIDENCE_FILE,
+                 json.dumps(sanitizer.value(project(events)), indent=2) + "\n")
     return True
 
 
