@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .evidence import EvidenceBundle
+from .report_cells import TABLE, VERDICT_COLOURS, cells, number
 from .report_latency import latency_tables_html
 
 __all__ = ["audio_comparison_text", "number", "summary_html"]
 
-_TABLE = "border='1' cellpadding='3' style='border-collapse:collapse'"
 
 
 def summary_html(bundle: EvidenceBundle) -> str:
@@ -34,7 +34,7 @@ def host_html(bundle: EvidenceBundle) -> str:
     parts: list[str] = []
     identity = bundle.data.get("host_identity") or {}
     rows = "".join(
-        "<tr>" + _cells((r.get("field"), r.get("frozen"), r.get("host"), r.get("source")))
+        "<tr>" + cells((r.get("field"), r.get("frozen"), r.get("host"), r.get("source")))
         + (f"<td style='color:#cf222e;font-weight:bold'>{html.escape(str(r.get('status')))}</td>"
            if r.get("status") != "match" else "<td>match</td>") + "</tr>"
         for r in identity.get("rows", []))
@@ -42,8 +42,8 @@ def host_html(bundle: EvidenceBundle) -> str:
         parts.append(
             f"<p>engine identity against <code>engine.source_pin</code> "
             f"({'all match' if identity.get('ok') else 'DIFFERS: every verdict is capped'})</p>"
-            f"<table class='ref2va-identity' {_TABLE}><tr>"
-            + _cells(("field", "frozen", "host", "read from", "status"), "th") + "</tr>"
+            f"<table class='ref2va-identity' {TABLE}><tr>"
+            + cells(("field", "frozen", "host", "read from", "status"), "th") + "</tr>"
             + rows + "</table>")
     memory = bundle.data.get("device_memory") or {}
     if memory.get("status") == "not_applicable":
@@ -70,7 +70,6 @@ def not_applicable(checks: Mapping[Any, str]) -> list[str]:
     return [str(name) for name, status in checks.items() if status == "not_applicable"]
 
 
-_VERDICT_COLOURS = {"supported": "#1a7f37", "failed": "#cf222e", "inconclusive": "#9a6700"}
 
 
 def verdict_table_html(bundle: EvidenceBundle) -> str:
@@ -78,7 +77,7 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
     freeze = campaign.get("freeze", {})
     rows = []
     for v in bundle.verdicts:
-        colour = _VERDICT_COLOURS[v.verdict]
+        colour = VERDICT_COLOURS[v.verdict]
         rows.append(
             "<tr>"
             f"<td>{html.escape(v.track)}</td><td>{html.escape(v.candidate or '(none)')}</td>"
@@ -166,17 +165,6 @@ def samples_table_html(bundle: EvidenceBundle) -> str:
     )
 
 
-def _cells(values: Iterable[Any], tag: str = "td") -> str:
-    return "".join(f"<{tag}>{html.escape(str(v))}</{tag}>" for v in values)
-
-
-def number(value: Any, spec: str) -> str:
-    """A number as the evidence holds it; "inf"/"nan" strings pass through, None is "-"."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "-" if value is None else str(value)
-    return format(value, spec)
-
-
 
 def audio_comparison_text(audio: Mapping[str, Any]) -> str:
     """One line of an AudioComparison's dict (the CLI prints it too)."""
@@ -221,14 +209,14 @@ def _variability_html(check: dict[str, Any]) -> str:
         return "yes" if below.get(scorer) is True else "no"
 
     rows = "".join(
-        "<tr>" + _cells((scorer, "gated" if scorer in gated else "reported",
+        "<tr>" + cells((scorer, "gated" if scorer in gated else "reported",
                          number(same.get(scorer), ".4%"), number(other.get(scorer), ".4%"),
                          decided(scorer))) + "</tr>"
         for scorer in sorted(set(same) | set(other), key=lambda k: (k not in gated, k)))
     return (f"<h4>{html.escape(check['track'])} / B0: baseline variability "
             f"{check['status'].upper()}</h4><p>{html.escape(check.get('detail') or '')}</p>"
-            + (f"<table class='ref2va-variability' {_TABLE}><tr>"
-               + _cells(("scorer", "role", "same-seed spread", "different-seed spread",
+            + (f"<table class='ref2va-variability' {TABLE}><tr>"
+               + cells(("scorer", "role", "same-seed spread", "different-seed spread",
                          f"below the limit {number(limit, '.4%')}"), "th") + "</tr>" + rows
                + "</table>" if rows else ""))
 
@@ -239,18 +227,18 @@ _GATE_CELLS = {"within": "<td>within</td>", "open": "<td>open</td>",
 
 
 def _gate_cell(decision: Any) -> str:
-    return _GATE_CELLS.get(str(decision)) or _cells((decision,))
+    return _GATE_CELLS.get(str(decision)) or cells((decision,))
 
 
 def _seed_html(seed: dict[str, Any]) -> str:
     rows = "".join(
-        "<tr>" + _cells((e["scorer"], e["kind"], number(e.get("baseline"), ".6f"),
+        "<tr>" + cells((e["scorer"], e["kind"], number(e.get("baseline"), ".6f"),
                          number(e.get("candidate"), ".6f"), number(e.get("error"), ".4%")))
-        + _gate_cell(e.get("gate")) + _cells((e.get("detail") or "",)) + "</tr>"
+        + _gate_cell(e.get("gate")) + cells((e.get("detail") or "",)) + "</tr>"
         for e in seed.get("errors", []))
     parts = [f"<p><b>seed {html.escape(str(seed.get('seed')))}</b></p>",
-             f"<table class='ref2va-lossy' {_TABLE}><tr>"
-             + _cells(("scorer", "kind", "B0", "candidate", "relative error", "gate", "detail"),
+             f"<table class='ref2va-lossy' {TABLE}><tr>"
+             + cells(("scorer", "kind", "B0", "candidate", "relative error", "gate", "detail"),
                       "th") + "</tr>" + rows + "</table>"]
     fidelity = seed.get("fidelity") or {}
     if "error" in fidelity:

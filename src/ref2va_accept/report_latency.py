@@ -14,18 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .evidence import EvidenceBundle
-
-_TABLE = "border='1' cellpadding='3' style='border-collapse:collapse'"
-_COLOURS = {"supported": "#1a7f37", "failed": "#cf222e", "inconclusive": "#9a6700"}
+from .report_cells import TABLE, VERDICT_COLOURS, cells, number
 
 
 def _seconds(values: Iterable[Any]) -> str:
     shown = [f"{v:.3f}" for v in values if isinstance(v, (int, float))]
     return ", ".join(shown) or "-"
-
-
-def _fraction(value: Any) -> str:
-    return f"{value:.2%}" if isinstance(value, (int, float)) else "-"
 
 
 def _unit_text(data: Mapping[str, Any]) -> str:
@@ -45,16 +39,15 @@ def _instances_table(instances: Sequence[Mapping[str, Any]], candidate: str) -> 
         steady = "yes" if i.get("steady") else "NO"
         rows.append(
             "<tr" + (" style='background:#f6f8fa'" if arm == "b0" else "") + ">"
-            + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
-                i.get("position"), "B0" if arm == "b0" else candidate,
-                _seconds(i.get("warmups_s") or []), steady, _seconds(i.get("measured_s") or []),
-                _seconds(i.get("distinct_s") or []),
-                "-" if i.get("value_s") is None else f"{i['value_s']:.3f}"))
+            + cells((i.get("position"), "B0" if arm == "b0" else candidate,
+                     _seconds(i.get("warmups_s") or []), steady,
+                     _seconds(i.get("measured_s") or []), _seconds(i.get("distinct_s") or []),
+                     number(i.get("value_s"), ".3f")))
             + "</tr>")
-    return (f"<table class='ref2va-instances' {_TABLE}><tr>"
-            + "".join(f"<th>{h}</th>" for h in (
+    return (f"<table class='ref2va-instances' {TABLE}><tr>"
+            + cells((
                 "#", "arm", "warm-ups s", "steady", "measured s", "distinct s (caching probe)",
-                "value s"))
+                "value s"), "th")
             + "</tr>" + "".join(rows) + "</table>")
 
 
@@ -62,12 +55,13 @@ def _spread_text(data: Mapping[str, Any]) -> str:
     b0 = data.get("b0_spread") or {}
     cand = data.get("candidate_spread") or {}
     drift = data.get("drift")
-    return (f"B0 spread (sd / mean): between instances {_fraction(b0.get('between_instances'))}, "
-            f"within an instance {_fraction(b0.get('within_instance'))} "
+    return ("B0 spread (sd / mean): between instances "
+            f"{number(b0.get('between_instances'), '.2%')}, within an instance "
+            f"{number(b0.get('within_instance'), '.2%')} "
             f"({b0.get('instances', 0)} instances); candidate: between "
-            f"{_fraction(cand.get('between_instances'))}, within "
-            f"{_fraction(cand.get('within_instance'))}. B0 drift, first to last: "
-            + ("-" if drift is None else f"{drift:.2%}"))
+            f"{number(cand.get('between_instances'), '.2%')}, within "
+            f"{number(cand.get('within_instance'), '.2%')}. B0 drift, first to last: "
+            + number(drift, ".2%"))
 
 
 def _interval_text(data: Mapping[str, Any]) -> str:
@@ -76,7 +70,7 @@ def _interval_text(data: Mapping[str, Any]) -> str:
         return "no interval: the protocol ended before a decision (see the check's reason)"
     interval = latency.get("interval") or {}
     verdict = str(latency.get("verdict"))
-    colour = _COLOURS.get(verdict, "#000")
+    colour = VERDICT_COLOURS.get(verdict, "#000")
 
     def bound(key: str) -> str:
         value = interval.get(key)
