@@ -336,4 +336,9 @@ def run_command(args: argparse.Namespace) -> list[str]:
             f"Monte-Carlo error: about +/-{error:.1%} (95%) on a rate near 5% at "
             f"{args.trials} trials; 'before #12' is {design_label(before)}, as before issue 12",
             *(["under drift the rates depend on the instances' order: --candidate ID simulates "
-               "another candidate's"] if drift else [])]
+               "another candidate's"] if drift else []),
+            *(["B0's instances are shared by a track's candidates: each candidate is judged on "
+               "N B0 and N own values as simulated here (the pair design); on a track with K "
+               "candidates its pairs sit in blocks of K+1 instances, which only drift can tell "
+               "apart (--drift simulates pairs)"]
+              if settings.baseline_instances == "shared" else [])]

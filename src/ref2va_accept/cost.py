@@ -17,7 +17,7 @@ scoring are not included.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .campaign import DurationClass
@@ -104,8 +104,18 @@ def candidate_cost(plan: TrackPlan, candidate: str,
 
 def campaign_costs(plans: Mapping[str, TrackPlan], expected: Mapping[DurationClass, float] | None
                    ) -> list[CandidateCost]:
-    return [candidate_cost(plan, arm.id, expected)
-            for plan in plans.values() for arm in plan.candidates]
+    """Per track and candidate; a shared B0 (baseline_instances: shared) runs once per track,
+    so its instances and requests are counted on the track's first candidate only."""
+    costs = []
+    for plan in plans.values():
+        shared = plan.latency.baseline_instances == "shared"
+        for index, arm in enumerate(plan.candidates):
+            cost = candidate_cost(plan, arm.id, expected)
+            if shared and index:
+                b0_starts = sum(1 for a in sequence(plan.latency, arm.id) if a == BASELINE)
+                cost = replace(cost, starts=cost.starts - b0_starts, b0=Requests(0, 0))
+            costs.append(cost)
+    return costs
 
 
 def _hours(seconds: float) -> str:
@@ -128,6 +138,11 @@ def describe(plans: Mapping[str, TrackPlan], expected: Mapping[DurationClass, fl
             else f"{settings.warmups} warm-ups")
     lines = [f"protocol: {design}; per instance {warm} and {settings.repeats} measured; "
              f"caching probe {settings.caching_probe_requests} distinct per candidate"]
+    shared = [t for t, p in plans.items()
+              if p.latency.baseline_instances == "shared" and len(p.candidates) > 1]
+    if shared:
+        lines.append("B0's instances shared by a track's candidates (counted on its first): "
+                     + ", ".join(shared))
     costs = campaign_costs(plans, expected)
     width = max([len("candidate"), *(len(c.candidate) for c in costs)])
     lines.append(f"{'track':<13} {'candidate':<{width}} {'starts':>6} {'B0 req':>7} "

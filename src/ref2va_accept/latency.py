@@ -1,11 +1,13 @@
-"""The latency protocol of one track and candidate: frozen runs on fresh, independent servers.
+"""The latency protocol of a track's candidates: frozen runs on fresh, independent servers.
 
-Each entry of the frozen sequence (replication.sequence) is a freshly started instance of that
-arm: warm-ups until the steady-state rule holds (recorded, excluded), then the measured requests
-with the track's seeds, and on candidate instances the caching probe's distinct requests, each
-right after a measured one. Every sample goes to the evidence as it is taken; devices are probed
+Each entry of the track's frozen schedule (replication.schedule: B0's instances per candidate,
+or shared by all the track's candidates) is a freshly started instance of that arm: warm-ups
+until the steady-state rule holds (recorded, excluded), then the measured requests with the
+track's seeds, and on candidate instances the caching probe's distinct requests, each right
+after a measured one. Every sample goes to the evidence as it is taken; devices are probed
 before, during and after each instance. A failed request or a warm-up that never became steady
-ends the protocol there: its outcome is decided, and the host's time is not spent on more.
+decides that arm: its remaining instances are not started (nor anything, once B0 or every
+candidate is decided), and the host's time is not spent on instances that change no verdict.
 
 Then, in the documented order (docs/protocol.md): run not evaluable (interference, B0 request
 failed, warm-up not steady, drift) -> inconclusive; candidate defect (request failed, caching
@@ -35,7 +37,7 @@ from .replication import (
     interval_verdict,
     is_steady,
     not_evaluable,
-    sequence,
+    schedule,
     spread,
     warmup_done,
 )
@@ -187,6 +189,7 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
     data: dict[str, Any] = {
         "unit": settings.replication, "design": settings.ordering,
         "instances_per_arm": settings.instances_per_arm,
+        "baseline_instances": settings.baseline_instances,
         "sequence": [r.arm for r in runs], "instances": [r.to_dict() for r in runs],
         "warmup_rule": {"min": settings.warmups, "max": settings.max_warmups,
                         "steady_fraction": settings.steady_fraction},
@@ -238,41 +241,113 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def distinct_plan(settings: LatencySettings, order: Sequence[str], candidate: str
+def distinct_plan(settings: LatencySettings, order: Sequence[str], candidates: Sequence[str]
                   ) -> list[list[int]]:
-    """The caching probe's distinct requests per instance of `order`: spread round-robin over
-    the candidate's instances, none on B0's."""
-    cand_positions = [p for p, arm in enumerate(order) if arm == candidate]
+    """The caching probe's distinct requests per instance of `order`: each candidate's spread
+    round-robin over its own instances, none on B0's."""
+    if isinstance(candidates, str):  # a str is a Sequence[str] too: its letters are no arms
+        raise TypeError(f"candidates must be a sequence of ids, got the string {candidates!r}")
     plan: list[list[int]] = [[] for _ in order]
-    for d in range(settings.caching_probe_requests if cand_positions else 0):
-        plan[cand_positions[d % len(cand_positions)]].append(d)
+    for candidate in candidates:
+        positions = [p for p, arm in enumerate(order) if arm == candidate]
+        for d in range(settings.caching_probe_requests if positions else 0):
+            plan[positions[d % len(positions)]].append(d)
     return plan
 
 
-def run_latency(arms: Arms, candidate: str) -> list[CheckResult]:
-    """The frozen protocol for one candidate against its matched B0, recorded as it goes.
+def run_schedule(arms: Arms, candidates: Sequence[str]) -> list[InstanceRun]:
+    """Every latency instance of the track for `candidates`, in the frozen order, recorded as
+    it goes (replication.schedule: B0 per candidate, or shared by all of them).
+
+    An instance that failed a request or whose warm-up never became steady decides its arm
+    (docs/protocol.md): that arm's remaining instances are not started, and when B0 is decided,
+    or every candidate is, nothing more is; the host's time is not spent on instances that would
+    not change a verdict. Each skip is a note in the evidence.
+    """
+    plan: TrackPlan = arms.plan
+    protocol = plan.latency
+    probe = probe_for(protocol.device_kind, protocol.devices)
+    order = schedule(protocol, plan.track_id, candidates)
+    distinct = distinct_plan(protocol, order, candidates)
+    runs: list[InstanceRun] = []
+    decided: dict[str, str] = {}  # arm -> the instance that decided it, in the order decided
+    skipped: dict[str, int] = {}  # decided arm -> instances not started because of it
+    for position, arm_id in enumerate(order):
+        open_candidates = [c for c in candidates if c not in decided]
+        if arm_id in decided or BASELINE in decided or not open_candidates:
+            cause = (arm_id if arm_id in decided else BASELINE if BASELINE in decided
+                     else list(decided)[-1])
+            skipped[cause] = skipped.get(cause, 0) + 1
+            continue
+        run = run_instance(arms, arm_id, position, probe, distinct[position])
+        runs.append(run)
+        if run.failed() or not run.steady:
+            decided[arm_id] = f"{arm_id}#{position}"
+    for arm_id, left in skipped.items():
+        who = ", ".join(candidates) if arm_id == BASELINE else arm_id
+        arms.evidence.note(f"{plan.track_id} {who}: latency protocol ended after "
+                           f"{decided[arm_id]}; {left} instance(s) not started")
+    return runs
+
+
+def runs_of(runs: Sequence[InstanceRun], candidate: str) -> list[InstanceRun]:
+    """The instances one candidate is judged on: B0's (its own or the shared ones) and its own."""
+    return [r for r in runs if r.arm in (BASELINE, candidate)]
+
+
+class LatencySchedules:
+    """The session's latency schedules: which candidates each track's schedule covers (the
+    collected perf scenarios, set by the plugin) and, once run, their instances.
+
+    With a shared B0 the first candidate's scenario runs the whole track's schedule, interleaved
+    as frozen, and each candidate is then judged on its part; with B0 per candidate each
+    candidate's scenario runs its own pairs.
+    """
+
+    def __init__(self) -> None:
+        self._covered: dict[str, tuple[str, ...]] = {}
+        self._ran: dict[tuple[str, tuple[str, ...]], list[InstanceRun]] = {}
+        self._schedule_of: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def cover(self, track_id: str, candidates: Sequence[str]) -> None:
+        self._covered[track_id] = tuple(dict.fromkeys(candidates))
+
+    def covered(self, track_id: str) -> tuple[str, ...]:
+        return self._covered.get(track_id, ())
+
+    def shared_with(self, track_id: str, candidate: str) -> tuple[str, ...]:
+        """The other candidates whose schedule shared B0's instances with this one."""
+        covered = self._schedule_of.get((track_id, candidate), (candidate,))
+        return tuple(c for c in covered if c != candidate)
+
+    def runs(self, arms: Arms, candidate: str) -> list[InstanceRun]:
+        track_id = arms.plan.track_id
+        covered = self.covered(track_id)
+        if arms.plan.latency.baseline_instances != "shared" or candidate not in covered:
+            covered = (candidate,)
+        key = (track_id, covered)
+        self._schedule_of[(track_id, candidate)] = covered
+        if key not in self._ran:
+            self._ran[key] = run_schedule(arms, covered)
+        return runs_of(self._ran[key], candidate)
+
+
+def run_latency(arms: Arms, candidate: str,
+                schedules: LatencySchedules | None = None) -> list[CheckResult]:
+    """The frozen protocol for one candidate against B0 in the same run, judged and recorded.
 
     When the candidate's quality output (watched, or scored on a lossy track) is in already, the
     timed outputs are compared with it here (timed_output.py; it counts for the track's verdict
     only).
     """
     plan: TrackPlan = arms.plan
-    protocol = plan.latency
-    probe = probe_for(protocol.device_kind, protocol.devices)
-    order = sequence(protocol, candidate)
-    distinct = distinct_plan(protocol, order, candidate)
-    runs: list[InstanceRun] = []
-    for position, arm_id in enumerate(order):
-        run = run_instance(arms, arm_id, position, probe, distinct[position])
-        runs.append(run)
-        if run.failed() or not run.steady:
-            # Decided already (docs/protocol.md): the remaining instances would not change it.
-            left = len(order) - position - 1
-            if left:
-                arms.evidence.note(f"{plan.track_id} {candidate}: latency protocol ended after "
-                                   f"{arm_id}#{position}; {left} instance(s) not started")
-            break
-    checks = judge_latency(plan.track_id, candidate, runs, protocol)
+    schedules = schedules or LatencySchedules()
+    runs = schedules.runs(arms, candidate)
+    checks = judge_latency(plan.track_id, candidate, runs, plan.latency)
+    others = list(schedules.shared_with(plan.track_id, candidate))
+    for check in checks:
+        if check.name == Check.LATENCY_RATIO and others:
+            check.data["baseline_shared_with"] = others
     for check in checks:
         arms.evidence.add_check(check)
     timed = timed_output_for(plan, arms.outcomes, candidate)
@@ -282,9 +357,13 @@ def run_latency(arms: Arms, candidate: str) -> list[CheckResult]:
 
 
 class LatencyProtocol:
-    """The latency protocol as the perf scenario runs it (gates.Gate)."""
+    """The latency protocol as the perf scenario runs it (gates.Gate); `schedules` is the
+    session's (a protocol made alone keeps its own)."""
 
     name = "latency"
 
+    def __init__(self, schedules: LatencySchedules | None = None) -> None:
+        self.schedules = schedules if schedules is not None else LatencySchedules()
+
     def candidate(self, arms: Arms, candidate: str) -> GateResult:
-        return GateResult.from_checks(run_latency(arms, candidate))
+        return GateResult.from_checks(run_latency(arms, candidate, self.schedules))

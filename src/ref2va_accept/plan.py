@@ -97,6 +97,8 @@ class LatencySettings:
 
     replication: Literal["instance", "request"]
     instances_per_arm: int | None  # the instance design's N; None in the request design
+    # B0's instances serve one candidate each, or all the track's candidates (replication.schedule)
+    baseline_instances: Literal["per_candidate", "shared"]
     warmups: int  # the least per instance
     max_warmups: int  # the most per instance (= warmups without a steady-state rule)
     steady_fraction: float | None  # last two warm-ups agree within it; None: a fixed count
@@ -216,6 +218,7 @@ def plan_track(campaign: LoadedCampaign, track_id: str) -> TrackPlan:
         timeouts=ClientTimeouts(request_s=timeouts.request_s, connect_s=timeouts.connect_s),
         latency=LatencySettings(
             replication=protocol.replication, instances_per_arm=protocol.instances_per_arm,
+            baseline_instances=protocol.baseline_instances or "per_candidate",
             warmups=protocol.warmups,
             max_warmups=(protocol.warmups if protocol.max_warmups is None
                          else protocol.max_warmups),

@@ -11,6 +11,9 @@ Two units of replication:
   whose order within each pair the order seed draws; each instance gives one value, the median
   of its measured requests, and the interval is computed on those N values per arm. Servers
   differ from start to start, and this design's interval speaks of that.
+  With `baseline_instances: shared`, a track's N B0 instances serve all its candidates: N blocks,
+  each one instance of B0 and of every candidate, in an order the order seed draws per block
+  (`schedule`); with one candidate that is exactly the pair design.
 - request (explicit, labelled): the older AB/ABA/ABBA orderings, every measured request a value.
   With one or two instances per arm its interval speaks of variation inside an instance only.
 """
@@ -47,6 +50,30 @@ def sequence(settings: LatencySettings, candidate: str) -> list[str]:
         return [BASELINE, candidate, candidate, BASELINE]
     first_b0 = random.Random(settings.order_seed).random() < 0.5
     return [BASELINE, candidate] if first_b0 else [candidate, BASELINE]
+
+
+def schedule(settings: LatencySettings, track_id: str, candidates: Sequence[str]) -> list[str]:
+    """The arms of every latency instance of a track, in start order, for `candidates`.
+
+    B0 per candidate (`baseline_instances: per_candidate`, or the request design): each
+    candidate's own `sequence`, one candidate after the other. Shared: N blocks of B0 and every
+    candidate once, each block shuffled by a generator seeded from the order seed, the track and
+    the candidates; one candidate gives exactly its `sequence` (the pair design), so a shared
+    B0 with one candidate is the per-candidate design.
+    """
+    if settings.baseline_instances != "shared" or settings.replication != "instance":
+        return [arm for candidate in candidates for arm in sequence(settings, candidate)]
+    if len(candidates) == 1:
+        return sequence(settings, candidates[0])
+    if len(set(candidates)) != len(candidates) or BASELINE in candidates:
+        raise ValueError(f"candidates must be distinct and not {BASELINE!r}: {list(candidates)}")
+    rng = random.Random(f"{settings.order_seed}/{track_id}/{'+'.join(candidates)}")
+    order: list[str] = []
+    for _ in range(settings.instances_per_arm or 0):
+        block = [BASELINE, *candidates]
+        rng.shuffle(block)
+        order += block
+    return order
 
 
 def is_steady(warmups: Sequence[float], fraction: float | None) -> bool:

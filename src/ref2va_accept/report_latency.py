@@ -24,8 +24,11 @@ def _seconds(values: Iterable[Any]) -> str:
 
 def _unit_text(data: Mapping[str, Any]) -> str:
     if data.get("unit") == "instance":
+        shared = data.get("baseline_shared_with")
+        b0 = (f"; B0's instances shared with {', '.join(map(str, shared))}"
+              if isinstance(shared, list) and shared else "")
         return (f"unit: server instance ({data.get('instances_per_arm')} fresh instances per "
-                "arm, one value each: the median of its measured requests)")
+                f"arm, one value each: the median of its measured requests{b0})")
     if data.get("unit") == "request":
         return (f"unit: request ({data.get('design')}; every measured request a sample, so the "
                 "interval speaks of variation inside an instance only)")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from .campaign import DurationClass, duration_class
 from .plan import LatencySettings, TrackPlan
-from .replication import sequence
+from .replication import BASELINE, sequence
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +61,20 @@ def lossy_candidate_requests(seeds: Sequence[int]) -> int:
 
 
 def latency_requests(protocol: LatencySettings, candidate: str) -> int:
-    """latency.run_latency: per instance of the frozen sequence, the least warm-ups (more only
-    while the steady-state rule is not met) and the measured requests; plus the caching probe's
-    distinct requests, spread over the candidate's instances."""
-    instances = len(sequence(protocol, candidate))
-    return (instances * (protocol.warmups + protocol.repeats)
-            + protocol.caching_probe_requests)
+    """latency.run_schedule for one candidate: per instance of its pairs (B0's and its own), the
+    least warm-ups (more only while the steady-state rule is not met) and the measured requests;
+    plus the caching probe's distinct requests, spread over the candidate's instances."""
+    b0, own = latency_arm_requests(protocol, candidate)
+    return b0 + own
+
+
+def latency_arm_requests(protocol: LatencySettings, candidate: str) -> tuple[int, int]:
+    """(B0's, the candidate's) requests of latency_requests, apart: a shared B0 sends its part
+    once per track."""
+    order = sequence(protocol, candidate)
+    per_instance = protocol.warmups + protocol.repeats
+    b0 = sum(per_instance for arm in order if arm == BASELINE)
+    return b0, (len(order) * per_instance - b0) + protocol.caching_probe_requests
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,12 @@ def _lossy_candidate(plan: TrackPlan, candidate: str | None, nodeid: str) -> tup
 
 def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
     assert candidate is not None  # parametrized per candidate
-    return (Unit(nodeid, plan.track_id, latency_requests(plan.latency, candidate)),)
+    if plan.latency.baseline_instances != "shared":
+        return (Unit(nodeid, plan.track_id, latency_requests(plan.latency, candidate)),)
+    # Shared: B0's instances run once per track, in whichever candidate's scenario runs first.
+    b0, own = latency_arm_requests(plan.latency, candidate)
+    return (Unit(f"latency-b0/{plan.track_id}", plan.track_id, b0),
+            Unit(nodeid, plan.track_id, own))
 
 
 def _none(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import pytest
 
 from ref2va_accept.gates import expect
-from ref2va_accept.latency import LatencyProtocol
+from ref2va_accept.latency import LatencyProtocol, LatencySchedules
 from ref2va_accept.workload import Arms
 
 pytestmark = pytest.mark.perf
 
 
-def test_latency_against_matched_b0(arms: Arms, candidate_id: str) -> None:
-    expect(LatencyProtocol().candidate(arms, candidate_id))
+def test_latency_against_matched_b0(arms: Arms, candidate_id: str,
+                                    latency_schedules: LatencySchedules) -> None:
+    expect(LatencyProtocol(latency_schedules).candidate(arms, candidate_id))

@@ -16,7 +16,8 @@ from ref2va_accept.workload import Outcome
 T, C = "5s-lossless", "fast"
 
 INSTANCE = LatencySettings(
-    replication="instance", instances_per_arm=3, warmups=2, max_warmups=4, steady_fraction=0.05,
+    replication="instance", instances_per_arm=3, baseline_instances="per_candidate", warmups=2,
+    max_warmups=4, steady_fraction=0.05,
     repeats=1, ordering="interleaved", order_seed=7, pause_s=0, drift_tolerance=0.10,
     target_ratio=0.5, confidence=0.95, caching_probe_requests=2, caching_margin=0.10,
     device_kind="none", devices=())
@@ -134,7 +135,7 @@ def test_sequence_interleaves_pairs_drawn_from_the_order_seed() -> None:
     assert order == sequence(INSTANCE, C)  # frozen
     orders = {tuple(sequence(dataclasses.replace(INSTANCE, order_seed=s), C)) for s in range(40)}
     assert len(orders) == 8  # every pair's order is drawn
-    assert distinct_plan(INSTANCE, order, C) == [
+    assert distinct_plan(INSTANCE, order, [C]) == [
         [0] if p == order.index(C) else [1] if p == order.index(C, order.index(C) + 1) else []
         for p in range(6)]
 

@@ -132,10 +132,11 @@ def test_plan_of_5s_lossless_with_one_candidate_counts_every_request(
     assert plan.total == 1 + 1 + 3 + 2 + 6 * 3 + 2 == 27
     assert plan.per_duration() == {"5s": 27}
     assert plan.unknown == ()
-    # With every candidate of the track, B0's lossless runs are still planned once.
+    # With every candidate of the track, B0's lossless runs are still planned once, and so are
+    # its latency instances (shared by the track's candidates): 3 x (2 + 1) requests.
     every = plan_run([i for i in collected if i.track == "5s-lossless"], plan_campaign(campaign))
     candidates = len(campaign.arms_for("5s-lossless")) - 1
-    assert every.total == 1 + 1 + 3 + candidates * (2 + 20)
+    assert every.total == 1 + 1 + 3 + 9 + candidates * (2 + 11)
 
 
 def test_every_campaign_scenario_of_the_suite_has_a_known_request_count(

@@ -67,6 +67,11 @@ class Protocol(StrictModel):
     # labelled choice (its interval speaks of variation inside one instance per arm only).
     replication: Literal["instance", "request"] = "instance"
     instances_per_arm: int | None = Field(default=None, ge=1)
+    # B0's instances in the instance design: "per_candidate" (each candidate is paired with N B0
+    # instances of its own) or "shared" (a track's N B0 instances serve all its candidates: N
+    # blocks, each one instance of B0 and of every candidate in an order the order seed draws).
+    # Absent means per_candidate, so campaigns frozen before the field existed keep their meaning.
+    baseline_instances: Literal["per_candidate", "shared"] | None = None
     # Warm-ups per instance: at least `warmups`; with `steady_fraction`, more until the last two
     # agree within that fraction of the earlier one, at most `max_warmups` (not reaching it leaves
     # the latency check inconclusive, reason warmup_not_steady).
@@ -112,6 +117,9 @@ class Protocol(StrictModel):
             if self.ordering == "interleaved":
                 raise ValueError("ordering 'interleaved' belongs to replication 'instance'; the "
                                  "request design takes AB, ABA or ABBA")
+            if self.baseline_instances == "shared":
+                raise ValueError("baseline_instances 'shared' belongs to replication 'instance'; "
+                                 "the request design pairs each candidate with its own B0")
             if self.instances_per_arm is not None:
                 raise ValueError("instances_per_arm applies to replication 'instance' only; the "
                                  "request design's ordering fixes its instances")
@@ -133,7 +141,8 @@ class Protocol(StrictModel):
         # Frozen like the rest when given; when not, left out of the dump (and so of the lock's
         # canonical form), so that campaigns frozen before the field existed do not drift.
         data: dict[str, Any] = handler(self)
-        for name in ("expected_request_s", "instances_per_arm", "max_warmups", "steady_fraction"):
+        for name in ("expected_request_s", "instances_per_arm", "max_warmups", "steady_fraction",
+                     "baseline_instances"):
             if getattr(self, name) is None:
                 data.pop(name, None)
         return data

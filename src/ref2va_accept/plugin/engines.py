@@ -19,6 +19,7 @@ import pytest
 from ..campaign import LoadedCampaign
 from ..errors import EngineStartError
 from ..evidence import EvidenceBundle
+from ..latency import LatencySchedules
 from ..progress import PLUGIN_NAME as PROGRESS_PLUGIN
 from ..progress import ProgressPlugin
 from ..server import CleanupAudit, InstanceRegistry
@@ -151,6 +152,12 @@ class Baselines:
             self._made[key] = make()
         made: T = self._made[key]
         return made
+
+
+@pytest.fixture(scope="session")
+def latency_schedules(pytestconfig: pytest.Config) -> LatencySchedules:
+    """The session's latency schedules: a shared B0 runs once per track for every candidate."""
+    return run_state(pytestconfig).latency
 
 
 @pytest.fixture(scope="session")

@@ -105,6 +105,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=scenario_rank)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # After deselection: a track's latency schedule covers the candidates whose perf scenario
+    # this session runs (with a shared B0 they are interleaved in one schedule).
+    covered: dict[str, list[str]] = {}
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.get_closest_marker("perf") is not None and "candidate_id" in params:
+            covered.setdefault(str(params["track_id"]), []).append(str(params["candidate_id"]))
+    if covered:
+        latency = run_state(session.config).latency
+        for track_id, candidates in covered.items():
+            latency.cover(track_id, candidates)
+
+
 def require_campaign(config: pytest.Config) -> None:
     """A session with campaign scenarios needs its campaign, its plans and its lock to load.
 

@@ -21,6 +21,7 @@ from ..devices import probe_for
 from ..evidence import WRITE_FAILED, EvidenceBundle
 from ..identity import IdentityToolMissing, identity_checks, preflight
 from ..input_pins import input_problems, problem_lines
+from ..latency import LatencySchedules
 from ..leftovers import DONE, start_reaper, stop_leftovers
 from ..lock import FreezeStatus, canonical_campaign, verify
 from ..plan import TrackPlan, plan_campaign
@@ -62,6 +63,8 @@ class RunState:
     _plans: Mapping[str, TrackPlan] | None = None
     # Every request's typed outcome in this run, for the gates (never read back from evidence).
     outcomes: OutcomeLog = field(default_factory=OutcomeLog)
+    # Which candidates each track's latency schedule covers, and its instances once run.
+    latency: LatencySchedules = field(default_factory=LatencySchedules)
     # Stops this run's engines if the judge dies outright (leftovers.start_reaper).
     reaper: subprocess.Popen[bytes] | None = None
 

@@ -1,0 +1,256 @@
+"""A shared B0 (`baseline_instances: shared`): one set of B0 instances per track, interleaved in
+blocks with every candidate, each candidate judged on B0's values and its own."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from ref2va_accept import latency
+from ref2va_accept.campaign import load_campaign
+from ref2va_accept.cost import campaign_costs
+from ref2va_accept.errors import CampaignError
+from ref2va_accept.plan import LatencySettings, TrackPlan, plan_campaign, plan_track
+from ref2va_accept.replication import BASELINE, schedule, sequence
+from ref2va_accept.run_plan import ScenarioItem, latency_requests, plan_run
+from ref2va_accept.workload import Outcome, OutcomeLog, Sample
+from tests.unit.suite_runner import ROOT, campaign_copy
+
+CAMPAIGN = ROOT / "fixtures/campaigns/reference.yaml"
+THREE = ("lossless-text-kv", "reduction-order", "mislabelled-cache")
+
+
+@pytest.fixture(scope="module")
+def plan() -> TrackPlan:
+    return plan_track(load_campaign(CAMPAIGN), "5s-lossless")
+
+
+def _settings(plan: TrackPlan, **changes: Any) -> LatencySettings:
+    return dataclasses.replace(plan.latency, **changes)
+
+
+# -- the schedule --------------------------------------------------------------------------------
+def test_the_reference_and_host_campaigns_share_b0(plan: TrackPlan) -> None:
+    assert plan.latency.baseline_instances == "shared"
+    host = yaml.safe_load((ROOT / "fixtures/campaigns/910c.yaml").read_text())
+    assert host["protocol"]["baseline_instances"] == "shared"
+
+
+def test_shared_schedule_is_blocks_of_b0_and_every_candidate(plan: TrackPlan) -> None:
+    order = schedule(plan.latency, "5s-lossless", THREE)
+    n = plan.latency.instances_per_arm
+    assert n == 3 and len(order) == 4 * n
+    for block in range(n):
+        assert sorted(order[4 * block:4 * block + 4]) == sorted([BASELINE, *THREE])
+    # Frozen: the same order on every host and run; another track draws its own.
+    assert order == schedule(plan.latency, "5s-lossless", THREE)
+    assert order != schedule(plan.latency, "15s-lossless", THREE)
+    # Not one fixed block repeated: the order seed draws each block.
+    blocks = {tuple(order[4 * b:4 * b + 4]) for b in range(n)}
+    assert len(blocks) > 1
+
+
+def test_one_candidate_is_exactly_the_pair_design(plan: TrackPlan) -> None:
+    for candidate in THREE:
+        assert schedule(plan.latency, "5s-lossless", [candidate]) == sequence(plan.latency,
+                                                                              candidate)
+
+
+def test_per_candidate_b0_runs_each_candidates_own_pairs(plan: TrackPlan) -> None:
+    settings = _settings(plan, baseline_instances="per_candidate")
+    order = schedule(settings, "5s-lossless", THREE)
+    assert order == [a for c in THREE for a in sequence(settings, c)]
+    assert Counter(order)[BASELINE] == 3 * 3
+
+
+def test_repeated_or_b0_candidates_are_refused(plan: TrackPlan) -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        schedule(plan.latency, "5s-lossless", ["a", "a"])
+    with pytest.raises(ValueError, match="distinct"):
+        schedule(plan.latency, "5s-lossless", ["a", BASELINE])
+
+
+def test_shared_b0_belongs_to_the_instance_design(tmp_path: Path) -> None:
+    path = campaign_copy(tmp_path / "c")
+    data = yaml.safe_load(path.read_text())
+    for key in ("instances_per_arm", "max_warmups", "steady_fraction"):
+        data["protocol"].pop(key, None)
+    data["protocol"].update(replication="request", ordering="ABA", warmups=1)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(CampaignError, match="baseline_instances 'shared' belongs to replication"):
+        load_campaign(path)
+
+
+def test_absent_field_means_per_candidate_and_stays_out_of_the_lock(tmp_path: Path) -> None:
+    from ref2va_accept.lock import canonical_campaign
+
+    path = campaign_copy(tmp_path / "c")
+    data = yaml.safe_load(path.read_text())
+    del data["protocol"]["baseline_instances"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    loaded = load_campaign(path)
+    assert plan_track(loaded, "5s-lossless").latency.baseline_instances == "per_candidate"
+    assert "baseline_instances" not in str(canonical_campaign(loaded))
+
+
+# -- the runner ----------------------------------------------------------------------------------
+class _Engine:
+    def __init__(self, arm: str) -> None:
+        self.arm = arm
+
+    def snapshot_tree(self) -> None:
+        pass
+
+    def known_pids(self) -> set[int]:
+        return set()
+
+
+class ScriptedArms:
+    """Arms whose requests take a fixed time per arm; `failing` arms fail at their n-th start."""
+
+    def __init__(self, plan: TrackPlan, seconds: dict[str, float],
+                 failing: dict[str, int] | None = None) -> None:
+        self.plan = plan
+        self.seconds = seconds
+        self.failing = failing or {}
+        self.outcomes = OutcomeLog()
+        self.starts: list[str] = []
+        self.requests: list[tuple[str, str]] = []
+        self.notes: list[str] = []
+        self.checks: list[Any] = []
+        self.evidence = SimpleNamespace(add_check=self.checks.append, note=self.notes.append)
+        self.registry = SimpleNamespace(stop=lambda engine: None)
+
+    def start(self, arm_id: str = "b0") -> _Engine:
+        self.starts.append(arm_id)
+        return _Engine(arm_id)
+
+    def request(self, engine: _Engine, arm_id: str, *, kind: str, index: int,
+                seed: int | None = None, **_: object) -> Outcome:
+        self.requests.append((arm_id, kind))
+        fails = self.starts.count(arm_id) == self.failing.get(arm_id, 0)
+        sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=not fails,
+                        failure="http_500" if fails else None, detail="boom" if fails else None,
+                        status=500 if fails else 200,
+                        latency_s=None if fails else self.seconds[arm_id])
+        outcome = Outcome(sample, None if fails else {"video": {}}, ())
+        self.outcomes.add(outcome)
+        return outcome
+
+
+SECONDS = {BASELINE: 7.0, "lossless-text-kv": 2.3, "reduction-order": 7.1,
+           "mislabelled-cache": 2.9}
+
+
+def _judge(arms: ScriptedArms, schedules: latency.LatencySchedules, candidate: str
+           ) -> dict[str, Any]:
+    checks = latency.run_latency(arms, candidate, schedules)  # type: ignore[arg-type]
+    return next(c for c in checks if c.name == "latency_ratio").__dict__
+
+
+def test_a_shared_schedule_runs_b0_once_per_track_and_judges_each_candidate(
+        plan: TrackPlan) -> None:
+    arms = ScriptedArms(plan, SECONDS)
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossless", THREE)
+    results = {c: _judge(arms, schedules, c) for c in THREE}
+    # Three B0 instances for three candidates (per candidate it was nine), all started once.
+    assert Counter(arms.starts) == {BASELINE: 3, **{c: 3 for c in THREE}}
+    assert arms.starts == schedule(plan.latency, "5s-lossless", THREE)
+    for candidate, check in results.items():
+        data = check["data"]
+        assert data["baseline_instances"] == "shared"
+        assert data["sequence"].count(BASELINE) == 3 and data["sequence"].count(candidate) == 3
+        assert set(data["sequence"]) == {BASELINE, candidate}
+        assert data["baseline_shared_with"] == [c for c in THREE if c != candidate]
+        assert data["baseline_s"] == [7.0, 7.0, 7.0]
+    assert results["lossless-text-kv"]["latency"].verdict == "supported"
+    assert results["reduction-order"]["latency"].verdict == "failed"
+    # The requests are what the progress plan counts: B0's once, each candidate's own.
+    b0_per_candidate = latency_requests(plan.latency, "lossless-text-kv") - 3 * (
+        plan.latency.warmups + plan.latency.repeats) - plan.latency.caching_probe_requests
+    assert Counter(a for a, _ in arms.requests)[BASELINE] == b0_per_candidate
+
+
+def test_a_failed_candidate_stops_only_its_own_instances(plan: TrackPlan) -> None:
+    arms = ScriptedArms(plan, SECONDS, failing={"reduction-order": 1})
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossless", THREE)
+    results = {c: _judge(arms, schedules, c) for c in THREE}
+    assert Counter(arms.starts) == {BASELINE: 3, "lossless-text-kv": 3, "reduction-order": 1,
+                                    "mislabelled-cache": 3}
+    assert results["reduction-order"]["reason"] == "candidate_request_failed"
+    assert results["lossless-text-kv"]["latency"].verdict == "supported"
+    assert any(note.startswith("5s-lossless reduction-order: latency protocol ended after "
+                               "reduction-order#") and note.endswith("2 instance(s) not started")
+               for note in arms.notes), arms.notes
+
+
+def test_a_failed_b0_decides_every_candidate_and_starts_nothing_more(plan: TrackPlan) -> None:
+    arms = ScriptedArms(plan, SECONDS, failing={BASELINE: 1})
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossless", THREE)
+    results = {c: _judge(arms, schedules, c) for c in THREE}
+    assert arms.starts.count(BASELINE) == 1
+    first_b0 = schedule(plan.latency, "5s-lossless", THREE).index(BASELINE)
+    assert len(arms.starts) == first_b0 + 1
+    for check in results.values():
+        assert check["reason"] == "baseline_request_failed"
+    assert arms.notes == [f"5s-lossless {', '.join(THREE)}: latency protocol ended after "
+                          f"b0#{first_b0}; {12 - first_b0 - 1} instance(s) not started"]
+
+
+def test_with_one_candidate_a_decided_candidate_ends_the_protocol(plan: TrackPlan) -> None:
+    arms = ScriptedArms(plan, SECONDS, failing={"reduction-order": 1})
+    check = _judge(arms, latency.LatencySchedules(), "reduction-order")
+    order = sequence(plan.latency, "reduction-order")
+    stop = order.index("reduction-order")
+    assert arms.starts == order[:stop + 1]
+    assert check["reason"] == "candidate_request_failed"
+    assert arms.notes and arms.notes[0].endswith(f"{len(order) - stop - 1} instance(s) not "
+                                                 "started")
+
+
+def test_a_candidate_outside_the_collected_ones_runs_its_own_pairs(plan: TrackPlan) -> None:
+    arms = ScriptedArms(plan, SECONDS)
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossless", ["lossless-text-kv"])
+    _judge(arms, schedules, "mislabelled-cache")
+    assert arms.starts == sequence(plan.latency, "mislabelled-cache")
+
+
+def test_per_candidate_b0_runs_each_candidates_pairs_in_its_own_scenario(
+        plan: TrackPlan) -> None:
+    settings = _settings(plan, baseline_instances="per_candidate")
+    arms = ScriptedArms(dataclasses.replace(plan, latency=settings), SECONDS)
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossless", THREE)
+    for candidate in THREE:
+        before = len(arms.starts)
+        check = _judge(arms, schedules, candidate)
+        assert arms.starts[before:] == sequence(settings, candidate)
+        assert "baseline_shared_with" not in check["data"]
+    assert arms.starts.count(BASELINE) == 9
+
+
+# -- what the plan, the progress and the cost count ----------------------------------------------
+def test_progress_counts_b0_once_per_track(plan: TrackPlan) -> None:
+    items = [ScenarioItem(f"tests/perf/test_latency.py::t[5s-lossless:{c}]", "test_latency.py",
+                          "test_latency_against_matched_b0", "5s-lossless", c) for c in THREE]
+    counted = plan_run(items, {"5s-lossless": plan})
+    per_instance = plan.latency.warmups + plan.latency.repeats
+    own = 3 * per_instance + plan.latency.caching_probe_requests
+    assert counted.total == 3 * per_instance + 3 * own
+
+
+def test_cost_counts_b0_on_the_first_candidate_only() -> None:
+    plans = plan_campaign(load_campaign(CAMPAIGN))
+    costs = [c for c in campaign_costs(plans, None) if c.track == "5s-lossless"]
+    assert [c.starts for c in costs] == [6, 3, 3]
+    assert [c.b0.least for c in costs] == [9, 0, 0]
