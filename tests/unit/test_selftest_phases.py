@@ -15,6 +15,8 @@ import pytest
 
 from tests.unit.suite_runner import ROOT
 
+pytest_plugins = ["pytester"]
+
 SCRIPT = (ROOT / "ref2va").read_text()
 
 
@@ -44,6 +46,56 @@ def test_the_phases_run_exactly_the_serial_selftest() -> None:
     assert timed | spread | acceptance == everything
     # The timed phase holds the self-test whose verdicts rest on measured latency.
     assert any("test_lossless_suite.py" in t for t in timed)
+
+
+def test_the_spread_phase_keeps_only_shared_runs_together() -> None:
+    # Test by test (loadgroup), not file by file: a module's independent heavy runs spread over
+    # the workers; tests/conftest.py groups the modules that share a run (test below).
+    line = next(line for line in SCRIPT.splitlines() if "pytest_rc tests/unit tests/engine" in line)
+    following = SCRIPT.splitlines()[SCRIPT.splitlines().index(line) + 1]
+    assert "--dist loadgroup" in line + following and "loadfile" not in SCRIPT
+
+
+SHARING = """
+import pytest
+
+@pytest.fixture(scope="module")
+def shared_run():
+    return 1
+
+@pytest.fixture
+def own_run():
+    return 2
+
+def test_uses_the_shared_run(shared_run):
+    pass
+
+def test_uses_its_own_run(own_run, tmp_path, tmp_path_factory):
+    pass
+
+@pytest.mark.xdist_group("chosen")
+def test_already_grouped(shared_run):
+    pass
+"""
+
+
+def test_only_tests_of_a_shared_run_are_grouped_by_module(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest((ROOT / "tests/conftest.py").read_text())
+    pytester.makepyfile(test_sharing=SHARING, test_alone="def test_alone(tmp_path):\n    pass\n")
+    sub = pytester.mkpydir("sub")
+    (sub / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture(scope='session')\ndef engine():\n    return 3\n")
+    (sub / "test_sub.py").write_text("def test_engine(engine):\n    pass\n")
+    items, _ = pytester.inline_genitems()  # collected with the hooks, as a session does
+    groups = {item.name: [m.args for m in item.iter_markers("xdist_group")] for item in items}
+    assert groups == {
+        "test_uses_the_shared_run": [("test_sharing.py",)],
+        # tmp_path_factory is session-scoped too, but pytest's own: nothing shared between tests
+        "test_uses_its_own_run": [],
+        "test_already_grouped": [("chosen",)],  # a group given by hand is kept
+        "test_alone": [],
+        "test_engine": [("sub/test_sub.py",)],
+    }
 
 
 def _fake_checkout(tmp_path: Path, codes: dict[str, int]) -> Path:
