@@ -48,54 +48,74 @@ def test_the_phases_run_exactly_the_serial_selftest() -> None:
     assert any("test_lossless_suite.py" in t for t in timed)
 
 
-def test_the_spread_phase_keeps_only_shared_runs_together() -> None:
-    # Test by test (loadgroup), not file by file: a module's independent heavy runs spread over
-    # the workers; tests/conftest.py groups the modules that share a run (test below).
+def test_the_spread_phase_is_file_by_file_with_the_spread_modules_test_by_test() -> None:
     line = next(line for line in SCRIPT.splitlines() if "pytest_rc tests/unit tests/engine" in line)
     following = SCRIPT.splitlines()[SCRIPT.splitlines().index(line) + 1]
-    assert "--dist loadgroup" in line + following and "loadfile" not in SCRIPT
+    # loadfile, which tests/conftest.py's scheduler refines (loadgroup groups nothing with
+    # pytest 9.2: see there).
+    assert "--dist loadfile" in line + following
 
 
-SHARING = """
+ALONE = """
+import os, time
 import pytest
 
+@pytest.mark.parametrize("n", range(4))
+def test_alone(n, tmp_path):
+    time.sleep(1.0)
+    with open(os.path.join(os.environ["WHERE"], f"{n}.txt"), "w") as f:
+        f.write(os.environ["PYTEST_XDIST_WORKER"])
+"""
+SHARED = ALONE + """
 @pytest.fixture(scope="module")
 def shared_run():
+    with open("setups.txt", "a") as f:
+        f.write("shared\\n")
     return 1
 
-@pytest.fixture
-def own_run():
-    return 2
-
-def test_uses_the_shared_run(shared_run):
-    pass
-
-def test_uses_its_own_run(own_run, tmp_path, tmp_path_factory):
-    pass
-
-@pytest.mark.xdist_group("chosen")
-def test_already_grouped(shared_run):
-    pass
+@pytest.mark.parametrize("n", range(4))
+def test_shared(shared_run, n):
+    time.sleep(0.3)
 """
 
 
-def test_only_tests_of_a_shared_run_are_grouped_by_module(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest((ROOT / "tests/conftest.py").read_text())
-    pytester.makepyfile(test_sharing=SHARING, test_alone="def test_alone(tmp_path):\n    pass\n")
-    sub = pytester.mkpydir("sub")
-    (sub / "conftest.py").write_text(
-        "import pytest\n\n@pytest.fixture(scope='session')\ndef engine():\n    return 3\n")
-    (sub / "test_sub.py").write_text("def test_engine(engine):\n    pass\n")
-    items, _ = pytester.inline_genitems()  # collected with the hooks, as a session does
-    groups = {item.name: [m.args for m in item.iter_markers("xdist_group")] for item in items}
-    assert groups == {
-        "test_uses_the_shared_run": [("test_sharing.py",)],
-        # tmp_path_factory is session-scoped too, but pytest's own: nothing shared between tests
-        "test_uses_its_own_run": [],
-        "test_already_grouped": [("chosen",)],  # a group given by hand is kept
-        "test_alone": [],
-        "test_engine": [("sub/test_sub.py",)],
-    }
+def _conftest(spread: str) -> str:
+    """tests/conftest.py, with SPREAD naming a module of the pytester session."""
+    text = (ROOT / "tests/conftest.py").read_text()
+    found = re.search(r"^SPREAD = frozenset\(\{.*?\}\)$", text, re.S | re.M)
+    assert found, "tests/conftest.py no longer defines SPREAD as a frozenset literal"
+    return text.replace(found.group(0), f"SPREAD = frozenset({{{spread!r}}})")
+
+
+def test_a_spread_module_runs_test_by_test_and_a_shared_run_once(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(_conftest("test_spread.py"))
+    pytester.makepyfile(test_spread=ALONE, test_file=SHARED)
+    where = pytester.mkdir("where")
+    pytester.mkdir("file")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WHERE", str(where))
+        result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p",
+                                               "no:randomly", "test_spread.py")
+        result.assert_outcomes(passed=4)
+        workers = {p.read_text() for p in where.iterdir()}
+        assert workers == {"gw0", "gw1"}  # the four independent tests went to both workers
+        env.setenv("WHERE", str(pytester.path / "file"))
+        result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p",
+                                               "no:randomly", "test_file.py")
+    result.assert_outcomes(passed=8)
+    # A module outside SPREAD stays whole on one worker: its shared run happened once.
+    assert (pytester.path / "setups.txt").read_text() == "shared\n"
+    assert len({p.read_text() for p in (pytester.path / "file").iterdir()}) == 1
+
+
+def test_a_spread_module_sharing_a_fixture_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(_conftest("test_file.py"))
+    pytester.makepyfile(test_file=SHARED)
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = "\n".join(result.errlines)
+    assert "a module in SPREAD" in said and "test_file.py::test_shared[0] uses shared_run" in said
 
 
 def _fake_checkout(tmp_path: Path, codes: dict[str, int]) -> Path:
