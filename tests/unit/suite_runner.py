@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,8 +23,35 @@ def run_pytest(*args: str, cwd: Path = ROOT, timeout: float = 300,
                           timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
 
 
-def campaign_copy(folder: Path, **changes: object) -> Path:
-    """The reference campaign moved to folder, with its inputs and a B0 profile of our own."""
+# Denoising steps of a cheap copy (campaign_copy(..., steps=CHEAP_STEPS)): a B0 5 s request in
+# about a tenth of its 50-step compute. For the tests whose assertions do not rest on the real
+# 50-step output or on real latency ratios (faults, reason codes, lifecycle, signals, ...).
+CHEAP_STEPS = 4
+DIT_STEP_POINT = re.compile(r"^dit\.step\d{3}$")
+
+
+def with_steps(data: dict[str, Any], steps: int) -> None:
+    """Every track of a campaign's data denoises in `steps` steps; its frozen dit.stepNNN points
+    become the first, middle and last of those steps (in order, shapes kept: a step's latent
+    does not depend on how many steps there are)."""
+    if steps < 3:
+        raise ValueError(f"steps={steps}: three distinct dit.stepNNN points need at least 3")
+    for track_id, track in data["tracks"].items():
+        track["request"]["num_inference_steps"] = steps
+        points = track.get("comparison_points") or []
+        at_steps = [p for p in points if DIT_STEP_POINT.match(p["name"])]
+        if not at_steps:
+            continue
+        if len(at_steps) != 3:
+            raise ValueError(f"{track_id}: expected 3 dit.stepNNN points, found "
+                             f"{[p['name'] for p in at_steps]}")
+        for point, step in zip(at_steps, (0, steps // 2, steps - 1), strict=True):
+            point["name"] = f"dit.step{step:03d}"
+
+
+def campaign_copy(folder: Path, *, steps: int | None = None, **changes: object) -> Path:
+    """The reference campaign moved to folder, with its inputs and a B0 profile of our own;
+    with `steps`, every track denoises in that many steps (:func:`with_steps`)."""
     (folder / "inputs").mkdir(parents=True)
     for name in ("prompt.txt", "reference.png", "reference.wav"):
         shutil.copy(ROOT / "fixtures/inputs" / name, folder / "inputs" / name)
@@ -41,6 +69,8 @@ def campaign_copy(folder: Path, **changes: object) -> Path:
         for pinned in track["inputs"].values():
             pinned["path"] = "inputs/" + Path(pinned["path"]).name
     data.update(changes)
+    if steps is not None:
+        with_steps(data, steps)
     path = folder / "campaign.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

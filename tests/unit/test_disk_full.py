@@ -18,7 +18,7 @@ from ref2va_accept.safe_write import WriteFailed, append_line, atomic_write, wri
 from ref2va_accept.sanitize import Sanitizer
 from tests.unit.evidence_schema import read_bundle
 from tests.unit.full_disk import ENV, FullDisk
-from tests.unit.suite_runner import ROOT
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_copy
 
 pytest_plugins = ["pytester"]
 
@@ -195,12 +195,13 @@ def test_a_disk_full_for_everything_still_says_the_status_on_the_terminal(
 # -- a real scenario in a subprocess ---------------------------------------------------------------
 def test_b0_smoke_with_its_mp4_refused_ends_failed_write(tmp_path: Path) -> None:
     evidence = tmp_path / "evidence"
+    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)  # the write fails, not the output
     env = {**os.environ, ENV: "names=.mp4",
            "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.unit.full_disk", "-p", "no:cacheprovider",
          "-p", "no:randomly", "tests/acceptance", "-m", "5s and lossless", "-k", "b0_returns",
-         "--evidence-dir", str(evidence)],
+         "--campaign", str(campaign), "--evidence-dir", str(evidence)],
         capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     output = result.stdout + result.stderr
     run = (evidence / "latest").resolve()

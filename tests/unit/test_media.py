@@ -162,6 +162,31 @@ def test_iter_video_frames_streams_rgb_frames(good_mp4: Path) -> None:
     assert count == FRAMES
 
 
+def test_iter_video_frames_gives_pyav_own_rgb_pixels(tmp_path: Path) -> None:
+    # Noise at the reference campaign's 112x64, H.264 yuv420p: every pixel, chroma included, must
+    # be what PyAV's own frame.to_ndarray(format="rgb24") gives (the decoder shares one swscale
+    # context across frames; a shortcut in the conversion would show here).
+    path = tmp_path / "noise.mp4"
+    rng = np.random.default_rng(7)
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=FPS)
+        video.width, video.height, video.pix_fmt = 112, 64, "yuv420p"
+        for index in range(30):
+            pixels = rng.integers(0, 256, size=(64, 112, 3), dtype=np.uint8)
+            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+    with av.open(str(path)) as container:
+        expected = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    got = list(iter_video_frames(path))
+    assert len(got) == len(expected) == 30
+    for index, (a, b) in enumerate(zip(got, expected, strict=True)):
+        assert a.dtype == b.dtype and a.shape == b.shape == (64, 112, 3), index
+        assert np.array_equal(a, b), f"frame {index} differs"
+    assert len({frame.tobytes() for frame in got}) == 30  # the frames are not one repeated
+
+
 # --- incomplete or wrong files ----------------------------------------------------------------
 
 

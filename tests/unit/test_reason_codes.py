@@ -16,7 +16,14 @@ import yaml
 
 from ref2va_accept.checks import CHECK_REASON_CATEGORIES, Reason
 from ref2va_accept.lock import freeze
-from tests.unit.suite_runner import ROOT, bundle, campaign_copy, run_pytest, tagged
+from tests.unit.suite_runner import (
+    CHEAP_STEPS,
+    ROOT,
+    bundle,
+    campaign_copy,
+    run_pytest,
+    tagged,
+)
 
 CANDIDATE = "faulty"
 
@@ -26,7 +33,7 @@ def _campaign(folder: Path, track: str, *, b0_args: dict[str, Any] | None = None
               lossy_gate: dict[str, Any] | None = None, **engine: Any) -> Path:
     """One track, one candidate (B0's profile plus `candidate_args`), no declared device time,
     one seed, frozen: no verdict is capped for a reason other than the one under test."""
-    path = campaign_copy(folder / "c", profile_args=b0_args or {})
+    path = campaign_copy(folder / "c", profile_args=b0_args or {}, steps=CHEAP_STEPS)
     data = yaml.safe_load(path.read_text())
     profile = yaml.safe_load((folder / "c" / "b0.yaml").read_text())
     profile.update(name=CANDIDATE, declared=track.split("-")[1])

@@ -15,6 +15,8 @@ import pytest
 
 from tests.unit.suite_runner import ROOT
 
+pytest_plugins = ["pytester"]
+
 SCRIPT = (ROOT / "ref2va").read_text()
 
 
@@ -44,6 +46,76 @@ def test_the_phases_run_exactly_the_serial_selftest() -> None:
     assert timed | spread | acceptance == everything
     # The timed phase holds the self-test whose verdicts rest on measured latency.
     assert any("test_lossless_suite.py" in t for t in timed)
+
+
+def test_the_spread_phase_is_file_by_file_with_the_spread_modules_test_by_test() -> None:
+    line = next(line for line in SCRIPT.splitlines() if "pytest_rc tests/unit tests/engine" in line)
+    following = SCRIPT.splitlines()[SCRIPT.splitlines().index(line) + 1]
+    # loadfile, which tests/conftest.py's scheduler refines (loadgroup groups nothing with
+    # pytest 9.2: see there).
+    assert "--dist loadfile" in line + following
+
+
+ALONE = """
+import os, time
+import pytest
+
+@pytest.mark.parametrize("n", range(4))
+def test_alone(n, tmp_path):
+    time.sleep(1.0)
+    with open(os.path.join(os.environ["WHERE"], f"{n}.txt"), "w") as f:
+        f.write(os.environ["PYTEST_XDIST_WORKER"])
+"""
+SHARED = ALONE + """
+@pytest.fixture(scope="module")
+def shared_run():
+    with open("setups.txt", "a") as f:
+        f.write("shared\\n")
+    return 1
+
+@pytest.mark.parametrize("n", range(4))
+def test_shared(shared_run, n):
+    time.sleep(0.3)
+"""
+
+
+def _conftest(spread: str) -> str:
+    """tests/conftest.py, with SPREAD naming a module of the pytester session."""
+    text = (ROOT / "tests/conftest.py").read_text()
+    found = re.search(r"^SPREAD = frozenset\(\{.*?\}\)$", text, re.S | re.M)
+    assert found, "tests/conftest.py no longer defines SPREAD as a frozenset literal"
+    return text.replace(found.group(0), f"SPREAD = frozenset({{{spread!r}}})")
+
+
+def test_a_spread_module_runs_test_by_test_and_a_shared_run_once(
+        pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(_conftest("test_spread.py"))
+    pytester.makepyfile(test_spread=ALONE, test_file=SHARED)
+    where = pytester.mkdir("where")
+    pytester.mkdir("file")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WHERE", str(where))
+        result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p",
+                                               "no:randomly", "test_spread.py")
+        result.assert_outcomes(passed=4)
+        workers = {p.read_text() for p in where.iterdir()}
+        assert workers == {"gw0", "gw1"}  # the four independent tests went to both workers
+        env.setenv("WHERE", str(pytester.path / "file"))
+        result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p",
+                                               "no:randomly", "test_file.py")
+    result.assert_outcomes(passed=8)
+    # A module outside SPREAD stays whole on one worker: its shared run happened once.
+    assert (pytester.path / "setups.txt").read_text() == "shared\n"
+    assert len({p.read_text() for p in (pytester.path / "file").iterdir()}) == 1
+
+
+def test_a_spread_module_sharing_a_fixture_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(_conftest("test_file.py"))
+    pytester.makepyfile(test_file=SHARED)
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = "\n".join(result.errlines)
+    assert "a module in SPREAD" in said and "test_file.py::test_shared[0] uses shared_run" in said
 
 
 def _fake_checkout(tmp_path: Path, codes: dict[str, int]) -> Path:

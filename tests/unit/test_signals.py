@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest, tagged
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_copy, run_pytest, tagged
 from tests.unit.test_selftest_phases import _fake_checkout
 
 GRACE_S = 10.0  # the reference campaign's frozen engine.shutdown_grace_s
@@ -121,7 +121,7 @@ def test_next_run_stops_and_reports_what_a_dead_run_left(tmp_path: Path) -> None
         assert len(left) == 1, left
         second = tmp_path / "second"
         result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                            "--campaign", str(campaign_copy(second / "c")),
+                            "--campaign", str(campaign_copy(second / "c", steps=CHEAP_STEPS)),
                             "--evidence-dir", str(second / "evidence"), timeout=300)
         assert tagged(run.name) == []
     finally:
