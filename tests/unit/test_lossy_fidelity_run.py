@@ -1,0 +1,40 @@
+"""A frozen fidelity minimum through a real lossy run: cache-dit-mild, within 1% on every gated
+score, fails a campaign that freezes 40 dB PSNR to B0.
+
+Its own module (not test_lossy_suite.py), so that the selftest's workers run it beside that
+module's shared run instead of after it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.unit.suite_runner import bundle, campaign_copy, run_pytest
+
+
+def _check(evidence: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(c for c in evidence["checks"]
+                                 if c["arm"] == arm and c["name"] == name)
+    return found
+
+
+def test_frozen_psnr_minimum_fails_a_candidate_vbench_would_pass(tmp_path: Path) -> None:
+    # cache-dit-mild is within 1% on every gated score at about 32 dB PSNR to B0; a campaign that
+    # freezes 40 dB must fail it, naming fidelity and not the scores.
+    path = campaign_copy(tmp_path / "campaign")
+    data = yaml.safe_load(path.read_text())
+    data["tracks"]["5s-lossy"]["lossy_gate"]["min_psnr_db"] = 40.0
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    evidence = tmp_path / "evidence"
+    result = run_pytest("tests/quality/test_lossy.py", "-m", "lossy and 5s", "-k", "mild",
+                        "--campaign", str(path), "--evidence-dir", str(evidence), timeout=900)
+    assert result.returncode == 1, result.stdout[-3000:]
+    check = _check(bundle(evidence), "cache-dit-mild", "lossy_gate")
+    assert check["status"] == "fail" and check["reason"] == "quality_gate_failed"
+    assert "fidelity.psnr" in check["detail"] and "< 40 dB" in check["detail"]
+    assert "relative error" not in check["detail"], check["detail"]
+    curve = check["data"]["per_seed"][0]["fidelity"]["psnr_per_frame"]
+    assert len(curve) == check["data"]["per_seed"][0]["fidelity"]["frames"]
