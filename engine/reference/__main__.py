@@ -1,25 +1,85 @@
-"""``python -m engine.reference serve --config PROFILE.yaml [--host H] [--port P]``.
-
-Start-up, in the order that gets to ``/health`` soonest: the profile is read and checked; torch
-is imported; then the model is built (weights drawn and hashed, mostly in torch and hashlib with
-the GIL released) on a worker thread while this one imports the HTTP side (FastAPI, uvicorn) and
-the server starts once both are done. The weights are those of building it on this thread.
-"""
+"""``python -m engine.reference serve --config PROFILE.yaml [--host H] [--port P]``."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import signal
+import socket
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from types import FrameType
 
+import uvicorn
+
+from engine.reference.app import create_app
 from engine.reference.errors import ProfileError
-from engine.reference.faults import resolve_fault
+from engine.reference.fault_names import PROCESS_FAULTS
+from engine.reference.faults import resolve_fault, start_fault_children
 from engine.reference.profile import load_profile
-from engine.reference.stop_signals import reset_inherited_signals
 
 logger = logging.getLogger("engine.reference")
+
+# Long enough for a finished response to go out; a generation still running is cancelled at
+# SIGTERM anyway, so its request ends within one denoising step.
+GRACEFUL_SHUTDOWN_S = 5
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which also flags every generation the moment a signal arrives.
+
+    The signal handler itself only sets flags and schedules the cancellation on the event loop.
+    It must take no lock: a Python signal handler runs in the main thread between two bytecodes,
+    so a second SIGTERM (the judge sends one to the process group, then one to each process it
+    knows, milliseconds apart) can land while the first handler is inside ``cancel_all``'s
+    ``with lock:``. A nested handler that takes the same non-reentrant lock then waits forever on
+    its own thread: the event loop never runs again, uvicorn never logs "Shutting down", and the
+    judge has to SIGKILL an engine that had no request in flight. That was issue 13's "engine
+    that outlived its stop".
+    """
+
+    def __init__(self, config: uvicorn.Config, on_exit: list[Callable[[], None]]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._exit_scheduled = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self.should_exit:  # a signal came before the loop ran: cancel at once
+            self._schedule_exit_callbacks()
+        await super().startup(sockets=sockets)
+
+    def _schedule_exit_callbacks(self) -> None:
+        if self._exit_scheduled or self._loop is None:
+            return
+        self._exit_scheduled = True
+        for callback in self._on_exit:
+            # call_soon_threadsafe appends to the loop's queue and wakes it: no lock taken.
+            self._loop.call_soon_threadsafe(callback)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises a captured signal once it has stopped, so the process would die "by
+        # SIGTERM"; a stop that went gracefully should read as one, so the status is 0 instead.
+        self._captured_signals.clear()
+        self._schedule_exit_callbacks()
+
+    def install_stop_handlers(self) -> None:
+        """Our handler for SIGINT and SIGTERM from now until the process exits.
+
+        Before uvicorn installs its own (a signal while the app is built flags the server, which
+        then stops as soon as it has started), and after uvicorn restores what it found (a late
+        SIGTERM, e.g. the judge's second one, would otherwise meet SIG_DFL and end the process
+        "by signal" after a clean stop).
+        """
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self.handle_exit)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,8 +93,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _reset_inherited_signals() -> None:
+    """SIGINT and SIGTERM as a fresh process has them, whatever the launcher left us.
+
+    Dispositions set to SIG_IGN and blocked masks survive fork and exec: an engine started from a
+    shell's background job has SIGINT ignored, and one started by a thread that blocks signals
+    would never see SIGTERM. Until the server installs its handlers, a stop signal ends us.
+    """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def main(argv: list[str] | None = None) -> int:
-    reset_inherited_signals()
+    _reset_inherited_signals()
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -48,17 +120,26 @@ def main(argv: list[str] | None = None) -> int:
     except (ProfileError, ValueError) as exc:
         logger.error("%s", exc)
         return 2
-    # torch here, on this thread (an import is bytecode under the GIL: nothing to overlap it with).
-    from engine.reference.torch_generator import build_generator  # noqa: PLC0415
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ref2va-build") as pool:
-        building = pool.submit(build_generator, profile.args, profile)
-        from engine.reference.serving import serve  # noqa: PLC0415
-
-        generator = building.result()
-    return serve(
-        profile, fault, generator, host=args.host, port=args.port, log_level=args.log_level
+    app = create_app(profile)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,  # our logging setup, so every line goes to stderr in one format
+        log_level=args.log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    server = _Server(config, on_exit=[app.state.engine.runner.cancel_all])
+    server.install_stop_handlers()
+    if fault is None or fault.name not in PROCESS_FAULTS:
+        server.run()
+        return 0
+    # Bound here rather than inside uvicorn, so that a fault child can inherit the socket.
+    listen_socket = config.bind_socket()
+    # Never waited for or stopped: outliving the server is the fault.
+    start_fault_children(fault, listen_socket)
+    server.run(sockets=[listen_socket])
+    return 0
 
 
 def _exit_now(code: int) -> None:

@@ -135,8 +135,7 @@ def _engine(request: Request) -> EngineState:
 
 
 def create_app(profile: LaunchProfile, generator: VideoGenerator | None = None) -> FastAPI:
-    """Build the server for ``profile`` over ``generator``: one already built (``__main__`` builds
-    it while the HTTP side imports; tests pass their own), else the one the profile describes."""
+    """Build the server for ``profile``; ``generator`` overrides the profile's (for tests)."""
     args = profile.args
     try:
         fault = resolve_fault(args, origin=f"launch profile {profile.name!r}")

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from engine.reference.__main__ import _Server
 from engine.reference.runner import GenerationRunner
-from engine.reference.serving import Server
 from tests.engine.conftest import B0_PROFILE, running_engine
 
 pytestmark = pytest.mark.engine
@@ -34,7 +34,7 @@ def test_a_signal_inside_the_handler_does_not_deadlock() -> None:
     # The exact interleaving, made deterministic: a second signal while the first handler holds
     # the runner's lock is a nested call to handle_exit on the same thread.
     runner = GenerationRunner(generator=object())  # type: ignore[arg-type]
-    server = Server(uvicorn.Config(app=None), on_exit=[runner.cancel_all])
+    server = _Server(uvicorn.Config(app=None), on_exit=[runner.cancel_all])
     loop = asyncio.new_event_loop()
     server._loop = loop
     done = threading.Event()
