@@ -42,9 +42,9 @@ from engine.reference.pipeline.sampler import DenoiseRecord, SamplerInputs, deno
 from engine.reference.pipeline.weights import (
     WEIGHTS_SEED,
     ModelShape,
-    initialise,
     resolve_device,
     resolve_dtype,
+    seeded,
     weights_sha256,
 )
 from engine.reference.profile import EngineArgs, LaunchProfile
@@ -93,8 +93,8 @@ class TorchGenerator:
         set_deterministic_kernels()
         self.device = resolve_device(args.device)
         self.dtype = resolve_dtype(args.dtype)
-        model = ReferenceModel(self.shape)
-        initialise(model, WEIGHTS_SEED + args.seed_salt)
+        shape = self.shape
+        model = seeded(lambda: ReferenceModel(shape), WEIGHTS_SEED + args.seed_salt)
         self.weights_sha256 = weights_sha256(model)
         model.dit.set_reduction_order(args.reduction_order)
         self.model = model.to(self.device, self.dtype).eval()

@@ -1,4 +1,5 @@
-"""The engine as a process: long videos in time, and a prompt exit on SIGTERM mid-generation."""
+"""The engine as a process: its weights, long videos in time, and a prompt exit on SIGTERM
+mid-generation."""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ import httpx
 import pytest
 
 from tests.engine.conftest import probe, running_engine, write_profile
+from tests.engine.test_engine_weights import REFERENCE_WEIGHTS_SHA256
 
 pytestmark = pytest.mark.engine
+
+
+def test_the_served_model_has_the_reference_weights(client: httpx.Client) -> None:
+    # The weights a real engine process builds (seeded, drawn in place) are the reference ones.
+    card = client.get("/v1/models").json()["data"][0]
+    assert card["weights_sha256"] == REFERENCE_WEIGHTS_SHA256
 
 
 def test_362_frames_come_back_complete(client: httpx.Client) -> None:

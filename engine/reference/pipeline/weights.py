@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from engine.reference.constants import DIT_BLOCKS
 
@@ -50,23 +53,87 @@ class ModelShape:
 DRAWN_LAST = ("dit.context_embedder.",)
 
 
+M = TypeVar("M", bound=nn.Module)
+
+# torch.nn.init's fills that dispatch through __torch_function__ (so a mode can see them), and so
+# the only ones the default init of Linear, Embedding and the conv layers runs.
+DEFAULT_FILLS = frozenset({nn.init.kaiming_uniform_, nn.init.uniform_, nn.init.normal_,
+                           nn.init.constant_})
+
+
+class _SkipDefaultFills(TorchFunctionMode):
+    """While active (on this thread only), torch.nn.init's default fills leave their tensor as
+    allocated and are recorded, so a module can be built without drawing values that
+    :func:`initialise` overwrites anyway (a fifth of an engine's model build)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped: list[torch.Tensor] = []
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Sequence[type],
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func in DEFAULT_FILLS:
+            tensor: torch.Tensor = args[0] if args else kwargs["tensor"]
+            self.skipped.append(tensor)
+            return tensor
+        return func(*args, **kwargs)
+
+
+def seeded(build: Callable[[], M], seed: int) -> M:
+    """``build()`` with every parameter drawn by :func:`initialise` from ``seed``.
+
+    The same values as ``initialise(build(), seed)``, without first filling the parameters with
+    torch's default init. A tensor whose default fill was skipped must be one of the module's
+    parameters (which :func:`initialise` draws, every one); anything else, a buffer say, would be
+    left as uninitialised memory, so that is refused.
+    """
+    with _SkipDefaultFills() as mode:
+        module = build()
+    parameters = {id(parameter) for parameter in module.parameters()}
+    unfilled = [tensor for tensor in mode.skipped if id(tensor) not in parameters]
+    if unfilled:
+        raise RuntimeError(
+            f"seeded({getattr(build, '__name__', build)!r}): {len(unfilled)} tensor(s) other "
+            f"than parameters were default-initialised (first of shape "
+            f"{tuple(unfilled[0].shape)}); initialise() would leave them unfilled"
+        )
+    initialise(module, seed)
+    return module
+
+
 def initialise(module: nn.Module, seed: int) -> None:
     """Overwrite every parameter from one CPU generator, in name order (those under
     :data:`DRAWN_LAST` after the rest), so weights are a pure function of ``seed`` whatever
-    torch's global RNG did before."""
+    torch's global RNG did before.
+
+    Each parameter is drawn in place: ``normal_`` is what ``torch.randn`` runs on a fresh tensor,
+    and the in-place scalings are the same elementwise operations, so the values are bit for bit
+    those of drawing a new tensor, scaling it and copying it in (a test holds it to that).
+    """
     generator = torch.Generator().manual_seed(seed)
     ordered = sorted(
         module.named_parameters(), key=lambda item: (item[0].startswith(DRAWN_LAST), item[0])
     )
     with torch.no_grad():
         for name, parameter in ordered:
-            values = torch.randn(parameter.shape, generator=generator, dtype=torch.float32)
+            if parameter.dtype != torch.float32 or not parameter.is_contiguous():
+                raise ValueError(
+                    f"initialise: parameter {name} is {parameter.dtype}"
+                    f"{'' if parameter.is_contiguous() else ', not contiguous'}; weights are "
+                    "drawn as contiguous float32 (cast the model after initialising it)"
+                )
+            parameter.normal_(generator=generator)
             if parameter.dim() >= 2:
                 # fan-in scaling keeps activations O(1) through the random network
-                values = values / float(parameter.shape[-1]) ** 0.5
+                parameter.div_(float(parameter.shape[-1]) ** 0.5)
             elif name.endswith("bias"):
-                values = values * 0.02
-            parameter.copy_(values)
+                parameter.mul_(0.02)
 
 
 def weights_sha256(module: nn.Module) -> str:
@@ -75,7 +142,8 @@ def weights_sha256(module: nn.Module) -> str:
     for name, tensor in sorted(module.state_dict().items()):
         digest.update(name.encode("utf-8") + b"\0")
         digest.update(str(tuple(tensor.shape)).encode("ascii"))
-        digest.update(tensor.detach().to(torch.float32).contiguous().numpy().tobytes())
+        # The array's own buffer: hashing needs no copy of its bytes.
+        digest.update(tensor.detach().to(torch.float32).contiguous().numpy())
     return digest.hexdigest()
 
 
