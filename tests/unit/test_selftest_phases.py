@@ -3,12 +3,15 @@ the acceptance scenarios); together the phases must run exactly the tests of the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +150,59 @@ def test_the_phased_selftest_exits_with_its_first_failure(
     result = subprocess.run(["bash", str(checkout / "ref2va"), "selftest"], capture_output=True,
                             text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable})
     assert result.returncode == expected, result.stderr[-2000:]
+
+
+AFFINITY = ROOT / "scripts/cpu_affinity.py"
+
+
+def test_split_names_the_first_cpu_and_the_rest() -> None:
+    out = subprocess.run([sys.executable, str(AFFINITY), "split"], capture_output=True,
+                         text=True, check=True).stdout
+    cpus = sorted(os.sched_getaffinity(0))
+    first, _, rest = out.strip("\n").partition(" ")
+    assert int(first) == cpus[0]
+    assert rest == ",".join(map(str, cpus[1:]))
+
+
+def test_widen_gives_a_pinned_tree_every_cpu_and_refuses_bad_arguments() -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    # A pinned parent whose child (started pinned, so inheriting it) sleeps.
+    parent = subprocess.Popen(
+        ["taskset", "-c", str(cpus[0]), sys.executable, "-c",
+         "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', "
+         "'import time; time.sleep(60)']); print(c.pid, flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    child = 0
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert os.sched_getaffinity(child) == {cpus[0]}
+        done = subprocess.run([sys.executable, str(AFFINITY), "widen", str(parent.pid)],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert os.sched_getaffinity(parent.pid) == set(cpus)
+        assert os.sched_getaffinity(child) == set(cpus)
+    finally:
+        for pid in (child, parent.pid):
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        parent.wait()
+        parent.stdout.close()  # type: ignore[union-attr]
+        if child:  # reaped by the parent's end (it is the parent's child, not ours): wait it out
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+    wrong = subprocess.run([sys.executable, str(AFFINITY), "widen", "x"], capture_output=True,
+                           text=True)
+    assert wrong.returncode == 2 and "widen PID" in wrong.stderr
+
+
+def test_the_phases_run_at_once_on_separate_cpus_when_there_are_two() -> None:
+    body = SCRIPT.split("selftest_phased() {", 1)[1].split("\n}\n", 1)[0]
+    assert "PIN_CPUS=$first; pytest_rc tests/unit -m timed" in body
+    assert body.count("PIN_CPUS=$rest; pytest_rc") == 2
+    # Widened once phase 1 is over, before phase 2 is waited for.
+    assert body.index('wait_for "$timed_pid"') < body.index("cpu_affinity.py widen") < body.index(
+        'wait_for "$spread_pid"')
+    assert "selftest_in_turn" in body  # one CPU: one after the other

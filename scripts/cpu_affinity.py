@@ -1,0 +1,83 @@
+"""CPU affinity for `./ref2va selftest`'s concurrent phases (Linux).
+
+    python scripts/cpu_affinity.py split          -> "FIRST REST": the first CPU this process may
+                                                     run on, then the others joined by commas
+                                                     (nothing when there is only one)
+    python scripts/cpu_affinity.py widen PID...   -> every process of those process trees (the
+                                                     pids and all their descendants) may run on
+                                                     every CPU this process may run on
+
+The timed self-tests run on the first CPU while everything else runs on the rest; once they are
+done, `widen` gives the rest back the whole machine. Processes started later inherit the wide
+mask from their parents. A process that ends during the walk is skipped; anything else that
+fails is said on stderr and the exit code is 1 (the selftest goes on, only slower).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def children_of() -> dict[int, list[int]]:
+    """Parent pid -> child pids, read from /proc."""
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # The command may hold spaces and parentheses: the fields after its last ")" count.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    return tree
+
+
+def descendants(roots: list[int]) -> list[int]:
+    tree = children_of()
+    found: list[int] = []
+    pending = list(roots)
+    while pending:
+        pid = pending.pop()
+        if pid in found:
+            continue
+        found.append(pid)
+        pending.extend(tree.get(pid, ()))
+    return found
+
+
+def widen(roots: list[int]) -> int:
+    cpus = os.sched_getaffinity(0)
+    failed = 0
+    for pid in descendants(roots):
+        # Every thread of a process has its own mask (torch's, xdist's): set each one.
+        try:
+            threads = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
+        except OSError:
+            continue  # ended meanwhile
+        for tid in threads:
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except ProcessLookupError:
+                continue
+            except OSError as exc:
+                failed += 1
+                print(f"cpu_affinity: cannot widen pid {pid} thread {tid}: {exc}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["split"] and len(argv) == 1:
+        cpus = sorted(os.sched_getaffinity(0))
+        print(cpus[0], ",".join(str(c) for c in cpus[1:]))
+        return 0
+    if argv[:1] == ["widen"] and len(argv) > 1 and all(a.isdigit() for a in argv[1:]):
+        return widen([int(a) for a in argv[1:]])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
