@@ -19,7 +19,7 @@ import pytest
 
 from tests.unit.suite_runner import ROOT, bundle, campaign_copy, only_run, run_pytest, tagged
 
-# Its latency verdicts are measured: `./ref2va selftest` runs it alone on the machine.
+# Its latency verdicts are measured: `./ref2va selftest` runs it on a CPU of its own.
 pytestmark = pytest.mark.timed
 
 
