@@ -255,14 +255,33 @@ def distinct_plan(settings: LatencySettings, order: Sequence[str], candidates: S
     return plan
 
 
-def run_schedule(arms: Arms, candidates: Sequence[str]) -> list[InstanceRun]:
+@dataclass
+class ScheduleRun:
+    """What a track's latency schedule gave: every instance run, and per arm the error that
+    stopped one of its instances from running at all (an engine that did not start)."""
+
+    runs: list[InstanceRun]
+    errors: dict[str, Exception]
+
+    def for_candidate(self, candidate: str) -> list[InstanceRun]:
+        """The instances one candidate is judged on: B0's (its own or the shared ones) and its
+        own; the error that stopped B0's or its own instance, raised for its scenario."""
+        for arm in (BASELINE, candidate):
+            if arm in self.errors:
+                raise self.errors[arm]
+        return [r for r in self.runs if r.arm in (BASELINE, candidate)]
+
+
+def run_schedule(arms: Arms, candidates: Sequence[str]) -> ScheduleRun:
     """Every latency instance of the track for `candidates`, in the frozen order, recorded as
     it goes (replication.schedule: B0 per candidate, or shared by all of them).
 
     An instance that failed a request or whose warm-up never became steady decides its arm
     (docs/protocol.md): that arm's remaining instances are not started, and when B0 is decided,
     or every candidate is, nothing more is; the host's time is not spent on instances that would
-    not change a verdict. Each skip is a note in the evidence.
+    not change a verdict. Each skip is a note in the evidence. An instance whose engine did not
+    start (recorded by Arms.start) decides its arm too: the error is kept and raised in that
+    candidate's scenario (every candidate's, for B0), never in another candidate's.
     """
     plan: TrackPlan = arms.plan
     protocol = plan.latency
@@ -270,6 +289,7 @@ def run_schedule(arms: Arms, candidates: Sequence[str]) -> list[InstanceRun]:
     order = schedule(protocol, plan.track_id, candidates)
     distinct = distinct_plan(protocol, order, candidates)
     runs: list[InstanceRun] = []
+    errors: dict[str, Exception] = {}
     decided: dict[str, str] = {}  # arm -> the instance that decided it, in the order decided
     skipped: dict[str, int] = {}  # decided arm -> instances not started because of it
     for position, arm_id in enumerate(order):
@@ -279,7 +299,12 @@ def run_schedule(arms: Arms, candidates: Sequence[str]) -> list[InstanceRun]:
                      else list(decided)[-1])
             skipped[cause] = skipped.get(cause, 0) + 1
             continue
-        run = run_instance(arms, arm_id, position, probe, distinct[position])
+        try:
+            run = run_instance(arms, arm_id, position, probe, distinct[position])
+        except Exception as exc:  # kept for its own scenario and raised there
+            errors[arm_id] = exc
+            decided[arm_id] = f"{arm_id}#{position}"
+            continue
         runs.append(run)
         if run.failed() or not run.steady:
             decided[arm_id] = f"{arm_id}#{position}"
@@ -287,12 +312,7 @@ def run_schedule(arms: Arms, candidates: Sequence[str]) -> list[InstanceRun]:
         who = ", ".join(candidates) if arm_id == BASELINE else arm_id
         arms.evidence.note(f"{plan.track_id} {who}: latency protocol ended after "
                            f"{decided[arm_id]}; {left} instance(s) not started")
-    return runs
-
-
-def runs_of(runs: Sequence[InstanceRun], candidate: str) -> list[InstanceRun]:
-    """The instances one candidate is judged on: B0's (its own or the shared ones) and its own."""
-    return [r for r in runs if r.arm in (BASELINE, candidate)]
+    return ScheduleRun(runs, errors)
 
 
 class LatencySchedules:
@@ -306,7 +326,7 @@ class LatencySchedules:
 
     def __init__(self) -> None:
         self._covered: dict[str, tuple[str, ...]] = {}
-        self._ran: dict[tuple[str, tuple[str, ...]], list[InstanceRun]] = {}
+        self._ran: dict[tuple[str, tuple[str, ...]], ScheduleRun] = {}
         self._schedule_of: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def cover(self, track_id: str, candidates: Sequence[str]) -> None:
@@ -329,7 +349,7 @@ class LatencySchedules:
         self._schedule_of[(track_id, candidate)] = covered
         if key not in self._ran:
             self._ran[key] = run_schedule(arms, covered)
-        return runs_of(self._ran[key], candidate)
+        return self._ran[key].for_candidate(candidate)
 
 
 def run_latency(arms: Arms, candidate: str,

@@ -15,7 +15,7 @@ import yaml
 from ref2va_accept import latency
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cost import campaign_costs
-from ref2va_accept.errors import CampaignError
+from ref2va_accept.errors import CampaignError, EngineStartError
 from ref2va_accept.plan import LatencySettings, TrackPlan, plan_campaign, plan_track
 from ref2va_accept.replication import BASELINE, schedule, sequence
 from ref2va_accept.run_plan import ScenarioItem, latency_requests, plan_run
@@ -115,10 +115,11 @@ class ScriptedArms:
     """Arms whose requests take a fixed time per arm; `failing` arms fail at their n-th start."""
 
     def __init__(self, plan: TrackPlan, seconds: dict[str, float],
-                 failing: dict[str, int] | None = None) -> None:
+                 failing: dict[str, int] | None = None, not_starting: str | None = None) -> None:
         self.plan = plan
         self.seconds = seconds
         self.failing = failing or {}
+        self.not_starting = not_starting
         self.outcomes = OutcomeLog()
         self.starts: list[str] = []
         self.requests: list[tuple[str, str]] = []
@@ -129,6 +130,8 @@ class ScriptedArms:
 
     def start(self, arm_id: str = "b0") -> _Engine:
         self.starts.append(arm_id)
+        if arm_id == self.not_starting:
+            raise EngineStartError(f"{arm_id} not healthy after 60 s")
         return _Engine(arm_id)
 
     def request(self, engine: _Engine, arm_id: str, *, kind: str, index: int,
@@ -204,6 +207,32 @@ def test_a_failed_b0_decides_every_candidate_and_starts_nothing_more(plan: Track
         assert check["reason"] == "baseline_request_failed"
     assert arms.notes == [f"5s-lossless {', '.join(THREE)}: latency protocol ended after "
                           f"b0#{first_b0}; {12 - first_b0 - 1} instance(s) not started"]
+
+
+def test_an_engine_that_does_not_start_fails_only_its_own_scenario(plan: TrackPlan) -> None:
+    arms = ScriptedArms(plan, SECONDS, not_starting="reduction-order")
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossless", THREE)
+    # The first candidate's scenario runs the schedule; reduction-order's start failure is not
+    # its error.
+    assert _judge(arms, schedules, "lossless-text-kv")["latency"].verdict == "supported"
+    with pytest.raises(EngineStartError, match="reduction-order not healthy"):
+        _judge(arms, schedules, "reduction-order")
+    assert _judge(arms, schedules, "mislabelled-cache")["status"] == "pass"
+    # Started once, never retried; the schedule ran once.
+    assert arms.starts.count("reduction-order") == 1
+    assert arms.starts.count(BASELINE) == 3
+
+
+def test_a_b0_that_does_not_start_fails_every_scenario_of_the_schedule(
+        plan: TrackPlan) -> None:
+    arms = ScriptedArms(plan, SECONDS, not_starting=BASELINE)
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossless", THREE)
+    for candidate in THREE:
+        with pytest.raises(EngineStartError, match="b0 not healthy"):
+            _judge(arms, schedules, candidate)
+    assert arms.starts.count(BASELINE) == 1
 
 
 def test_with_one_candidate_a_decided_candidate_ends_the_protocol(plan: TrackPlan) -> None:
