@@ -56,6 +56,19 @@ def _gone_within(run_id: str, seconds: float) -> list[int]:
     return left
 
 
+def _exited(pid: int, seconds: float) -> None:
+    """Wait until `pid` has exited (gone, or a zombie no one reaped: it runs nothing more)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"pid {pid} still running after {seconds:g} s")
+
+
 def _kill_all(pids: list[int]) -> None:
     for pid in pids:  # by pid, never by name
         try:
@@ -114,11 +127,19 @@ def test_next_run_stops_and_reports_what_a_dead_run_left(tmp_path: Path) -> None
                    if "ref2va_accept.leftovers" in (p.info["cmdline"] or [])
                    and f"{run.name}/" in (p.info["cmdline"] or [])]
         assert len(reapers) == 1
+        # The stubborn worker is the run's process whose parent is the run's engine.
+        running = tagged(run.name)
+        worker = next(p for p in running if psutil.Process(p).ppid() in running)
+        engine = psutil.Process(worker).ppid()
         _kill_all([proc.pid, *reapers])
         proc.wait()
-        time.sleep(2.0)  # the main engine has died of its parent's death; the worker has not
+        # The main engine dies of its parent's death; the worker does not. Wait until the
+        # engine has really exited (while it exits it could still stop its worker, and a loaded
+        # machine stretches that past any fixed sleep), so that what the next run finds and
+        # stops is only what the dead run left.
+        _exited(engine, 60)
         left = tagged(run.name)
-        assert len(left) == 1, left
+        assert left == [worker], (left, worker)
         second = tmp_path / "second"
         result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                             "--campaign", str(campaign_copy(second / "c", steps=CHEAP_STEPS)),
