@@ -17,6 +17,7 @@ import pytest
 from ..campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
 from ..errors import CampaignError, Ref2VAError
 from ..plan import TrackPlan
+from ..progress import scenario_item
 from .state import run_state
 
 CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
@@ -110,9 +111,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # this session runs (with a shared B0 they are interleaved in one schedule).
     covered: dict[str, list[str]] = {}
     for item in session.items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if item.get_closest_marker("perf") is not None and "candidate_id" in params:
-            covered.setdefault(str(params["track_id"]), []).append(str(params["candidate_id"]))
+        scenario = scenario_item(item)
+        if (item.get_closest_marker("perf") is not None and scenario.track is not None
+                and scenario.candidate is not None):
+            covered.setdefault(scenario.track, []).append(scenario.candidate)
     if covered:
         latency = run_state(session.config).latency
         for track_id, candidates in covered.items():
