@@ -17,46 +17,26 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
-
-def children_of() -> dict[int, list[int]]:
-    """Parent pid -> child pids, read from /proc."""
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            # The command may hold spaces and parentheses: the fields after its last ")" count.
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        tree.setdefault(int(fields[1]), []).append(int(entry.name))
-    return tree
-
-
-def descendants(roots: list[int]) -> list[int]:
-    tree = children_of()
-    found: list[int] = []
-    pending = list(roots)
-    while pending:
-        pid = pending.pop()
-        if pid in found:
-            continue
-        found.append(pid)
-        pending.extend(tree.get(pid, ()))
-    return found
+import psutil
 
 
 def widen(roots: list[int]) -> int:
     cpus = os.sched_getaffinity(0)
+    processes: list[psutil.Process] = []
+    for pid in roots:
+        try:
+            root = psutil.Process(pid)
+            processes += [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue  # ended meanwhile
     failed = 0
-    for pid in descendants(roots):
+    for process in processes:
         # Every thread of a process has its own mask (torch's, xdist's): set each one.
         try:
-            threads = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
-        except OSError:
-            continue  # ended meanwhile
+            threads = [thread.id for thread in process.threads()]
+        except psutil.NoSuchProcess:
+            continue
         for tid in threads:
             try:
                 os.sched_setaffinity(tid, cpus)
@@ -64,7 +44,8 @@ def widen(roots: list[int]) -> int:
                 continue
             except OSError as exc:
                 failed += 1
-                print(f"cpu_affinity: cannot widen pid {pid} thread {tid}: {exc}", file=sys.stderr)
+                print(f"cpu_affinity: cannot widen pid {process.pid} thread {tid}: {exc}",
+                      file=sys.stderr)
     return 1 if failed else 0
 
 
