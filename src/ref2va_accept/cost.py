@@ -112,7 +112,8 @@ def campaign_costs(plans: Mapping[str, TrackPlan], expected: Mapping[DurationCla
         for index, arm in enumerate(plan.candidates):
             cost = candidate_cost(plan, arm.id, expected)
             if shared and index:
-                b0_starts = sum(1 for a in sequence(plan.latency, arm.id) if a == BASELINE)
+                # A shared B0 is the instance design (the schema says so): N B0 instances.
+                b0_starts = plan.latency.instances_per_arm or 0
                 cost = replace(cost, starts=cost.starts - b0_starts, b0=Requests(0, 0))
             costs.append(cost)
     return costs
