@@ -64,12 +64,14 @@ def encode_mp4(media: GeneratedMedia, check: Callable[[], None] = lambda: None) 
         frames_written = 0
         # One converter for the whole clip: ``VideoFrame.reformat`` builds a new swscale context
         # for every frame (0.4 s of a 124-frame request under load); this one keeps its context
-        # while the frames' size and format stay the same, and gives the same pixels.
+        # while the frames' size and format stay the same, and gives the same pixels. Its slice
+        # threads must stay off: a reused context with swscale's automatic threads gave other bytes
+        # for the same clip now and then while another thread churned (5 clips in 150).
         to_yuv = VideoReformatter()
         for frames_written, rgb in enumerate(media.frames, start=1):
             check()
             frame = to_yuv.reformat(av.VideoFrame.from_ndarray(rgb, format="rgb24"),
-                                    format="yuv420p")
+                                    format="yuv420p", threads=1)
             frame.pts = frames_written - 1
             frame.time_base = 1 / rate
             container.mux(video.encode(frame))

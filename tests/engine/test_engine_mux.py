@@ -3,6 +3,8 @@ those of converting each frame on its own (``VideoFrame.reformat``), which it di
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 from av.video.frame import VideoFrame
@@ -17,6 +19,7 @@ class PerFrame:
     """The converter as it was: ``VideoFrame.reformat``, a new swscale context per frame."""
 
     made = 0
+    seen: ClassVar[list[dict[str, object]]] = []
 
     def __init__(self) -> None:
         PerFrame.made += 1
@@ -24,6 +27,7 @@ class PerFrame:
 
     def reformat(self, frame: VideoFrame, **kwargs: str) -> VideoFrame:
         self.calls += 1
+        PerFrame.seen.append(dict(kwargs))
         return frame.reformat(**kwargs)
 
 
@@ -42,10 +46,13 @@ def test_one_converter_gives_the_bytes_of_one_per_frame(
 ) -> None:
     shared = mux.encode_mp4(media(22, sound=sound))
     with monkeypatch.context() as patch:
-        PerFrame.made = 0
+        PerFrame.made, PerFrame.seen = 0, []
         patch.setattr(mux, "VideoReformatter", PerFrame)
         per_frame = mux.encode_mp4(media(22, sound=sound))
         assert PerFrame.made == 1  # the patched converter is the one that ran
+        # A reused swscale context with its automatic slice threads gave other bytes now and
+        # then under load (5 clips in 150 while another thread churned): one thread, always.
+        assert [call.get("threads") for call in PerFrame.seen] == [1] * 22
     assert shared == per_frame
     # Different frames give different bytes: the comparison can fail.
     assert mux.encode_mp4(media(22, sound=sound, seed=6)) != shared
