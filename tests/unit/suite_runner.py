@@ -100,3 +100,20 @@ def only_run(evidence: Path) -> Path:
 def bundle(evidence: Path) -> dict[str, Any]:
     """The one run's evidence.json, validated against the published schema."""
     return read_bundle(only_run(evidence))
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.unit.suite_runner cheap-copy FOLDER``: write a CHEAP_STEPS copy of the
+    reference campaign into FOLDER (which must not hold one yet) and print its path. The
+    selftest runs the acceptance scenarios on it: they check the engine's contract and lifecycle
+    (a complete MP4, a 400, a cancelled job, a clean stop), none of which rests on the 50-step
+    output, and `./ref2va campaign` runs them on the campaign itself."""
+    if len(argv) != 2 or argv[0] != "cheap-copy":
+        print("usage: python -m tests.unit.suite_runner cheap-copy FOLDER", file=sys.stderr)
+        return 2
+    print(campaign_copy(Path(argv[1]), steps=CHEAP_STEPS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

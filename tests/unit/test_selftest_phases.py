@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.unit.suite_runner import ROOT
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT
 
 pytest_plugins = ["pytester"]
 
@@ -37,12 +38,20 @@ def _phase(pattern: str) -> list[str]:
     return shlex.split(found.group(0))[1:]
 
 
-def test_the_phases_run_exactly_the_serial_selftest() -> None:
+def test_the_phases_run_exactly_the_serial_selftest(tmp_path: Path) -> None:
     serial = re.search(r"SELFTEST_PATHS=\(([^)]*)\)", SCRIPT)
     assert serial, "./ref2va names the serial selftest's paths in SELFTEST_PATHS"
     everything = _collected(*serial.group(1).split())
     timed = _collected(*_phase(r"tests/unit -m timed"))
-    acceptance = _collected(*_phase(r"tests/acceptance"))
+    # The acceptance phase runs on the 4-step copy the script makes, as the script makes it.
+    copy = subprocess.run([sys.executable, "-m", "tests.unit.suite_runner", "cheap-copy",
+                           str(tmp_path / "c")], capture_output=True, text=True, cwd=ROOT,
+                          check=True).stdout.strip()
+    assert yaml.safe_load(Path(copy).read_text())["tracks"]["5s-lossless"]["request"][
+        "num_inference_steps"] == CHEAP_STEPS
+    acceptance_args = _phase(r'tests/acceptance --campaign "\$ACCEPTANCE_CAMPAIGN"')
+    acceptance = _collected(*[copy if a == "$ACCEPTANCE_CAMPAIGN" else a
+                              for a in acceptance_args])
     spread = _collected(*_phase(r'tests/unit tests/engine tests/contract -m "not timed"'))
     assert timed and acceptance and spread
     assert not timed & spread and not timed & acceptance and not spread & acceptance

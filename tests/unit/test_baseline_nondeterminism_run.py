@@ -1,0 +1,42 @@
+"""A B0 with unseeded noise in one denoising step makes a lossless track inconclusive: its
+candidates are never judged against noise.
+
+Out of test_lossless_suite.py (whose latency verdicts are measured, so it runs on a CPU of its
+own) since nothing here is timed, and on a 4-step copy of the campaign: the fault lands inside
+whatever steps a request has, and the check reads the comparison points, not the 50-step output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_copy, run_pytest
+
+
+def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in evidence["checks"] if c["arm"] == arm}
+
+
+def _verdict(evidence: dict[str, Any], candidate: str) -> dict[str, Any]:
+    return next(v for v in evidence["verdicts"] if v["candidate"] == candidate)
+
+
+def test_nondeterministic_baseline_makes_the_track_inconclusive(tmp_path: Path) -> None:
+    campaign = campaign_copy(tmp_path / "c", profile_args={"fault": "nondeterministic"},
+                             steps=CHEAP_STEPS)
+    evidence = tmp_path / "evidence"
+    result = run_pytest("tests/quality/test_lossless.py", "-m", "lossless and 5s",
+                        "-k", "baseline or lossless-text-kv", "--campaign", str(campaign),
+                        "--evidence-dir", str(evidence), timeout=600)
+    assert result.returncode == 1
+    assert "INCONCLUSIVE" in result.stdout
+    found = bundle(evidence)
+    check = _checks(found, "b0")["baseline_determinism"]
+    assert check["status"] == "fail" and check["reason"] == "baseline_nondeterministic"
+    assert "dit.step" in check["detail"]
+    verdict = _verdict(found, "lossless-text-kv")
+    assert verdict["verdict"] == "inconclusive"
+    assert "baseline_nondeterministic" in verdict["reasons"]
+    # Never judged against noise: the candidate was not even started.
+    assert not [i for i in found["instances"] if i["arm"] == "lossless-text-kv"]
