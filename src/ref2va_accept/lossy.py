@@ -35,7 +35,7 @@ from .media import probe
 from .quality.audio import compare_audio_files
 from .quality.fidelity import compare_videos
 from .quality.pipeline import score_video
-from .quality.registry import Score
+from .quality.registry import SCORERS, Score, ScorerError, error_score
 from .quality.scoring import RelativeError, check_comparable, relative_errors
 from .timed_output import lossy_timed_output_check
 from .verdicts import CheckResult, GateChecks
@@ -55,14 +55,28 @@ class ScoredOutcome:
 WITHIN, BROKEN, OPEN = "within", "broken", "open"
 
 
+# What score_video scores (fidelity is judged apart, against B0): a scoring failure puts each of
+# these in error rather than leaving them missing.
+_VIDEO_SCORERS = tuple(info for info in SCORERS.values() if info.kind != "fidelity")
+
+
 def _score(arms: Arms, outcome: Outcome) -> tuple[Score, ...]:
     if not outcome.complete or outcome.media_path is None:
         return ()
     plan = arms.plan
     scoring = plan.lossy
-    return tuple(score_video(outcome.media_path,
-                             reference_image=plan.inputs.reference_image.path,
-                             weights=dict(scoring.weights), weight_pins=dict(scoring.weight_pins)))
+    try:
+        return tuple(score_video(outcome.media_path,
+                                 reference_image=plan.inputs.reference_image.path,
+                                 weights=dict(scoring.weights),
+                                 weight_pins=dict(scoring.weight_pins)))
+    except ScorerError as exc:
+        # No scorer error escapes the gate: every dimension of this output is in error with the
+        # reason, so the gate (or B0's spread) is open, never a crash and never a pass.
+        reason = f"scoring failed: {exc}"
+        log.warning("%s %s seed %s: %s", plan.track_id, outcome.sample.arm, outcome.sample.seed,
+                    reason)
+        return tuple(error_score(info, reason) for info in _VIDEO_SCORERS)
 
 
 def _run_seeds(arms: Arms, arm_id: str, seeds: Sequence[int],

@@ -36,6 +36,7 @@ from ref2va_accept.lock import (
     verify,
 )
 from ref2va_accept.plan import plan_track
+from ref2va_accept.weight_names import WEIGHT_DIMENSIONS, WEIGHT_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "fixtures" / "campaigns"
@@ -386,6 +387,32 @@ def test_profile_flag_with_dashes_rejected(tmp_path: Path) -> None:
         load_profile(path)
 
 
+def test_unknown_scorer_weights_name_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
+    data = _campaign()
+    # What the 910C campaign once said: one key for CLIP ViT-L/14 and the LAION head together.
+    data["scorer_weights"] = {"dino_vitb16": {"path": "/m/dino.pt", "sha256": "0" * 64},
+                              "clip_vitl14_laion": {"path": "/m/clip.pt", "sha256": "1" * 64}}
+    message = _error(tmp_path, data)
+    assert "scorer_weights.clip_vitl14_laion" in message and "found 'clip_vitl14_laion'" in message
+    # Every name there is, with what it serves; the known key beside it is not blamed.
+    for name in WEIGHT_NAMES:
+        assert name in message
+    assert "laion_aesthetic (aesthetic_quality)" in message
+    assert "scorer_weights.dino_vitb16" not in message
+    data["scorer_weights"] = {n: {"path": f"/m/{n}.pt", "sha256": "0" * 64} for n in WEIGHT_NAMES}
+    load_campaign(_write(tmp_path, data))
+
+
+def test_weight_names_are_what_the_vbench_dimensions_read() -> None:
+    from ref2va_accept.quality.vbench import MODEL_DIMENSIONS
+
+    read: dict[str, set[str]] = {}
+    for dimension, (names, _) in MODEL_DIMENSIONS.items():
+        for name in names:
+            read.setdefault(name, set()).add(dimension)
+    assert {n: set(d) for n, d in WEIGHT_DIMENSIONS.items()} == read
+
+
 # --------------------------------------------------------------------------- shipped files
 
 
@@ -404,6 +431,8 @@ def test_shipped_910c_loads_with_host_fields_unfilled() -> None:
         for f in rest)
     assert loaded.profile(loaded.model.baseline).declared == "baseline"
     assert verify(SHIPPED / "910c.yaml").cap_reason is not None
+    # Every model file a VBench dimension reads is named (to be filled in), and nothing else.
+    assert set(loaded.model.scorer_weights) == set(WEIGHT_NAMES)
 
 
 def test_shipped_reference_campaign_loads() -> None:

@@ -20,6 +20,7 @@ from pydantic import (
 from ref2va_accept.device_memory import MemoryRelease
 from ref2va_accept.engine_kinds import EngineKindName, engine_kind
 from ref2va_accept.identity import SourcePin, pin_violations
+from ref2va_accept.weight_names import WEIGHT_NAMES, unknown_weight_message
 
 from .fields import (
     DurationClass,
@@ -252,8 +253,9 @@ class Campaign(StrictModel):
     tracks: dict[TrackId, Track] = Field(min_length=1)
     protocol: Protocol
     budget: Budget
-    # Model files of the VBench scorers by name (dino_vitb16, clip_vitb32, ...), on the host's
-    # disk; a scorer whose weights are absent leaves its dimension open.
+    # Model files of the VBench scorers by name (dino_vitb16, clip_vitb32, ...: weight_names.py),
+    # on the host's disk; a scorer whose weights are absent leaves its dimension open. A name no
+    # scorer reads is refused here, not found out at B0's first score.
     scorer_weights: dict[str, ScorerWeights] = {}
 
     @model_validator(mode="after")
@@ -274,6 +276,8 @@ class Campaign(StrictModel):
             )  # fmt: skip
         for track_id, track in self.tracks.items():
             violations.extend(track_violations(track_id, track))
+        violations.extend((("scorer_weights", name), unknown_weight_message(name))
+                          for name in self.scorer_weights if name not in WEIGHT_NAMES)
         used = sorted({duration_class(t) for t in self.tracks})
         missing = [d for d in used if d not in self.protocol.timeouts]
         if missing:

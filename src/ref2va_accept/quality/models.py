@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from ref2va_accept.quality.imageops import U8
 from ref2va_accept.quality.registry import ScorerError, WeightIdentity, weight_identity
+from ref2va_accept.weight_names import WEIGHT_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,7 @@ __all__ = [
     "unpad",
 ]
 
-MODEL_NAMES = ("dino_vitb16", "clip_vitb32", "clip_vitl14", "laion_aesthetic", "musiq_spaq",
-               "dreamsim", "raft", "amt_s")
+MODEL_NAMES = WEIGHT_NAMES  # the campaign's scorer_weights keys (checked when it loads)
 _IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 _CLIP = ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
 F32 = npt.NDArray[np.float32]

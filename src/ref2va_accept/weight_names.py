@@ -1,0 +1,30 @@
+"""The model files the VBench scorers read, by the names a campaign's ``scorer_weights`` uses.
+
+Kept apart from :mod:`ref2va_accept.quality` (which loads OpenCV, scipy and torch) so that loading
+a campaign can check its keys without them. :data:`WEIGHT_DIMENSIONS` says which VBench
+dimensions each file serves, for the message that refuses an unknown key.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Each name is one file: an image tower, a head, a flow or interpolation network (the aesthetic
+# dimension needs two: CLIP ViT-L/14 and the LAION linear head on its embedding).
+WEIGHT_DIMENSIONS: Final[dict[str, tuple[str, ...]]] = {
+    "dino_vitb16": ("subject_consistency", "i2v_subject"),
+    "clip_vitb32": ("background_consistency",),
+    "clip_vitl14": ("aesthetic_quality",),
+    "laion_aesthetic": ("aesthetic_quality",),
+    "musiq_spaq": ("imaging_quality",),
+    "dreamsim": ("i2v_background",),
+    "raft": ("dynamic_degree",),
+    "amt_s": ("motion_smoothness",),
+}
+WEIGHT_NAMES: Final[tuple[str, ...]] = tuple(WEIGHT_DIMENSIONS)
+
+
+def unknown_weight_message(name: str) -> str:
+    """The line that refuses ``name``, listing the names there are and what each serves."""
+    known = "; ".join(f"{n} ({', '.join(dims)})" for n, dims in WEIGHT_DIMENSIONS.items())
+    return f"one of the scorers' weights names: {known}; found {name!r}"

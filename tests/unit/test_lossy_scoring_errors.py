@@ -1,0 +1,55 @@
+"""No scorer error escapes the lossy gate: a video that cannot be scored leaves every dimension
+in error with the reason, and the gate open (never a crash at B0, never a pass)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ref2va_accept import lossy
+from ref2va_accept.campaign import LossyGate
+from ref2va_accept.quality.registry import SCORERS, ScorerError, ok_score
+
+GATED = ["vbench.temporal_flickering", "proxy.subject_consistency.ssim"]
+
+
+def _arms_and_outcome(tmp_path: Path) -> tuple[Any, Any]:
+    media = tmp_path / "b0.mp4"
+    media.write_bytes(b"not scored here")
+    plan = SimpleNamespace(
+        track_id="5s-lossy",
+        lossy=SimpleNamespace(weights={}, weight_pins={}),
+        inputs=SimpleNamespace(reference_image=SimpleNamespace(path=tmp_path / "ref.png")))
+    outcome = SimpleNamespace(complete=True, media_path=media,
+                              sample=SimpleNamespace(arm="b0", seed=42))
+    return SimpleNamespace(plan=plan), outcome
+
+
+def test_a_scorer_error_puts_every_dimension_in_error_and_the_gate_open(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise ScorerError("b0.mp4: unknown weights name(s) clip_vitl14_laion")
+
+    monkeypatch.setattr(lossy, "score_video", broken)
+    arms, outcome = _arms_and_outcome(tmp_path)
+    scores = lossy._score(arms, outcome)  # returns; nothing raised
+    assert {s.scorer.id for s in scores} == {i for i, info in SCORERS.items()
+                                             if info.kind != "fidelity"}
+    assert all(s.status == "error" and s.value is None for s in scores)
+    assert all("scoring failed: b0.mp4: unknown weights name(s)" in s.detail for s in scores)
+    # Against a B0 that scored, each gated dimension is open: the gate cannot decide.
+    gate = LossyGate(gated=GATED)
+    baseline = [ok_score(SCORERS[i], 0.9) for i in GATED]
+    errors = lossy._errors(scores, baseline, gate)
+    assert errors and all(lossy.decide(e, gate.threshold) == lossy.OPEN for e in errors)
+
+
+def test_a_video_that_scores_is_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same path without a failure gives the scorer's values, untouched.
+    scored = [ok_score(SCORERS[i], 0.5) for i in GATED]
+    monkeypatch.setattr(lossy, "score_video", lambda *_, **__: scored)
+    arms, outcome = _arms_and_outcome(tmp_path)
+    assert lossy._score(arms, outcome) == tuple(scored)
