@@ -442,3 +442,37 @@ def test_cli_score_without_audio_on_one_side_is_not_comparable(
     payload = json.loads(capsys.readouterr().out)
     assert any("audio stream present in only one" in p for p in payload["precondition_problems"])
     assert "audio_comparison" not in payload and payload["audio"]["status"] == "ok"
+
+
+def _exif_rotated_jpeg(path: Path) -> np.ndarray:
+    """A 64x32 (w x h) JPEG whose EXIF says to show it rotated a quarter turn (orientation 6),
+    as a phone writes a portrait photo; returns its stored pixels."""
+    from PIL import Image
+
+    stored = np.zeros((32, 64, 3), np.uint8)
+    stored[:, :32] = (200, 30, 30)
+    stored[:, 32:] = (30, 30, 200)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 CW to display
+    Image.fromarray(stored).save(path, "JPEG", quality=95, exif=exif)
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def test_reference_image_is_read_as_vbench_reads_it_without_exif_rotation(tmp_path: Path) -> None:
+    import cv2
+
+    from ref2va_accept.quality.consistency import load_reference_image
+
+    path = tmp_path / "portrait.jpg"
+    stored = _exif_rotated_jpeg(path)
+    # OpenCV applies the EXIF orientation (what the loader did before): 32 wide, 64 high.
+    assert cv2.imread(str(path), cv2.IMREAD_COLOR).shape[:2] == (64, 32)
+    loaded = load_reference_image(path)
+    assert loaded.shape == (32, 64, 3) and loaded.dtype == np.uint8
+    assert np.array_equal(loaded, stored)
+    # A file that is not an image is one line naming it.
+    bad = tmp_path / "notes.jpg"
+    bad.write_text("not an image")
+    with pytest.raises(MediaError, match=r"notes\.jpg: cannot read as an image"):
+        load_reference_image(bad)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 from ref2va_accept.errors import MediaError
 from ref2va_accept.quality import imageops
@@ -37,13 +38,20 @@ SCENE_CUT_CORRELATION = 0.5
 
 
 def load_reference_image(path: Path) -> U8:
+    """The reference image as VBench++ reads it (``Image.open`` in its i2v dimensions): PIL, with
+    no EXIF orientation applied, so an EXIF-rotated JPEG keeps its stored size (OpenCV's imread,
+    used before, turned a 1344x768 one into 768x1344). Converted to RGB (VBench++ would feed a
+    grey or RGBA image as is, which its transforms do not take)."""
     path = Path(path)
     if not path.is_file():
         raise MediaError(f"{path.name}: reference image not found")
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if bgr is None:
-        raise MediaError(f"{path.name}: cannot read as an image (expected PNG or JPEG)")
-    return np.asarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), np.uint8)
+    try:
+        with Image.open(path) as image:
+            rgb = np.asarray(image.convert("RGB"), np.uint8)
+    except (UnidentifiedImageError, OSError) as exc:
+        raise MediaError(f"{path.name}: cannot read as an image (expected PNG or JPEG): "
+                         f"{' '.join(str(exc).split())}") from None
+    return np.ascontiguousarray(rgb)
 
 
 class ReferenceConsistency:
