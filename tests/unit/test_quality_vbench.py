@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ref2va_accept.quality import score_frames
+from ref2va_accept.quality.models import load_model
 from ref2va_accept.quality.registry import Score
 from ref2va_accept.quality.vbench import (
     clamped_cosine,
@@ -236,3 +237,24 @@ def test_unloadable_weights_file_is_an_error_not_a_crash(tmp_path: Path) -> None
         "vbench.dynamic_degree"]
     assert score.status == "error" and "raft.pt" in score.detail
     assert math.isnan(float("nan"))  # the run itself went on
+
+
+@_torchscript
+def test_model_scores_say_what_they_were_made_with(tmp_path: Path) -> None:
+    model = _script(_MeanColour(), tmp_path / "dino.pt")
+    ref = np.full((16, 24, 3), [10, 200, 30], np.uint8)
+    frames = [np.full((32, 48, 3), c, np.uint8) for c in ([10, 200, 30], [200, 10, 30])]
+    scores = _by_id(score_frames(frames, fps=24, reference_image=ref,
+                                 weights={"dino_vitb16": model}))
+    subject = scores["vbench.subject_consistency"].extra["made_with"]
+    # The fake has no parameters; its inputs are float32 on the CPU, as every model's are.
+    assert subject == {"models": {"dino_vitb16": {"parameters": None, "inputs": "float32",
+                                                  "device": "cpu"}},
+                       "frame_resize_antialias": False}
+    i2v = scores["vbench.i2v_subject"].extra["made_with"]
+    assert i2v["frame_resize_antialias"] is True and "no EXIF" in i2v["reference_resize"]
+    # A model with weights records their dtype.
+    linear = _script(torch.nn.Linear(4, 4).to(torch.float64), tmp_path / "lin.pt")
+    assert load_model("raft", linear).made_with()["parameters"] == "float64"
+    # Flicker needs no model: nothing to record.
+    assert "made_with" not in scores["vbench.temporal_flickering"].extra

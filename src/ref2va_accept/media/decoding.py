@@ -31,6 +31,7 @@ __all__ = [
     "DecodedAudio",
     "decode_audio",
     "decode_frames",
+    "decoder_record",
     "iter_audio_chunks",
     "iter_video_frames",
     "keep_frame_buffers",
@@ -75,6 +76,31 @@ def keep_frame_buffers() -> bool:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, 64 << 20)) and bool(mallopt(_M_TRIM_THRESHOLD,
                                                                      128 << 20))
+
+
+# FFmpeg's AVColorSpace values as swscale reads them: a BT.709 tag decodes with BT.709's matrix,
+# and an untagged (unspecified) stream with BT.601's, swscale's default.
+_COLOUR_MATRIX = {0: "RGB", 1: "BT.709", 2: "BT.601 (untagged)", 4: "FCC", 5: "BT.601",
+                  6: "BT.601", 7: "SMPTE 240M", 9: "BT.2020", 10: "BT.2020"}
+
+
+def decoder_record(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """How :func:`iter_video_frames` turns this file's pictures into RGB: the library and its
+    FFmpeg, and the colour matrix the stream's tag selects. Upstream VBench decodes with OpenCV,
+    whose 4.x releases (what its numpy<2 pin gets) use BT.601 whatever the tag says."""
+    with av.open(str(path)) as container:
+        if not container.streams.video:
+            raise MediaContentError(f"{Path(path).name}: expected a video stream, found none")
+        context = container.streams.video[0].codec_context
+        space = int(context.colorspace)
+        tagged_range = {1: "limited", 2: "full"}.get(int(context.color_range), "unspecified")
+    ffmpeg = getattr(av, "ffmpeg_version_info", None)
+    return {"library": "PyAV", "pyav": av.__version__, "ffmpeg": str(ffmpeg) if ffmpeg else None,
+            "to_rgb24": "swscale, one context per file",
+            "colour_matrix": _COLOUR_MATRIX.get(space, f"AVColorSpace {space}"),
+            # PyAV's reformat hands swscale an unspecified source range: limited (MPEG) range,
+            # whatever the stream's range tag (recorded beside it) says.
+            "range": "limited", "stream_range": tagged_range}
 
 
 def iter_video_frames(path: str | os.PathLike[str]) -> Iterator[np.ndarray]:

@@ -82,6 +82,13 @@ class LoadedModel:
     name: str
     identity: WeightIdentity
     module: Any  # torch.jit.ScriptModule; typed loosely so the judge imports without torch
+    # What its scores are made with, for the evidence: the dtype of its parameters (None: it has
+    # none) and where it runs. Its inputs are always float32 (upstream runs CLIP in fp16 on GPU).
+    parameters_dtype: str | None = None
+    device: str = "cpu"
+
+    def made_with(self) -> dict[str, Any]:
+        return {"parameters": self.parameters_dtype, "inputs": "float32", "device": self.device}
 
     def __call__(self, *inputs: Any) -> F32:
         import torch  # noqa: PLC0415 - the judge imports torch only when a model is used
@@ -113,8 +120,10 @@ def load_model(name: str, path: Path) -> LoadedModel:
         raise ScorerError(f"{name}: {path.name} is not a loadable TorchScript file: "
                           f"{' '.join(str(exc).split())[:200]}") from None
     module.eval()
+    dtypes = [str(t.dtype).removeprefix("torch.")
+              for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()]
     log.info("loaded %s from %s (sha256 %s)", name, path.name, identity.sha256[:12])
-    return LoadedModel(name, identity, module)
+    return LoadedModel(name, identity, module, parameters_dtype=dtypes[0] if dtypes else None)
 
 
 def _tensor(frame: U8) -> Any:

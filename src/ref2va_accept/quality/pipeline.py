@@ -7,6 +7,7 @@ before an odd one, the sampled frame before this one).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import queue
@@ -18,6 +19,7 @@ from typing import Any
 
 from ref2va_accept.errors import MediaContentError
 from ref2va_accept.media import iter_video_frames, open_mp4
+from ref2va_accept.media.decoding import decoder_record
 from ref2va_accept.quality import consistency, proxies, vbench
 from ref2va_accept.quality.frames import FrameView
 from ref2va_accept.quality.imageops import U8
@@ -167,6 +169,10 @@ def score_video_counted(path: str | os.PathLike[str], *, reference_image: Path |
                               weight_pins=weight_pins, include_proxies=include_proxies)
     except ScorerError as exc:
         raise ScorerError(f"{Path(path).name}: {exc}") from None
+    # Every score says how its frames were decoded (the colour matrix moves flicker by ~0.07%).
+    decoded_with = decoder_record(path)
+    scores = [dataclasses.replace(s, extra={**s.extra, "decoded_with": decoded_with})
+              for s in scores]
     return ScoredVideo(scores, decoded, declared)
 
 
