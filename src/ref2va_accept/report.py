@@ -17,16 +17,34 @@ from typing import Any
 
 from .evidence import EvidenceBundle
 from .report_cells import TABLE, VERDICT_COLOURS, cells, number
-from .report_latency import latency_tables_html
+from .report_latency import latency_cell, latency_tables_html
 
 __all__ = ["audio_comparison_text", "number", "summary_html"]
 
 
 
+# pytest-html draws its environment table above everything else; the report puts the verdicts
+# first and the environment after them (environment_html), so that one is hidden.
+FIRST = "<style>#environment-header, #environment { display: none; }</style>"
+
+
 def summary_html(bundle: EvidenceBundle) -> str:
-    return (verdict_table_html(bundle) + host_html(bundle) + latency_tables_html(bundle)
-            + lossy_tables_html(bundle) + comparison_tables_html(bundle)
-            + samples_table_html(bundle))
+    return (FIRST + verdict_table_html(bundle) + environment_html(bundle) + host_html(bundle)
+            + latency_tables_html(bundle) + lossy_tables_html(bundle)
+            + comparison_tables_html(bundle) + samples_table_html(bundle))
+
+
+def environment_html(bundle: EvidenceBundle) -> str:
+    """The judge's environment as the evidence recorded it (no host names, no paths)."""
+    env = bundle.data.get("environment") or {}
+    packages = env.get("packages") or {}
+    rows = [("Python", f"{env.get('python')} ({env.get('implementation')})"),
+            ("Platform", f"{env.get('system')} {env.get('machine')}"),
+            ("Packages", ", ".join(f"{k} {v}" for k, v in sorted(packages.items()) if v) or "-"),
+            ("ref2va-accept", str(bundle.data.get("harness_version")))]
+    return ("<h3>Environment</h3>"
+            f"<table class='ref2va-environment' {TABLE}>"
+            + "".join(f"<tr>{cells(row)}</tr>" for row in rows) + "</table>")
 
 
 def host_html(bundle: EvidenceBundle) -> str:
@@ -75,6 +93,8 @@ def not_applicable(checks: Mapping[Any, str]) -> list[str]:
 def verdict_table_html(bundle: EvidenceBundle) -> str:
     campaign = bundle.data.get("campaign") or {}
     freeze = campaign.get("freeze", {})
+    latency = {(c["track"], c["arm"]): c for c in bundle.data["checks"]
+               if c["name"] == "latency_ratio"}
     rows = []
     for v in bundle.verdicts:
         colour = VERDICT_COLOURS[v.verdict]
@@ -82,6 +102,7 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
             "<tr>"
             f"<td>{html.escape(v.track)}</td><td>{html.escape(v.candidate or '(none)')}</td>"
             f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}</td>"
+            f"<td>{latency_cell(latency.get((v.track, v.candidate)))}</td>"
             f"<td>{html.escape(', '.join(v.reasons))}</td>"
             f"<td>{html.escape(', '.join(v.open_checks)) or '-'}</td>"
             f"<td>{html.escape(', '.join(not_applicable(v.checks))) or '-'}</td>"
@@ -105,7 +126,8 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
                   for n in bundle.data.get("notes", []))
         + "<table class='ref2va-verdicts' border='1' cellpadding='4' "
         "style='border-collapse:collapse'>"
-        "<tr><th>track</th><th>candidate</th><th>verdict</th><th>reasons</th>"
+        "<tr><th>track</th><th>candidate</th><th>verdict</th>"
+        "<th>latency: ratio of medians [interval] vs target</th><th>reasons</th>"
         "<th>open checks</th><th>not applicable</th><th>note</th></tr>"
         + "".join(rows)
         + "</table><p>Evidence: evidence.json beside this report.</p>"

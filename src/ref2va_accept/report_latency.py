@@ -54,6 +54,89 @@ def _instances_table(instances: Sequence[Mapping[str, Any]], candidate: str) -> 
             + "</tr>" + "".join(rows) + "</table>")
 
 
+ARM_COLOURS = {"b0": "#57606a", "candidate": "#bc4c00"}
+
+
+def latency_svg(instances: Sequence[Mapping[str, Any]], candidate: str) -> str:
+    """Every request of the comparison as a point: x is the instance's position in the order it
+    was started (B0's before and after the candidate's show), y its latency; warm-ups hollow,
+    measured requests filled, caching-probe requests as crosses. Inline SVG, no script."""
+    points: list[tuple[float, float, str, str]] = []  # x, seconds, arm, kind
+    offsets = {"warm-up": -0.3, "measured": 0.0, "distinct": 0.25}
+    positions: list[float] = []
+    for index, instance in enumerate(instances):
+        position = instance.get("position")
+        x = float(position) if isinstance(position, (int, float)) else float(index)
+        arm = "b0" if instance.get("arm") == "b0" else "candidate"
+        positions.append(x)
+        for kind, key in (("warm-up", "warmups_s"), ("measured", "measured_s"),
+                          ("distinct", "distinct_s")):
+            values = [v for v in instance.get(key) or [] if isinstance(v, (int, float))]
+            for j, value in enumerate(values):
+                points.append((x + offsets[kind] + j * 0.1, float(value), arm, kind))
+    if not points:
+        return ""
+    width, height, left, bottom, top = 440, 180, 44, 30, 8
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1 = min(xs) - 0.5, max(xs) + 0.5
+    y1 = max(ys) * 1.08
+    sx = (width - left - 8) / ((x1 - x0) or 1.0)
+    sy = (height - bottom - top) / (y1 or 1.0)
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        return left + (x - x0) * sx, height - bottom - y * sy
+
+    marks = []
+    for x, y, arm, kind in points:
+        px, py = at(x, y)
+        colour = ARM_COLOURS[arm]
+        title = f"<title>{html.escape('B0' if arm == 'b0' else candidate)} {kind} {y:.3f} s</title>"
+        if kind == "distinct":
+            marks.append(f"<path d='M{px - 3:.1f},{py - 3:.1f}l6,6m0,-6l-6,6' stroke='{colour}'>"
+                         f"{title}</path>")
+        else:
+            fill = colour if kind == "measured" else "none"
+            marks.append(f"<circle cx='{px:.1f}' cy='{py:.1f}' r='3' stroke='{colour}' "
+                         f"fill='{fill}'>{title}</circle>")
+    ticks = []
+    for fraction in (0.0, 0.5, 1.0):
+        value = y1 / 1.08 * fraction
+        _, py = at(x0, value)
+        ticks.append(f"<text x='{left - 4}' y='{py + 3:.1f}' text-anchor='end' "
+                     f"font-size='9'>{value:.1f}</text>")
+    base_y = height - bottom
+    for x in positions:
+        px, _ = at(x, 0.0)
+        ticks.append(f"<text x='{px:.1f}' y='{base_y + 10}' text-anchor='middle' "
+                     f"font-size='9'>{x:g}</text>")
+    label = f"latency per request of B0 and {candidate}, by instance in start order"
+    return (f"<svg class='ref2va-latency-chart' width='{width}' height='{height}' role='img' "
+            f"aria-label='{html.escape(label)}' style='border:1px solid #ccc'>"
+            f"<line x1='{left}' y1='{base_y}' x2='{width - 8}' y2='{base_y}' stroke='#999'/>"
+            f"<line x1='{left}' y1='{top}' x2='{left}' y2='{base_y}' stroke='#999'/>"
+            + "".join(ticks) + "".join(marks)
+            + f"<text x='{left}' y='{height - 6}' font-size='9'>instances in start order; s; "
+            f"<tspan fill='{ARM_COLOURS['b0']}'>B0</tspan> / "
+            f"<tspan fill='{ARM_COLOURS['candidate']}'>{html.escape(candidate)}</tspan>; "
+            "hollow warm-up, filled measured, x caching probe</text></svg>")
+
+
+def latency_cell(check: Mapping[str, Any] | None) -> str:
+    """The verdict table's latency cell: ratio of medians, interval and target, or why none."""
+    if check is None:
+        return "-"
+    data = check.get("data") or {}
+    latency = data.get("interval")
+    if not isinstance(latency, Mapping):
+        reason = check.get("reason") or "no interval"
+        return f"<span style='color:#9a6700'>not decided: {html.escape(str(reason))}</span>"
+    interval = latency.get("interval") or {}
+    colour = VERDICT_COLOURS.get(str(latency.get("verdict")), "#000")
+    return (f"<span style='color:{colour}'>{number(latency.get('ratio_of_medians'), '.3f')} "
+            f"[{number(interval.get('lower'), '.3f')}, {number(interval.get('upper'), '.3f')}]"
+            f" vs {number(latency.get('target'), 'g')}</span>")
+
+
 def _spread_text(data: Mapping[str, Any]) -> str:
     b0 = data.get("b0_spread") or {}
     cand = data.get("candidate_spread") or {}
@@ -106,5 +189,6 @@ def latency_tables_html(bundle: EvidenceBundle) -> str:
             + f"</h4><p>{_interval_text(data)}<br><small>{html.escape(_unit_text(data))}; "
             f"{html.escape(warm)}</small><br>{html.escape(_spread_text(data))}</p>"
             f"<p>{html.escape(check.get('detail') or '')}</p>"
+            + latency_svg(data.get("instances") or [], check["arm"])
             + _instances_table(data.get("instances") or [], check["arm"]))
     return ("<h3>Latency: instances and intervals</h3>" + "".join(parts)) if parts else ""

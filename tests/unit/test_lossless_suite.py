@@ -12,6 +12,9 @@ which must make the track inconclusive, is test_baseline_nondeterminism_run.py: 
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +136,48 @@ def test_report_shows_verdicts_and_the_point_table(five_second_run: Any) -> None
     report = (five_second_run[2] / "report.html").read_text()
     assert "Comparison points" in report
     assert "reduction-order" in report and "dit.step000" in report and "FAILED" in report
+
+
+def _chromium() -> str:
+    """The machine's Chromium (Debian's package; never a downloaded browser). `.ci/run` installs
+    it and sets REF2VA_REQUIRE_BROWSER=1, so that in CI its absence fails instead of skipping."""
+    required = os.environ.get("REF2VA_REQUIRE_BROWSER") == "1"
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if importlib.util.find_spec("playwright") is None:
+        found = None
+    if found is None:
+        if required:
+            pytest.fail("REF2VA_REQUIRE_BROWSER=1 but no chromium (or no playwright) here")
+        pytest.skip("no chromium on this machine: the report's browser check did not run")
+    return found
+
+
+def test_report_renders_in_a_browser_with_the_verdicts_first(five_second_run: Any) -> None:
+    from playwright.sync_api import sync_playwright
+
+    report = five_second_run[2] / "report.html"
+    errors: list[str] = []
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(report.as_uri())
+            page.wait_for_load_state("load")
+            # pytest-html's script ran: it draws the results table from the report's data.
+            assert page.locator("#results-table tbody.results-table-row").count() >= 10
+            visible = page.evaluate(
+                "() => Array.from(document.querySelectorAll('table'))"
+                ".filter(t => t.getClientRects().length > 0)"
+                ".map(t => [t.id || t.className, t.getBoundingClientRect().top])")
+            # The first table a reviewer sees is the verdict table, on the first screen.
+            assert visible[0][0] == "ref2va-verdicts" and visible[0][1] < 900, visible[:3]
+            assert "environment" not in [name for name, _ in visible]
+            verdicts = page.locator("table.ref2va-verdicts").inner_text()
+            assert "SUPPORTED" in verdicts and "vs 0.5" in verdicts
+            # The latency comparisons are drawn, one chart per candidate.
+            assert page.locator("svg.ref2va-latency-chart").count() == 3
+        finally:
+            browser.close()
+    assert errors == []

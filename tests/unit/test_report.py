@@ -151,3 +151,52 @@ def test_the_verdict_table_shows_not_applicable_checks_as_such(tmp_path: Path) -
     page = verdict_table_html(bundle)
     assert "<th>not applicable</th>" in page
     assert "<td>lossy_gate</td><td>resource_interference</td>" in page  # open, then n/a
+
+
+def test_the_verdict_table_carries_each_latency_interval_and_comes_before_the_environment(
+        tmp_path: Path) -> None:
+    from ref2va_accept.latency import InstanceRun, judge_latency
+    from tests.unit.test_latency_judgement import INSTANCE, _run
+
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    runs = [_run("b0", [300], warmups=[340, 305]), _run("fast", [140], [150]),
+            _run("b0", [310]), _run("fast", [139]), _run("b0", [295]), _run("fast", [142])]
+    for check in judge_latency("5s-lossless", "fast", runs, INSTANCE):
+        bundle.add_check(check)
+    unsteady: list[InstanceRun] = [_run("b0", [], warmups=[400, 300, 250, 200], steady=False)]
+    for check in judge_latency("15s-lossless", "fast", unsteady, INSTANCE):
+        bundle.add_check(check)
+    bundle.verdicts = [
+        TrackVerdict("5s-lossless", "fast", "supported", ("latency_supported",), (), {}),
+        TrackVerdict("15s-lossless", "fast", "inconclusive", ("warmup_not_steady",), (), {}),
+        TrackVerdict("5s-lossy", "other", "failed", ("quality_gate_failed",), (), {})]
+    table = verdict_table_html(bundle)
+    assert "<th>latency: ratio of medians [interval] vs target</th>" in table
+    assert "0.467 [0.448, 0.481] vs 0.5</span></td>" in table  # supported, in its colour
+    assert "not decided: warmup_not_steady" in table
+    assert "<td>FAILED</td>" not in table and table.count("<td>-</td>") >= 1  # no latency check
+    page = summary_html(bundle)
+    # pytest-html's own environment table is hidden; the report's comes after the verdicts.
+    assert page.startswith("<style>#environment-header, #environment { display: none; }")
+    assert page.index("Verdicts per track") < page.index("<h3>Environment</h3>") \
+        < page.index("Latency: instances")
+    assert str(tmp_path) not in page
+
+
+def test_the_latency_chart_draws_every_request_by_instance_position() -> None:
+    from ref2va_accept.report_latency import latency_svg
+
+    instances = [
+        {"arm": "b0", "position": 0, "warmups_s": [7.0, 6.5], "measured_s": [6.6],
+         "distinct_s": []},
+        {"arm": "fast", "position": 1, "warmups_s": [2.5, 2.2], "measured_s": [2.1],
+         "distinct_s": [2.0]},
+        {"arm": "b0", "position": 2, "warmups_s": [7.1, 6.8], "measured_s": [6.7],
+         "distinct_s": []}]
+    svg = latency_svg(instances, "fast")
+    assert svg.startswith("<svg class='ref2va-latency-chart'")
+    assert svg.count("<circle") == 9  # 6 warm-ups and 3 measured, each a point
+    assert svg.count("fill='none'") == 6 and svg.count("<path") == 1  # hollow; one probe cross
+    assert "B0 measured 6.600 s" in svg and "fast distinct 2.000 s" in svg
+    assert ">0</text>" in svg and ">2</text>" in svg  # B0 before and after, by position
+    assert latency_svg([], "fast") == ""
