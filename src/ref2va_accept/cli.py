@@ -23,6 +23,7 @@ from .fill_points import fill_points, report_lines
 from .identity import HostProbes, preflight
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, probe
+from .merge import MergeRefused, merge
 from .plan import plan_campaign
 from .tensors import command as tensors_command
 
@@ -165,6 +166,15 @@ def _cmd_fill_points(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM if result.unfilled else EXIT_OK
 
 
+def _cmd_merge(args: argparse.Namespace) -> int:
+    output = args.output or Path(args.runs[0]).resolve().parent / (
+        "merge-" + "+".join(Path(r).resolve().name for r in args.runs))
+    report = merge(args.runs, output, allow_campaigns=args.allow_different_campaigns,
+                   allow_hosts=args.allow_different_hosts)
+    print(f"merged {len(args.runs)} runs side by side: {report} (and merge.json beside it)")
+    return EXIT_OK
+
+
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     sys.stdout.write("\n".join(calibration.run_command(args)) + "\n")
     return EXIT_OK
@@ -249,6 +259,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="server instances per arm the samples came from")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(run=_cmd_verdict)
+
+    p = sub.add_parser("merge", help="several runs' verdicts side by side in one report, each "
+                       "against its own B0 (never a ratio combined across runs)")
+    p.add_argument("runs", type=Path, nargs="+", metavar="RUN",
+                   help="a run folder (evidence/<run-id>) or its evidence.json")
+    p.add_argument("--output", type=Path, default=None, metavar="DIR",
+                   help="folder for report.html and merge.json (default: merge-<run ids> "
+                        "beside the first run)")
+    p.add_argument("--allow-different-campaigns", action="store_true",
+                   help="merge runs of different frozen campaigns (the report says so)")
+    p.add_argument("--allow-different-hosts", action="store_true",
+                   help="merge runs whose host identity differs (the report says so)")
+    p.set_defaults(run=_cmd_merge, problems=(MergeRefused,))
 
     p = sub.add_parser("calibrate", help="simulate the campaign's latency protocol: false "
                        "'supported' at the target and power, beside the older ABA design")

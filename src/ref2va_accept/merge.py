@@ -1,0 +1,226 @@
+"""`ref2va-accept merge RUN...`: several runs read side by side, never added up.
+
+Each run is judged against its own matched B0, measured in that run under the frozen protocol;
+a speed-up from one run and one from another are two findings, not one. So the merged report is
+a table per track with one column of verdicts per run, each cell that run's verdict, its latency
+ratio of medians and interval against the target and its reasons, and no number that combines
+runs. Runs of different frozen campaigns, or from hosts whose identity differs, are refused unless
+the caller says so (and the report then says it too): their verdicts answer different questions.
+
+Reads only the runs' ``evidence.json`` (already sanitized: no host names, users or paths) and
+writes ``report.html`` and ``merge.json`` into a folder of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import Ref2VAError
+from .report_cells import TABLE, VERDICT_COLOURS
+from .report_latency import latency_cell
+from .safe_write import atomic_write
+
+__all__ = ["MergeInputError", "MergeRefused", "Run", "load_run", "merge", "merged_html"]
+
+EVIDENCE = "evidence.json"
+
+
+class MergeInputError(Ref2VAError):
+    """A run that cannot be read: no evidence.json, not JSON, not a run's bundle."""
+
+
+class MergeRefused(Ref2VAError):
+    """Runs that may not be read side by side without being told to (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str  # the run folder's name (its run id), as the caller named it
+    data: Mapping[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.data.get("run_id"))
+
+    @property
+    def campaign(self) -> str:
+        """The frozen campaign it ran: its name and lock hash, or, unfrozen, its canonical
+        content's hash (two unfrozen runs of the same file still match)."""
+        campaign = self.data.get("campaign") or {}
+        freeze = campaign.get("freeze") or {}
+        lock = freeze.get("lock_sha256")
+        if freeze.get("state") == "frozen" and lock:
+            return f"{campaign.get('name')} (lock {str(lock)[:12]})"
+        canonical = json.dumps(campaign.get("canonical"), sort_keys=True).encode()
+        return (f"{campaign.get('name')} (not frozen: {freeze.get('state')}, content "
+                f"{hashlib.sha256(canonical).hexdigest()[:12]})")
+
+    @property
+    def host(self) -> str:
+        """What the run read of its host: the engine identity against the pin, and the judge's
+        interpreter and platform."""
+        identity = self.data.get("host_identity") or {}
+        fields = ", ".join(f"{row.get('field')}={row.get('host')}"
+                           for row in identity.get("rows") or [])
+        env = self.data.get("environment") or {}
+        return (f"{fields or 'no engine identity recorded'}; python {env.get('python')} on "
+                f"{env.get('system')} {env.get('machine')}")
+
+
+def load_run(path: Path) -> Run:
+    """A run folder (evidence/<run-id>) or its evidence.json."""
+    file = path / EVIDENCE if path.is_dir() else path
+    label = file.parent.name if file.name == EVIDENCE else file.name
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MergeInputError(f"{label}: no {EVIDENCE} (not a run folder)") from None
+    except OSError as exc:
+        raise MergeInputError(f"{label}: cannot read {file.name}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MergeInputError(f"{label}: {file.name} is not JSON ({exc})") from None
+    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(
+            "ref2va-evidence/"):
+        raise MergeInputError(f"{label}: {file.name} is not a ref2va evidence bundle")
+    return Run(label, data)
+
+
+def check_mergeable(runs: Sequence[Run], *, allow_campaigns: bool = False,
+                    allow_hosts: bool = False) -> list[str]:
+    """Refuses what may not be merged; returns the notes the report carries for what was
+    merged only because the caller allowed it."""
+    if len(runs) < 2:
+        raise MergeRefused("merge needs at least two runs")
+    seen: dict[str, str] = {}
+    for run in runs:
+        if run.run_id in seen:
+            raise MergeRefused(f"{run.label}: run {run.run_id} is given twice "
+                               f"({seen[run.run_id]} is the same run)")
+        seen[run.run_id] = run.label
+    notes = []
+    first = runs[0]
+    identities: tuple[tuple[str, bool, str, Callable[[Run], str]], ...] = (
+        ("campaign", allow_campaigns, "--allow-different-campaigns", lambda r: r.campaign),
+        ("host identity", allow_hosts, "--allow-different-hosts", lambda r: r.host))
+    for what, allowed, flag, key in identities:
+        differ = [r for r in runs[1:] if key(r) != key(first)]
+        if not differ:
+            continue
+        line = "; ".join(f"{r.label}: {key(r)}" for r in differ)
+        if not allowed:
+            raise MergeRefused(f"different {what}: {first.label}: {key(first)}; {line} (their "
+                               f"verdicts answer different questions; {flag} to merge anyway)")
+        notes.append(f"Merged although the {what} differs ({flag}): {first.label}: "
+                     f"{key(first)}; {line}.")
+    return notes
+
+
+def _latency_checks(run: Run) -> dict[tuple[str, str], Mapping[str, Any]]:
+    return {(c["track"], c["arm"]): c for c in run.data.get("checks") or []
+            if c.get("name") == "latency_ratio"}
+
+
+def _cell(verdict: Mapping[str, Any] | None, latency: Mapping[str, Any] | None) -> str:
+    if verdict is None:
+        return "<td style='color:#57606a'>not in this run</td>"
+    name = str(verdict.get("verdict"))
+    colour = VERDICT_COLOURS.get(name, "#000")
+    reasons = ", ".join(verdict.get("reasons") or [])
+    opened = ", ".join(verdict.get("open_checks") or [])
+    return (f"<td><b style='color:{colour}'>{html.escape(name.upper())}</b><br>"
+            f"{latency_cell(latency) if latency is not None else 'no latency check'}<br>"
+            f"<small>{html.escape(reasons)}"
+            + (f"; open: {html.escape(opened)}" if opened else "") + "</small></td>")
+
+
+def _tracks(runs: Sequence[Run]) -> dict[str, list[str]]:
+    """Every track in any run, with every candidate any run judged on it, in first-seen order."""
+    tracks: dict[str, list[str]] = {}
+    for run in runs:
+        for v in run.data.get("verdicts") or []:
+            candidates = tracks.setdefault(str(v.get("track")), [])
+            if str(v.get("candidate")) not in candidates:
+                candidates.append(str(v.get("candidate")))
+    return tracks
+
+
+def merged_json(runs: Sequence[Run], notes: Sequence[str]) -> dict[str, Any]:
+    verdicts = {run.label: {(str(v.get("track")), str(v.get("candidate"))): v
+                            for v in run.data.get("verdicts") or []} for run in runs}
+    rows = []
+    for track, candidates in _tracks(runs).items():
+        for candidate in candidates:
+            per_run = {}
+            for run in runs:
+                found = verdicts[run.label].get((track, candidate))
+                latency = _latency_checks(run).get((track, candidate))
+                interval = ((latency or {}).get("data") or {}).get("interval")
+                per_run[run.label] = None if found is None else {
+                    "verdict": found.get("verdict"), "reasons": found.get("reasons"),
+                    "open_checks": found.get("open_checks"),
+                    "latency": None if not isinstance(interval, Mapping) else {
+                        "ratio_of_medians": interval.get("ratio_of_medians"),
+                        "lower": (interval.get("interval") or {}).get("lower"),
+                        "upper": (interval.get("interval") or {}).get("upper"),
+                        "target": interval.get("target")}}
+            rows.append({"track": track, "candidate": candidate, "runs": per_run})
+    return {"schema": "ref2va-merge/1",
+            "runs": [{"label": r.label, "run_id": r.run_id, "status": r.data.get("status"),
+                      "started_at": r.data.get("started_at"), "campaign": r.campaign,
+                      "host": r.host, "harness_version": r.data.get("harness_version")}
+                     for r in runs],
+            "notes": list(notes),
+            "combined": None,  # never: each run's ratios stand against its own B0
+            "rows": rows}
+
+
+def merged_html(runs: Sequence[Run], notes: Sequence[str]) -> str:
+    verdicts = {run.label: {(str(v.get("track")), str(v.get("candidate"))): v
+                            for v in run.data.get("verdicts") or []} for run in runs}
+    latency = {run.label: _latency_checks(run) for run in runs}
+    head = "".join(f"<th>{html.escape(r.label)}<br><small>{html.escape(str(r.data.get('status')))}"
+                   f", started {html.escape(str(r.data.get('started_at')))}</small></th>"
+                   for r in runs)
+    sections = []
+    for track, candidates in _tracks(runs).items():
+        rows = "".join(
+            f"<tr><td>{html.escape(candidate)}</td>"
+            + "".join(_cell(verdicts[r.label].get((track, candidate)),
+                            latency[r.label].get((track, candidate))) for r in runs)
+            + "</tr>" for candidate in candidates)
+        sections.append(f"<h3>{html.escape(track)}</h3><table class='ref2va-merged' {TABLE}>"
+                        f"<tr><th>candidate</th>{head}</tr>{rows}</table>")
+    runs_table = "".join(
+        f"<tr><td>{html.escape(r.label)}</td><td>{html.escape(r.campaign)}</td>"
+        f"<td>{html.escape(r.host)}</td><td>{html.escape(str(r.data.get('harness_version')))}"
+        "</td></tr>" for r in runs)
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Ref2VA runs side by side"
+            "</title></head><body><h1>Ref2VA runs side by side</h1>"
+            "<p>One column per run. Each verdict, ratio of medians and interval is that run's, "
+            "against the B0 it measured itself under the frozen protocol; no ratio is added, "
+            "multiplied or averaged across runs.</p>"
+            + "".join(f"<p style='color:#9a6700'>{html.escape(n)}</p>" for n in notes)
+            + "".join(sections)
+            + f"<h2>Runs</h2><table {TABLE}><tr><th>run</th><th>campaign</th>"
+            "<th>host identity</th><th>harness</th></tr>" + runs_table
+            + "</table><p>Each run's own report and evidence.json stay in its folder.</p>"
+            "</body></html>\n")
+
+
+def merge(paths: Sequence[Path], output: Path, *, allow_campaigns: bool = False,
+          allow_hosts: bool = False) -> Path:
+    """Read the runs, refuse what may not be merged, write report.html and merge.json into
+    ``output`` (created); returns the report's path."""
+    runs = [load_run(Path(p)) for p in paths]
+    notes = check_mergeable(runs, allow_campaigns=allow_campaigns, allow_hosts=allow_hosts)
+    output.mkdir(parents=True, exist_ok=True)
+    atomic_write(output / "merge.json", json.dumps(merged_json(runs, notes), indent=2) + "\n")
+    report = output / "report.html"
+    atomic_write(report, merged_html(runs, notes))
+    return report

@@ -1,0 +1,120 @@
+"""`ref2va-accept merge`: runs side by side, each against its own B0, never combined; runs of
+another campaign or host refused unless the caller says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ref2va_accept.cli import main
+from ref2va_accept.merge import MergeInputError, MergeRefused, load_run, merge
+
+LOCK = "c197f00a0d734627b11f4bc6c53ab7489299a9dc59f5b4697412cd0f4ca5c9a6"
+
+
+def _latency(track: str, arm: str, ratio: float, lower: float, upper: float,
+             verdict: str) -> dict[str, Any]:
+    return {"track": track, "arm": arm, "name": "latency_ratio", "status": "pass", "reason": None,
+            "detail": "", "data": {"interval": {
+                "ratio_of_medians": ratio, "target": 0.5, "verdict": verdict,
+                "interval": {"lower": lower, "upper": upper, "confidence": 0.95}}}}
+
+
+def _run(root: Path, run_id: str, *, lock: str = LOCK, torch: str = "2.13.0+cpu",
+         ratio: float = 0.305, tracks: tuple[str, ...] = ("5s-lossless",)) -> Path:
+    folder = root / run_id
+    folder.mkdir(parents=True)
+    verdicts, checks = [], []
+    for track in tracks:
+        verdicts.append({"track": track, "candidate": "lossless-text-kv",
+                         "verdict": "supported" if ratio < 0.5 else "failed",
+                         "reasons": ["latency_supported" if ratio < 0.5 else "latency_failed"],
+                         "open_checks": [], "checks": {}, "note": ""})
+        checks.append(_latency(track, "lossless-text-kv", ratio, ratio - 0.04, ratio + 0.07,
+                               "supported" if ratio < 0.5 else "failed"))
+    data = {"schema": "ref2va-evidence/1", "run_id": run_id, "status": "complete",
+            "started_at": "2026-12-01T00:45:31+00:00", "harness_version": "0.1.0",
+            "campaign": {"name": "reference-ci", "canonical": {"name": "reference-ci"},
+                         "freeze": {"state": "frozen", "lock_sha256": lock}},
+            "host_identity": {"rows": [{"field": "torch", "host": torch}]},
+            "environment": {"python": "3.11.7", "system": "Linux", "machine": "x86_64"},
+            "verdicts": verdicts, "checks": checks}
+    (folder / "evidence.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_two_runs_of_one_frozen_campaign_sit_side_by_side(tmp_path: Path) -> None:
+    first = _run(tmp_path, "run-a", ratio=0.305)
+    second = _run(tmp_path, "run-b", ratio=0.52, tracks=("5s-lossless", "15s-lossless"))
+    report = merge([first, second], tmp_path / "merged")
+    page = report.read_text()
+    # One column per run, each cell that run's own verdict, ratio and interval.
+    assert page.count("<th>run-a<br>") == 2 and page.count("<th>run-b<br>") == 2
+    assert "SUPPORTED" in page and "0.305 [0.265, 0.375] vs 0.5" in page
+    assert "FAILED" in page and "0.520 [0.480, 0.590] vs 0.5" in page
+    assert "not in this run" in page  # 15s-lossless only in run-b
+    assert "no ratio is added, multiplied or averaged across runs" in page
+    record = json.loads((tmp_path / "merged" / "merge.json").read_text())
+    assert record["combined"] is None
+    row = next(r for r in record["rows"] if r["track"] == "5s-lossless")
+    assert row["runs"]["run-a"]["latency"]["ratio_of_medians"] == 0.305
+    assert row["runs"]["run-b"]["latency"]["ratio_of_medians"] == 0.52
+    assert str(tmp_path) not in page  # names runs by their folder, never by path
+
+
+def test_a_run_of_another_campaign_is_refused_in_one_line_unless_allowed(tmp_path: Path) -> None:
+    first = _run(tmp_path, "run-a")
+    other = _run(tmp_path, "run-b", lock="6e935a34cae8" + "0" * 52)
+    with pytest.raises(MergeRefused) as refused:
+        merge([first, other], tmp_path / "merged")
+    message = str(refused.value)
+    assert "different campaign" in message and "lock c197f00a0d73" in message
+    assert "lock 6e935a34cae8" in message and "--allow-different-campaigns" in message
+    assert not (tmp_path / "merged").exists()
+    page = merge([first, other], tmp_path / "merged", allow_campaigns=True).read_text()
+    assert "Merged although the campaign differs (--allow-different-campaigns)" in page
+
+
+def test_another_host_identity_is_refused_unless_allowed(tmp_path: Path) -> None:
+    first = _run(tmp_path, "run-a")
+    other = _run(tmp_path, "run-b", torch="2.14.1")
+    with pytest.raises(MergeRefused, match=r"different host identity.*torch=2\.14\.1"):
+        merge([first, other], tmp_path / "merged")
+    page = merge([first, other], tmp_path / "m2", allow_hosts=True).read_text()
+    assert "Merged although the host identity differs" in page
+
+
+def test_the_same_run_twice_or_one_run_is_refused(tmp_path: Path) -> None:
+    first = _run(tmp_path, "run-a")
+    with pytest.raises(MergeRefused, match="given twice"):
+        merge([first, first / "evidence.json"], tmp_path / "merged")
+    with pytest.raises(MergeRefused, match="at least two runs"):
+        merge([first], tmp_path / "merged")
+
+
+def test_unreadable_runs_are_one_line_naming_them(tmp_path: Path) -> None:
+    with pytest.raises(MergeInputError, match=r"nowhere: no evidence.json \(not a run folder\)"):
+        load_run(tmp_path / "nowhere")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "evidence.json").write_text("{not json")
+    with pytest.raises(MergeInputError, match=r"broken: evidence\.json is not JSON"):
+        load_run(broken)
+    (broken / "evidence.json").write_text(json.dumps({"schema": "something else"}))
+    with pytest.raises(MergeInputError, match="not a ref2va evidence bundle"):
+        load_run(broken)
+
+
+def test_the_command_line_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = _run(tmp_path, "run-a"), _run(tmp_path, "run-b")
+    assert main(["merge", str(first), str(second)]) == 0
+    assert (tmp_path / "merge-run-a+run-b" / "report.html").is_file()  # beside the first run
+    other = _run(tmp_path, "run-c", lock="f" * 64)
+    assert main(["merge", str(first), str(other), "--output", str(tmp_path / "x")]) == 1
+    assert main(["merge", str(first), str(tmp_path / "gone")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("ref2va-accept merge: different campaign")
+    assert err[1] == "ref2va-accept merge: gone: no evidence.json (not a run folder)"
