@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from .cost import campaign_costs, describe
 from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, MediaContentError, Ref2VAError
 from .fill_points import fill_points, report_lines
 from .identity import HostProbes, preflight
+from .ledger import LEDGER_ENV, LedgerError, ledger_path, read_ledger, table_lines
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, probe
 from .merge import MergeRefused, merge
@@ -166,6 +168,25 @@ def _cmd_fill_points(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM if result.unfilled else EXIT_OK
 
 
+def _cmd_ledger(args: argparse.Namespace) -> int:
+    path = args.file or (Path(os.environ[LEDGER_ENV]) if os.environ.get(LEDGER_ENV)
+                         else ledger_path(args.campaign))
+    if not Path(args.campaign).is_file():
+        raise LedgerError(f"{args.campaign}: no such campaign file")
+    record = read_ledger(path)
+    if args.json:
+        print(json.dumps({"file": str(path), "entries": list(record.entries),
+                          "torn_tail": record.torn_tail}, indent=2))
+        return EXIT_OK
+    if not record.entries:
+        print(f"{path.name}: no entries yet (a run of the campaign appends them at its end)")
+        return EXIT_OK
+    print("\n".join(table_lines(record.entries)))
+    if record.torn_tail:
+        print(f"{path.name}: its last line was cut short (a run killed while appending)")
+    return EXIT_OK
+
+
 def _cmd_merge(args: argparse.Namespace) -> int:
     output = args.output or Path(args.runs[0]).resolve().parent / (
         "merge-" + "+".join(Path(r).resolve().name for r in args.runs))
@@ -259,6 +280,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="server instances per arm the samples came from")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(run=_cmd_verdict)
+
+    p = sub.add_parser("ledger", help="the campaign's record: every candidate attempt of every "
+                       "run, supported, failed, inconclusive and abandoned alike")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("--file", type=Path, default=None,
+                   help="a ledger elsewhere than beside the campaign (pytest's --ledger; "
+                        f"default ${LEDGER_ENV}, else <campaign>.ledger.jsonl)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_ledger)
 
     p = sub.add_parser("merge", help="several runs' verdicts side by side in one report, each "
                        "against its own B0 (never a ratio combined across runs)")

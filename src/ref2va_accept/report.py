@@ -29,9 +29,44 @@ FIRST = "<style>#environment-header, #environment { display: none; }</style>"
 
 
 def summary_html(bundle: EvidenceBundle) -> str:
-    return (FIRST + verdict_table_html(bundle) + environment_html(bundle) + host_html(bundle)
+    return (FIRST + verdict_table_html(bundle) + ledger_html(bundle) + environment_html(bundle)
+            + host_html(bundle)
             + latency_tables_html(bundle) + lossy_tables_html(bundle)
             + comparison_tables_html(bundle) + samples_table_html(bundle))
+
+
+def ledger_html(bundle: EvidenceBundle) -> str:
+    """The campaign's record from its ledger: every attempt of every run, newest first, the
+    rejected and inconclusive beside the supported (this run's rows marked)."""
+    record = bundle.data.get("ledger")
+    if not isinstance(record, Mapping):
+        return ""
+    rows = []
+    for e in reversed(record.get("history") or []):
+        verdict = str(e.get("verdict"))
+        latency = e.get("latency") or {}
+        ratio = ("-" if latency.get("ratio_of_medians") is None else
+                 f"{number(latency.get('ratio_of_medians'), '.3f')} "
+                 f"[{number(latency.get('lower'), '.3f')}, {number(latency.get('upper'), '.3f')}]"
+                 f" vs {number(latency.get('target'), 'g')}")
+        this = e.get("run_id") == bundle.run_id
+        rows.append(
+            "<tr" + (" style='background:#f6f8fa'" if this else "") + ">"
+            + cells((e.get("at"), f"{e.get('run_id')}{' (this run)' if this else ''}",
+                     e.get("run_status"), e.get("track"), e.get("candidate"),
+                     e.get("change_class") or "not declared"))
+            + f"<td style='color:{VERDICT_COLOURS.get(verdict, '#000')};font-weight:bold'>"
+            f"{html.escape(verdict.upper())}</td>"
+            + cells((ratio, ", ".join(e.get("reasons") or []))) + "</tr>")
+    torn = (" Its last line was cut short (a run killed while appending) and is left as it is."
+            if record.get("torn_tail") else "")
+    return (f"<h3>Campaign record ({html.escape(str(record.get('file')))})</h3>"
+            f"<p>Every candidate attempt of every run of this campaign, newest first: "
+            f"{len(record.get('history') or [])} entries, {record.get('appended')} from this "
+            f"run. `ref2va-accept ledger` prints it.{torn}</p>"
+            f"<table class='ref2va-ledger' {TABLE}><tr>"
+            + cells(("at", "run", "run status", "track", "candidate", "class", "verdict",
+                     "latency", "reasons"), "th") + "</tr>" + "".join(rows) + "</table>")
 
 
 def environment_html(bundle: EvidenceBundle) -> str:

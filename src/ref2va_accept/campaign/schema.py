@@ -219,18 +219,60 @@ class DeviceSpec(StrictModel):
         return self
 
 
+# What kind of change a candidate is (docs/campaign.md, "The candidate record"): one that keeps
+# the numerical contract, an approximation of one of three kinds, or a change of scope (another
+# model, distillation, fewer steps) that only the requester may allow.
+ChangeClass = Literal["implementation", "approximate_caching", "quantization", "sparsity",
+                      "scope_change"]
+CHANGE_CLASSES: tuple[str, ...] = ("implementation", "approximate_caching", "quantization",
+                                   "sparsity", "scope_change")
+
+
+class Attribution(StrictModel):
+    """Where a candidate's change comes from."""
+
+    kind: Literal["upstream_pr", "upstream_commit", "local_patch"]
+    ref: str = Field(min_length=1)  # the PR or commit (URL or id), or the patch (file, summary)
+
+
+class ScopeDecision(StrictModel):
+    """The requester's recorded decision that allows a scope change."""
+
+    decided_by: str = Field(min_length=1)
+    decided_at: str = Field(min_length=1)
+    decision: str = Field(min_length=1)
+
+
 class ArmSpec(StrictModel):
     id: str
     profile: RelPath
     request: dict[str, str | int | float | bool] = {}
     tracks: list[TrackId] | None = None
     description: str = ""
+    # The candidate record (absent: not declared; each left out of the lock when absent, so
+    # campaigns frozen before these fields existed keep their hash).
+    hypothesis: str | None = None
+    attribution: Attribution | None = None
+    change_class: ChangeClass | None = None
+    scope_decision: ScopeDecision | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> ArmSpec:
         violations: list[tuple[tuple[str | int, ...], str]] = []
         if not _SLUG.match(self.id):
             violations.append((("id",), f"a slug [a-z0-9][a-z0-9._-]*, found {self.id!r}"))
+        if self.change_class == "scope_change" and self.scope_decision is None:
+            violations.append(
+                (("scope_decision",), "a recorded scope decision (decided_by, decided_at, "
+                 "decision) for a scope_change candidate: another model, distillation or fewer "
+                 "steps leaves the numerical contract, which only the requester may allow; "
+                 "found none")
+            )  # fmt: skip
+        if self.scope_decision is not None and self.change_class != "scope_change":
+            violations.append(
+                (("scope_decision",), "no scope decision unless change_class is scope_change, "
+                 f"found one with change_class {self.change_class!r}")
+            )  # fmt: skip
         for key in self.request:
             if key in _MATCHED_FIELDS:
                 violations.append(
@@ -239,6 +281,14 @@ class ArmSpec(StrictModel):
                 )  # fmt: skip
         raise_violations(violations)
         return self
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in ("hypothesis", "attribution", "change_class", "scope_decision"):
+            if getattr(self, name) is None:
+                data.pop(name, None)
+        return data
 
 
 class Campaign(StrictModel):
@@ -301,6 +351,11 @@ class Campaign(StrictModel):
                         ((*loc, "tracks", j), f"a track of this campaign ({', '.join(self.tracks)})"
                          f", found {track_id!r}")
                     )  # fmt: skip
+        recorded = [name for name in ("hypothesis", "attribution", "change_class",
+                                      "scope_decision") if getattr(self.baseline, name) is not None]
+        if recorded:
+            violations.append((("baseline",), "no candidate record on the baseline (it is what "
+                               f"every candidate changes), found {', '.join(recorded)}"))
         raise_violations(violations)
         for track_id, track in self.tracks.items():
             track._track_id = track_id

@@ -1,5 +1,6 @@
 """Evidence: the session's run state, the `evidence` bundle fixture, the per-track verdict
-fixture, checkpoints of evidence.json, and the run's end (verdicts, status, scrub, `latest`).
+fixture, checkpoints of evidence.json, and the run's end (verdicts, status, the campaign's
+ledger, scrub, `latest`).
 
 The bundle is made on first use under evidence/<run-id>/, so a session that runs no campaign
 scenario writes no run folder.
@@ -8,13 +9,17 @@ scenario writes no run folder.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
 
+from .. import ledger
 from ..campaign import quality_class
+from ..errors import Ref2VAError
 from ..evidence import WRITE_FAILED, EvidenceBundle, new_run_id
+from ..ledger import LEDGER_ENV, ledger_path
 from ..progress import scenario_item
 from ..safe_write import WriteFailed
 from ..verdicts import TrackVerdict, judge
@@ -28,6 +33,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--evidence-dir", default="evidence", metavar="DIR",
                     help="folder under which each run writes evidence/<run-id>/ (default: "
                          "evidence, relative to the rootdir)")
+    group.addoption("--ledger", default=None, metavar="FILE",
+                    help="the campaign's ledger each run appends its candidate attempts to "
+                         f"(default: ${LEDGER_ENV}, else <campaign>.ledger.jsonl beside the "
+                         "campaign)")
     group.addoption("--ref2va-skip-disk-check", action="store_true", default=False,
                     help="start the run even when the evidence folder's filesystem has less "
                          "free space than the run's estimated evidence needs (recorded)")
@@ -134,6 +143,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         status = "stopped" if state.stopped else "interrupted" if interrupted else "complete"
         state.bundle.finish(status, state.verdicts)
+        _append_to_ledger(session.config, state)
+
+
+def _append_to_ledger(config: pytest.Config, state: RunState) -> None:
+    """This run's candidate attempts onto the campaign's ledger, whatever the run's status, and
+    the campaign's record as read back into the evidence (the report lists it)."""
+    bundle = state.bundle
+    if bundle is None or state.unusable is not None:
+        return
+    option = config.getoption("ledger") or os.environ.get(LEDGER_ENV)
+    path = Path(option) if option else ledger_path(state.campaign_path)
+    try:
+        new = ledger.entries(bundle, state.campaign, campaign_lock=state.freeze.lock_sha256)
+        ledger.append(path, new)
+        record = ledger.read_ledger(path)
+        bundle.set_section("ledger", {"file": state.display(path), "appended": len(new),
+                                      "torn_tail": record.torn_tail,
+                                      "history": list(record.entries)})
+        bundle.checkpoint()
+    except WriteFailed as failure:
+        state.say_failure(failure)
+        bundle.fail_late(failure)
+    except Ref2VAError as exc:  # a ledger that cannot be read back: said, the run keeps its end
+        bundle.note(f"ledger {state.display(path)}: {exc}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

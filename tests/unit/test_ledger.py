@@ -1,0 +1,167 @@
+"""The campaign's ledger: the candidate record in the campaign, one entry per candidate attempt
+appended at each run's end whatever its status, never rewritten, printed by `ref2va-accept
+ledger` and listed in the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ref2va_accept import ledger
+from ref2va_accept.campaign import load_campaign
+from ref2va_accept.cli import main
+from ref2va_accept.errors import CampaignError
+from ref2va_accept.evidence import EvidenceBundle
+from ref2va_accept.latency import judge_latency
+from ref2va_accept.sanitize import Sanitizer
+from ref2va_accept.verdicts import CheckResult, TrackVerdict
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_copy, run_pytest
+from tests.unit.test_latency_judgement import INSTANCE, _run
+
+REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
+
+
+def _copy_with(tmp_path: Path, **candidate: Any) -> Path:
+    path = campaign_copy(tmp_path / "c")
+    data = yaml.safe_load(path.read_text())
+    data["candidates"][0].update(candidate)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_scope_change_needs_a_recorded_scope_decision(tmp_path: Path) -> None:
+    with pytest.raises(CampaignError, match=r"candidates\[0\]\.scope_decision: a recorded scope "
+                                            r"decision .* found none"):
+        load_campaign(_copy_with(tmp_path / "a", change_class="scope_change"))
+    decided = {"decided_by": "the requester", "decided_at": "2026-11-30",
+               "decision": "25 steps instead of 50 may be judged on the lossy tracks"}
+    loaded = load_campaign(_copy_with(tmp_path / "b", change_class="scope_change",
+                                      scope_decision=decided))
+    assert loaded.model.candidates[0].scope_decision is not None
+    with pytest.raises(CampaignError, match="no scope decision unless change_class is scope_chan"):
+        load_campaign(_copy_with(tmp_path / "c", change_class="quantization",
+                                 scope_decision=decided))
+    with pytest.raises(CampaignError, match=r"change_class: Input should be 'implementation'"):
+        load_campaign(_copy_with(tmp_path / "d", change_class="faster"))
+
+
+def test_the_baseline_carries_no_candidate_record(tmp_path: Path) -> None:
+    path = campaign_copy(tmp_path / "c")
+    data = yaml.safe_load(path.read_text())
+    data["baseline"]["change_class"] = "implementation"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(CampaignError, match="no candidate record on the baseline"):
+        load_campaign(path)
+
+
+def test_every_shipped_candidate_has_its_record() -> None:
+    for name in ("reference.yaml", "910c.yaml"):
+        for arm in load_campaign(ROOT / "fixtures/campaigns" / name).model.candidates:
+            assert arm.hypothesis and arm.attribution and arm.change_class, (name, arm.id)
+
+
+def _bundle(tmp_path: Path, status: str) -> EvidenceBundle:
+    found = EvidenceBundle.create(tmp_path / "evidence", "20261201T000000Z-abcdef",
+                                  Sanitizer((), ()))
+    runs = [_run("b0", [300], warmups=[340, 305]), _run("lossless-text-kv", [140], [150]),
+            _run("b0", [310]), _run("lossless-text-kv", [139]), _run("b0", [295]),
+            _run("lossless-text-kv", [142])]
+    for check in judge_latency("5s-lossless", "lossless-text-kv", runs, INSTANCE):
+        found.add_check(check)
+    found.add_check(CheckResult("5s-lossless", "reduction-order", "lossless_gate", "fail",
+                                "quality_gate_failed", "not bit-exact",
+                                {"first_divergence": "dit.step000"}))
+    found.finish(status, lambda checks: [
+        TrackVerdict("5s-lossless", "lossless-text-kv", "supported", ("latency_supported",),
+                     (), {}),
+        TrackVerdict("5s-lossless", "reduction-order", "failed", ("quality_gate_failed",), (),
+                     {}),
+        TrackVerdict("5s-lossless", None, "inconclusive", ("open_checks",), (), {})])
+    return found
+
+
+@pytest.mark.parametrize("status", ["complete", "interrupted", "stopped"])
+def test_each_candidate_verdict_is_an_entry_whatever_the_run_status(tmp_path: Path,
+                                                                     status: str) -> None:
+    entries = ledger.entries(_bundle(tmp_path, status), load_campaign(REFERENCE),
+                             campaign_lock="c" * 64)
+    assert [(e["candidate"], e["verdict"]) for e in entries] == [
+        ("lossless-text-kv", "supported"), ("reduction-order", "failed")]  # no track-only row
+    first, second = entries
+    assert {e["run_status"] for e in entries} == {status}
+    latency = first["latency"]
+    assert latency["verdict"] == "supported" and latency["target"] == 0.5
+    assert round(latency["ratio_of_medians"], 3) == 0.467
+    assert (round(latency["lower"], 3), round(latency["upper"], 3)) == (0.448, 0.481)
+    assert first["change_class"] == "implementation" and first["hypothesis"]
+    assert first["attribution"]["kind"] == "local_patch"
+    # What it changes against B0's launch profile.
+    assert first["profile_diff"]["declared"] == "lossless"
+    assert second["quality"] == {"gate": "lossless_gate", "status": "fail",
+                                 "reason": "quality_gate_failed", "detail": "not bit-exact",
+                                 "first_divergence": "dit.step000"}
+    assert second["latency"] is None
+
+
+def test_entries_are_appended_never_rewritten_and_a_torn_tail_is_said(tmp_path: Path) -> None:
+    path = tmp_path / "c.ledger.jsonl"
+    entries = ledger.entries(_bundle(tmp_path / "a", "complete"), load_campaign(REFERENCE),
+                             campaign_lock=None)
+    ledger.append(path, entries)
+    before = path.read_bytes()
+    ledger.append(path, entries[:1])
+    assert path.read_bytes().startswith(before) and len(ledger.read_ledger(path).entries) == 3
+    with path.open("a") as handle:
+        handle.write('{"schema": "ref2va-ledger/1", "run_')  # a run killed mid-append
+    record = ledger.read_ledger(path)
+    assert record.torn_tail and len(record.entries) == 3
+    path.write_bytes(before + b"not json\n" + before)
+    with pytest.raises(ledger.LedgerError, match=r"c\.ledger\.jsonl: line 3:"):
+        ledger.read_ledger(path)
+    assert ledger.read_ledger(tmp_path / "none.jsonl").entries == ()
+
+
+def test_a_run_appends_its_attempts_and_the_report_lists_the_record(tmp_path: Path) -> None:
+    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    book = tmp_path / "record.ledger.jsonl"
+    for n in (1, 2):
+        evidence = tmp_path / f"evidence{n}"
+        result = run_pytest("tests/quality/test_lossless.py", "tests/verdicts", "-m",
+                            "lossless and 5s", "-k", "baseline or lossless-text-kv",
+                            "--campaign", str(campaign), "--evidence-dir", str(evidence),
+                            "--ledger", str(book), timeout=600)
+        assert result.returncode == 1, result.stdout[-3000:]  # other candidates: inconclusive
+        found = bundle(evidence)
+        assert found["ledger"]["appended"] == 3 and len(found["ledger"]["history"]) == 3 * n
+        run = [e for e in found["ledger"]["history"] if e["run_id"] == found["run_id"]]
+        assert {e["candidate"]: e["verdict"] for e in run} == {
+            v["candidate"]: v["verdict"] for v in found["verdicts"] if v["candidate"]}
+        assert all(e["run_status"] == "complete" for e in run)
+        report = (evidence / found["run_id"] / "report.html").read_text()
+        assert "Campaign record" in report and report.count("(this run)") == 3
+    entries = ledger.read_ledger(book).entries
+    assert len({e["run_id"] for e in entries}) == 2
+    assert str(tmp_path) not in book.read_text()
+
+
+def test_the_ledger_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ledger.LEDGER_ENV, raising=False)
+    campaign = campaign_copy(tmp_path / "c")
+    assert main(["ledger", str(campaign)]) == 0
+    assert "no entries yet" in capsys.readouterr().out
+    entries = ledger.entries(_bundle(tmp_path, "interrupted"), load_campaign(REFERENCE),
+                             campaign_lock=None)
+    ledger.append(ledger.ledger_path(campaign), entries)
+    assert main(["ledger", str(campaign)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["at", "run", "status", "track"]
+    assert "interrupted" in out[1] and "SUPPORTED" in out[1] and "0.467 [0.448, 0.481]" in out[1]
+    assert "reduction-order" in out[2] and "FAILED" in out[2]
+    assert main(["ledger", str(campaign), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["entries"]) == 2
+    assert main(["ledger", str(tmp_path / "none.yaml")]) == 2
