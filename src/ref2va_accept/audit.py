@@ -30,6 +30,9 @@ class CleanupAudit:
     port_free: bool
     stop_s: float
     problems: tuple[str, ...]
+    # Spawn to stopped: what the instance cost in wall time (the budget charges it times the
+    # campaign's logical devices). None when no process was ever started.
+    lifetime_s: float | None = None
 
     @property
     def clean(self) -> bool:
@@ -46,6 +49,7 @@ class CleanupAudit:
             "survivors": [p.to_dict() for p in self.survivors],
             "port_free": self.port_free,
             "stop_s": round(self.stop_s, 3),
+            "lifetime_s": None if self.lifetime_s is None else round(self.lifetime_s, 3),
             "clean": self.clean,
             "problems": list(self.problems),
         }

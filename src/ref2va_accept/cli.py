@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__, calibration
+from . import __version__, budget, calibration
 from .campaign import load_campaign
 from .cost import campaign_costs, describe
 from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, MediaContentError, Ref2VAError
@@ -168,9 +168,36 @@ def _cmd_fill_points(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM if result.unfilled else EXIT_OK
 
 
+def _ledger_of(args: argparse.Namespace) -> Path:
+    if args.file is not None:
+        return Path(args.file)
+    if os.environ.get(LEDGER_ENV):
+        return Path(os.environ[LEDGER_ENV])
+    return ledger_path(args.campaign)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    campaign = load_campaign(args.campaign)
+    plans = plan_campaign(campaign)
+    if args.tracks:
+        unknown = [t for t in args.tracks if t not in plans]
+        if unknown:
+            raise LedgerError(f"{args.campaign}: no track {', '.join(unknown)} "
+                              f"(tracks: {', '.join(plans)})")
+        plans = {t: p for t, p in plans.items() if t in args.tracks}
+    result = budget.check(campaign, plans, read_ledger(_ledger_of(args)).entries)
+    if args.json:
+        print(json.dumps({**result.to_dict(), "refused": result.refusal()}, indent=2))
+    else:
+        print(f"{args.campaign}: {', '.join(plans)}")
+        print("\n".join(result.lines()))
+        if result.refusal() is None:
+            print("a run of these tracks would be allowed")
+    return EXIT_PROBLEM if result.refusal() else EXIT_OK
+
+
 def _cmd_ledger(args: argparse.Namespace) -> int:
-    path = args.file or (Path(os.environ[LEDGER_ENV]) if os.environ.get(LEDGER_ENV)
-                         else ledger_path(args.campaign))
+    path = _ledger_of(args)
     if not Path(args.campaign).is_file():
         raise LedgerError(f"{args.campaign}: no such campaign file")
     record = read_ledger(path)
@@ -280,6 +307,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="server instances per arm the samples came from")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(run=_cmd_verdict)
+
+    p = sub.add_parser("plan", help="a run's wall and logical-device hours against the "
+                       "campaign's budget, before it starts (exit 1 when it would be refused)")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("--track", dest="tracks", action="append", default=[], metavar="TRACK",
+                   help="only these tracks (repeatable; default: every track)")
+    p.add_argument("--file", type=Path, default=None,
+                   help="the ledger to read what was spent from (as for `ledger`)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_plan)
 
     p = sub.add_parser("ledger", help="the campaign's record: every candidate attempt of every "
                        "run, supported, failed, inconclusive and abandoned alike")

@@ -18,17 +18,19 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from . import budget
 from .campaign import LoadedCampaign
 from .errors import Ref2VAError
 from .evidence import EvidenceBundle
 from .evidence_log import utc_now
 from .safe_write import WriteFailed
 
-__all__ = ["LEDGER_ENV", "LEDGER_SCHEMA", "LedgerError", "append", "entries", "ledger_path",
-           "read_ledger", "table_lines"]
+__all__ = ["LEDGER_ENV", "LEDGER_SCHEMA", "LedgerError", "append", "attempts", "entries",
+           "ledger_path", "read_ledger", "run_entry", "table_lines"]
 
 LEDGER_SCHEMA = "ref2va-ledger/1"
 # A ledger elsewhere than beside the campaign, for every run that inherits it (pytest's --ledger
@@ -105,7 +107,7 @@ def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
         instances = [i for i in bundle.data["instances"]
                      if i.get("track") == verdict.track and i.get("arm") == arm.id]
         found.append({
-            "schema": LEDGER_SCHEMA, "at": utc_now(), "run_id": bundle.run_id,
+            "schema": LEDGER_SCHEMA, "kind": "attempt", "at": utc_now(), "run_id": bundle.run_id,
             "run_status": bundle.status, "campaign": campaign.model.name,
             "campaign_lock": campaign_lock, "track": verdict.track, "candidate": arm.id,
             "description": arm.description, "hypothesis": arm.hypothesis,
@@ -122,6 +124,25 @@ def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
             "latency": _latency(_check(bundle, verdict.track, arm.id, "latency_ratio")),
             "quality": _quality(bundle, verdict.track, arm.id)})
     return found
+
+
+def run_entry(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
+              campaign_lock: str | None) -> dict[str, Any]:
+    """The run's own entry: what it cost, charged to the budget whatever its status."""
+    started, finished = bundle.data.get("started_at"), bundle.data.get("finished_at")
+    wall = 0.0
+    with contextlib.suppress(TypeError, ValueError):
+        wall = (datetime.fromisoformat(str(finished))
+                - datetime.fromisoformat(str(started))).total_seconds()
+    return {"schema": LEDGER_SCHEMA, "at": utc_now(), "run_id": bundle.run_id,
+            "run_status": bundle.status, "campaign": campaign.model.name,
+            "campaign_lock": campaign_lock, "wall_s": round(max(wall, 0.0), 3),
+            **budget.run_entry(bundle.data, budget.device_count(campaign))}
+
+
+def attempts(ledger: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The candidate attempts (entries without a kind are attempts too)."""
+    return [e for e in ledger if e.get("kind", "attempt") == "attempt"]
 
 
 def append(path: Path, new: Sequence[Mapping[str, Any]]) -> None:
@@ -188,7 +209,7 @@ def table_lines(ledger: Iterable[Mapping[str, Any]]) -> list[str]:
     """The ledger as a plain table, oldest first."""
     rows = [("at", "run", "status", "track", "candidate", "class", "verdict", "latency",
              "reasons")]
-    for e in ledger:
+    for e in attempts(ledger):
         rows.append((str(e.get("at")), str(e.get("run_id")), str(e.get("run_status")),
                      str(e.get("track")), str(e.get("candidate")),
                      str(e.get("change_class") or "not declared"),

@@ -29,7 +29,8 @@ FIRST = "<style>#environment-header, #environment { display: none; }</style>"
 
 
 def summary_html(bundle: EvidenceBundle) -> str:
-    return (FIRST + verdict_table_html(bundle) + ledger_html(bundle) + environment_html(bundle)
+    return (FIRST + verdict_table_html(bundle) + ledger_html(bundle) + budget_html(bundle)
+            + environment_html(bundle)
             + host_html(bundle)
             + latency_tables_html(bundle) + lossy_tables_html(bundle)
             + comparison_tables_html(bundle) + samples_table_html(bundle))
@@ -41,8 +42,9 @@ def ledger_html(bundle: EvidenceBundle) -> str:
     record = bundle.data.get("ledger")
     if not isinstance(record, Mapping):
         return ""
+    history = [e for e in record.get("history") or [] if e.get("kind", "attempt") == "attempt"]
     rows = []
-    for e in reversed(record.get("history") or []):
+    for e in reversed(history):
         verdict = str(e.get("verdict"))
         latency = e.get("latency") or {}
         ratio = ("-" if latency.get("ratio_of_medians") is None else
@@ -62,11 +64,49 @@ def ledger_html(bundle: EvidenceBundle) -> str:
             if record.get("torn_tail") else "")
     return (f"<h3>Campaign record ({html.escape(str(record.get('file')))})</h3>"
             f"<p>Every candidate attempt of every run of this campaign, newest first: "
-            f"{len(record.get('history') or [])} entries, {record.get('appended')} from this "
-            f"run. `ref2va-accept ledger` prints it.{torn}</p>"
+            f"{len(history)} attempts, "
+            f"{sum(1 for e in history if e.get('run_id') == bundle.run_id)} from this run. "
+            f"`ref2va-accept ledger` prints it.{torn}</p>"
             f"<table class='ref2va-ledger' {TABLE}><tr>"
             + cells(("at", "run", "run status", "track", "candidate", "class", "verdict",
                      "latency", "reasons"), "th") + "</tr>" + "".join(rows) + "</table>")
+
+
+def budget_html(bundle: EvidenceBundle) -> str:
+    """Spent, planned and left against the campaign's ceilings (budget.py; hours)."""
+    check = bundle.data.get("budget")
+    if not isinstance(check, Mapping):
+        return ""
+    before = check.get("spent_before") or {}
+    this = next((e for e in (bundle.data.get("ledger") or {}).get("history") or []
+                 if e.get("kind") == "run" and e.get("run_id") == bundle.run_id), None)
+
+    def hours(seconds: Any) -> str:
+        return "-" if not isinstance(seconds, (int, float)) else f"{seconds / 3600:.2f}"
+
+    def pair(values: Any) -> str:
+        return "not estimated" if not values else f"{hours(values[0])} - {hours(values[1])}"
+
+    spent_wall = float(before.get("wall_s") or 0) + float((this or {}).get("wall_s") or 0)
+    spent_device = float(before.get("device_s") or 0) + float((this or {}).get("device_s") or 0)
+    rows = [("ceiling (with authorizations)", f"{check.get('wall_ceiling_h'):g}",
+             f"{check.get('device_ceiling_h'):g}"),
+            (f"spent by {before.get('runs', 0)} earlier run(s)", hours(before.get("wall_s")),
+             hours(before.get("device_s"))),
+            ("planned for this run (at the target ratio - upper bound)",
+             pair(check.get("planned_wall_s")), pair(check.get("planned_device_s"))),
+            ("this run, measured", hours((this or {}).get("wall_s")),
+             hours((this or {}).get("device_s"))),
+            ("left after this run",
+             f"{float(check.get('wall_ceiling_h') or 0) - spent_wall / 3600:.2f}",
+             f"{float(check.get('device_ceiling_h') or 0) - spent_device / 3600:.2f}")]
+    over = "".join(f"<p style='color:#cf222e'>over: {html.escape(str(o))}</p>"
+                   for o in check.get("over") or [])
+    return (f"<h3>Budget</h3><p>{check.get('devices')} logical device(s) per instance; "
+            f"{len(check.get('authorizations') or [])} authorization(s) recorded.</p>{over}"
+            f"<table class='ref2va-budget' {TABLE}><tr>"
+            + cells(("", "wall-hours", "logical-device-hours"), "th") + "</tr>"
+            + "".join(f"<tr>{cells(row)}</tr>" for row in rows) + "</table>")
 
 
 def environment_html(bundle: EvidenceBundle) -> str:

@@ -114,6 +114,7 @@ class EngineInstance:
     def __init__(self, spec: LaunchSpec) -> None:
         self.spec = spec
         self._popen: subprocess.Popen[bytes] | None = None
+        self._spawned: float | None = None  # monotonic, just before the process is started
         self._known: dict[int, psutil.Process] = {}
         self.audit: CleanupAudit | None = None
         # Set when another server answered on the port: the port was never ours to free.
@@ -157,6 +158,7 @@ class EngineInstance:
         log.info("starting %s on port %d: %s", spec.instance_id, spec.port, " ".join(spec.argv))
         with open(spec.log_path, "ab") as log_file:
             try:
+                self._spawned = time.monotonic()
                 self._popen = subprocess.Popen(
                     list(spec.argv),
                     cwd=spec.cwd,
@@ -303,6 +305,7 @@ class EngineInstance:
             port_free=port_free,
             stop_s=time.monotonic() - started,
             problems=tuple(problems),
+            lifetime_s=None if self._spawned is None else time.monotonic() - self._spawned,
         )
         log.info("stopped %s: %s", spec.instance_id, "clean" if not problems else problems)
         return self.audit

@@ -136,15 +136,24 @@ def test_a_run_appends_its_attempts_and_the_report_lists_the_record(tmp_path: Pa
                             "--ledger", str(book), timeout=600)
         assert result.returncode == 1, result.stdout[-3000:]  # other candidates: inconclusive
         found = bundle(evidence)
-        assert found["ledger"]["appended"] == 3 and len(found["ledger"]["history"]) == 3 * n
+        # Three attempts (one per candidate of the track) and the run's own entry.
+        assert found["ledger"]["appended"] == 4 and len(found["ledger"]["history"]) == 4 * n
         run = [e for e in found["ledger"]["history"] if e["run_id"] == found["run_id"]]
-        assert {e["candidate"]: e["verdict"] for e in run} == {
+        tried = [e for e in run if e["kind"] == "attempt"]
+        assert {e["candidate"]: e["verdict"] for e in tried} == {
             v["candidate"]: v["verdict"] for v in found["verdicts"] if v["candidate"]}
         assert all(e["run_status"] == "complete" for e in run)
+        cost = next(e for e in run if e["kind"] == "run")
+        # Charged: the session's wall time and every instance's lifetime (no devices on CPU).
+        lifetimes = [i["cleanup"]["lifetime_s"] for i in found["instances"]]
+        assert cost["instances"] == len(lifetimes) >= 2 and all(t > 0.5 for t in lifetimes)
+        assert cost["instance_s"] == pytest.approx(sum(lifetimes), abs=0.01)
+        assert cost["devices"] == 0 and cost["device_s"] == 0 and cost["wall_s"] > 1
+        assert found["budget"]["spent_before"]["runs"] == n - 1
         report = (evidence / found["run_id"] / "report.html").read_text()
         assert "Campaign record" in report and report.count("(this run)") == 3
     entries = ledger.read_ledger(book).entries
-    assert len({e["run_id"] for e in entries}) == 2
+    assert len({e["run_id"] for e in entries}) == 2 and len(ledger.attempts(entries)) == 6
     assert str(tmp_path) not in book.read_text()
 
 

@@ -149,10 +149,29 @@ class Protocol(StrictModel):
         return data
 
 
+class BudgetAuthorization(StrictModel):
+    """More hours than the ceiling, granted by someone, recorded before the run that needs it."""
+
+    by: str = Field(min_length=1)
+    at: str = Field(min_length=1)
+    wall_hours: float = Field(ge=0)
+    device_hours: float = Field(ge=0)
+    note: str = ""
+
+
 class Budget(StrictModel):
     max_candidates: int = Field(default=12, ge=0)
     max_wall_hours: float = Field(default=16, gt=0)
     max_logical_device_hours: float = Field(default=64, gt=0)
+    # Each raises the ceilings by its hours (budget.py); absent, left out of the lock.
+    authorizations: list[BudgetAuthorization] | None = None
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.authorizations is None:
+            data.pop("authorizations", None)
+        return data
 
 
 class EngineSpec(StrictModel):

@@ -85,10 +85,11 @@ def pytest_runtest_makereport(item: pytest.Item,
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """Before the first scenario (so before any engine): every track's inputs against their
-    pins, then the run's estimated evidence size against the free disk. A mismatch is recorded
-    (notes, `inputs` checks), too little disk too (a note, `disk`), and the run stops as a usage
-    error with one line per input or the disk's one line; the session still ends with its
-    status (`stopped`), verdicts and report."""
+    pins, then the run's estimated evidence size against the free disk, then the run against
+    the campaign's budget. A mismatch is recorded (notes, `inputs` checks), too little disk or
+    budget too (a note, `disk` or `budget`), and the run stops as a usage error with one line
+    per input or the disk's or budget's one line; the session still ends with its status
+    (`stopped`), verdicts and report."""
     state = session.config.stash.get(STATE, None)
     if (state is None or session.config.option.collectonly or session.testsfailed
             or not any(is_campaign_item(item) for item in session.items)):
@@ -103,6 +104,9 @@ def pytest_runtestloop(session: pytest.Session) -> None:
             stop = state.check_disk([scenario_item(item) for item in session.items],
                                     dict.fromkeys(tracks),
                                     skip=bool(session.config.getoption("ref2va_skip_disk_check")))
+        if stop is None:
+            stop = state.check_budget(dict.fromkeys(tracks),
+                                      ledger_file(session.config, state))
     except WriteFailed as exc:
         raise pytest.UsageError(f"ref2va: {state.failure_line(exc)}") from None
     if stop is not None:
@@ -146,16 +150,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _append_to_ledger(session.config, state)
 
 
+def ledger_file(config: pytest.Config, state: RunState) -> Path:
+    """--ledger, else $REF2VA_LEDGER, else <campaign>.ledger.jsonl beside the campaign."""
+    option = config.getoption("ledger") or os.environ.get(LEDGER_ENV)
+    return Path(option) if option else ledger_path(state.campaign_path)
+
+
 def _append_to_ledger(config: pytest.Config, state: RunState) -> None:
     """This run's candidate attempts onto the campaign's ledger, whatever the run's status, and
     the campaign's record as read back into the evidence (the report lists it)."""
     bundle = state.bundle
     if bundle is None or state.unusable is not None:
         return
-    option = config.getoption("ledger") or os.environ.get(LEDGER_ENV)
-    path = Path(option) if option else ledger_path(state.campaign_path)
+    path = ledger_file(config, state)
     try:
-        new = ledger.entries(bundle, state.campaign, campaign_lock=state.freeze.lock_sha256)
+        lock = state.freeze.lock_sha256
+        new = [*ledger.entries(bundle, state.campaign, campaign_lock=lock),
+               ledger.run_entry(bundle, state.campaign, campaign_lock=lock)]
         ledger.append(path, new)
         record = ledger.read_ledger(path)
         bundle.set_section("ledger", {"file": state.display(path), "appended": len(new),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .. import disk
+from .. import budget, disk, ledger
 from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
 from ..checks import Check, Reason
 from ..device_memory import MemoryGuard
@@ -212,6 +212,35 @@ class RunState:
         self.stopped = line
         bundle.checkpoint()
         return line
+
+    def check_budget(self, tracks: Iterable[str], ledger_file: Path) -> str | None:
+        """This run's planned hours, with what earlier runs spent (the ledger), against the
+        campaign's ceilings and authorizations (budget.py), before any engine starts. Recorded
+        in `budget`; past a ceiling, a note and the line to stop the run with."""
+        wanted = set(tracks)
+        plans = {t: p for t, p in self.plans.items() if t in wanted}
+        try:
+            earlier = ledger.read_ledger(ledger_file).entries
+        except ledger.LedgerError as exc:
+            line = f"ref2va: the campaign's ledger cannot be read, so its budget cannot be: {exc}"
+            self._stop_with(line, tracks)
+            return line
+        result = budget.check(self.campaign, plans, earlier)
+        bundle = self.evidence()
+        bundle.set_section("budget", result.to_dict())
+        refusal = result.refusal()
+        if refusal is None:
+            bundle.checkpoint()
+            return None
+        self._stop_with(refusal, tracks)
+        return refusal
+
+    def _stop_with(self, line: str, tracks: Iterable[str]) -> None:
+        bundle = self.evidence()
+        bundle.note(line)
+        self.ran_tracks.update(tracks)
+        self.stopped = line
+        bundle.checkpoint()
 
     def before_first_engine(self) -> None:
         """Once per session, before any engine starts: the host identity preflight, then the

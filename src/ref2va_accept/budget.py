@@ -1,0 +1,156 @@
+"""The campaign's budget: wall-hours and logical-device-hours spent, planned and left.
+
+Spent is read from the campaign's ledger: every run appends one ``run`` entry at its end,
+whatever its status, with its wall time (the session, start to end) and its device time (each
+engine instance's lifetime, spawn to stopped, times the campaign's logical devices), so warm-ups,
+failed instances and retried runs are charged like the rest. Planned is what the frozen protocol
+asks of the selected tracks (cost.py: every request at the preflight median B0 took, a candidate
+no faster than B0 as the upper bound; engine starts and scoring are not in it), so it can only be
+estimated when the campaign freezes those medians (``protocol.expected_request_s``).
+
+The ceilings are the campaign's ``budget`` plus every authorization recorded there (who, how
+much, when). A run that would pass one, counting what earlier runs spent and what this run
+plans at most, is refused before any engine starts; one whose plan cannot be estimated is
+refused only once the spent hours alone are past a ceiling, and the evidence says it was not
+estimated. ``ref2va-accept plan`` prints the same figures without running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .campaign import DurationClass, LoadedCampaign
+from .cost import campaign_costs
+from .plan import TrackPlan
+
+__all__ = ["BudgetCheck", "check", "device_count", "run_entry"]
+
+
+def device_count(campaign: LoadedCampaign) -> int:
+    """The logical devices every instance of this campaign holds (0 without an accelerator)."""
+    devices = campaign.model.devices
+    return 0 if devices.kind == "none" else len(devices.visible)
+
+
+def run_entry(data: Mapping[str, Any], devices: int) -> dict[str, Any]:
+    """The ledger's ``run`` entry of a finished run, from its evidence (its instances' audits)."""
+    lifetimes = [float(i["cleanup"]["lifetime_s"]) for i in data.get("instances") or []
+                 if isinstance((i.get("cleanup") or {}).get("lifetime_s"), (int, float))]
+    return {"kind": "run", "instances": len(data.get("instances") or []),
+            "instance_s": round(sum(lifetimes), 3),
+            "device_s": round(sum(lifetimes) * devices, 3), "devices": devices}
+
+
+@dataclass(frozen=True)
+class Spent:
+    runs: int
+    wall_s: float
+    device_s: float
+
+
+def spent(entries: Iterable[Mapping[str, Any]]) -> Spent:
+    runs = [e for e in entries if e.get("kind") == "run"]
+    return Spent(len(runs), sum(float(e.get("wall_s") or 0) for e in runs),
+                 sum(float(e.get("device_s") or 0) for e in runs))
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    wall_ceiling_h: float
+    device_ceiling_h: float
+    authorizations: tuple[dict[str, Any], ...]
+    spent: Spent
+    planned_wall_s: tuple[float, float] | None  # (at the target ratio, upper bound); None: unknown
+    devices: int
+    over: tuple[str, ...]  # what this run would pass, in words
+
+    @property
+    def planned_device_s(self) -> tuple[float, float] | None:
+        if self.planned_wall_s is None:
+            return None
+        return (self.planned_wall_s[0] * self.devices, self.planned_wall_s[1] * self.devices)
+
+    def refusal(self) -> str | None:
+        if not self.over:
+            return None
+        return ("ref2va: the budget would be passed: " + "; ".join(self.over)
+                + " (record an authorization under budget.authorizations: by, at, wall_hours, "
+                "device_hours)")
+
+    def lines(self) -> list[str]:
+        plan = self.planned_wall_s
+        device = self.planned_device_s
+        wall_left = self.wall_ceiling_h - self.spent.wall_s / 3600
+        device_left = self.device_ceiling_h - self.spent.device_s / 3600
+        return [
+            f"ceilings: {self.wall_ceiling_h:g} wall-hours, {self.device_ceiling_h:g} "
+            f"logical-device-hours ({len(self.authorizations)} authorization(s) included)",
+            f"spent by {self.spent.runs} earlier run(s) (ledger): "
+            f"{self.spent.wall_s / 3600:.2f} wall-h, {self.spent.device_s / 3600:.2f} device-h",
+            ("planned for this run: not estimated (the campaign freezes no "
+             "protocol.expected_request_s)") if plan is None or device is None else
+            (f"planned for this run: {plan[0] / 3600:.2f}-{plan[1] / 3600:.2f} wall-h, "
+             f"{device[0] / 3600:.2f}-{device[1] / 3600:.2f} device-h (at the target ratio - no "
+             f"candidate faster than B0; {self.devices} logical devices; starts and scoring "
+             "not included)"),
+            f"left before this run: {wall_left:.2f} wall-h, {device_left:.2f} device-h",
+            *(f"over: {o}" for o in self.over)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"wall_ceiling_h": self.wall_ceiling_h, "device_ceiling_h": self.device_ceiling_h,
+                "authorizations": list(self.authorizations),
+                "spent_before": {"runs": self.spent.runs, "wall_s": self.spent.wall_s,
+                                 "device_s": self.spent.device_s},
+                "planned_wall_s": list(self.planned_wall_s) if self.planned_wall_s else None,
+                "planned_device_s": (list(self.planned_device_s) if self.planned_device_s
+                                     else None),
+                "devices": self.devices, "over": list(self.over)}
+
+
+def planned_seconds(plans: Mapping[str, TrackPlan],
+                    expected: Mapping[DurationClass, float] | None
+                    ) -> tuple[float, float] | None:
+    """Host seconds the selected tracks' protocol asks for: (at the target ratio, upper)."""
+    if not plans:
+        return (0.0, 0.0)
+    costs = campaign_costs(plans, expected)
+    target = upper = 0.0
+    for cost in costs:
+        host = cost.host_seconds()
+        if host is None:
+            return None
+        target, upper = target + host[0], upper + host[1]
+    for plan in plans.values():  # B0's quality-gate requests, once per track
+        median = (expected or {}).get(plan.duration)
+        if median is None:
+            return None
+        b0_quality = next((c.b0_quality for c in costs if c.track == plan.track_id), 0)
+        target, upper = target + b0_quality * median, upper + b0_quality * median
+    return target, upper
+
+
+def check(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
+          entries: Sequence[Mapping[str, Any]]) -> BudgetCheck:
+    """This run (its selected tracks' plans) against the ceilings and what earlier runs spent."""
+    budget = campaign.model.budget
+    granted = tuple(a.model_dump() for a in budget.authorizations or [])
+    wall_ceiling = budget.max_wall_hours + sum(a["wall_hours"] for a in granted)
+    device_ceiling = budget.max_logical_device_hours + sum(a["device_hours"] for a in granted)
+    before = spent(entries)
+    devices = device_count(campaign)
+    plan = planned_seconds(plans, campaign.model.protocol.expected_request_s)
+    upper_wall = before.wall_s + (plan[1] if plan else 0.0)
+    upper_device = before.device_s + (plan[1] * devices if plan else 0.0)
+    over = []
+    if upper_wall > wall_ceiling * 3600:
+        over.append(f"{upper_wall / 3600:.2f} wall-hours (spent {before.wall_s / 3600:.2f}"
+                    + (f" + planned at most {plan[1] / 3600:.2f}" if plan else "")
+                    + f") > {wall_ceiling:g}")
+    if upper_device > device_ceiling * 3600:
+        over.append(f"{upper_device / 3600:.2f} logical-device-hours (spent "
+                    f"{before.device_s / 3600:.2f}"
+                    + (f" + planned at most {plan[1] * devices / 3600:.2f}" if plan else "")
+                    + f") > {device_ceiling:g}")
+    return BudgetCheck(wall_ceiling, device_ceiling, granted, before, plan, devices, tuple(over))
