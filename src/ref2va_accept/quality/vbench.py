@@ -8,7 +8,6 @@ The formulas are pure functions over per-frame numbers so they can be checked by
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy.typing as npt
 from ref2va_accept.quality import models
 from ref2va_accept.quality.frames import FrameMetric, FrameView
 from ref2va_accept.quality.imageops import U8
+from ref2va_accept.quality.provenance import Recorded, made_with
 from ref2va_accept.quality.registry import (
     Score,
     ScorerError,
@@ -302,45 +302,11 @@ class I2VConsistency:
         return [ok_score(self.info, i2v_score(self.to_image, self.consecutive))]
 
 
-# Whether each model-based dimension's frame resize antialiases: VBench's own transforms are
-# replicated without (torch's interpolate default), VBench++'s i2v ones with (torchvision's
-# default for tensors since 0.17, which they leave unset: models.I2V_ANTIALIAS); None: frames are
-# padded, not resized.
-FRAME_RESIZE_ANTIALIAS: dict[str, bool | None] = {
-    "subject_consistency": False, "background_consistency": False, "aesthetic_quality": False,
-    "imaging_quality": False, "motion_smoothness": None, "dynamic_degree": None,
-    "i2v_subject": models.I2V_ANTIALIAS, "i2v_background": models.I2V_ANTIALIAS,
-}
-
-
-class _Recorded:
-    """A model-based metric whose scores say what they were made with (``made_with``)."""
-
-    def __init__(self, metric: FrameMetric, made_with: dict[str, Any]) -> None:
-        self.metric, self.made_with = metric, made_with
-        self.info = metric.info  # type: ignore[attr-defined]
-
-    def update(self, view: FrameView) -> None:
-        self.metric.update(view)
-
-    def finish(self) -> list[Score]:
-        return [dataclasses.replace(score, extra={**score.extra, "made_with": self.made_with})
-                for score in self.metric.finish()]
-
-
-def _made_with(dimension: str, loaded: Mapping[str, models.LoadedModel]) -> dict[str, Any]:
-    names, needs_reference = MODEL_DIMENSIONS[dimension]
-    record: dict[str, Any] = {"models": {n: loaded[n].made_with() for n in names},
-                              "frame_resize_antialias": FRAME_RESIZE_ANTIALIAS[dimension]}
-    if needs_reference:
-        record["reference_resize"] = "PIL bicubic (antialiased), no EXIF orientation"
-    return record
-
-
 def _build(dimension: str, loaded: Mapping[str, models.LoadedModel], fps: float,
            reference: U8 | None) -> FrameMetric:
-    return _Recorded(_build_metric(dimension, loaded, fps, reference),
-                     _made_with(dimension, loaded))
+    names, needs_reference = MODEL_DIMENSIONS[dimension]
+    return Recorded(_build_metric(dimension, loaded, fps, reference),
+                    made_with(dimension, [loaded[n] for n in names], needs_reference))
 
 
 def _build_metric(dimension: str, loaded: Mapping[str, models.LoadedModel], fps: float,
