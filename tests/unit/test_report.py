@@ -120,7 +120,9 @@ def test_the_report_renders_the_gates_decisions_and_does_not_decide_again(tmp_pa
     assert "<td>0.0000%</td><td style='color:#cf222e;font-weight:bold'>BROKEN</td>" in page
 
 
-def test_latency_section_shows_instances_interval_and_b0_spread(tmp_path: Path) -> None:
+def _latency_bundle(tmp_path: Path) -> EvidenceBundle:
+    """A supported 5 s lossless latency comparison (0.467 [0.448, 0.481]) and a 15 s one whose
+    protocol ended before a decision (warm-ups never steady)."""
     from ref2va_accept.latency import InstanceRun, judge_latency
     from tests.unit.test_latency_judgement import INSTANCE, _run
 
@@ -129,11 +131,14 @@ def test_latency_section_shows_instances_interval_and_b0_spread(tmp_path: Path) 
             _run("b0", [310]), _run("fast", [139]), _run("b0", [295]), _run("fast", [142])]
     for check in judge_latency("5s-lossless", "fast", runs, INSTANCE):
         bundle.add_check(check)
-    # And one protocol that ended before a decision.
     unsteady: list[InstanceRun] = [_run("b0", [], warmups=[400, 300, 250, 200], steady=False)]
     for check in judge_latency("15s-lossless", "fast", unsteady, INSTANCE):
         bundle.add_check(check)
-    page = summary_html(bundle)
+    return bundle
+
+
+def test_latency_section_shows_instances_interval_and_b0_spread(tmp_path: Path) -> None:
+    page = summary_html(_latency_bundle(tmp_path))
     section = page[page.index("Latency: instances and intervals"):]
     assert "SUPPORTED" in section and "ratio interval [0.448, 0.481]" in section
     assert "unit: server instance (3 fresh instances per arm" in section
@@ -155,17 +160,7 @@ def test_the_verdict_table_shows_not_applicable_checks_as_such(tmp_path: Path) -
 
 def test_the_verdict_table_carries_each_latency_interval_and_comes_before_the_environment(
         tmp_path: Path) -> None:
-    from ref2va_accept.latency import InstanceRun, judge_latency
-    from tests.unit.test_latency_judgement import INSTANCE, _run
-
-    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    runs = [_run("b0", [300], warmups=[340, 305]), _run("fast", [140], [150]),
-            _run("b0", [310]), _run("fast", [139]), _run("b0", [295]), _run("fast", [142])]
-    for check in judge_latency("5s-lossless", "fast", runs, INSTANCE):
-        bundle.add_check(check)
-    unsteady: list[InstanceRun] = [_run("b0", [], warmups=[400, 300, 250, 200], steady=False)]
-    for check in judge_latency("15s-lossless", "fast", unsteady, INSTANCE):
-        bundle.add_check(check)
+    bundle = _latency_bundle(tmp_path)
     bundle.verdicts = [
         TrackVerdict("5s-lossless", "fast", "supported", ("latency_supported",), (), {}),
         TrackVerdict("15s-lossless", "fast", "inconclusive", ("warmup_not_steady",), (), {}),
