@@ -38,14 +38,20 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+# Wider than a test, yet harmless once per worker: tests/unit/conftest.py's session ledger only
+# points an environment variable at a file of the worker's own.
+PER_WORKER_SAFE = frozenset({"_session_ledger"})
+
+
 def shared_fixtures(item: pytest.Item) -> list[str]:
     """The project's own fixtures (not pytest's or a plugin's) that ``item`` uses and that live
-    longer than one test."""
+    longer than one test, but for those safe to set up once per worker."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return []
     return sorted(name for name, defs in info.name2fixturedefs.items()
-                  if any(d.scope in SHARED_SCOPES and d.baseid for d in defs))
+                  if name not in PER_WORKER_SAFE
+                  and any(d.scope in SHARED_SCOPES and d.baseid for d in defs))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
