@@ -174,3 +174,20 @@ def test_the_ledger_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     assert main(["ledger", str(campaign), "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["entries"]) == 2
     assert main(["ledger", str(tmp_path / "none.yaml")]) == 2
+
+
+def test_a_ledger_that_cannot_be_written_fails_the_run_in_one_line(tmp_path: Path) -> None:
+    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    evidence = tmp_path / "evidence"
+    missing = tmp_path / "no-such-folder" / "c.ledger.jsonl"
+    result = run_pytest("tests/verdicts", "-m", "lossless and 5s", "--campaign", str(campaign),
+                        "--evidence-dir", str(evidence), "--ledger", str(missing), timeout=300)
+    lines = (result.stdout + result.stderr).splitlines()
+    # Said once as it happens, and the terminal summary names the run's status with it.
+    said = [line for line in lines if line.startswith("ref2va: cannot write c.ledger.jsonl")]
+    assert len(said) == 1, result.stdout[-3000:]
+    assert "ref2va: status failed_write: cannot write c.ledger.jsonl: [Errno 2] No such file " \
+           "or directory" in lines
+    found = bundle(evidence)
+    assert found["status"] == "failed_write" and "ledger" not in found
+    assert not missing.parent.exists()

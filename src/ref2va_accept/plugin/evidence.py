@@ -174,8 +174,9 @@ def _append_to_ledger(config: pytest.Config, state: RunState) -> None:
                                       "history": list(record.entries)})
         bundle.checkpoint()
     except WriteFailed as failure:
-        state.say_failure(failure)
-        bundle.fail_late(failure)
+        # The bundle's own writes record and say their failure once; the ledger's file is new.
+        if failure not in bundle.failures:
+            bundle.fail_late(failure)
     except Ref2VAError as exc:  # a ledger that cannot be read back: said, the run keeps its end
         bundle.note(f"ledger {state.display(path)}: {exc}")
 
