@@ -1,11 +1,12 @@
 """The HTML report's own sections, above pytest-html's results table.
 
-A reviewer reads them top down: the verdict per track and candidate first, then the evidence each
-gate decided on (the latency protocol's instances and intervals, from report_latency.py; B0's
-spread and every lossy score, fidelity and audio figure; every lossless comparison point), then
-every timed request. Everything shown is read from the evidence bundle, so the report and
-``evidence.json`` cannot disagree; a gate's decisions are rendered as the gate recorded them,
-never decided here a second time.
+A reviewer reads them top down: the verdict per track and candidate first (with its latency
+ratio, interval and target), the campaign's record of attempts and its budget, the environment,
+then the evidence each gate decided on (the latency protocol's instances and intervals, from
+report_latency.py; B0's spread and every lossy score, fidelity and audio figure; every lossless
+comparison point), then every timed request. Everything shown is read from the evidence
+bundle, so the report and ``evidence.json`` cannot disagree; a gate's decisions are rendered as
+the gate recorded them, never decided here a second time.
 """
 
 from __future__ import annotations
