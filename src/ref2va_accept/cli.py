@@ -19,7 +19,14 @@ from pathlib import Path
 from . import __version__, budget, calibration
 from .campaign import load_campaign
 from .cost import campaign_costs, describe
-from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, MediaContentError, Ref2VAError
+from .errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_PROBLEM,
+    CampaignError,
+    MediaContentError,
+    Ref2VAError,
+)
 from .fill_points import fill_points, report_lines
 from .identity import HostProbes, preflight
 from .ledger import LEDGER_ENV, LedgerError, ledger_path, read_ledger, table_lines
@@ -182,7 +189,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.tracks:
         unknown = [t for t in args.tracks if t not in plans]
         if unknown:
-            raise LedgerError(f"{args.campaign}: no track {', '.join(unknown)} "
+            raise CampaignError(f"{args.campaign}: no track {', '.join(unknown)} "
                               f"(tracks: {', '.join(plans)})")
         plans = {t: p for t, p in plans.items() if t in args.tracks}
     result = budget.check(campaign, plans, read_ledger(_ledger_of(args)).entries)

@@ -27,6 +27,7 @@ from .campaign import LoadedCampaign
 from .errors import Ref2VAError
 from .evidence import EvidenceBundle
 from .evidence_log import utc_now
+from .report_cells import latency_summary, ratio_text
 from .safe_write import WriteFailed
 
 __all__ = ["LEDGER_ENV", "LEDGER_SCHEMA", "LedgerError", "append", "attempts", "entries",
@@ -68,16 +69,6 @@ def _check(bundle: EvidenceBundle, track: str, arm: str, name: str) -> Mapping[s
                  and c["name"] == name), None)
 
 
-def _latency(check: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    interval = ((check or {}).get("data") or {}).get("interval")
-    if not isinstance(interval, Mapping):
-        return None
-    bounds = interval.get("interval") or {}
-    return {"ratio_of_medians": interval.get("ratio_of_medians"), "lower": bounds.get("lower"),
-            "upper": bounds.get("upper"), "target": interval.get("target"),
-            "verdict": interval.get("verdict")}
-
-
 def _quality(bundle: EvidenceBundle, track: str, arm: str) -> dict[str, Any] | None:
     for name in ("lossless_gate", "lossy_gate"):
         check = _check(bundle, track, arm, name)
@@ -104,8 +95,7 @@ def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
         if arm is None:
             continue
         audit = _check(bundle, verdict.track, arm.id, "enabled_path_audit")
-        instances = [i for i in bundle.data["instances"]
-                     if i.get("track") == verdict.track and i.get("arm") == arm.id]
+        instances = bundle.instances_where(track=verdict.track, arm=arm.id)
         found.append({
             "schema": LEDGER_SCHEMA, "kind": "attempt", "at": utc_now(), "run_id": bundle.run_id,
             "run_status": bundle.status, "campaign": campaign.model.name,
@@ -121,7 +111,7 @@ def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
             "instances": len(instances),
             "verdict": verdict.verdict, "reasons": list(verdict.reasons),
             "open_checks": list(verdict.open_checks),
-            "latency": _latency(_check(bundle, verdict.track, arm.id, "latency_ratio")),
+            "latency": latency_summary(_check(bundle, verdict.track, arm.id, "latency_ratio")),
             "quality": _quality(bundle, verdict.track, arm.id)})
     return found
 
@@ -198,13 +188,6 @@ def read_ledger(path: Path) -> Ledger:
     return Ledger(tuple(found), torn)
 
 
-def _ratio(latency: Mapping[str, Any] | None) -> str:
-    if not latency or latency.get("ratio_of_medians") is None:
-        return "-"
-    return (f"{latency['ratio_of_medians']:.3f} [{latency.get('lower') or 0:.3f}, "
-            f"{latency.get('upper') or 0:.3f}] vs {latency.get('target')}")
-
-
 def table_lines(ledger: Iterable[Mapping[str, Any]]) -> list[str]:
     """The ledger as a plain table, oldest first."""
     rows = [("at", "run", "status", "track", "candidate", "class", "verdict", "latency",
@@ -213,7 +196,8 @@ def table_lines(ledger: Iterable[Mapping[str, Any]]) -> list[str]:
         rows.append((str(e.get("at")), str(e.get("run_id")), str(e.get("run_status")),
                      str(e.get("track")), str(e.get("candidate")),
                      str(e.get("change_class") or "not declared"),
-                     str(e.get("verdict")).upper(), _ratio(e.get("latency")),
+                     str(e.get("verdict")).upper(),
+                     ratio_text(e["latency"]) if e.get("latency") else "-",
                      ", ".join(e.get("reasons") or [])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return ["  ".join(r[i].ljust(widths[i]) for i in range(len(widths))) + "  " + r[-1]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Ref2VAError
-from .report_cells import TABLE, VERDICT_COLOURS
+from .report_cells import TABLE, VERDICT_COLOURS, latency_summary
 from .report_latency import latency_cell
 from .safe_write import atomic_write
 
@@ -121,9 +121,17 @@ def check_mergeable(runs: Sequence[Run], *, allow_campaigns: bool = False,
     return notes
 
 
-def _latency_checks(run: Run) -> dict[tuple[str, str], Mapping[str, Any]]:
+Key = tuple[str, str]  # (track, candidate)
+
+
+def _latency_checks(run: Run) -> dict[Key, Mapping[str, Any]]:
     return {(c["track"], c["arm"]): c for c in run.data.get("checks") or []
             if c.get("name") == "latency_ratio"}
+
+
+def _verdicts(run: Run) -> dict[Key, Mapping[str, Any]]:
+    return {(str(v.get("track")), str(v.get("candidate"))): v
+            for v in run.data.get("verdicts") or []}
 
 
 def _cell(verdict: Mapping[str, Any] | None, latency: Mapping[str, Any] | None) -> str:
@@ -151,24 +159,18 @@ def _tracks(runs: Sequence[Run]) -> dict[str, list[str]]:
 
 
 def merged_json(runs: Sequence[Run], notes: Sequence[str]) -> dict[str, Any]:
-    verdicts = {run.label: {(str(v.get("track")), str(v.get("candidate"))): v
-                            for v in run.data.get("verdicts") or []} for run in runs}
+    verdicts = {run.label: _verdicts(run) for run in runs}
+    latency = {run.label: _latency_checks(run) for run in runs}
     rows = []
     for track, candidates in _tracks(runs).items():
         for candidate in candidates:
             per_run = {}
             for run in runs:
                 found = verdicts[run.label].get((track, candidate))
-                latency = _latency_checks(run).get((track, candidate))
-                interval = ((latency or {}).get("data") or {}).get("interval")
                 per_run[run.label] = None if found is None else {
                     "verdict": found.get("verdict"), "reasons": found.get("reasons"),
                     "open_checks": found.get("open_checks"),
-                    "latency": None if not isinstance(interval, Mapping) else {
-                        "ratio_of_medians": interval.get("ratio_of_medians"),
-                        "lower": (interval.get("interval") or {}).get("lower"),
-                        "upper": (interval.get("interval") or {}).get("upper"),
-                        "target": interval.get("target")}}
+                    "latency": latency_summary(latency[run.label].get((track, candidate)))}
             rows.append({"track": track, "candidate": candidate, "runs": per_run})
     return {"schema": "ref2va-merge/1",
             "runs": [{"label": r.label, "run_id": r.run_id, "status": r.data.get("status"),
@@ -181,8 +183,7 @@ def merged_json(runs: Sequence[Run], notes: Sequence[str]) -> dict[str, Any]:
 
 
 def merged_html(runs: Sequence[Run], notes: Sequence[str]) -> str:
-    verdicts = {run.label: {(str(v.get("track")), str(v.get("candidate"))): v
-                            for v in run.data.get("verdicts") or []} for run in runs}
+    verdicts = {run.label: _verdicts(run) for run in runs}
     latency = {run.label: _latency_checks(run) for run in runs}
     head = "".join(f"<th>{html.escape(r.label)}<br><small>{html.escape(str(r.data.get('status')))}"
                    f", started {html.escape(str(r.data.get('started_at')))}</small></th>"

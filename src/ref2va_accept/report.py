@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .evidence import EvidenceBundle
-from .report_cells import TABLE, VERDICT_COLOURS, cells, number
+from .report_cells import TABLE, VERDICT_COLOURS, cells, number, ratio_text
 from .report_latency import latency_cell, latency_tables_html
 
 __all__ = ["audio_comparison_text", "number", "summary_html"]
@@ -48,10 +48,7 @@ def ledger_html(bundle: EvidenceBundle) -> str:
     for e in reversed(history):
         verdict = str(e.get("verdict"))
         latency = e.get("latency") or {}
-        ratio = ("-" if latency.get("ratio_of_medians") is None else
-                 f"{number(latency.get('ratio_of_medians'), '.3f')} "
-                 f"[{number(latency.get('lower'), '.3f')}, {number(latency.get('upper'), '.3f')}]"
-                 f" vs {number(latency.get('target'), 'g')}")
+        ratio = "-" if latency.get("ratio_of_medians") is None else ratio_text(latency)
         this = e.get("run_id") == bundle.run_id
         rows.append(
             "<tr" + (" style='background:#f6f8fa'" if this else "") + ">"

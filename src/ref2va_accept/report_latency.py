@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .evidence import EvidenceBundle
-from .report_cells import TABLE, VERDICT_COLOURS, cells, number
+from .report_cells import TABLE, VERDICT_COLOURS, cells, latency_summary, number, ratio_text
 
 
 def _seconds(values: Iterable[Any]) -> str:
@@ -125,16 +125,12 @@ def latency_cell(check: Mapping[str, Any] | None) -> str:
     """The verdict table's latency cell: ratio of medians, interval and target, or why none."""
     if check is None:
         return "-"
-    data = check.get("data") or {}
-    latency = data.get("interval")
-    if not isinstance(latency, Mapping):
+    summary = latency_summary(check)
+    if summary is None:
         reason = check.get("reason") or "no interval"
         return f"<span style='color:#9a6700'>not decided: {html.escape(str(reason))}</span>"
-    interval = latency.get("interval") or {}
-    colour = VERDICT_COLOURS.get(str(latency.get("verdict")), "#000")
-    return (f"<span style='color:{colour}'>{number(latency.get('ratio_of_medians'), '.3f')} "
-            f"[{number(interval.get('lower'), '.3f')}, {number(interval.get('upper'), '.3f')}]"
-            f" vs {number(latency.get('target'), 'g')}</span>")
+    colour = VERDICT_COLOURS.get(str(summary.get("verdict")), "#000")
+    return f"<span style='color:{colour}'>{html.escape(ratio_text(summary))}</span>"
 
 
 def _spread_text(data: Mapping[str, Any]) -> str:

@@ -207,10 +207,7 @@ class RunState:
             self._say(said)
             bundle.checkpoint()
             return None
-        bundle.note(line)
-        self.ran_tracks.update(tracks)
-        self.stopped = line
-        bundle.checkpoint()
+        self._stop_with(line, tracks)
         return line
 
     def check_budget(self, tracks: Iterable[str], ledger_file: Path) -> str | None:
@@ -236,6 +233,7 @@ class RunState:
         return refusal
 
     def _stop_with(self, line: str, tracks: Iterable[str]) -> None:
+        """Stop the run before any engine: the line as a note, every selected track judged."""
         bundle = self.evidence()
         bundle.note(line)
         self.ran_tracks.update(tracks)
