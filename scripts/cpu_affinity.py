@@ -1,12 +1,16 @@
-"""CPU affinity for `./ref2va selftest`'s concurrent phases (Linux).
+"""CPU affinity for `./ref2va selftest`'s concurrent phases and `./ref2va campaign`'s lanes (Linux).
 
     python scripts/cpu_affinity.py split          -> "FIRST REST": the first CPU this process may
                                                      run on, then the others joined by commas
                                                      (nothing when there is only one)
+    python scripts/cpu_affinity.py lanes N        -> the CPUs this process may run on, dealt into
+                                                     min(N, count) groups, a line each (CPUs
+                                                     joined by commas); N 0: one per CPU
     python scripts/cpu_affinity.py widen PID...   -> every process of those process trees (the
                                                      pids and all their descendants) may run on
                                                      every CPU this process may run on
 
+`./ref2va campaign` pins each lane (a session judging some of the tracks) to one group.
 The timed self-tests run on the first CPU while everything else runs on the rest; once they are
 done, `widen` gives the rest back the whole machine. Processes started later inherit the wide
 mask from their parents. A process that ends during the walk is skipped; anything else that
@@ -53,6 +57,12 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["split"] and len(argv) == 1:
         cpus = sorted(os.sched_getaffinity(0))
         print(cpus[0], ",".join(str(c) for c in cpus[1:]))
+        return 0
+    if argv[:1] == ["lanes"] and len(argv) == 2 and argv[1].isdigit():
+        cpus = sorted(os.sched_getaffinity(0))
+        count = min(int(argv[1]) or len(cpus), len(cpus))
+        for group in range(count):
+            print(",".join(str(c) for c in cpus[group::count]))
         return 0
     if argv[:1] == ["widen"] and len(argv) > 1 and all(a.isdigit() for a in argv[1:]):
         return widen([int(a) for a in argv[1:]])

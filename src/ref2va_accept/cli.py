@@ -29,6 +29,7 @@ from .errors import (
 )
 from .fill_points import fill_points, report_lines
 from .identity import HostProbes, preflight
+from .lanes import campaign_lanes
 from .ledger import LEDGER_ENV, LedgerError, ledger_path, read_ledger, table_lines
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, probe
@@ -225,8 +226,19 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     output = args.output or Path(args.runs[0]).resolve().parent / (
         "merge-" + "+".join(Path(r).resolve().name for r in args.runs))
     report = merge(args.runs, output, allow_campaigns=args.allow_different_campaigns,
-                   allow_hosts=args.allow_different_hosts)
-    print(f"merged {len(args.runs)} runs side by side: {report} (and merge.json beside it)")
+                   allow_hosts=args.allow_different_hosts, lanes=args.lanes)
+    how = "as lanes of one campaign run" if args.lanes else "side by side"
+    print(f"merged {len(args.runs)} runs {how}: {report} (and merge.json beside it)")
+    return EXIT_OK
+
+
+def _cmd_lanes(args: argparse.Namespace) -> int:
+    if args.count < 1:
+        raise CampaignError(f"--count must be at least 1, not {args.count}")
+    campaign = load_campaign(args.campaign)
+    for lane in campaign_lanes(campaign, args.count):
+        # One line per lane: its tracks (commas), a tab, its pytest -m expression.
+        print(f"{','.join(lane.tracks)}\t{lane.marks}")
     return EXIT_OK
 
 
@@ -345,7 +357,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="merge runs of different frozen campaigns (the report says so)")
     p.add_argument("--allow-different-hosts", action="store_true",
                    help="merge runs whose host identity differs (the report says so)")
+    p.add_argument("--lanes", action="store_true",
+                   help="the runs are lanes of one campaign run (`./ref2va campaign`): each "
+                        "judged other tracks, so each track has one column; refused when two "
+                        "runs judged the same track")
     p.set_defaults(run=_cmd_merge, problems=(MergeRefused,))
+
+    p = sub.add_parser("lanes", help="the campaign's tracks split into lanes that `./ref2va "
+                       "campaign` runs as concurrent sessions: a line per lane, its tracks and "
+                       "its pytest -m expression (one lane when the instances hold devices)")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("--count", type=int, default=2, help="at most this many lanes (default 2)")
+    p.set_defaults(run=_cmd_lanes)
 
     p = sub.add_parser("calibrate", help="simulate the campaign's latency protocol: false "
                        "'supported' at the target and power, beside the older ABA design")

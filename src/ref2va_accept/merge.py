@@ -7,6 +7,10 @@ ratio of medians and interval against the target and its reasons, and no number 
 runs. Runs of different frozen campaigns, or from hosts whose identity differs, are refused unless
 the caller says so (and the report then says it too): their verdicts answer different questions.
 
+Lanes (``--lanes``) are the sessions of one campaign run that `./ref2va campaign` runs at once,
+each judging other tracks (lanes.py): the same rules, and besides, no track judged by two of them;
+each track's table then has the one column of the lane that judged it.
+
 Reads only the runs' ``evidence.json`` (already sanitized: no host names, users or paths) and
 writes ``report.html`` and ``merge.json`` into a folder of its own.
 """
@@ -16,11 +20,13 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .campaign import TRACK_IDS
 from .errors import Ref2VAError
 from .report_cells import TABLE, VERDICT_COLOURS, latency_summary
 from .report_latency import latency_cell
@@ -43,6 +49,11 @@ class MergeRefused(Ref2VAError):
 class Run:
     label: str  # the run folder's name (its run id), as the caller named it
     data: Mapping[str, Any]
+    folder: Path | None = None  # where its evidence.json (and report.html) lie
+
+    @property
+    def tracks(self) -> set[str]:
+        return {str(v.get("track")) for v in self.data.get("verdicts") or []}
 
     @property
     def run_id(self) -> str:
@@ -88,11 +99,11 @@ def load_run(path: Path) -> Run:
     if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(
             "ref2va-evidence/"):
         raise MergeInputError(f"{label}: {file.name} is not a ref2va evidence bundle")
-    return Run(label, data)
+    return Run(label, data, file.parent)
 
 
 def check_mergeable(runs: Sequence[Run], *, allow_campaigns: bool = False,
-                    allow_hosts: bool = False) -> list[str]:
+                    allow_hosts: bool = False, lanes: bool = False) -> list[str]:
     """Refuses what may not be merged; returns the notes the report carries for what was
     merged only because the caller allowed it."""
     if len(runs) < 2:
@@ -118,6 +129,15 @@ def check_mergeable(runs: Sequence[Run], *, allow_campaigns: bool = False,
                                f"verdicts answer different questions; {flag} to merge anyway)")
         notes.append(f"Merged although the {what} differs ({flag}): {first.label}: "
                      f"{key(first)}; {line}.")
+    if lanes:
+        judged: dict[str, str] = {}
+        for run in runs:
+            for track in sorted(run.tracks):
+                if track in judged:
+                    raise MergeRefused(f"{run.label}: track {track} was also judged by "
+                                       f"{judged[track]}; lanes of one run judge other tracks "
+                                       "each (without --lanes, runs are read side by side)")
+                judged[track] = run.label
     return notes
 
 
@@ -148,17 +168,21 @@ def _cell(verdict: Mapping[str, Any] | None, latency: Mapping[str, Any] | None) 
 
 
 def _tracks(runs: Sequence[Run]) -> dict[str, list[str]]:
-    """Every track in any run, with every candidate any run judged on it, in first-seen order."""
+    """Every track in any run, with every candidate any run judged on it: the tracks in the
+    campaign's order (5 s before 15 s, lossless before lossy), candidates as first seen."""
     tracks: dict[str, list[str]] = {}
     for run in runs:
         for v in run.data.get("verdicts") or []:
             candidates = tracks.setdefault(str(v.get("track")), [])
             if str(v.get("candidate")) not in candidates:
                 candidates.append(str(v.get("candidate")))
-    return tracks
+    order = list(TRACK_IDS)
+    ranked = sorted(tracks, key=lambda t: order.index(t) if t in order else len(order))
+    return {track: tracks[track] for track in ranked}
 
 
-def merged_json(runs: Sequence[Run], notes: Sequence[str]) -> dict[str, Any]:
+def merged_json(runs: Sequence[Run], notes: Sequence[str], *, lanes: bool = False
+                ) -> dict[str, Any]:
     verdicts = {run.label: _verdicts(run) for run in runs}
     latency = {run.label: _latency_checks(run) for run in runs}
     rows = []
@@ -166,6 +190,8 @@ def merged_json(runs: Sequence[Run], notes: Sequence[str]) -> dict[str, Any]:
         for candidate in candidates:
             per_run = {}
             for run in runs:
+                if lanes and track not in run.tracks:
+                    continue
                 found = verdicts[run.label].get((track, candidate))
                 per_run[run.label] = None if found is None else {
                     "verdict": found.get("verdict"), "reasons": found.get("reasons"),
@@ -173,6 +199,7 @@ def merged_json(runs: Sequence[Run], notes: Sequence[str]) -> dict[str, Any]:
                     "latency": latency_summary(latency[run.label].get((track, candidate)))}
             rows.append({"track": track, "candidate": candidate, "runs": per_run})
     return {"schema": "ref2va-merge/1",
+            "lanes": lanes,
             "runs": [{"label": r.label, "run_id": r.run_id, "status": r.data.get("status"),
                       "started_at": r.data.get("started_at"), "campaign": r.campaign,
                       "host": r.host, "harness_version": r.data.get("harness_version")}
@@ -182,46 +209,78 @@ def merged_json(runs: Sequence[Run], notes: Sequence[str]) -> dict[str, Any]:
             "rows": rows}
 
 
-def merged_html(runs: Sequence[Run], notes: Sequence[str]) -> str:
+def _reports(runs: Sequence[Run], output: Path | None) -> dict[str, str]:
+    """Each run's own report, as a link relative to the merged report's folder."""
+    links = {}
+    for run in runs:
+        if output is not None and run.folder is not None and (run.folder / "report.html").is_file():
+            links[run.label] = os.path.relpath(run.folder / "report.html", output)
+    return links
+
+
+def merged_html(runs: Sequence[Run], notes: Sequence[str], *, lanes: bool = False,
+                output: Path | None = None) -> str:
     verdicts = {run.label: _verdicts(run) for run in runs}
     latency = {run.label: _latency_checks(run) for run in runs}
-    head = "".join(f"<th>{html.escape(r.label)}<br><small>{html.escape(str(r.data.get('status')))}"
-                   f", started {html.escape(str(r.data.get('started_at')))}</small></th>"
-                   for r in runs)
+
+    def head(shown: Sequence[Run]) -> str:
+        return "".join(f"<th>{html.escape(r.label)}<br><small>"
+                       f"{html.escape(str(r.data.get('status')))}, started "
+                       f"{html.escape(str(r.data.get('started_at')))}</small></th>" for r in shown)
+
     sections = []
     for track, candidates in _tracks(runs).items():
+        shown = [r for r in runs if track in r.tracks] if lanes else list(runs)
         rows = "".join(
             f"<tr><td>{html.escape(candidate)}</td>"
             + "".join(_cell(verdicts[r.label].get((track, candidate)),
-                            latency[r.label].get((track, candidate))) for r in runs)
+                            latency[r.label].get((track, candidate))) for r in shown)
             + "</tr>" for candidate in candidates)
         sections.append(f"<h3>{html.escape(track)}</h3><table class='ref2va-merged' {TABLE}>"
-                        f"<tr><th>candidate</th>{head}</tr>{rows}</table>")
+                        f"<tr><th>candidate</th>{head(shown)}</tr>{rows}</table>")
+    links = _reports(runs, output)
     runs_table = "".join(
-        f"<tr><td>{html.escape(r.label)}</td><td>{html.escape(r.campaign)}</td>"
+        f"<tr><td>{html.escape(r.label)}</td>"
+        + (f"<td>{html.escape(', '.join(sorted(r.tracks)))}</td>" if lanes else "")
+        + f"<td>{html.escape(r.campaign)}</td>"
         f"<td>{html.escape(r.host)}</td><td>{html.escape(str(r.data.get('harness_version')))}"
-        "</td></tr>" for r in runs)
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Ref2VA runs side by side"
-            "</title></head><body><h1>Ref2VA runs side by side</h1>"
-            "<p>One column per run. Each verdict, ratio of medians and interval is that run's, "
-            "against the B0 it measured itself under the frozen protocol; no ratio is added, "
-            "multiplied or averaged across runs.</p>"
+        "</td><td>" + (f"<a href='{html.escape(links[r.label])}'>report</a>"
+                       if r.label in links else "not found") + "</td></tr>" for r in runs)
+    if lanes:
+        title = f"Ref2VA campaign run in {len(runs)} lanes"
+        intro = ("<p>One campaign run, its tracks split into lanes that ran at the same time, "
+                 "each a session of its own on CPUs of its own. Each track was judged whole in "
+                 "one lane: every verdict, ratio of medians and interval is that lane's, against "
+                 "the B0 it measured itself under the frozen protocol; no ratio is added, "
+                 "multiplied or averaged across lanes.</p>")
+    else:
+        title = "Ref2VA runs side by side"
+        intro = ("<p>One column per run. Each verdict, ratio of medians and interval is that "
+                 "run's, against the B0 it measured itself under the frozen protocol; no ratio "
+                 "is added, multiplied or averaged across runs.</p>")
+    what = "lane" if lanes else "run"
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}"
+            f"</title></head><body><h1>{title}</h1>" + intro
             + "".join(f"<p style='color:#9a6700'>{html.escape(n)}</p>" for n in notes)
             + "".join(sections)
-            + f"<h2>Runs</h2><table {TABLE}><tr><th>run</th><th>campaign</th>"
-            "<th>host identity</th><th>harness</th></tr>" + runs_table
-            + "</table><p>Each run's own report and evidence.json stay in its folder.</p>"
-            "</body></html>\n")
+            + f"<h2>{what.capitalize()}s</h2><table {TABLE}><tr><th>{what}</th>"
+            + ("<th>tracks</th>" if lanes else "")
+            + "<th>campaign</th><th>host identity</th><th>harness</th><th>its own report</th>"
+            "</tr>" + runs_table
+            + f"</table><p>Each {what}'s own report (samples, charts, fidelity, evidence) and "
+            "evidence.json stay in its folder.</p></body></html>\n")
 
 
 def merge(paths: Sequence[Path], output: Path, *, allow_campaigns: bool = False,
-          allow_hosts: bool = False) -> Path:
+          allow_hosts: bool = False, lanes: bool = False) -> Path:
     """Read the runs, refuse what may not be merged, write report.html and merge.json into
     ``output`` (created); returns the report's path."""
     runs = [load_run(Path(p)) for p in paths]
-    notes = check_mergeable(runs, allow_campaigns=allow_campaigns, allow_hosts=allow_hosts)
+    notes = check_mergeable(runs, allow_campaigns=allow_campaigns, allow_hosts=allow_hosts,
+                            lanes=lanes)
     output.mkdir(parents=True, exist_ok=True)
-    atomic_write(output / "merge.json", json.dumps(merged_json(runs, notes), indent=2) + "\n")
+    atomic_write(output / "merge.json",
+                 json.dumps(merged_json(runs, notes, lanes=lanes), indent=2) + "\n")
     report = output / "report.html"
-    atomic_write(report, merged_html(runs, notes))
+    atomic_write(report, merged_html(runs, notes, lanes=lanes, output=output.resolve()))
     return report

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Generator
 from pathlib import Path
 
@@ -37,9 +38,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="the campaign's ledger each run appends its candidate attempts to "
                          f"(default: ${LEDGER_ENV}, else <campaign>.ledger.jsonl beside the "
                          "campaign)")
+    group.addoption("--run-id", default=None, metavar="ID",
+                    help="name this run (its folder evidence/<ID>) instead of a UTC time stamp "
+                         "and six random hex digits: letters, digits, '.', '_' and '-', not "
+                         "starting with '.'; refused when the folder exists")
     group.addoption("--ref2va-skip-disk-check", action="store_true", default=False,
                     help="start the run even when the evidence folder's filesystem has less "
                          "free space than the run's estimated evidence needs (recorded)")
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -49,7 +57,16 @@ def pytest_configure(config: pytest.Config) -> None:
     evidence_root = Path(config.getoption("evidence_dir"))
     if not evidence_root.is_absolute():
         evidence_root = config.rootpath / evidence_root
-    config.stash[STATE] = RunState(config, new_run_id(), evidence_root, campaign_path(config))
+    run_id = config.getoption("run_id")
+    if run_id is None:
+        run_id = new_run_id()
+    elif not RUN_ID.fullmatch(run_id) or run_id == "latest":
+        raise pytest.UsageError(f"ref2va: --run-id {run_id!r}: letters, digits, '.', '_' and "
+                                "'-' only, not starting with '.' (and not 'latest')")
+    elif (evidence_root / run_id).exists():
+        raise pytest.UsageError(f"ref2va: --run-id {run_id}: {evidence_root.name}/{run_id} "
+                                "exists already; a run never writes into another's folder")
+    config.stash[STATE] = RunState(config, run_id, evidence_root, campaign_path(config))
 
 
 @pytest.hookimpl(wrapper=True)
