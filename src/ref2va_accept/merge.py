@@ -241,7 +241,8 @@ def merged_html(runs: Sequence[Run], notes: Sequence[str], *, lanes: bool = Fals
     links = _reports(runs, output)
     runs_table = "".join(
         f"<tr><td>{html.escape(r.label)}</td>"
-        + (f"<td>{html.escape(', '.join(sorted(r.tracks)))}</td>" if lanes else "")
+        + (f"<td>{html.escape(', '.join(t for t in _tracks([r]) if t in r.tracks))}</td>"
+           if lanes else "")
         + f"<td>{html.escape(r.campaign)}</td>"
         f"<td>{html.escape(r.host)}</td><td>{html.escape(str(r.data.get('harness_version')))}"
         "</td><td>" + (f"<a href='{html.escape(links[r.label])}'>report</a>"

@@ -118,3 +118,44 @@ def test_the_command_line_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("ref2va-accept merge: different campaign")
     assert err[1] == "ref2va-accept merge: gone: no evidence.json (not a run folder)"
+
+
+def test_lanes_of_one_run_give_each_track_its_lanes_column_and_link_their_reports(
+        tmp_path: Path) -> None:
+    evidence = tmp_path / "evidence"
+    one = _run(evidence, "r-lane1", tracks=("5s-lossy", "15s-lossless"))
+    two = _run(evidence, "r-lane2", ratio=0.52, tracks=("5s-lossless", "15s-lossy"))
+    (one / "report.html").write_text("<html></html>")  # lane 2's report is missing
+    page = merge([one, two], evidence / "r", lanes=True).read_text()
+    assert "Ref2VA campaign run in 2 lanes" in page
+    # A column per track, the lane that judged it; no "not in this run" cells.
+    assert page.count("<th>r-lane1<br>") == 2 and page.count("<th>r-lane2<br>") == 2
+    assert "not in this run" not in page
+    # Tracks in the campaign's order, whichever lane judged them.
+    assert [page.index(f"<h3>{t}</h3>") for t in
+            ("5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy")] == sorted(
+        page.index(f"<h3>{t}</h3>") for t in
+        ("5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy"))
+    # Each lane's own report, linked relative to the merged folder (no absolute path).
+    assert "<a href='../r-lane1/report.html'>report</a>" in page
+    assert "<td>r-lane2</td><td>5s-lossless, 15s-lossy</td>" in page and "not found" in page
+    assert str(tmp_path) not in page
+    record = json.loads((evidence / "r" / "merge.json").read_text())
+    assert record["lanes"] is True and record["combined"] is None
+    row = next(r for r in record["rows"] if r["track"] == "15s-lossy")
+    assert list(row["runs"]) == ["r-lane2"]
+
+
+def test_lanes_that_judged_the_same_track_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = _run(tmp_path, "r-lane1", tracks=("5s-lossy", "15s-lossless"))
+    two = _run(tmp_path, "r-lane2", tracks=("5s-lossless", "15s-lossless"))
+    with pytest.raises(MergeRefused, match="r-lane2: track 15s-lossless was also judged by "
+                                           "r-lane1"):
+        merge([one, two], tmp_path / "m", lanes=True)
+    assert not (tmp_path / "m").exists()
+    # Read side by side (no --lanes), the same runs merge.
+    assert merge([one, two], tmp_path / "m").is_file()
+    assert main(["merge", "--lanes", str(one), str(two), "--output",
+                 str(tmp_path / "m2")]) == 1
+    assert "also judged by r-lane1" in capsys.readouterr().err

@@ -101,6 +101,31 @@ def test_a_campaign_run_writes_its_report_events_and_bundle_in_the_run_folder(
     assert "test_scenario.py::test_scenario[5s-lossless]" in report
 
 
+def test_a_named_run_writes_that_folder_once_and_bad_names_are_refused(
+        session: pytest.Pytester) -> None:
+    """--run-id (what `./ref2va campaign` names its lanes with): the folder is that name, a
+    second run of the same name is refused before anything runs, and a name that could leave
+    the evidence folder or hide in it is refused."""
+    session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
+    evidence = session.path / "evidence"
+    _run(session, "-m", "5s and lossless", "--evidence-dir", str(evidence), "--run-id",
+         "20261201T051308Z-99b0d4-lane2").assert_outcomes(passed=1)
+    run = evidence / "20261201T051308Z-99b0d4-lane2"
+    assert read_bundle(run)["run_id"] == run.name
+    assert (evidence / "latest").resolve() == run.resolve()
+    again = _run(session, "-m", "5s and lossless", "--evidence-dir", str(evidence),
+                 "--run-id", run.name)
+    assert again.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"evidence/{run.name} exists already" in "\n".join(again.errlines)
+    assert read_bundle(run)["notes"] == ["5s-lossless ran"]  # the first run's, untouched
+    for bad in ("../elsewhere", ".hidden", "a/b", "latest", "x" * 101, "bad id"):
+        refused = _run(session, "--evidence-dir", str(evidence), "--run-id", bad)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR, bad
+        assert f"--run-id {bad!r}: letters, digits" in "\n".join(refused.errlines)
+    assert sorted(p.name for p in evidence.iterdir()) == ["20261201T051308Z-99b0d4-lane2",
+                                                          "latest"]
+
+
 def test_a_users_own_html_path_is_left_alone(session: pytest.Pytester) -> None:
     session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
     evidence = session.path / "evidence"

@@ -79,6 +79,13 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> list[ScenarioItem]:
     return [_item(line.strip()) for line in result.stdout.splitlines() if "::" in line]
 
 
+def test_every_campaign_scenario_belongs_to_a_track(collected: list[ScenarioItem]) -> None:
+    """`./ref2va campaign` runs its lanes by track marks (lanes.py), so a campaign scenario that
+    belonged to no track would run in no lane."""
+    assert collected
+    assert [i.nodeid for i in collected if i.track is None] == []
+
+
 # -- the campaign field -------------------------------------------------------------------------
 def _with_medians(tmp_path: Path, medians: object) -> Path:
     protocol = yaml.safe_load(REFERENCE.read_text())["protocol"]

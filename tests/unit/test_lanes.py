@@ -1,0 +1,115 @@
+"""Lanes (lanes.py, `ref2va-accept lanes`): the campaign's tracks split whole into sessions that
+`./ref2va campaign` runs at once; together they must select every campaign scenario exactly once."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from _pytest.mark.expression import Expression
+
+from ref2va_accept.campaign import TRACK_IDS, duration_class, load_campaign, quality_class
+from ref2va_accept.cli import main
+from ref2va_accept.lanes import campaign_lanes, split_lanes, track_weights
+from tests.unit.suite_runner import ROOT, campaign_copy
+
+REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
+HOST = ROOT / "fixtures/campaigns/910c.yaml"
+SCRIPT = (ROOT / "ref2va").read_text()
+
+
+def _scenarios() -> str:
+    found = re.search(r'^SCENARIOS="([^"]+)"$', SCRIPT, re.MULTILINE)
+    assert found, "./ref2va names the campaign's scenario marks in SCENARIOS"
+    return found.group(1)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 7])
+def test_every_track_lands_in_exactly_one_lane_and_no_lane_is_empty(count: int) -> None:
+    weights = {"a": 3.0, "b": 9.0, "c": 1.0, "d": 4.0, "e": 4.0}
+    lanes = split_lanes(weights, count)
+    assert len(lanes) == min(count, len(weights))
+    placed = [t for lane in lanes for t in lane.tracks]
+    assert sorted(placed) == sorted(weights)
+    assert all(lane.tracks for lane in lanes)
+    assert [lane.weight for lane in lanes] == sorted((lane.weight for lane in lanes), reverse=True)
+    assert all(lane.weight == sum(weights[t] for t in lane.tracks) for lane in lanes)
+    assert split_lanes(weights, count) == lanes  # the same split on every run
+
+
+def test_the_heaviest_track_goes_first_onto_the_lightest_lane() -> None:
+    lanes = split_lanes({"a": 10.0, "b": 7.0, "c": 5.0, "d": 4.0}, 2)
+    # 10 -> lane 1; 7 -> lane 2; 5 -> lane 2 (7 < 10); 4 -> lane 1 (10 < 12).
+    assert [(lane.tracks, lane.weight) for lane in lanes] == [(("a", "d"), 14.0),
+                                                              (("b", "c"), 12.0)]
+    # Equal weights keep the campaign's order, within a lane as across lanes.
+    assert [lane.tracks for lane in split_lanes({"x": 1.0, "y": 1.0, "z": 1.0}, 2)] == [
+        ("x", "z"), ("y",)]
+    with pytest.raises(ValueError, match="at least one"):
+        split_lanes({"a": 1.0}, 0)
+
+
+def test_the_reference_campaign_runs_its_two_15s_tracks_in_different_lanes() -> None:
+    campaign = load_campaign(REFERENCE)
+    weights = track_weights(campaign)
+    assert list(weights) == list(TRACK_IDS)
+    # No frozen medians: requests times frames times steps; the 15 s tracks are the heaviest,
+    # the lossless ones heavier than the lossy (four arms per instance block against three).
+    assert weights["15s-lossless"] > weights["15s-lossy"] > weights["5s-lossless"] > weights[
+        "5s-lossy"]
+    lanes = campaign_lanes(campaign, 2)
+    assert [lane.tracks for lane in lanes] == [("5s-lossy", "15s-lossless"),
+                                               ("5s-lossless", "15s-lossy")]
+    assert [len(lane.tracks) for lane in campaign_lanes(campaign, 4)] == [1, 1, 1, 1]
+
+
+def test_frozen_preflight_medians_price_the_tracks(tmp_path: Path) -> None:
+    data = yaml.safe_load(REFERENCE.read_text())
+    protocol = {**data["protocol"], "expected_request_s": {"5s": 100.0, "15s": 1.0}}
+    campaign = load_campaign(campaign_copy(tmp_path, protocol=protocol))
+    weights = track_weights(campaign)
+    unpriced = track_weights(load_campaign(REFERENCE))
+    for track_id in TRACK_IDS:
+        median = 100.0 if duration_class(track_id) == "5s" else 1.0
+        requests = unpriced[track_id] / (campaign.model.tracks[track_id].num_frames * 50)
+        assert weights[track_id] == pytest.approx(requests * median)
+    # Priced so, the 5 s tracks are now the heavy ones: each has a lane of its own.
+    assert {lane.tracks[0] for lane in campaign_lanes(campaign, 2)} == {"5s-lossless",
+                                                                       "5s-lossy"}
+
+
+def test_a_campaign_whose_instances_hold_devices_has_one_lane() -> None:
+    lanes = campaign_lanes(load_campaign(HOST), 4)
+    assert len(lanes) == 1 and set(lanes[0].tracks) == set(TRACK_IDS)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4])
+def test_the_lanes_marks_select_each_track_in_exactly_one_lane(count: int) -> None:
+    """The expression each lane's session runs, evaluated as pytest evaluates -m, against the
+    marks a campaign scenario of each track carries (selection.py: scenario, duration, quality)."""
+    lanes = campaign_lanes(load_campaign(REFERENCE), count)
+    for scenario in ("acceptance", "perf", "quality", "verdict"):
+        for track_id in TRACK_IDS:
+            marks = {scenario, duration_class(track_id), quality_class(track_id)}
+            chosen = [lane for lane in lanes if Expression.compile(
+                f"({_scenarios()}) and ({lane.marks})").evaluate(
+                    lambda name, marks=marks: name in marks)]  # type: ignore[misc]
+            assert [lane.tracks for lane in chosen] == [
+                lane.tracks for lane in lanes if track_id in lane.tracks]
+            assert len(chosen) == 1
+        # A harness self-test (no track marks) is in no lane.
+        assert not any(Expression.compile(f"({_scenarios()}) and ({lane.marks})").evaluate(
+            lambda name, scenario=scenario: name == scenario)  # type: ignore[misc]
+            for lane in lanes)
+
+
+def test_the_command_prints_a_line_per_lane(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lanes", str(REFERENCE)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["5s-lossy,15s-lossless\t(5s and lossy) or (15s and lossless)",
+                     "5s-lossless,15s-lossy\t(5s and lossless) or (15s and lossy)"]
+    assert main(["lanes", str(REFERENCE), "--count", "0"]) == 2
+    assert "--count must be at least 1, not 0" in capsys.readouterr().err
+    assert main(["lanes", str(ROOT / "no-such.yaml")]) == 2
