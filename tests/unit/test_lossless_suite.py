@@ -4,10 +4,13 @@
 track. The reference candidates do for real what their profiles say, so the verdicts are known.
 
 Lossless-text-kv is bit-exact and about 3x faster from compute it really skips (no declared
-device time in the reference campaign), so supported, reduction-order diverges from
-the first DiT output on and is no faster, and
-mislabelled-cache runs Cache-DiT under a lossless label. (A B0 with unseeded noise in one step,
-which must make the track inconclusive, is test_baseline_nondeterminism_run.py: nothing timed.)
+device time in the reference campaign), so supported; reduction-order diverges from the first
+DiT output on and is no faster. Both verdicts rest on measured latency, so this run is timed.
+The track's third candidate, mislabelled-cache (Cache-DiT under a lossless label), fails on its
+enabled path and its outputs, not on its latency: it is deselected here (its verdict stays open)
+and judged on a 4-step copy in test_mislabelled_cache_run.py, outside the timed phase. (A B0
+with unseeded noise in one step, which must make the track inconclusive, is
+test_baseline_nondeterminism_run.py: nothing timed.)
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def _verdict(evidence: dict[str, Any], candidate: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def five_second_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
     evidence = tmp_path_factory.mktemp("evidence")
-    result = run_pytest("tests", "-m", "lossless and 5s", "-rA",
+    result = run_pytest("tests", "-m", "lossless and 5s", "-k", "not mislabelled-cache", "-rA",
                         "--campaign", str(ROOT / "fixtures/campaigns/reference.yaml"),
                         "--evidence-dir", str(evidence), timeout=1800)
     return result, bundle(evidence), only_run(evidence)
@@ -57,7 +60,6 @@ def test_the_run_fails_because_some_candidates_must(five_second_run: Any) -> Non
     verdicts = "tests/verdicts/test_track_verdicts.py::test_track_verdict"
     assert _outcome(result.stdout, f"{verdicts}[5s-lossless:lossless-text-kv]") == "PASSED"
     assert _outcome(result.stdout, f"{verdicts}[5s-lossless:reduction-order]") == "FAILED"
-    assert _outcome(result.stdout, f"{verdicts}[5s-lossless:mislabelled-cache]") == "FAILED"
     assert tagged(evidence["run_id"]) == []
 
 
@@ -89,6 +91,9 @@ def test_verdict_table_heads_the_report_and_the_evidence(five_second_run: Any) -
     rows = {(v["track"], v["candidate"]) for v in evidence["verdicts"]}
     assert rows == {("5s-lossless", c) for c in
                     ("lossless-text-kv", "reduction-order", "mislabelled-cache")}
+    # A candidate whose scenarios were deselected is open, never judged on what did not run.
+    unjudged = _verdict(evidence, "mislabelled-cache")
+    assert unjudged["verdict"] == "inconclusive" and "latency_ratio" in unjudged["open_checks"]
     report = (run / "report.html").read_text()
     assert report.index("Verdicts per track") < report.index("<table id=\"results-table\">")
     assert "SUPPORTED" in report
@@ -120,16 +125,6 @@ def test_reduction_order_fails_at_the_first_dit_output(five_second_run: Any) -> 
     assert checks["enabled_path_audit"]["status"] == "pass"  # it hides nothing: it is just wrong
     verdict = _verdict(five_second_run[1], "reduction-order")
     assert verdict["verdict"] == "failed" and verdict["reasons"] == ["quality_gate_failed"]
-
-
-def test_mislabelled_candidate_fails_the_enabled_path_audit(five_second_run: Any) -> None:
-    checks = _checks(five_second_run[1], "mislabelled-cache")
-    audit = checks["enabled_path_audit"]
-    assert audit["status"] == "fail" and audit["reason"] == "enabled_path_mismatch"
-    assert "cache_dit" in audit["detail"]
-    assert checks["lossless_gate"]["data"]["first_divergence"].startswith("dit.step")
-    verdict = _verdict(five_second_run[1], "mislabelled-cache")
-    assert verdict["verdict"] == "failed" and "enabled_path_mismatch" in verdict["reasons"]
 
 
 def test_report_shows_verdicts_and_the_point_table(five_second_run: Any) -> None:
@@ -176,8 +171,8 @@ def test_report_renders_in_a_browser_with_the_verdicts_first(five_second_run: An
             assert "environment" not in [name for name, _ in visible]
             verdicts = page.locator("table.ref2va-verdicts").inner_text()
             assert "SUPPORTED" in verdicts and "vs 0.5" in verdicts
-            # The latency comparisons are drawn, one chart per candidate.
-            assert page.locator("svg.ref2va-latency-chart").count() == 3
+            # The latency comparisons are drawn, one chart per candidate timed.
+            assert page.locator("svg.ref2va-latency-chart").count() == 2
         finally:
             browser.close()
     assert errors == []

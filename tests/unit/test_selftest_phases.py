@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _pytest.mark.expression import Expression
 
 from tests.unit.suite_runner import CHEAP_STEPS, ROOT
 
@@ -24,11 +25,55 @@ pytest_plugins = ["pytester"]
 SCRIPT = (ROOT / "ref2va").read_text()
 
 
-def _collected(*args: str) -> set[str]:
-    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *args],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+MARKS_PLUGIN = """
+import os
+
+def pytest_collection_finish(session):
+    with open(os.environ["REF2VA_MARKS_OUT"], "w") as out:
+        for item in session.items:
+            marks = sorted({m.name for m in item.iter_markers()})
+            out.write(item.nodeid + "\\t" + ",".join(marks) + "\\n")
+"""
+
+
+def _collected(tmp_path: Path, *args: str) -> dict[str, set[str]]:
+    """Every test the arguments collect, with the marks pytest's -m reads (iter_markers)."""
+    (tmp_path / "ref2va_marks_plugin.py").write_text(MARKS_PLUGIN)
+    out = tmp_path / "marks.tsv"
+    env = {**os.environ, "REF2VA_MARKS_OUT": str(out),
+           "PYTHONPATH": os.pathsep.join(filter(None, (str(tmp_path),
+                                                       os.environ.get("PYTHONPATH"))))}
+    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                             "ref2va_marks_plugin", *args], capture_output=True, text=True,
+                            cwd=ROOT, timeout=300, env=env)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    return {line for line in result.stdout.splitlines() if "::" in line}
+    items = {}
+    for line in out.read_text().splitlines():
+        nodeid, _, marks = line.partition("\t")
+        items[nodeid] = set(filter(None, marks.split(",")))
+    listed = {line for line in result.stdout.splitlines() if "::" in line}
+    assert listed == set(items)  # what -q lists is what the plugin saw
+    return items
+
+
+def _selected(items: dict[str, set[str]], args: list[str]) -> set[str]:
+    """What a phase's arguments select of one collection: its paths and its -m, evaluated as
+    pytest evaluates it (one collection instead of one per phase: each takes seconds of CPU)."""
+    paths: list[str] = []
+    expression = None
+    rest = iter(args)
+    for arg in rest:
+        if arg == "-m":
+            expression = Expression.compile(next(rest))
+        elif arg == "--campaign":
+            next(rest)  # the acceptance phase's campaign copy: the same tracks, the same tests
+        else:
+            assert not arg.startswith("-"), f"a phase argument this test does not know: {arg}"
+            paths.append(arg.rstrip("/") + "/")
+    return {nodeid for nodeid, marks in items.items()
+            if any(nodeid.startswith(p) for p in paths)
+            and (expression is None or expression.evaluate(
+                lambda name, marks=marks, **_: name in marks))}  # type: ignore[misc]
 
 
 def _phase(pattern: str) -> list[str]:
@@ -41,18 +86,19 @@ def _phase(pattern: str) -> list[str]:
 def test_the_phases_run_exactly_the_serial_selftest(tmp_path: Path) -> None:
     serial = re.search(r"SELFTEST_PATHS=\(([^)]*)\)", SCRIPT)
     assert serial, "./ref2va names the serial selftest's paths in SELFTEST_PATHS"
-    everything = _collected(*serial.group(1).split())
-    timed = _collected(*_phase(r"tests/unit -m timed"))
+    items = _collected(tmp_path, *serial.group(1).split())
+    everything = set(items)
+    timed = _selected(items, _phase(r"tests/unit -m timed"))
     # The acceptance phase runs on the 4-step copy the script makes, as the script makes it.
     copy = subprocess.run([sys.executable, "-m", "tests.unit.suite_runner", "cheap-copy",
                            str(tmp_path / "c")], capture_output=True, text=True, cwd=ROOT,
                           check=True).stdout.strip()
     assert yaml.safe_load(Path(copy).read_text())["tracks"]["5s-lossless"]["request"][
         "num_inference_steps"] == CHEAP_STEPS
-    acceptance_args = _phase(r'tests/acceptance --campaign "\$ACCEPTANCE_CAMPAIGN"')
-    acceptance = _collected(*[copy if a == "$ACCEPTANCE_CAMPAIGN" else a
-                              for a in acceptance_args])
-    spread = _collected(*_phase(r'tests/unit tests/engine tests/contract -m "not timed"'))
+    assert set(yaml.safe_load(Path(copy).read_text())["tracks"]) == set(yaml.safe_load(
+        (ROOT / "fixtures/campaigns/reference.yaml").read_text())["tracks"])
+    acceptance = _selected(items, _phase(r'tests/acceptance --campaign "\$ACCEPTANCE_CAMPAIGN"'))
+    spread = _selected(items, _phase(r'tests/unit tests/engine tests/contract -m "not timed"'))
     assert timed and acceptance and spread
     assert not timed & spread and not timed & acceptance and not spread & acceptance
     assert timed | spread | acceptance == everything
