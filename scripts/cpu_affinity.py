@@ -4,8 +4,9 @@
                                                      run on, then the others joined by commas
                                                      (nothing when there is only one)
     python scripts/cpu_affinity.py lanes N        -> the CPUs this process may run on, dealt into
-                                                     min(N, count) groups, a line each (CPUs
-                                                     joined by commas); N 0: one per CPU
+                                                     N groups, a line each (CPUs joined by
+                                                     commas); with fewer CPUs than N, lanes
+                                                     share them in turn; N 0: one per CPU
     python scripts/cpu_affinity.py widen PID...   -> every process of those process trees (the
                                                      pids and all their descendants) may run on
                                                      every CPU this process may run on
@@ -60,7 +61,11 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["lanes"] and len(argv) == 2 and argv[1].isdigit():
         cpus = sorted(os.sched_getaffinity(0))
-        count = min(int(argv[1]) or len(cpus), len(cpus))
+        count = int(argv[1]) or len(cpus)
+        if count > len(cpus):  # more lanes than CPUs: one CPU each, in turn
+            for group in range(count):
+                print(cpus[group % len(cpus)])
+            return 0
         for group in range(count):
             print(",".join(str(c) for c in cpus[group::count]))
         return 0

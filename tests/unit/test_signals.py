@@ -205,7 +205,9 @@ def test_sigterm_to_the_wrapper_reaches_pytest(tmp_path: Path) -> None:
         f"echo running >> {marks}\n"
         f"echo $$ > {tmp_path / 'pid'}\n"
         "while :; do sleep 0.1; done\n")
-    wrapper = subprocess.Popen(["bash", str(checkout / "ref2va"), "campaign"],
+    # With a pytest argument: one session (the lanes' own signal test is in
+    # test_campaign_lanes_script.py).
+    wrapper = subprocess.Popen(["bash", str(checkout / "ref2va"), "campaign", "-k", "x"],
                                env={**os.environ, "PYTHON": sys.executable})
     try:
         deadline = time.monotonic() + 30
