@@ -35,6 +35,7 @@ from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, probe
 from .merge import MergeRefused, merge
 from .plan import plan_campaign
+from .review import ReviewError, ingest, write_review
 from .tensors import command as tensors_command
 
 log = logging.getLogger("ref2va_accept")
@@ -232,6 +233,26 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_review(args: argparse.Namespace) -> int:
+    if args.ingest is None:
+        page = write_review(args.run_folder, args.output)
+        print(f"review sheet: {page} (ratings.json beside it to fill by hand; key.json says "
+              "which side is B0: keep it from the reviewer)")
+        return EXIT_OK
+    entry = ingest(args.run_folder, args.ingest, args.output)
+    print(f"ingested {len(entry['ratings'])} ratings by {entry['reviewer']} into "
+          f"{args.run_folder.name}/evidence.json (human_evaluation; no verdict reads it)"
+          + (f"; not rated: {', '.join(entry['unrated_pairs'])}" if entry["unrated_pairs"]
+             else ""))
+    for row in entry["summary"]:
+        preferred = row["preferred"]
+        print(f"  {row['track']:<13} {row['candidate']:<22} rated {row['rated']}/{row['pairs']}: "
+              f"preferred B0 {preferred['b0']}, candidate {preferred['candidate']}, same "
+              f"{preferred['same']}; visible differences {row['visible_differences'] or '-'}; "
+              f"audio differences {row['audio_differences'] or '-'}")
+    return EXIT_OK
+
+
 def _cmd_lanes(args: argparse.Namespace) -> int:
     if args.count < 1:
         raise CampaignError(f"--count must be at least 1, not {args.count}")
@@ -362,6 +383,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "judged other tracks, so each track has one column; refused when two "
                         "runs judged the same track")
     p.set_defaults(run=_cmd_merge, problems=(MergeRefused,))
+
+    p = sub.add_parser("review", help="a blind side-by-side review sheet of a run's outputs "
+                       "(B0 and candidate, same seed), or --ingest the ratings given back")
+    p.add_argument("run_folder", type=Path, metavar="RUN",
+                   help="a run folder (evidence/<run-id>)")
+    p.add_argument("--output", type=Path, default=None, metavar="DIR",
+                   help="the sheet's folder (default: RUN/review; refused when it exists)")
+    p.add_argument("--ingest", type=Path, default=None, metavar="RATINGS",
+                   help="ratings for the sheet in --output (default RUN/review): into the run's "
+                        "evidence as human evaluation")
+    p.set_defaults(run=_cmd_review, problems=(ReviewError,))
 
     p = sub.add_parser("lanes", help="the campaign's tracks split into lanes that `./ref2va "
                        "campaign` runs as concurrent sessions: a line per lane, its tracks and "

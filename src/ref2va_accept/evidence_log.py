@@ -16,7 +16,8 @@ of the events (``project``), written at checkpoints, and can always be rebuilt f
   media      appends a media probe to `media`
   check      appends a check to `checks`
   note       appends a text to `notes`
-  section    sets one of the optional top-level sections (SECTIONS) to its value
+  section    sets one of the optional top-level sections (SECTIONS) to its value (after the
+             run, `ref2va-accept review --ingest` appends one: `human_evaluation`)
   verdicts   sets `verdicts`
   status     sets `status` and `finished_at`
 
@@ -50,7 +51,7 @@ EventKind = Literal["start", "campaign", "instance", "audit", "sample", "media",
 EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
 # Top-level keys set whole by a `section` event; absent from the bundle until one is recorded.
 SECTIONS = frozenset({"host_identity", "device_memory", "sanitized_files", "leftovers",
-                      "disk", "ledger", "budget"})
+                      "disk", "ledger", "budget", "human_evaluation"})
 # The keys a `start` event must give: the bundle's header and its empty collections.
 HEADER_KEYS = ("schema", "run_id", "status", "started_at", "finished_at", "harness_version",
                "environment", "campaign", "verdicts", "checks", "instances", "samples", "media",

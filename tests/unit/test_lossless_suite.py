@@ -15,14 +15,12 @@ test_baseline_nondeterminism_run.py: nothing timed.)
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.unit.browser import chromium
 from tests.unit.suite_runner import ROOT, bundle, only_run, run_pytest, tagged
 
 # Its latency verdicts are measured: `./ref2va selftest` runs it on a CPU of its own.
@@ -133,27 +131,13 @@ def test_report_shows_verdicts_and_the_point_table(five_second_run: Any) -> None
     assert "reduction-order" in report and "dit.step000" in report and "FAILED" in report
 
 
-def _chromium() -> str:
-    """The machine's Chromium (Debian's package; never a downloaded browser). `.ci/run` installs
-    it and sets REF2VA_REQUIRE_BROWSER=1, so that in CI its absence fails instead of skipping."""
-    required = os.environ.get("REF2VA_REQUIRE_BROWSER") == "1"
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if importlib.util.find_spec("playwright") is None:
-        found = None
-    if found is None:
-        if required:
-            pytest.fail("REF2VA_REQUIRE_BROWSER=1 but no chromium (or no playwright) here")
-        pytest.skip("no chromium on this machine: the report's browser check did not run")
-    return found
-
-
 def test_report_renders_in_a_browser_with_the_verdicts_first(five_second_run: Any) -> None:
     from playwright.sync_api import sync_playwright
 
     report = five_second_run[2] / "report.html"
     errors: list[str] = []
     with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        browser = driver.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
