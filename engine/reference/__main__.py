@@ -1,9 +1,11 @@
-"""``python -m engine.reference serve --config PROFILE.yaml [--host H] [--port P]``."""
+"""``python -m engine.reference serve --config PROFILE.yaml [--host H] [--port P]
+[--profiler-config JSON]``."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -18,7 +20,8 @@ from engine.reference.app import create_app
 from engine.reference.errors import ProfileError
 from engine.reference.fault_names import PROCESS_FAULTS
 from engine.reference.faults import resolve_fault, start_fault_children
-from engine.reference.profile import load_profile
+from engine.reference.profile import LaunchProfile, load_profile
+from engine.reference.profiler_config import check_profiler_config
 
 logger = logging.getLogger("engine.reference")
 
@@ -90,6 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    serve.add_argument("--profiler-config", default=None, metavar="JSON",
+                       help="vLLM's ProfilerConfig as JSON, as `vllm serve --profiler-config`: "
+                            "replaces the profile's profiler-config (the judge's profiling "
+                            "scenario starts an arm's profile so)")
     return parser
 
 
@@ -105,6 +112,19 @@ def _reset_inherited_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def _with_profiler(profile: LaunchProfile, raw: str) -> LaunchProfile:
+    """The profile with ``--profiler-config`` in place of its own (ValueError when invalid)."""
+    try:
+        config = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--profiler-config: not JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise ValueError("--profiler-config: a JSON object expected")
+    check_profiler_config(config)
+    args = profile.args.model_copy(update={"profiler_config": config})
+    return profile.model_copy(update={"args": args})
+
+
 def main(argv: list[str] | None = None) -> int:
     _reset_inherited_signals()
     args = _parser().parse_args(argv)
@@ -115,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         profile = load_profile(args.config)
+        if args.profiler_config is not None:
+            profile = _with_profiler(profile, args.profiler_config)
         # Checked here too, so that an unknown fault from the environment names the file.
         fault = resolve_fault(profile.args, origin=args.config)
     except (ProfileError, ValueError) as exc:

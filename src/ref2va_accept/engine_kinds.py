@@ -45,8 +45,10 @@ class EngineKind:
         raise NotImplementedError
 
     def argv(self, command: Sequence[str], model: str, profile_path: Path,
-             profile_flags: Sequence[str], host: str, port: int) -> tuple[str, ...]:
-        """The engine's command line for one arm."""
+             profile_flags: Sequence[str], host: str, port: int,
+             extra: Sequence[str] = ()) -> tuple[str, ...]:
+        """The engine's command line for one arm; ``extra`` flags last (both kinds take
+        ``--profiler-config JSON``, which the profiling scenario adds)."""
         raise NotImplementedError
 
 
@@ -56,10 +58,11 @@ class _Reference(EngineKind):
         return [sys.executable, "-m", "engine.reference"]
 
     def argv(self, command: Sequence[str], model: str, profile_path: Path,
-             profile_flags: Sequence[str], host: str, port: int) -> tuple[str, ...]:
+             profile_flags: Sequence[str], host: str, port: int,
+             extra: Sequence[str] = ()) -> tuple[str, ...]:
         # The reference engine reads the same profile file; its args are not repeated as flags.
         return (*command, "serve", "--config", str(profile_path), "--host", host, "--port",
-                str(port))
+                str(port), *extra)
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,10 @@ class _VllmOmni(EngineKind):
         return ["vllm"]
 
     def argv(self, command: Sequence[str], model: str, profile_path: Path,
-             profile_flags: Sequence[str], host: str, port: int) -> tuple[str, ...]:
+             profile_flags: Sequence[str], host: str, port: int,
+             extra: Sequence[str] = ()) -> tuple[str, ...]:
         return (*command, "serve", model, "--omni", "--host", host, "--port", str(port),
-                *profile_flags)
+                *profile_flags, *extra)
 
 
 REFERENCE: EngineKind = _Reference(

@@ -94,6 +94,8 @@ class EvidenceBundle:
     failures: list[WriteFailed] = field(default_factory=list)
     # Told of the first failure only (the terminal's one line).
     on_failure: Callable[[WriteFailed], None] | None = None
+    # Files already scrubbed during the run (sanitize_now): the run's end does not read them again.
+    scrubbed: set[Path] = field(default_factory=set)
 
     @classmethod
     def create(cls, root: Path, run_id: str, sanitizer: Sanitizer,
@@ -215,6 +217,10 @@ class EvidenceBundle:
         """One optional top-level section (host_identity, device_memory, sanitized_files)."""
         self._record("section", {"key": key, "value": value})
 
+    def add_profile(self, entry: Mapping[str, Any]) -> None:
+        """One arm's profile (profile_run.py) added to the `profiles` section."""
+        self.set_section("profiles", [*(self.data.get("profiles") or []), dict(entry)])
+
     def checkpoint(self) -> None:
         """Write the projection to evidence.json (atomically; the old one stays on failure)."""
         try:
@@ -280,11 +286,21 @@ class EvidenceBundle:
     def status(self) -> str:
         return str(self.data.get("status"))
 
+    def sanitize_now(self, folder: Path) -> None:
+        """Scrub a folder of the run now rather than at its end: files whose hashes go into the
+        evidence (profiler traces, which name their host and path) must be hashed as published.
+        The run's end then leaves them alone (they can be hundreds of MB)."""
+        try:
+            self.sanitizer.files(folder)
+        except WriteFailed as exc:
+            raise self._failed(exc) from exc.error
+        self.scrubbed.update(p.resolve() for p in folder.rglob("*") if p.is_file())
+
     def sanitize_files(self) -> int:
         """Scrub every text file of the run (logs, report) once the run is over. A file whose
         clean copy cannot be written stays as it was (WriteFailed, after every other file)."""
         try:
-            changed = self.sanitizer.files(self.folder)
+            changed = self.sanitizer.files(self.folder, skip=frozenset(self.scrubbed))
         except WriteFailed as exc:
             raise self._failed(exc) from exc.error
         self.set_section("sanitized_files", changed)

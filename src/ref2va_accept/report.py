@@ -19,6 +19,7 @@ from typing import Any
 from .evidence import EvidenceBundle
 from .report_cells import TABLE, VERDICT_COLOURS, cells, number, ratio_text
 from .report_latency import latency_cell, latency_tables_html
+from .report_profiles import profiles_html
 
 __all__ = ["audio_comparison_text", "number", "summary_html"]
 
@@ -34,7 +35,8 @@ def summary_html(bundle: EvidenceBundle) -> str:
             + environment_html(bundle)
             + host_html(bundle)
             + latency_tables_html(bundle) + lossy_tables_html(bundle)
-            + comparison_tables_html(bundle) + samples_table_html(bundle))
+            + comparison_tables_html(bundle) + profiles_html(bundle)
+            + samples_table_html(bundle))
 
 
 def ledger_html(bundle: EvidenceBundle) -> str:

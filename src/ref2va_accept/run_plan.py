@@ -144,6 +144,11 @@ def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit,
             Unit(nodeid, plan.track_id, own))
 
 
+def _profile(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+    # The protocol's warm-ups, then the one profiled request (profile_run.py).
+    return (Unit(nodeid, plan.track_id, plan.latency.warmups + 1),)
+
+
 def _none(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
     return ()
 
@@ -162,6 +167,8 @@ SCENARIOS: Mapping[tuple[str, str], UnitsFor] = {
     ("test_lossy.py", "test_candidate_within_the_lossy_gate"): _lossy_candidate,
     ("test_latency.py", "test_latency_against_matched_b0"): _latency,
     ("test_track_verdicts.py", "test_track_verdict"): _none,
+    ("test_profile.py", "test_profile_baseline"): _profile,
+    ("test_profile.py", "test_profile_candidate"): _profile,
 }
 
 

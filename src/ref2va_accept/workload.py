@@ -7,10 +7,11 @@ evidence, sanitized, and as typed outcomes in the run's `OutcomeLog` for the gat
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -194,7 +195,10 @@ class Arms:
         # Set by whoever shows progress (the pytest plugin); the judge itself never needs one.
         self.observer: RequestObserver | None = None
 
-    def launch_spec(self, arm: Arm) -> LaunchSpec:
+    def launch_spec(self, arm: Arm, profiler_config: Mapping[str, Any] | None = None
+                    ) -> LaunchSpec:
+        """How one instance of ``arm`` starts; with ``profiler_config``, with vLLM's torch
+        profiler configured (``--profiler-config``: the profiling scenario, never a timed arm)."""
         campaign = self.campaign
         engine = campaign.model.engine
         profile = campaign.profile(arm.spec)
@@ -213,8 +217,11 @@ class Arms:
         kind = engine_kind(engine.kind)
         for name, value in kind.env_defaults.items():
             env.setdefault(name, value)
+        extra = (() if profiler_config is None else
+                 ("--profiler-config", json.dumps(dict(profiler_config), sort_keys=True)))
         argv = kind.argv(engine.resolved_command(), engine.model,
-                         campaign.resolve(arm.spec.profile), profile.cli_args(), LOOPBACK, port)
+                         campaign.resolve(arm.spec.profile), profile.cli_args(), LOOPBACK, port,
+                         extra)
         return LaunchSpec(
             arm_id=arm.id,
             instance_id=instance_id,
@@ -229,14 +236,15 @@ class Arms:
             nonce=new_nonce() if kind.echoes_nonce else None,
         )
 
-    def start(self, arm_id: str = "b0") -> EngineInstance:
+    def start(self, arm_id: str = "b0",
+              profiler_config: Mapping[str, Any] | None = None) -> EngineInstance:
         track_id = self.plan.track_id
         unfilled = [f for f in unfilled_fields(self.campaign) if not _FILLED_FROM_A_RUN.match(f)]
         if unfilled:
             # A placeholder model path, input or flag cannot start anything meaningful.
             raise CampaignError(f"{self.campaign.path}: cannot start an engine while fields are "
                                 f"unfilled: {', '.join(unfilled)}")
-        spec = self.launch_spec(self.plan.arm(arm_id))
+        spec = self.launch_spec(self.plan.arm(arm_id), profiler_config)
         record = spec.to_dict() | {"track": track_id, "run": self.evidence.run_id}
         self.evidence.add_instance(record)
         try:

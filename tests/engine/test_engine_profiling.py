@@ -176,3 +176,23 @@ def test_stage_durations_only_with_the_pipeline_profiler(client_for: Any) -> Non
             break
         time.sleep(0.01)
     assert set(job["stage_durations"]) == set(stages)
+
+
+def test_the_command_line_profiler_config_replaces_the_profiles(tmp_path: Path) -> None:
+    """`--profiler-config JSON`, as `vllm serve` takes it: how the judge's profiling scenario
+    starts an arm's own profile with the profiler on. A bad value is a ValueError, which `main`
+    logs in one line before exiting 2, as for a bad profile."""
+    from engine.reference.__main__ import _with_profiler
+
+    profile = load_profile(write_profile(tmp_path / "p.yaml"))
+    assert profile.args.profiler_config is None
+    traces = tmp_path / "traces"
+    on = _with_profiler(profile, json.dumps({"profiler": "torch",
+                                             "torch_profiler_dir": str(traces)}))
+    assert on.args.profiler_config == {"profiler": "torch", "torch_profiler_dir": str(traces)}
+    assert on.name == profile.name and on.args.seed_salt == profile.args.seed_salt
+    for bad, said in (("{not json", "--profiler-config: not JSON"),
+                      ("[1]", "--profiler-config: a JSON object expected"),
+                      ('{"profiler": "torch"}', "invalid profiler-config")):
+        with pytest.raises(ValueError, match=said):
+            _with_profiler(profile, bad)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +91,22 @@ def tagged(run_id: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def sigterm_when(process: subprocess.Popen[Any], ready: Callable[[], bool],
+                 wait_s: float = 30) -> int:
+    """SIGTERM to ``process`` once ``ready()`` (or after ``wait_s``), then its exit code; killed
+    if it does not end within ``wait_s`` after that."""
+    try:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and not ready():
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        return process.wait(timeout=wait_s)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def only_run(evidence: Path) -> Path:

@@ -12,15 +12,13 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.unit.suite_runner import ROOT
+from tests.unit.suite_runner import ROOT, sigterm_when
 
 SCENARIOS = "acceptance or quality or perf or verdict"
 LANES = ["5s-lossy,15s-lossless\t(5s and lossy) or (15s and lossless)",
@@ -192,17 +190,7 @@ def test_sigterm_reaches_every_lane_and_the_lanes_are_still_merged(tmp_path: Pat
                                env={**environ, "PYTHON": sys.executable,
                                     "REF2VA_CAMPAIGN_LANES": "2"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (
-                not marks.exists() or len(marks.read_text().split()) < 2):
-            time.sleep(0.05)
-        wrapper.send_signal(signal.SIGTERM)
-        code = wrapper.wait(timeout=30)
-    finally:
-        if wrapper.poll() is None:
-            wrapper.kill()
-            wrapper.wait()
+    code = sigterm_when(wrapper, lambda: marks.exists() and len(marks.read_text().split()) >= 2)
     assert sorted(marks.read_text().split()) == ["running", "running", "term", "term"]
     assert code == 7  # the lanes' exit code, after the script waited for both
     assert (checkout / "calls.log").read_text().splitlines()[-1].startswith(

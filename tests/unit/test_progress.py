@@ -53,7 +53,8 @@ from ref2va_accept.workload import Outcome, OutcomeLog, RequestStart
 from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
-SCENARIO_DIRS = ("tests/acceptance", "tests/quality", "tests/perf", "tests/verdicts")
+SCENARIO_DIRS = ("tests/acceptance", "tests/quality", "tests/perf", "tests/verdicts",
+                 "tests/profile")
 
 
 @pytest.fixture(scope="module")
@@ -136,14 +137,16 @@ def test_plan_of_5s_lossless_with_one_candidate_counts_every_request(
     assert (protocol.replication, protocol.instances_per_arm, protocol.warmups,
             protocol.repeats, protocol.caching_probe_requests) == ("instance", 3, 2, 1, 2)
     # b0 smoke 1 + after_cancel 1 + lossless B0 3 + candidate 2 + perf 6 instances x (2 + 1) + 2
-    assert plan.total == 1 + 1 + 3 + 2 + 6 * 3 + 2 == 27
-    assert plan.per_duration() == {"5s": 27}
+    # + the profiling scenario of B0 and of the candidate: each 2 warm-ups and 1 profiled
+    assert plan.total == 1 + 1 + 3 + 2 + 6 * 3 + 2 + 2 * (2 + 1) == 33
+    assert plan.per_duration() == {"5s": 33}
     assert plan.unknown == ()
     # With every candidate of the track, B0's lossless runs are still planned once, and so are
-    # its latency instances (shared by the track's candidates): 3 x (2 + 1) requests.
+    # its latency instances (shared by the track's candidates): 3 x (2 + 1) requests; each arm
+    # (B0 and every candidate) is profiled once: 2 warm-ups and 1 profiled request.
     every = plan_run([i for i in collected if i.track == "5s-lossless"], plan_campaign(campaign))
     candidates = len(campaign.arms_for("5s-lossless")) - 1
-    assert every.total == 1 + 1 + 3 + 9 + candidates * (2 + 11)
+    assert every.total == 1 + 1 + 3 + 9 + candidates * (2 + 11) + (candidates + 1) * 3
 
 
 def test_every_campaign_scenario_of_the_suite_has_a_known_request_count(

@@ -16,7 +16,14 @@ from pathlib import Path
 import psutil
 
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_copy, run_pytest, tagged
+from tests.unit.suite_runner import (
+    CHEAP_STEPS,
+    ROOT,
+    campaign_copy,
+    run_pytest,
+    sigterm_when,
+    tagged,
+)
 from tests.unit.test_selftest_phases import _fake_checkout
 
 GRACE_S = 10.0  # the reference campaign's frozen engine.shutdown_grace_s
@@ -210,14 +217,8 @@ def test_sigterm_to_the_wrapper_reaches_pytest(tmp_path: Path) -> None:
     wrapper = subprocess.Popen(["bash", str(checkout / "ref2va"), "campaign", "-k", "x"],
                                env={**os.environ, "PYTHON": sys.executable})
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not marks.exists():
-            time.sleep(0.05)
-        wrapper.send_signal(signal.SIGTERM)
-        code = wrapper.wait(timeout=30)
+        code = sigterm_when(wrapper, marks.exists)
     finally:
-        if wrapper.poll() is None:
-            wrapper.kill()
         if (tmp_path / "pid").exists():  # a stand-in the old script left running alone
             _kill_all([int((tmp_path / "pid").read_text())])
     assert marks.read_text().split() == ["running", "term"]

@@ -4,7 +4,7 @@ which marks, in which order.
 Campaign tests ask for `track_id` (and `candidate_id`): they run once per track of the campaign
 (and per candidate entering it), marked with the track's duration and quality class, so that
 `-m "5s and lossless"` selects one track. Scenarios run in an explicit order: acceptance, then
-perf, then quality, then the verdicts, whatever their folders are called.
+perf, then quality, then profiling, then the verdicts, whatever their folders are called.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
 # The scenario groups in the order they run (the order they always ran in, so timings stay
 # comparable across runs); anything else (the harness's own tests) keeps its
 # place ahead of them, and the verdict scenarios run after every other item.
-SCENARIO_ORDER = ("acceptance", "perf", "quality")
+SCENARIO_ORDER = ("acceptance", "perf", "quality", "profile")
 VERDICT_MARK = "verdict"
 
 

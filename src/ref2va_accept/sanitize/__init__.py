@@ -147,8 +147,24 @@ class Sanitizer:
             name = pattern.sub(label, name)
         return name
 
+    @cached_property
+    def _memo(self) -> dict[tuple[str, str], str]:
+        return {}
+
     def text(self, value: str, key: str = "") -> str:
-        """`value` with every identifier replaced; `key` (a JSON key) decides version contexts."""
+        """`value` with every identifier replaced; `key` (a JSON key) decides version contexts.
+
+        Remembered per (value, key): a profiler trace repeats the same operator names and types
+        hundreds of thousands of times, and every pattern is a pass over the string."""
+        memo = self._memo
+        found = memo.get((value, key))
+        if found is None:
+            if len(memo) > 500_000:
+                memo.clear()
+            found = memo[(value, key)] = self._text(value, key)
+        return found
+
+    def _text(self, value: str, key: str) -> str:
         c = self._compiled
         if c.values is not None:
             value = c.values.sub(lambda m: c.value_labels[m.group(0)], value)
@@ -207,10 +223,12 @@ class Sanitizer:
         return self.text(text, key)
 
     # -- files -----------------------------------------------------------------------------------
-    def files(self, folder: Path, suffixes: Iterable[str] = TEXT_SUFFIXES) -> int:
+    def files(self, folder: Path, suffixes: Iterable[str] = TEXT_SUFFIXES,
+              skip: frozenset[Path] = frozenset()) -> int:
         """Rewrite every text file below folder in place and rename every file or folder whose
         name identifies; returns how many files or names changed. JSON (and each JSONL line) is
-        sanitized as values, so that keys give their context; other text as text. A file whose
+        sanitized as values, so that keys give their context; other text as text. Files in
+        ``skip`` (resolved paths, scrubbed already) are not read. A file whose
         clean copy cannot be written stays as it was and the others go on; then the first such
         failure rises (WriteFailed)."""
         changed = 0
@@ -218,6 +236,8 @@ class Sanitizer:
         failed: list[WriteFailed] = []
         for path in sorted(folder.rglob("*")):
             if not path.is_file() or path.is_symlink() or not path.name.endswith(wanted):
+                continue
+            if skip and path.resolve() in skip:  # scrubbed already during the run
                 continue
             raw = path.read_text(encoding="utf-8", errors="replace")
             clean = self._file_text(path.suffix, raw)
