@@ -22,7 +22,7 @@ pytest_plugins = ["pytester"]
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 MARKS = "[pytest]\nmarkers =\n" + "".join(
     f"    {m}: x\n" for m in ("5s", "15s", "lossless", "lossy", "acceptance", "quality", "perf",
-                           "verdict"))
+                           "verdict", "profile"))
 
 
 @pytest.fixture
@@ -124,6 +124,20 @@ def test_a_named_run_writes_that_folder_once_and_bad_names_are_refused(
         assert f"--run-id {bad!r}: letters, digits" in "\n".join(refused.errlines)
     assert sorted(p.name for p in evidence.iterdir()) == ["20261201T051308Z-99b0d4-lane2",
                                                           "latest"]
+
+
+def test_profiling_runs_only_when_the_mark_expression_names_it(session: pytest.Pytester) -> None:
+    """`pytest -m "lossy and 15s"` on the host must not start profiled instances (hours there):
+    the profile scenarios run when -m names `profile`, and are deselected otherwise."""
+    session.makepyfile(test_scenario=CAMPAIGN_SCENARIO.replace("pytest.mark.acceptance",
+                                                               "pytest.mark.profile"))
+    evidence = str(session.path / "evidence")
+    for args, ran in ((("-m", "lossy and 15s"), 0), ((), 0), (("-m", "profile and 15s"), 2),
+                      (("-m", "profile and lossy and 15s"), 1)):
+        result = _run(session, "--evidence-dir", evidence, *args)
+        outcomes = result.parseoutcomes()
+        assert outcomes.get("passed", 0) == ran, (args, outcomes)
+        assert outcomes.get("deselected", 0) == 4 - ran, (args, outcomes)
 
 
 def test_a_users_own_html_path_is_left_alone(session: pytest.Pytester) -> None:

@@ -27,6 +27,8 @@ DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
 # place ahead of them, and the verdict scenarios run after every other item.
 SCENARIO_ORDER = ("acceptance", "perf", "quality", "profile")
 VERDICT_MARK = "verdict"
+# Profiling scenarios run only when -m names them (`-m "profile and 5s"`).
+PROFILE_MARK = "profile"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -104,6 +106,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if any(is_campaign_item(item) for item in items):
         require_campaign(config)
     items.sort(key=scenario_rank)
+    # Profiling is asked for by name: `pytest -m "lossy and 15s"` on the host must not add an
+    # instance and three requests per arm (hours there) that no verdict reads.
+    if PROFILE_MARK not in (config.getoption("markexpr", "") or ""):
+        profiled = [item for item in items if item.get_closest_marker(PROFILE_MARK)]
+        if profiled:
+            config.hook.pytest_deselected(items=profiled)
+            items[:] = [item for item in items if not item.get_closest_marker(PROFILE_MARK)]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
