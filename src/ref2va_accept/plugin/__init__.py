@@ -1,8 +1,9 @@
 """The harness's pytest plugin, one module per concern, each with its own hooks and fixtures:
 
   selection  the campaign (--campaign, $REF2VA_CAMPAIGN), per-track parametrization and marks,
-             the scenario order (acceptance, perf, quality, verdicts last), the candidates each
-             track's latency schedule covers, `campaign`, `track`
+             the scenario order (acceptance, perf, quality, profile, verdicts last; profile only
+             when -m names it), the candidates each track's latency schedule covers,
+             `campaign`, `track`
   engines    the session's engine registry (in `config.stash`), `arms`, `baselines`,
              `latency_schedules`, SIGTERM
   evidence   the run state, the `evidence` bundle, `track_verdict`, checkpoints, the run's end

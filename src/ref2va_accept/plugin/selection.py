@@ -89,8 +89,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def scenario_rank(item: pytest.Item) -> int:
-    """Where an item's group runs: the harness's own tests (0), acceptance, perf, quality, and
-    the verdict scenarios last, since they judge from every check recorded before them."""
+    """Where an item's group runs: the harness's own tests (0), acceptance, perf, quality,
+    profile, and the verdict scenarios last, since they judge from every check recorded before
+    them."""
     if item.get_closest_marker(VERDICT_MARK) is not None:
         return len(SCENARIO_ORDER) + 1
     for rank, mark in enumerate(SCENARIO_ORDER, start=1):
