@@ -152,6 +152,25 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
         yield event
 
 
+def read_bundle_file(path: Path, error: type[Ref2VAError]) -> tuple[str, dict[str, Any], Path]:
+    """A finished run's evidence.json, given its run folder or the file: (the run's label, the
+    bundle, its folder). What cannot be read is one line in ``error``, naming the run."""
+    file = path / EVIDENCE_FILE if path.is_dir() else path
+    label = file.parent.name if file.name == EVIDENCE_FILE else file.name
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{label}: no {EVIDENCE_FILE} (not a run folder)") from None
+    except OSError as exc:
+        raise error(f"{label}: cannot read {file.name}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise error(f"{label}: {file.name} is not JSON ({exc})") from None
+    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(
+            "ref2va-evidence/"):
+        raise error(f"{label}: {file.name} is not a ref2va evidence bundle")
+    return label, data, file.parent
+
+
 def rebuild(folder: Path) -> dict[str, Any]:
     """A run's bundle rebuilt from its events.jsonl alone."""
     path = folder / EVENTS_FILE

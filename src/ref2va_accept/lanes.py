@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .budget import device_count
 from .campaign import LoadedCampaign, duration_class, quality_class
 from .cost import campaign_costs
 from .plan import TrackPlan, plan_campaign
@@ -76,6 +77,6 @@ def split_lanes(weights: Mapping[str, float], count: int) -> list[Lane]:
 
 def campaign_lanes(campaign: LoadedCampaign, count: int) -> list[Lane]:
     """The campaign's lanes: at most ``count``, one for a campaign whose instances hold devices."""
-    if campaign.model.devices.kind != "none":
+    if device_count(campaign):
         count = 1
     return split_lanes(track_weights(campaign), count)

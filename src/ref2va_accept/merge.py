@@ -26,16 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .campaign import TRACK_IDS
+from .campaign import track_rank
 from .errors import Ref2VAError
+from .evidence_log import read_bundle_file
 from .report_cells import TABLE, VERDICT_COLOURS, latency_summary
 from .report_latency import latency_cell
 from .safe_write import atomic_write
 
 __all__ = ["MergeInputError", "MergeRefused", "Run", "load_run", "merge", "merged_html"]
-
-EVIDENCE = "evidence.json"
-
 
 class MergeInputError(Ref2VAError):
     """A run that cannot be read: no evidence.json, not JSON, not a run's bundle."""
@@ -86,20 +84,7 @@ class Run:
 
 def load_run(path: Path) -> Run:
     """A run folder (evidence/<run-id>) or its evidence.json."""
-    file = path / EVIDENCE if path.is_dir() else path
-    label = file.parent.name if file.name == EVIDENCE else file.name
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MergeInputError(f"{label}: no {EVIDENCE} (not a run folder)") from None
-    except OSError as exc:
-        raise MergeInputError(f"{label}: cannot read {file.name}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MergeInputError(f"{label}: {file.name} is not JSON ({exc})") from None
-    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(
-            "ref2va-evidence/"):
-        raise MergeInputError(f"{label}: {file.name} is not a ref2va evidence bundle")
-    return Run(label, data, file.parent)
+    return Run(*read_bundle_file(path, MergeInputError))
 
 
 def check_mergeable(runs: Sequence[Run], *, allow_campaigns: bool = False,
@@ -176,9 +161,7 @@ def _tracks(runs: Sequence[Run]) -> dict[str, list[str]]:
             candidates = tracks.setdefault(str(v.get("track")), [])
             if str(v.get("candidate")) not in candidates:
                 candidates.append(str(v.get("candidate")))
-    order = list(TRACK_IDS)
-    ranked = sorted(tracks, key=lambda t: order.index(t) if t in order else len(order))
-    return {track: tracks[track] for track in ranked}
+    return {track: tracks[track] for track in sorted(tracks, key=track_rank)}
 
 
 def merged_json(runs: Sequence[Run], notes: Sequence[str], *, lanes: bool = False

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from .budget import device_count
 from .trace_summary import find_traces, summarize_traces
 from .workload import Arms
 
@@ -37,9 +38,8 @@ TRACE_WAIT_S = 120.0
 
 
 def expected_ranks(arms: Arms) -> list[int]:
-    """One trace per worker: a rank per visible device, or rank 0 without devices."""
-    devices = arms.campaign.model.devices
-    return [0] if devices.kind == "none" else list(range(len(devices.visible)))
+    """One trace per worker: a rank per logical device an instance holds, or rank 0 without."""
+    return list(range(device_count(arms.campaign))) or [0]
 
 
 def _post(base_url: str, route: str, timeout_s: float) -> str | None:
@@ -66,6 +66,7 @@ def profile_arm(arms: Arms, arm_id: str, folder: Path) -> dict[str, Any]:
     engine = arms.start(arm_id, profiler_config=config)
     entry["instance"] = engine.spec.instance_id
     timeout_s = plan.timeouts.request_s
+    ranks = expected_ranks(arms)
     try:
         for index in range(plan.latency.warmups):
             warm = arms.request(engine, arm_id, kind="profile_warmup", index=index)
@@ -91,13 +92,13 @@ def profile_arm(arms: Arms, arm_id: str, folder: Path) -> dict[str, Any]:
                 said = _post(engine.base_url, "/stop_profile", timeout_s)
                 if said is not None:
                     entry["problems"].append(said)
-                _wait_for_traces(traces, len(expected_ranks(arms)))
+                _wait_for_traces(traces, len(ranks))
     finally:
         arms.registry.stop(engine)
     # Sanitized now as the run's end would (a trace names its host and its own absolute path),
     # so that the hashes recorded below are the published files' hashes.
     arms.evidence.sanitize_now(traces)
-    summary = summarize_traces(traces, arms.evidence.folder, expected_ranks(arms))
+    summary = summarize_traces(traces, arms.evidence.folder, ranks)
     problems = entry["problems"] + summary.pop("problems")
     entry.update(summary)
     entry["problems"] = problems

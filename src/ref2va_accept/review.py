@@ -31,9 +31,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .campaign import TRACK_IDS
+from .campaign import track_rank
 from .errors import Ref2VAError
-from .evidence_log import EVENTS_FILE, EVIDENCE_FILE, EventLog, read_events, rebuild, utc_now
+from .evidence_log import (
+    EVENTS_FILE,
+    EVIDENCE_FILE,
+    EventLog,
+    read_bundle_file,
+    read_events,
+    rebuild,
+    utc_now,
+)
 from .hashing import file_sha256
 from .review_pages import DIFFERENCES, PREFERRED, SIDES, Pair, results_page, sheet_page
 from .safe_write import atomic_write
@@ -54,16 +62,7 @@ class ReviewError(Ref2VAError):
 
 
 def _load(run: Path) -> dict[str, Any]:
-    file = run / EVIDENCE_FILE
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReviewError(f"{run.name}: no {EVIDENCE_FILE} (not a run folder)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReviewError(f"{run.name}/{EVIDENCE_FILE}: cannot be read ({exc})") from None
-    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith("ref2va-evidence/"):
-        raise ReviewError(f"{run.name}/{EVIDENCE_FILE}: not a ref2va evidence bundle")
-    return data
+    return read_bundle_file(run, ReviewError)[1]
 
 
 def _outputs(data: Mapping[str, Any]) -> dict[tuple[str, str, int, str], str]:
@@ -84,8 +83,7 @@ def pairs(data: Mapping[str, Any]) -> tuple[list[Pair], list[str]]:
     outputs = _outputs(data)
     judged = [(str(v.get("track")), str(v.get("candidate"))) for v in data.get("verdicts") or []
               if v.get("candidate")]
-    order = list(TRACK_IDS)
-    judged.sort(key=lambda tc: (order.index(tc[0]) if tc[0] in order else len(order)))
+    judged.sort(key=lambda tc: track_rank(tc[0]))
     found: list[Pair] = []
     missing: list[str] = []
     for track, candidate in judged:
@@ -269,7 +267,11 @@ def ingest(run: Path, ratings_file: Path, review: Path | None = None) -> dict[st
     earlier = list(data.get("human_evaluation") or [])
     if any(entry.get("file_sha256") == digest for entry in earlier):
         raise ReviewError(f"{ratings_file.name}: these ratings are in the evidence already")
-    rows = _check_ratings(_read_json(ratings_file, "ratings file"), key, ratings_file.name)
+    try:
+        ratings = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReviewError(f"{ratings_file.name}: not a readable ratings file ({exc})") from None
+    rows = _check_ratings(ratings, key, ratings_file.name)
     by_pair = {p["pair"]: p for p in key["pairs"]}
     sanitizer = Sanitizer.for_this_host(evidence=run.parent)
     recorded = []
@@ -284,7 +286,6 @@ def ingest(run: Path, ratings_file: Path, review: Path | None = None) -> dict[st
                          "visible_differences": row.get("visible_differences"),
                          "audio_differences": row.get("audio_differences"),
                          "notes": sanitizer.text(str(row.get("notes") or ""))})
-    ratings = _read_json(ratings_file, "ratings file")
     entry = {"review_id": key["review_id"], "reviewer": sanitizer.text(ratings["reviewer"]),
              "ingested_at": utc_now(), "file_sha256": digest,
              "unrated_pairs": sorted(set(by_pair) - {r["pair"] for r in rows}),

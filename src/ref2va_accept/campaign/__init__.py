@@ -25,6 +25,7 @@ from .fields import (
     check_sha256,
     duration_class,
     quality_class,
+    track_rank,
 )
 from .files import dotted_path, read_mapping, show_value, validate_model
 from .loaded import LoadedCampaign, load_campaign, unfilled_fields
@@ -87,6 +88,7 @@ __all__ = [
     "quality_class",
     "read_mapping",
     "show_value",
+    "track_rank",
     "unfilled_fields",
     "validate_model",
 ]

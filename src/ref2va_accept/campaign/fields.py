@@ -33,6 +33,12 @@ def duration_class(track_id: str) -> DurationClass:
     return "5s" if _split_track_id(track_id)[0] == "5s" else "15s"
 
 
+def track_rank(track_id: str) -> int:
+    """Where a track sorts in reports: the campaign's order (5 s before 15 s, lossless before
+    lossy), anything else after."""
+    return TRACK_IDS.index(track_id) if track_id in TRACK_IDS else len(TRACK_IDS)
+
+
 def quality_class(track_id: str) -> QualityClass:
     """'lossless' or 'lossy' for a track id."""
     return "lossless" if _split_track_id(track_id)[1] == "lossless" else "lossy"
