@@ -18,6 +18,7 @@ from pathlib import Path
 from . import __version__, calibration
 from .campaign import load_campaign
 from .cli_record import add_record_commands
+from .cli_scorers import add_scorer_commands
 from .cost import campaign_costs, describe
 from .errors import (
     EXIT_BAD_INPUT,
@@ -258,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_verdict)
 
     add_record_commands(sub)
+    add_scorer_commands(sub)
 
     p = sub.add_parser("calibrate", help="simulate the campaign's latency protocol: false "
                        "'supported' at the target and power, beside the older ABA design")

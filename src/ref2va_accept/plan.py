@@ -89,6 +89,7 @@ class LossyScoring:
     gate: LossyGate
     weights: Mapping[str, Path]
     weight_pins: Mapping[str, str]  # only filled pins: a placeholder pins nothing
+    stand_ins: frozenset[str] = frozenset()  # names whose files are seeded stand-ins
 
 
 @dataclass(frozen=True)
@@ -187,9 +188,10 @@ def _gate(campaign: LoadedCampaign, track: Track) -> LosslessContract | LossySco
     weights = campaign.model.scorer_weights
     return LossyScoring(
         gate=track.lossy_gate,
-        weights=MappingProxyType({name: Path(w.path) for name, w in weights.items()}),
+        weights=MappingProxyType(campaign.scorer_weight_paths()),
         weight_pins=MappingProxyType({name: w.sha256 for name, w in weights.items()
-                                      if not is_placeholder(w.sha256)}))
+                                      if not is_placeholder(w.sha256)}),
+        stand_ins=frozenset(name for name, w in weights.items() if w.stand_in))
 
 
 def plan_track(campaign: LoadedCampaign, track_id: str) -> TrackPlan:

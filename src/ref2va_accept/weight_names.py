@@ -23,6 +23,22 @@ WEIGHT_DIMENSIONS: Final[dict[str, tuple[str, ...]]] = {
 }
 WEIGHT_NAMES: Final[tuple[str, ...]] = tuple(WEIGHT_DIMENSIONS)
 
+# Where VBench keeps each file in its cache folder (``~/.cache/vbench``, or $VBENCH_CACHE_DIR),
+# as its ``init_submodules`` downloads them: a campaign that names that folder
+# (``scorer_weights_dir``) finds every file here unless it gives another path. DreamSim is not in
+# VBench's cache: VBench++ calls ``dreamsim(pretrained=True)``, which unzips its ensemble
+# checkpoint into ``./models`` of the folder it ran in; ``dreamsim_model`` is where to copy it.
+VBENCH_LAYOUT: Final[dict[str, str]] = {
+    "dino_vitb16": "dino_model/dino_vitbase16_pretrain.pth",
+    "clip_vitb32": "clip_model/ViT-B-32.pt",
+    "clip_vitl14": "clip_model/ViT-L-14.pt",
+    "laion_aesthetic": "aesthetic_model/emb_reader/sa_0_4_vit_l_14_linear.pth",
+    "musiq_spaq": "pyiqa_model/musiq_spaq_ckpt-358bb6af.pth",
+    "raft": "raft_model/models/raft-things.pth",
+    "amt_s": "amt_model/amt-s.pth",
+    "dreamsim": "dreamsim_model",
+}
+
 
 def unknown_weight_message(name: str) -> str:
     """The line that refuses ``name``, listing the names there are and what each serves."""

@@ -42,7 +42,7 @@ from .verdicts import CheckResult
 # identity (shown by `ref2va-accept preflight`) and scorer weights (their dimensions stay open).
 # The run is still not frozen, so every verdict stays capped.
 _FILLED_FROM_A_RUN = re.compile(
-    r"^(tracks\.[^.]+\.comparison_points\[\d+\]\.shape|engine\.source_pin(\..+)?|scorer_weights\..+)$"
+    r"^(tracks\.[^.]+\.comparison_points\[\d+\]\.shape|engine\.source_pin(\..+)?|scorer_weights\..+|scorer_weights_dir)$"
 )
 
 if TYPE_CHECKING:

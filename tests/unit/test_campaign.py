@@ -403,6 +403,29 @@ def test_unknown_scorer_weights_name_is_refused_naming_the_known_ones(tmp_path: 
     load_campaign(_write(tmp_path, data))
 
 
+def test_scorer_weights_are_found_in_vbench_cache_layout(tmp_path: Path) -> None:
+    from ref2va_accept.weight_names import VBENCH_LAYOUT
+
+    data = _campaign()
+    data["scorer_weights_dir"] = "cache"
+    data["scorer_weights"] = {"raft": {"sha256": "0" * 64},
+                              "amt_s": {"path": "elsewhere/amt.pth", "sha256": "0" * 64},
+                              "dreamsim": {"path": "/abs/models", "sha256": "0" * 64},
+                              "dino_vitb16": {"path": "<FILL: where>", "sha256": "0" * 64}}
+    loaded = load_campaign(_write(tmp_path, data))
+    paths = loaded.scorer_weight_paths()
+    folder = loaded.folder / "cache"
+    assert paths["raft"] == folder / VBENCH_LAYOUT["raft"]
+    assert paths["amt_s"] == folder / "elsewhere" / "amt.pth"
+    assert paths["dreamsim"] == Path("/abs/models")
+    assert "dino_vitb16" not in paths  # a placeholder path names no file: its dimension is open
+    # Without the folder, a name with no path of its own cannot be found: refused when loading.
+    del data["scorer_weights_dir"]
+    message = _error(tmp_path, data)
+    assert "scorer_weights.raft.path" in message and "scorer_weights_dir" in message
+    assert "scorer_weights.amt_s" not in message
+
+
 def test_weight_names_are_what_the_vbench_dimensions_read() -> None:
     from ref2va_accept.quality.vbench import MODEL_DIMENSIONS
 
@@ -427,7 +450,7 @@ def test_shipped_910c_loads_with_host_fields_unfilled() -> None:
     # The rest only the host knows: comparison-point shapes read off its B0, and where the
     # VBench models lie on its disk.
     assert rest and all(
-        (".comparison_points[" in f and f.endswith(".shape")) or f.startswith("scorer_weights.")
+        (".comparison_points[" in f and f.endswith(".shape")) or f.startswith("scorer_weights")
         for f in rest)
     assert loaded.profile(loaded.model.baseline).declared == "baseline"
     assert verify(SHIPPED / "910c.yaml").cap_reason is not None

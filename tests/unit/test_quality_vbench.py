@@ -1,4 +1,8 @@
-"""VBench dimensions: exact flicker, the formulas by hand, open checks, fake TorchScript models."""
+"""VBench dimensions: exact flicker, the formulas by hand, open checks, fake networks.
+
+The fakes stand in for the networks quality/loaders.py builds from VBench's checkpoint files (those
+loaders are tested on stand-in checkpoints in test_scorer_checkpoints.py), so that each formula can
+be checked by hand."""
 
 from __future__ import annotations
 
@@ -101,7 +105,6 @@ def test_dynamic_verdict_follows_vbench_counting() -> None:
 
 
 torch = pytest.importorskip("torch")
-_torchscript = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 class _MeanColour(torch.nn.Module):  # type: ignore[misc]
@@ -117,13 +120,27 @@ class _Midpoint(torch.nn.Module):  # type: ignore[misc]
         return (a + b) / 2
 
 
-def _script(module: torch.nn.Module, path: Path) -> Path:
-    import warnings
+_FAKES: dict[Path, torch.nn.Module] = {}
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.jit.script(module).save(str(path))
+
+def _script(module: torch.nn.Module, path: Path) -> Path:
+    """A weights file whose network is ``module`` (the file's bytes are only hashed)."""
+    path.write_bytes(f"fake {type(module).__name__} {len(_FAKES)}".encode())
+    _FAKES[path] = module
     return path
+
+
+@pytest.fixture(autouse=True)
+def _fake_networks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ref2va_accept.quality import loaders
+
+    real = loaders.build_network
+
+    def build(name: str, path: Path) -> loaders.Network:
+        module = _FAKES.get(Path(path))
+        return real(name, path) if module is None else loaders.Network(module, "fake", module)
+
+    monkeypatch.setattr(loaders, "build_network", build)
 
 
 def _features(frame: np.ndarray) -> np.ndarray:
@@ -232,14 +249,13 @@ def test_weights_that_differ_from_the_campaign_pin_are_refused(tmp_path: Path) -
 
 def test_unloadable_weights_file_is_an_error_not_a_crash(tmp_path: Path) -> None:
     bad = tmp_path / "raft.pt"
-    bad.write_bytes(b"not torchscript")
+    bad.write_bytes(b"not a checkpoint")
     score = _by_id(score_frames([_const(1), _const(2)], fps=24, weights={"raft": bad}))[
         "vbench.dynamic_degree"]
     assert score.status == "error" and "raft.pt" in score.detail
     assert math.isnan(float("nan"))  # the run itself went on
 
 
-@_torchscript
 def test_model_scores_say_what_they_were_made_with(tmp_path: Path) -> None:
     model = _script(_MeanColour(), tmp_path / "dino.pt")
     ref = np.full((16, 24, 3), [10, 200, 30], np.uint8)
@@ -249,7 +265,7 @@ def test_model_scores_say_what_they_were_made_with(tmp_path: Path) -> None:
     subject = scores["vbench.subject_consistency"].extra["made_with"]
     # The fake has no parameters; its inputs are float32 on the CPU, as every model's are.
     assert subject == {"models": {"dino_vitb16": {"parameters": None, "inputs": "float32",
-                                                  "device": "cpu"}},
+                                                  "device": "cpu", "network": "fake"}},
                        "frame_resize_antialias": False}
     i2v = scores["vbench.i2v_subject"].extra["made_with"]
     assert i2v["frame_resize_antialias"] is True and "no EXIF" in i2v["reference_resize"]

@@ -17,6 +17,7 @@ from typing import Any
 from ref2va_accept import h3_limits
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.placeholder import is_placeholder
+from ref2va_accept.weight_names import VBENCH_LAYOUT
 
 from .files import dotted_path, read_mapping, validate_model
 from .profile import LaunchProfile, load_profile_at
@@ -40,6 +41,25 @@ class LoadedCampaign:
 
     def resolve(self, rel: str) -> Path:
         return Path(os.path.normpath(self.folder / rel))
+
+    def scorer_weight_paths(self) -> dict[str, Path]:
+        """Where each named scorer weights file is: its `path`, else VBench's layout under
+        `scorer_weights_dir`; a placeholder path or folder leaves the name out (its dimensions
+        stay open, naming it as not given)."""
+        root = self.model.scorer_weights_dir
+        base = None if root is None or is_placeholder(root) else self.resolve(root)
+        paths: dict[str, Path] = {}
+        for name, weights in self.model.scorer_weights.items():
+            rel = weights.path if weights.path is not None else VBENCH_LAYOUT.get(name)
+            if rel is None or is_placeholder(rel):
+                continue
+            if os.path.isabs(rel):
+                paths[name] = Path(rel)
+            elif base is not None:
+                paths[name] = Path(os.path.normpath(base / rel))
+            elif weights.path is not None:
+                paths[name] = self.resolve(rel)
+        return paths
 
     def display(self, rel: str) -> str:
         """A campaign-relative path as the user would type it (relative if the campaign was)."""

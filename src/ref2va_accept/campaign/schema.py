@@ -51,8 +51,13 @@ _MATCHED_FIELDS = frozenset(
 class ScorerWeights(StrictModel):
     """A model file a VBench scorer reads from the host's disk; never downloaded."""
 
-    path: str
+    # Absent: where VBench's cache keeps it under `scorer_weights_dir` (weight_names.VBENCH_LAYOUT);
+    # relative: under `scorer_weights_dir`, or beside the campaign file when there is none.
+    path: str | None = None
     sha256: str
+    # Seeded random weights in the file's official format (`ref2va-accept scorers standins`):
+    # its scores are labelled stand-in in the evidence and the report, never taken for VBench's.
+    stand_in: bool = False
 
 
 class TimeoutSet(StrictModel):
@@ -326,6 +331,9 @@ class Campaign(StrictModel):
     # on the host's disk; a scorer whose weights are absent leaves its dimension open. A name no
     # scorer reads is refused here, not found out at B0's first score.
     scorer_weights: dict[str, ScorerWeights] = {}
+    # VBench's cache folder (~/.cache/vbench, or $VBENCH_CACHE_DIR), as VBench's own downloads
+    # lay it out; relative to the campaign file when relative.
+    scorer_weights_dir: str | None = None
 
     @model_validator(mode="after")
     def _rules(self) -> Campaign:
@@ -347,6 +355,11 @@ class Campaign(StrictModel):
             violations.extend(track_violations(track_id, track))
         violations.extend((("scorer_weights", name), unknown_weight_message(name))
                           for name in self.scorer_weights if name not in WEIGHT_NAMES)
+        if self.scorer_weights_dir is None:
+            violations.extend(
+                (("scorer_weights", name, "path"), "a path, or scorer_weights_dir (VBench's cache "
+                 "folder) to find it in VBench's layout; found neither")
+                for name, weights in self.scorer_weights.items() if weights.path is None)
         used = sorted({duration_class(t) for t in self.tracks})
         missing = [d for d in used if d not in self.protocol.timeouts]
         if missing:

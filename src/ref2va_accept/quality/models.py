@@ -1,27 +1,28 @@
-"""Local TorchScript models behind the VBench dimensions, and VBench's preprocessing for each.
+"""The models behind the VBench dimensions (built by :mod:`loaders` from VBench's own checkpoint
+files), and VBench's preprocessing for each.
 
-Nothing is downloaded: the caller names a file per model, we ``torch.jit.load`` it on the CPU and
-record its sha256. torch is imported here lazily, inside the functions, because the judge must
-import without it. Conventions each TorchScript file must follow (the wrapper that exports a model
-owns anything model-specific that is not listed here, e.g. RAFT's ``iters=20, test_mode=True``):
+Nothing is downloaded: the caller names a file per model, :func:`load_model` builds its network
+on the CPU and records the file's sha256. torch is imported here lazily, inside the functions,
+because the judge must import without it. What each network takes (float32, NCHW, batch 1) and
+gives back, as VBench calls it:
 
 ========================  ==============================================  ====================
-name (``--weights``)      input (float32, NCHW, batch 1)                  output
+name                      input                                           output
 ========================  ==============================================  ====================
-dino_vitb16               [1,3,224,W'] ImageNet-normalised (VBench's      [1, D] features
+dino_vitb16               [1,3,224,W'] ImageNet-normalised (VBench's      [1, 768] CLS features
                           ``dino_transform``: short side 224, no crop);
                           for i2v_subject [1,3,224,224] (VBench++'s
                           ``dino_transform_internet``: bicubic short side
                           256, centre crop 224)
-clip_vitb32, clip_vitl14  [1,3,224,224] CLIP-normalised (``clip_transform``:  [1, D] image
+clip_vitb32, clip_vitl14  [1,3,224,224] CLIP-normalised (``clip_transform``:  ``encode_image``
                           bicubic short side 224, centre crop 224)         features
-laion_aesthetic           [1, D] L2-normalised CLIP ViT-L/14 features     [1] or [1,1] score
-musiq_spaq                [1,3,h,w] in [0,1], long side <= 512            [1] or [1,1], 0..100
-dreamsim                  [1,3,224,224] in [0,1]                          [1, D] embedding
+laion_aesthetic           [1, 768] L2-normalised CLIP ViT-L/14 features   [1, 1] score
+musiq_spaq                [1,3,h,w] in [0,1], long side <= 512            [1, 1], 0..100
+dreamsim                  [1,3,224,224] in [0,1]                          [1, D] ``embed``
 raft                      two [1,3,H8,W8] in [0,255], replicate-padded    [1,2,H8,W8] flow
-                          ("sintel" centring) to multiples of 8
+                          ("sintel" centring) to multiples of 8           (iters=20, test mode)
 amt_s                     two [1,3,H16,W16] in [0,1], replicate-padded    [1,3,H16,W16] middle
-                          to multiples of 16                               frame in [0,1]
+                          to multiples of 16                               frame (t = 1/2)
 ========================  ==============================================  ====================
 
 Frames are resized as VBench resizes them: ``load_video`` hands its transforms
@@ -37,6 +38,7 @@ compares every transform here with torchvision's.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from collections.abc import Callable, Mapping
@@ -81,19 +83,27 @@ I2V_ANTIALIAS = True
 class LoadedModel:
     name: str
     identity: WeightIdentity
-    module: Any  # torch.jit.ScriptModule; typed loosely so the judge imports without torch
-    # What its scores are made with, for the evidence: the dtype of its parameters (None: it has
-    # none) and where it runs. Its inputs are always float32 (upstream runs CLIP in fp16 on GPU).
+    module: Any  # the network's call (loaders.Network.call); loosely typed: no torch at import
+    # What its scores are made with, for the evidence: the code that built the network, the dtype
+    # of its parameters (None: it has none) and where it runs. Its inputs are always float32
+    # (upstream runs CLIP in fp16 on GPU).
     parameters_dtype: str | None = None
     device: str = "cpu"
+    library: str = ""
 
     def made_with(self) -> dict[str, Any]:
-        return {"parameters": self.parameters_dtype, "inputs": "float32", "device": self.device}
+        return {"parameters": self.parameters_dtype, "inputs": "float32", "device": self.device,
+                "network": self.library}
 
     def __call__(self, *inputs: Any) -> F32:
         import torch  # noqa: PLC0415 - the judge imports torch only when a model is used
 
-        with torch.inference_mode():
+        with torch.inference_mode(), warnings.catch_warnings():
+            # VBench's RAFT still calls torch.cuda.amp.autocast (disabled) and meshgrid unindexed.
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.filterwarnings("ignore", message="torch.meshgrid", category=UserWarning)
+            if self.device != "cpu":
+                inputs = tuple(x.to(self.device) for x in inputs)
             out = self.module(*inputs)
         if isinstance(out, (tuple, list)):
             out = out[-1]
@@ -102,28 +112,32 @@ class LoadedModel:
         return np.asarray(out.detach().to(torch.float32).cpu().numpy(), np.float32)
 
 
-def load_model(name: str, path: Path) -> LoadedModel:
+def load_model(name: str, path: Path, *, stand_in: bool = False,
+               device: str = "cpu") -> LoadedModel:
+    """The network of weights ``name`` from VBench's checkpoint file at ``path`` (a folder for
+    DreamSim), built by :mod:`loaders`; ScorerError for anything that keeps it from scoring."""
     if name not in MODEL_NAMES:
         raise ScorerError(f"unknown model name {name!r}; expected one of {', '.join(MODEL_NAMES)}")
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ScorerError(f"{name}: weights file {path.name} not found")
     identity = weight_identity(path)
-    import torch  # noqa: PLC0415
+    if stand_in:
+        identity = dataclasses.replace(identity, stand_in=True)
+    from ref2va_accept.quality.loaders import build_network  # noqa: PLC0415 - needs torch
 
-    try:
-        with warnings.catch_warnings():
-            # torch 2.13 deprecates TorchScript; the weights contract still uses it.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            module = torch.jit.load(str(path), map_location="cpu")  # type: ignore[no-untyped-call]
-    except (RuntimeError, ValueError) as exc:
-        raise ScorerError(f"{name}: {path.name} is not a loadable TorchScript file: "
-                          f"{' '.join(str(exc).split())[:200]}") from None
-    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        network = build_network(name, path)
+    if device != "cpu":
+        network.module.to(device)  # the call closes over this module: it now runs there
     dtypes = [str(t.dtype).removeprefix("torch.")
-              for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()]
-    log.info("loaded %s from %s (sha256 %s)", name, path.name, identity.sha256[:12])
-    return LoadedModel(name, identity, module, parameters_dtype=dtypes[0] if dtypes else None)
+              for t in (*network.module.parameters(), *network.module.buffers())
+              if t.is_floating_point()]
+    log.info("loaded %s from %s (sha256 %s) with %s", name, path.name, identity.sha256[:12],
+             network.library)
+    return LoadedModel(name, identity, network.call, parameters_dtype=dtypes[0] if dtypes else None,
+                       device=device, library=network.library)
 
 
 def _tensor(frame: U8) -> Any:

@@ -35,7 +35,8 @@ _ORDER = {scorer_id: i for i, scorer_id in enumerate(SCORERS)}
 def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None = None,
                  weights: Mapping[str, Path] | None = None,
                  weight_pins: Mapping[str, str] | None = None,
-                 include_proxies: bool = True) -> list[Score]:
+                 include_proxies: bool = True,
+                 stand_ins: frozenset[str] = frozenset()) -> list[Score]:
     """Score RGB uint8 frames in order; the result lists every dimension, open ones included.
 
     ``weight_pins`` maps a weights name to the sha256 the campaign pinned for it: a file that
@@ -44,7 +45,7 @@ def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None
     if not fps > 0:
         raise ScorerError(f"fps must be positive, got {fps}")
     metrics, scores = vbench.vbench_metrics(weights, fps=fps, reference=reference_image,
-                                            pins=weight_pins)
+                                            pins=weight_pins, stand_ins=stand_ins)
     if include_proxies:
         metrics += proxies.proxy_metrics(fps)
     metrics += consistency.consistency_metrics(reference_image)
@@ -151,7 +152,8 @@ class ScoredVideo:
 def score_video_counted(path: str | os.PathLike[str], *, reference_image: Path | None = None,
                         weights: Mapping[str, Path] | None = None,
                         weight_pins: Mapping[str, str] | None = None,
-                        include_proxies: bool = True) -> ScoredVideo:
+                        include_proxies: bool = True,
+                        stand_ins: frozenset[str] = frozenset()) -> ScoredVideo:
     """Decode ``path`` once and score it (see :func:`score_frames`), counting the frames."""
     reference = consistency.load_reference_image(reference_image) if reference_image else None
     fps, declared = _declared(path)
@@ -166,7 +168,8 @@ def score_video_counted(path: str | os.PathLike[str], *, reference_image: Path |
     try:
         scores = score_frames(counted(prefetched(iter_video_frames(path))), fps=fps,
                               reference_image=reference, weights=weights,
-                              weight_pins=weight_pins, include_proxies=include_proxies)
+                              weight_pins=weight_pins, include_proxies=include_proxies,
+                              stand_ins=stand_ins)
     except ScorerError as exc:
         raise ScorerError(f"{Path(path).name}: {exc}") from None
     # Every score says how its frames were decoded (the colour matrix moves flicker by ~0.07%).
@@ -179,7 +182,9 @@ def score_video_counted(path: str | os.PathLike[str], *, reference_image: Path |
 def score_video(path: str | os.PathLike[str], *, reference_image: Path | None = None,
                 weights: Mapping[str, Path] | None = None,
                 weight_pins: Mapping[str, str] | None = None,
-                include_proxies: bool = True) -> list[Score]:
+                include_proxies: bool = True,
+                stand_ins: frozenset[str] = frozenset()) -> list[Score]:
     """Decode ``path`` once and score it (see :func:`score_frames`)."""
     return score_video_counted(path, reference_image=reference_image, weights=weights,
-                               weight_pins=weight_pins, include_proxies=include_proxies).scores
+                               weight_pins=weight_pins, include_proxies=include_proxies,
+                               stand_ins=stand_ins).scores

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ref2va_accept.errors import Ref2VAError
-from ref2va_accept.hashing import file_sha256
+from ref2va_accept.hashing import tree_sha256
 
 __all__ = [
     "SCORERS",
@@ -46,9 +46,13 @@ class ScorerError(Ref2VAError):
 class WeightIdentity:
     name: str  # the file's basename: evidence must not leak the host's directory layout
     sha256: str
+    stand_in: bool = False  # seeded random weights in the official format, not the real model
 
-    def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "sha256": self.sha256}
+    def to_dict(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"name": self.name, "sha256": self.sha256}
+        if self.stand_in:
+            record["stand_in"] = True
+        return record
 
 
 @dataclass(frozen=True)
@@ -153,13 +157,15 @@ def weight_identity(path: Path) -> WeightIdentity:
     """The file's basename and sha256; hashed once per (file, size, mtime) in a process, since
     a lossy track loads the same gigabyte-sized weights for every video it scores."""
     resolved = Path(path).resolve()
+    if resolved.is_dir():  # DreamSim's checkpoint folder: its manifest, never cached
+        return WeightIdentity(name=resolved.name, sha256=tree_sha256(resolved))
     stat = resolved.stat()
     return _identity(resolved, stat.st_size, stat.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=32)
 def _identity(path: Path, size: int, mtime_ns: int) -> WeightIdentity:
-    return WeightIdentity(name=path.name, sha256=file_sha256(path))
+    return WeightIdentity(name=path.name, sha256=tree_sha256(path))
 
 
 def ok_score(info: ScorerInfo, value: float, detail: str = "",

@@ -335,12 +335,14 @@ def _build_metric(dimension: str, loaded: Mapping[str, models.LoadedModel], fps:
 
 
 def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference: U8 | None,
-                   pins: Mapping[str, str] | None = None
+                   pins: Mapping[str, str] | None = None,
+                   stand_ins: frozenset[str] = frozenset()
                    ) -> tuple[list[FrameMetric], list[Score]]:
     """The VBench metrics to run, and the dimensions that are open (or broken) and why.
 
     A weights file whose sha256 differs from its pin in ``pins`` is refused: its dimensions are
-    in error, naming both hashes.
+    in error, naming both hashes. The files named in ``stand_ins`` are seeded stand-ins: their
+    identities (and so every score made with them) say so.
     """
     weights = dict(weights or {})
     pins = dict(pins or {})
@@ -367,7 +369,8 @@ def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference:
         for name in names:
             if name not in loaded and name not in failed:
                 try:
-                    model = models.load_model(name, Path(weights[name]))
+                    model = models.load_model(name, Path(weights[name]),
+                                              stand_in=name in stand_ins)
                 except ScorerError as exc:
                     failed[name] = str(exc)
                     continue

@@ -1,0 +1,154 @@
+"""Stand-in checkpoints: seeded random weights in each official file format, real keys and shapes.
+
+CI has no real VBench weights (nothing may be downloaded), so it scores with these instead. Each is
+built by the same library that loads the real file (:mod:`loaders`), its floating tensors refilled
+from numpy's PCG64 seeded by the weights name (so the bytes depend on nothing but the name, the
+seed and the library versions), and written the way the official file is written: a state dict for
+DINO, RAFT, LAION and MUSIQ, AMT's ``{"state_dict": ...}``, and for CLIP OpenAI's TorchScript
+archive with fp16 weights (the model traced through ``encode_image``). Files land where VBench's
+cache keeps them (:data:`ref2va_accept.weight_names.VBENCH_LAYOUT`), so the folder is laid out like
+an operator's ``~/.cache/vbench``. Scores made with them are labelled stand-in wherever they
+appear; they exercise the path from a model-based score to a verdict, never VBench's values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ref2va_accept.quality.libraries import submodule
+from ref2va_accept.quality.registry import ScorerError
+from ref2va_accept.weight_names import VBENCH_LAYOUT
+
+__all__ = ["STANDIN_SEED", "Standin", "make_standins"]
+
+STANDIN_SEED = 20261201
+# OpenAI CLIP's build_model arguments for its two files: embed_dim, image_resolution,
+# vision_layers, vision_width, vision_patch_size, context_length, vocab_size, transformer_width,
+# transformer_heads, transformer_layers.
+_CLIP_ARGS = {"clip_vitb32": (512, 224, 12, 768, 32, 77, 49408, 512, 8, 12),
+              "clip_vitl14": (768, 224, 24, 1024, 14, 77, 49408, 768, 12, 12)}
+
+
+@dataclass(frozen=True)
+class Standin:
+    name: str
+    path: Path
+    sha256: str
+
+
+def _fill(module: Any, name: str, seed: int) -> None:
+    """Refill every floating parameter and buffer: weights ~ N(0, 1/fan_in), norm scales
+    1 + N(0, 0.02), biases and 1-D vectors N(0, 0.02); same name and seed, same values."""
+    import torch  # noqa: PLC0415
+
+    digest = hashlib.sha256(f"{name}:{seed}".encode()).digest()
+    rng = np.random.Generator(np.random.PCG64(int.from_bytes(digest[:8], "little")))
+    with torch.no_grad():
+        for key, tensor in module.state_dict(keep_vars=True).items():
+            if not tensor.is_floating_point():
+                continue
+            shape = tuple(tensor.shape)
+            values = np.asarray(rng.standard_normal(shape), np.float64)
+            if len(shape) >= 2:
+                values = values / np.sqrt(max(1, int(np.prod(shape[1:]))))
+            else:
+                values = values * 0.02
+                if key.endswith("weight") and ("norm" in key or "ln" in key or "bn" in key):
+                    values = values + 1.0
+            if key.endswith("running_var"):
+                values = np.abs(values) + 1.0
+            tensor.copy_(torch.from_numpy(np.asarray(values, np.float32)).to(tensor.dtype))
+
+
+def _save(obj: Any, path: Path, *, script: bool = False) -> None:
+    """Serialize in memory (a file name would become the archive's folder name inside the zip,
+    and so the bytes would depend on the temporary name), then write the file atomically."""
+    import torch  # noqa: PLC0415
+
+    buffer = io.BytesIO()
+    if script:  # OpenAI's format is TorchScript, which torch 2.13 deprecates
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.jit.save(obj, buffer)
+    else:
+        torch.save(obj, buffer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(buffer.getvalue())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _build(name: str, path: Path, seed: int) -> None:
+    import torch  # noqa: PLC0415
+
+    from ref2va_accept.quality.loaders import _amt_params, _Args  # noqa: PLC0415
+
+    if name == "dino_vitb16":
+        vits = submodule("dreamsim", "feature_extraction.vision_transformer")
+        net = vits.vit_base(patch_size=16, num_classes=0)
+        _fill(net, name, seed)
+        _save(net.state_dict(), path)
+    elif name in _CLIP_ARGS:
+        clip_model = submodule("clip", "model", distribution="clip-anytorch")
+        net = clip_model.CLIP(*_CLIP_ARGS[name]).eval()
+        _fill(net, name, seed)
+        clip_model.convert_weights(net)  # OpenAI's files hold fp16 weights
+        image = torch.zeros(1, 3, 224, 224, dtype=torch.float16)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traced = torch.jit.trace_module(  # type: ignore[no-untyped-call]
+                net, {"encode_image": image}, check_trace=False)
+        _save(traced, path, script=True)
+    elif name == "laion_aesthetic":
+        head = torch.nn.Linear(768, 1)
+        _fill(head, name, seed)
+        _save(head.state_dict(), path)
+    elif name == "raft":
+        raft = submodule("vbench", "third_party.RAFT.core.raft")
+        net = raft.RAFT(_Args(small=False, mixed_precision=False, alternate_corr=False))
+        _fill(net, name, seed)
+        # raft-things.pth was saved from a DataParallel model: every key starts with "module.".
+        _save({f"module.{k}": v for k, v in net.state_dict().items()}, path)
+    elif name == "amt_s":
+        amt = submodule("vbench", "third_party.amt.networks.AMT-S")
+        net = amt.Model(**_amt_params())
+        _fill(net, name, seed)
+        _save({"state_dict": net.state_dict()}, path)
+    elif name == "musiq_spaq":
+        arch = submodule("pyiqa", "archs.musiq_arch", why="MUSIQ's code; it needs torchvision")
+        net = arch.MUSIQ(pretrained=False)
+        _fill(net, name, seed)
+        _save(net.state_dict(), path)
+    else:
+        raise ScorerError(f"no stand-in for {name!r}: DreamSim's checkpoint is a folder of "
+                          "three backbones and a LoRA adapter; use the real one")
+
+
+def make_standins(folder: Path, names: Iterable[str], *, seed: int = STANDIN_SEED,
+                  force: bool = False) -> list[Standin]:
+    """Write the stand-ins for ``names`` into ``folder`` in VBench's layout (an existing file is
+    kept unless ``force``); their paths and sha256."""
+    from ref2va_accept.hashing import tree_sha256  # noqa: PLC0415
+
+    made = []
+    for name in names:
+        path = Path(folder) / VBENCH_LAYOUT[name]
+        if force or not path.exists():
+            _build(name, path, seed)
+        made.append(Standin(name, path, tree_sha256(path)))
+    return made

@@ -1,0 +1,153 @@
+"""VBench's models from checkpoint files in their official formats (quality/loaders.py), on seeded
+stand-ins (quality/standins.py): built by the libraries, checked by `scorers check`, scored, and
+refused with one clear reason when the file, its format, its pin or its library is wrong."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from ref2va_accept.cli import main
+from ref2va_accept.quality import score_frames
+from ref2va_accept.quality.check import check_weights, default_paths, dimension_rows
+from ref2va_accept.quality.libraries import submodule
+from ref2va_accept.quality.registry import ScorerError
+from ref2va_accept.quality.standins import make_standins
+from ref2va_accept.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
+
+pytest.importorskip("torch")
+
+# Everything the judge's environment can build (MUSIQ needs pyiqa and so torchvision; DreamSim's
+# checkpoint is real or nothing); ViT-L/14 is left out only for its 890 MB.
+CPU_NAMES = ("dino_vitb16", "clip_vitb32", "laion_aesthetic", "raft", "amt_s")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("vbench-cache")
+    make_standins(folder, CPU_NAMES)
+    return folder
+
+
+def _by_id(scores: list) -> dict:  # type: ignore[type-arg]
+    return {s.scorer.id: s for s in scores}
+
+
+def _frames(n: int = 5) -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 256, (128, 192, 3), dtype=np.uint8)
+    return [np.roll(base, 2 * i, axis=1) for i in range(n)]
+
+
+def test_standins_are_laid_out_as_vbench_cache_and_built_by_the_libraries(cache: Path) -> None:
+    for name in CPU_NAMES:
+        assert (cache / VBENCH_LAYOUT[name]).is_file()
+    checks = check_weights(default_paths(cache), {}, frozenset(CPU_NAMES), names=CPU_NAMES)
+    for name in CPU_NAMES:
+        assert checks[name].ready, (name, checks[name].problem)
+        assert checks[name].stand_in
+    assert "dreamsim" in str(checks["dino_vitb16"].library)  # DINO's ViT code, as DreamSim ships it
+    assert "clip-anytorch" in str(checks["clip_vitb32"].library)
+    assert "vbench 0.1.5" in str(checks["raft"].library)
+    assert "vbench 0.1.5" in str(checks["amt_s"].library)
+    assert str(checks["dino_vitb16"].forward).startswith("1x768")
+    rows = {d: ok for d, ok, _ in dimension_rows(checks)}
+    assert rows["subject_consistency"] and rows["background_consistency"]
+    assert rows["motion_smoothness"] and rows["dynamic_degree"] and rows["i2v_subject"]
+    assert not rows["aesthetic_quality"]  # ViT-L/14 was not made: one file short is not ready
+
+
+def test_standins_are_the_same_bytes_every_time(tmp_path: Path, cache: Path) -> None:
+    import torch
+
+    again = make_standins(tmp_path, ("amt_s", "laion_aesthetic", "clip_vitb32"))
+    first = make_standins(cache, ("amt_s", "laion_aesthetic", "clip_vitb32"))  # kept as they are
+    # State-dict files: the same bytes, so a campaign can pin them.
+    assert [s.sha256 for s in again[:2]] == [s.sha256 for s in first[:2]]
+    # A TorchScript archive traced twice in one process differs in its code's mangled names; its
+    # weights do not.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.13 deprecates TorchScript
+        a, b = (torch.jit.load(str(s.path)).state_dict() for s in (again[2], first[2]))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert a["visual.conv1.weight"].dtype == torch.float16  # OpenAI's files hold fp16 weights
+
+
+def test_model_based_scores_from_standins_carry_their_identity(cache: Path) -> None:
+    paths = default_paths(cache)
+    weights = {n: paths[n] for n in ("dino_vitb16", "amt_s", "raft")}
+    scores = _by_id(score_frames(_frames(), fps=24, weights=weights,
+                                 stand_ins=frozenset(weights)))
+    for dim in ("subject_consistency", "motion_smoothness", "dynamic_degree"):
+        score = scores[f"vbench.{dim}"]
+        assert score.status == "ok", score.detail
+        identity = score.scorer.weights[0]
+        assert identity.stand_in and identity.to_dict()["stand_in"] is True
+        assert identity.name == Path(VBENCH_LAYOUT[{"subject_consistency": "dino_vitb16",
+                                                    "motion_smoothness": "amt_s",
+                                                    "dynamic_degree": "raft"}[dim]]).name
+    made = scores["vbench.motion_smoothness"].extra["made_with"]["models"]["amt_s"]
+    assert made["network"].startswith("VBench AMT-S") and made["parameters"] == "float32"
+    assert 0.0 <= scores["vbench.motion_smoothness"].value <= 1.0
+    # The same frames, the same weights: the same score (nothing random at scoring time).
+    again = _by_id(score_frames(_frames(), fps=24, weights={"amt_s": paths["amt_s"]}))
+    assert again["vbench.motion_smoothness"].value == scores["vbench.motion_smoothness"].value
+    assert not again["vbench.motion_smoothness"].scorer.weights[0].stand_in
+
+
+def test_a_file_in_another_format_is_an_error_naming_it(cache: Path, tmp_path: Path) -> None:
+    paths = default_paths(cache)
+    truncated = tmp_path / "amt-s.pth"
+    truncated.write_bytes(paths["amt_s"].read_bytes()[:1000])
+    cases = {"amt_s": (paths["dino_vitb16"], "no 'state_dict'"),
+             "raft": (paths["amt_s"], "does not fit the network"),
+             "dino_vitb16": (truncated, "not a readable checkpoint")}
+    for name, (path, why) in cases.items():
+        checks = check_weights({name: path}, {}, names=(name,))
+        assert not checks[name].ready
+        assert why in str(checks[name].problem) and path.name in str(checks[name].problem)
+        dim = {"amt_s": "motion_smoothness", "raft": "dynamic_degree",
+               "dino_vitb16": "subject_consistency"}[name]
+        score = _by_id(score_frames(_frames(3), fps=24, weights={name: path}))[f"vbench.{dim}"]
+        assert score.status == "error" and why in score.detail
+
+
+def test_a_library_that_is_not_installed_names_the_package() -> None:
+    with pytest.raises(ScorerError, match=r"no_such_library_r2va package is not installed.*"
+                                          r"pip install --no-deps no_such_library_r2va"):
+        submodule("no_such_library_r2va", "models")
+
+
+def test_check_on_an_empty_folder_names_every_missing_file(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    assert main(["scorers", "check", "--dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "0 of 8 model-based dimensions ready" in out
+    for rel in VBENCH_LAYOUT.values():
+        assert str(tmp_path / rel) in out
+
+
+def test_check_from_a_campaign_compares_each_pin(cache: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    made = {s.name: s.sha256 for s in make_standins(cache, ("amt_s", "raft"))}
+    data = yaml.safe_load(Path("fixtures/campaigns/reference.yaml").read_text())
+    data["scorer_weights_dir"] = str(cache)
+    data["scorer_weights"] = {"amt_s": {"sha256": made["amt_s"], "stand_in": True},
+                              "raft": {"sha256": "0" * 64}}
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(yaml.safe_dump(data))
+    assert main(["scorers", "check", "--campaign", str(campaign), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    amt, raft = report["weights"]["amt_s"], report["weights"]["raft"]
+    assert amt["ready"] and amt["pin_matches"] is True and amt["stand_in"] is True
+    assert not raft["ready"] and raft["pin_matches"] is False
+    assert "differs from the pin" in raft["problem"]
+    assert report["dimensions"]["motion_smoothness"]["ready"] is True
+    assert report["weights"]["dino_vitb16"]["problem"] == "no file named (scorer_weights)"
+    assert set(report["weights"]) == set(WEIGHT_NAMES)
