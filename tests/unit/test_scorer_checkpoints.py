@@ -4,6 +4,7 @@ refused with one clear reason when the file, its format, its pin or its library 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -121,6 +122,18 @@ def test_a_library_that_is_not_installed_names_the_package() -> None:
     with pytest.raises(ScorerError, match=r"no_such_library_r2va package is not installed.*"
                                           r"pip install --no-deps no_such_library_r2va"):
         submodule("no_such_library_r2va", "models")
+
+
+def test_a_library_this_environment_lacks_leaves_the_dimension_in_error(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    if importlib.util.find_spec("pyiqa") is not None:
+        pytest.skip("pyiqa is installed here")
+    checkpoint = tmp_path / "musiq_spaq_ckpt-358bb6af.pth"
+    checkpoint.write_bytes(b"x")
+    score = _by_id(score_frames(_frames(3), fps=24, weights={"musiq_spaq": checkpoint}))[
+        "vbench.imaging_quality"]
+    assert score.status == "error" and score.value is None
+    assert "pyiqa package is not installed" in score.detail
 
 
 def test_check_on_an_empty_folder_names_every_missing_file(tmp_path: Path,

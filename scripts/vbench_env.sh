@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Build (once) the environment that runs upstream VBench's own dimension code:
+#   scripts/vbench_env.sh [DIR]      (default .venv-vbench; prints DIR/bin/python)
+# It holds torch 2.14.1 with torchvision 0.29.1 (about 6 GB, taken from this machine's disk where
+# pip finds them), VBench 0.1.5 without its pins, pyiqa, DreamSim and OpenAI's clip package, and
+# this checkout's judge (src/) on its path. A stamp keyed on scripts/vbench-env.txt marks it done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=${1:-.venv-vbench}
+PYTHON=${PYTHON:-python3}
+stamp="$DIR/.installed-$(sha256sum scripts/vbench-env.txt | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+    echo "vbench_env: building $DIR (torch 2.14.1 + torchvision 0.29.1, VBench 0.1.5)" >&2
+    rm -rf "$DIR"
+    "$PYTHON" -m venv "$DIR"
+    "$DIR/bin/python" -m pip install --quiet --upgrade pip
+    constraints=$(mktemp)
+    trap 'rm -f "$constraints"' EXIT
+    grep -E '^(torch|torchvision)==' scripts/vbench-env.txt > "$constraints"
+    "$DIR/bin/python" -m pip install --quiet -c "$constraints" -r scripts/vbench-env.txt
+    "$DIR/bin/python" -m pip install --quiet --no-deps vbench==0.1.5
+    # The judge's package from this checkout, without its dependencies (those it needs are above).
+    "$DIR/bin/python" -m pip install --quiet --no-deps -e .
+    "$DIR/bin/python" -c 'import torch, torchvision, vbench.temporal_flickering, pyiqa, dreamsim'
+    rm -f "$DIR"/.installed-*
+    touch "$stamp"
+fi
+echo "$DIR/bin/python"
