@@ -29,15 +29,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-LAYOUT = {  # as ref2va_accept.weight_names.VBENCH_LAYOUT, which this script cannot import
-    "dino_vitb16": "dino_model/dino_vitbase16_pretrain.pth",
-    "clip_vitb32": "clip_model/ViT-B-32.pt",
-    "clip_vitl14": "clip_model/ViT-L-14.pt",
-    "laion_aesthetic": "aesthetic_model/emb_reader/sa_0_4_vit_l_14_linear.pth",
-    "musiq_spaq": "pyiqa_model/musiq_spaq_ckpt-358bb6af.pth",
-    "raft": "raft_model/models/raft-things.pth",
-    "amt_s": "amt_model/amt-s.pth",
-}
+from ref2va_accept.weight_names import VBENCH_LAYOUT
+
+# scripts/vbench_env.sh installs the judge there too: the cache layout is the judge's own.
+LAYOUT = VBENCH_LAYOUT
 
 
 def _dino(path: Path) -> Any:
