@@ -16,7 +16,6 @@ from typing import Any
 
 from .campaign import load_campaign
 from .errors import EXIT_OK, EXIT_PROBLEM, Ref2VAError
-from .placeholder import is_placeholder
 from .weight_names import WEIGHT_NAMES
 
 __all__ = ["add_scorer_commands"]
@@ -45,9 +44,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.campaign is not None:
         campaign = load_campaign(args.campaign)
         paths = campaign.scorer_weight_paths()
-        weights = campaign.model.scorer_weights
-        pins = {n: w.sha256 for n, w in weights.items() if not is_placeholder(w.sha256)}
-        stand_ins = frozenset(n for n, w in weights.items() if w.stand_in)
+        pins, stand_ins = campaign.scorer_weight_pins(), campaign.scorer_stand_ins()
         source = f"campaign {args.campaign}"
     else:
         paths, pins, stand_ins = default_paths(Path(args.dir)), {}, frozenset()

@@ -31,7 +31,6 @@ from .campaign import (
 from .client import ClientTimeouts
 from .errors import CampaignError
 from .media import MediaExpectation
-from .placeholder import is_placeholder
 
 B0 = "b0"
 
@@ -185,13 +184,11 @@ def _gate(campaign: LoadedCampaign, track: Track) -> LosslessContract | LossySco
         return LosslessContract(tuple(track.comparison_points))
     if track.lossy_gate is None:  # the campaign refuses a lossy track without one
         raise CampaignError(f"{campaign.path}: tracks.{track_id}.lossy_gate: missing")
-    weights = campaign.model.scorer_weights
     return LossyScoring(
         gate=track.lossy_gate,
         weights=MappingProxyType(campaign.scorer_weight_paths()),
-        weight_pins=MappingProxyType({name: w.sha256 for name, w in weights.items()
-                                      if not is_placeholder(w.sha256)}),
-        stand_ins=frozenset(name for name, w in weights.items() if w.stand_in))
+        weight_pins=MappingProxyType(campaign.scorer_weight_pins()),
+        stand_ins=campaign.scorer_stand_ins())
 
 
 def plan_track(campaign: LoadedCampaign, track_id: str) -> TrackPlan:

@@ -61,6 +61,15 @@ class LoadedCampaign:
                 paths[name] = self.resolve(rel)
         return paths
 
+    def scorer_weight_pins(self) -> dict[str, str]:
+        """Each named weights file's pinned sha256; a placeholder pins nothing."""
+        return {name: w.sha256 for name, w in self.model.scorer_weights.items()
+                if not is_placeholder(w.sha256)}
+
+    def scorer_stand_ins(self) -> frozenset[str]:
+        """The names whose files are seeded stand-ins (`stand_in: true`)."""
+        return frozenset(name for name, w in self.model.scorer_weights.items() if w.stand_in)
+
     def display(self, rel: str) -> str:
         """A campaign-relative path as the user would type it (relative if the campaign was)."""
         return os.path.normpath(os.path.join(os.fspath(self.path.parent), rel))
