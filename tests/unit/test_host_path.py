@@ -108,8 +108,16 @@ def _host(tmp_path: Path, *, tools: tuple[str, ...] = ALL_TOOLS) -> dict[str, st
     (cann / f"{arch}-linux").mkdir(parents=True)
     (cann / f"{arch}-linux/ascend_toolkit_install.info").write_text(
         "package_name=Ascend-cann-toolkit\nversion=8.3.RC1\n")
-    # Only the stand-ins and the interpreter's own folder: no real ffmpeg or npu-smi can answer.
-    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
+    # Only the stand-ins, the interpreter's own folder and the system's tools minus the host's
+    # (a machine with Debian's ffmpeg installed must not answer for a host that lacks it).
+    system = tmp_path / "system-bin"
+    system.mkdir()
+    for folder in (Path("/usr/bin"), Path("/bin")):
+        for tool in folder.iterdir() if folder.is_dir() else ():
+            link = system / tool.name
+            if tool.name not in ALL_TOOLS and not link.exists() and os.access(tool, os.X_OK):
+                link.symlink_to(tool)
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), str(system)])
     return {"PATH": path, "PYTHONPATH": str(site), "ASCEND_TOOLKIT_HOME": str(cann),
             "FAKE_NPU_CALLS": str(tmp_path / "npu-calls"),
             "FAKE_VLLM_LOG": str(tmp_path / "vllm.log")}
