@@ -15,6 +15,7 @@ test_baseline_nondeterminism_run.py: nothing timed.)
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +36,35 @@ def _verdict(evidence: dict[str, Any], candidate: str) -> dict[str, Any]:
     return next(v for v in evidence["verdicts"] if v["candidate"] == candidate)
 
 
-@pytest.fixture(scope="module")
-def five_second_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
+# What a noisy shared CPU alone can do to a latency run: B0 moves more than the campaign's drift
+# tolerance between its first and last instance, or a warm-up never settles. The campaign's
+# calibration (reference.yaml, drift_tolerance) puts that at a few runs in a hundred; the judge
+# then rightly says "inconclusive", as an operator would see it, and the operator runs again.
+NOISE_REASONS = frozenset({"drift", "warmup_not_steady"})
+
+
+def _run_track(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
     evidence = tmp_path_factory.mktemp("evidence")
     result = run_pytest("tests", "-m", "lossless and 5s", "-k", "not mislabelled-cache", "-rA",
                         "--campaign", str(ROOT / "fixtures/campaigns/reference.yaml"),
                         "--evidence-dir", str(evidence), timeout=1800)
     return result, bundle(evidence), only_run(evidence)
+
+
+@pytest.fixture(scope="module")
+def five_second_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
+    """The track, run once; run a second time only when the first was not evaluable for noise
+    alone (the supported candidate inconclusive for `drift` or `warmup_not_steady` and nothing
+    else), as an operator would. Every other outcome is judged as it came, and the first run's
+    reasons are shown as a warning."""
+    run = _run_track(tmp_path_factory)
+    first = _verdict(run[1], "lossless-text-kv")
+    if first["verdict"] == "inconclusive" and first["reasons"] \
+            and set(first["reasons"]) <= NOISE_REASONS:
+        warnings.warn(f"5 s lossless track run again: its first run ({run[1]['run_id']}) was not "
+                      f"evaluable for {', '.join(first['reasons'])}", stacklevel=1)
+        run = _run_track(tmp_path_factory)
+    return run
 
 
 def _outcome(stdout: str, test: str) -> str:
@@ -63,7 +86,7 @@ def test_the_run_fails_because_some_candidates_must(five_second_run: Any) -> Non
 
 def test_lossless_candidate_is_supported_with_every_check_passed(five_second_run: Any) -> None:
     verdict = _verdict(five_second_run[1], "lossless-text-kv")
-    assert verdict["verdict"] == "supported", verdict
+    assert verdict["verdict"] == "supported", (verdict["reasons"], verdict["checks"])
     assert verdict["open_checks"] == []
     # No device is probed on the CPU reference campaign: interference is not applicable, shown
     # as such; every other check passed.
