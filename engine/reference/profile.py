@@ -95,6 +95,10 @@ class EngineArgs(BaseModel):
     text_kv_precompute: bool = Field(False, alias="text-kv-precompute")
     # Reference-only: "split_k" splits one projection's reduction in two halves (not bit-exact).
     reduction_order: Literal["standard", "split_k"] = Field("standard", alias="reduction-order")
+    # Reference-only, LOSSY: decode every N-th latent frame and hold it for the next N-1, a
+    # cheaper decode that loses motion (a stride at least the clip's latent frame count holds
+    # the first one: a still video). quality=lossless turns it off.
+    latent_frame_stride: int | None = Field(None, alias="latent-frame-stride", ge=2)
     # Reference-only: declared device time (see CostModel); unset falls back to the
     # REF2VA_REFERENCE_COST_MODEL environment variable, then to zeros.
     cost_model: CostModel | None = Field(None, alias="cost-model")

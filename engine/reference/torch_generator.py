@@ -26,7 +26,12 @@ from engine.reference.generator import (
     audio_sample_count,
     video_latent_frames,
 )
-from engine.reference.pipeline.cache import RequestPaths, resolve_paths
+from engine.reference.pipeline.cache import (
+    LATENT_FRAME_HOLD_PATH,
+    RequestPaths,
+    hold_latent_frames,
+    resolve_paths,
+)
 from engine.reference.pipeline.costs import DeviceClock, resolve_cost_model
 from engine.reference.pipeline.decoders import FrameSource, to_uint8
 from engine.reference.pipeline.diagnostics import (
@@ -222,6 +227,8 @@ class TorchGenerator:
             audio=waveform,
             stage_durations=stages,
         )
+        if paths.latent_frame_stride is not None:  # what the decode reads, not what was dumped
+            video_latent = hold_latent_frames(video_latent, paths.latent_frame_stride)
         media.frames = self._frames(spec, video_latent, monitor, clock, dumps, stages, report)
         logger.info(
             "denoised %d steps: %d computed, %d reused by cache, reference K/V reused at %d; "
@@ -290,6 +297,8 @@ class TorchGenerator:
             approximate.append(REFERENCE_KV_REUSE_PATH)
         if self.dtype != torch.float32:
             approximate.append("reduced_precision")
+        if paths.latent_frame_stride is not None:
+            approximate.append(LATENT_FRAME_HOLD_PATH)
         totals = clock.totals
         return {
             "weights_sha256": self.weights_sha256,
@@ -300,6 +309,7 @@ class TorchGenerator:
             "threads": self.args.torch_threads,
             "text_kv": "precomputed" if self.args.text_kv_precompute else "per_step",
             "reduction_order": self.args.reduction_order,
+            "latent_frame_stride": paths.latent_frame_stride,
             "guidance": "cfg" if spec.guidance_scale and spec.guidance_scale > 1 else "off",
             CACHE_KEY: {
                 "backend": CACHE_DIT_PATH if paths.cache is not None else "none",

