@@ -5,6 +5,8 @@
   and run once (quality/check.py). Exit 0 only when every dimension is ready.
 - ``scorers standins DIR [--names N,...] [--force]``: seeded stand-in checkpoints in the official
   formats, laid out as VBench's cache (quality/standins.py), and the campaign lines that pin them.
+- ``scorers standins --campaign C [--force]``: the stand-ins a campaign marks, written where it
+  reads them and checked against its pins (exit 1 naming each that differs).
 """
 
 from __future__ import annotations
@@ -89,10 +91,58 @@ def _line(check: Any) -> str:
     return "  ".join(parts)
 
 
+def _campaign_standins(campaign_path: Path, force: bool) -> int:
+    """The stand-ins a campaign marks `stand_in: true`, written where it reads them, each checked
+    against its pin: exit 0 when every one matches, 1 naming each that does not."""
+    from .quality.registry import ScorerError  # noqa: PLC0415
+    from .quality.standins import make_standins  # noqa: PLC0415
+    from .weight_names import VBENCH_LAYOUT  # noqa: PLC0415
+
+    campaign = load_campaign(campaign_path)
+    names = sorted(campaign.scorer_stand_ins())
+    if not names:
+        print(f"{campaign_path}: no scorer weights marked stand_in: true; nothing to write")
+        return EXIT_OK
+    paths, pins = campaign.scorer_weight_paths(), campaign.scorer_weight_pins()
+    problems = []
+    for name in names:
+        path = paths.get(name)
+        if path is None or not path.as_posix().endswith(VBENCH_LAYOUT[name]):
+            problems.append(f"{name}: a stand-in is written in VBench's layout under "
+                            "scorer_weights_dir, and this campaign reads it elsewhere")
+            continue
+        folder = Path(path.as_posix().removesuffix(VBENCH_LAYOUT[name]))
+        try:
+            made = make_standins(folder, [name], force=force)[0]
+        except ScorerError as exc:
+            problems.append(str(exc))
+            continue
+        pinned = pins.get(name)
+        if pinned is None:
+            problems.append(f"{name}: {made.path.name} written but not pinned (sha256 "
+                            f"{made.sha256})")
+        elif made.sha256 != pinned.lower():
+            problems.append(f"{name}: {made.path.name} has sha256 {made.sha256}, the campaign "
+                            f"pins {pinned}: another torch or numpy builds other bytes; "
+                            "re-pin it, or --force to rebuild a stale file")
+        else:
+            print(f"{name}: {made.path.name} matches its pin ({made.sha256[:12]}...)")
+    for line in problems:
+        print(f"ref2va-accept scorers standins: {line}")
+    return EXIT_PROBLEM if problems else EXIT_OK
+
+
 def _cmd_standins(args: argparse.Namespace) -> int:
     from .quality.registry import ScorerError  # noqa: PLC0415
     from .quality.standins import make_standins  # noqa: PLC0415
 
+    if args.campaign is not None:
+        if args.folder is not None or args.names:
+            raise Ref2VAError("scorers standins: --campaign takes the folder and the names from "
+                              "the campaign; give a FOLDER or --campaign, not both")
+        return _campaign_standins(args.campaign, args.force)
+    if args.folder is None:
+        raise Ref2VAError("scorers standins: give a FOLDER or --campaign CAMPAIGN")
     names = _names(args.names)
     made, skipped = [], []
     for name in names:
@@ -126,7 +176,9 @@ def add_scorer_commands(sub: Any) -> None:
     c.set_defaults(run=_cmd_check)
     s = scorers.add_parser("standins", help="write seeded stand-in checkpoints in the official "
                            "formats, in VBench's cache layout")
-    s.add_argument("folder", help="where to write them (laid out as VBench's cache)")
+    s.add_argument("folder", nargs="?", help="where to write them (laid out as VBench's cache)")
+    s.add_argument("--campaign", type=Path, help="write the stand-ins this campaign marks "
+                   "stand_in: true where it reads them, and check each against its pin")
     s.add_argument("--names", help="comma-separated weights names (default: all that can be "
                    "made; dreamsim cannot)")
     s.add_argument("--force", action="store_true", help="rewrite files that exist")

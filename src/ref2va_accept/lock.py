@@ -33,7 +33,7 @@ from ref2va_accept.campaign import (
     validate_model,
 )
 from ref2va_accept.errors import CampaignError, FreezeError
-from ref2va_accept.hashing import file_sha256
+from ref2va_accept.hashing import file_sha256, tree_sha256
 from ref2va_accept.placeholder import is_placeholder
 from ref2va_accept.safe_write import WriteFailed, atomic_write
 
@@ -105,6 +105,28 @@ def _pin_problems(campaign: LoadedCampaign, hashes: Mapping[str, str | None]) ->
 # --------------------------------------------------------------------------- freeze / verify
 
 
+def scorer_weight_identities(campaign: LoadedCampaign
+                             ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The scorer weights the campaign names that are on this disk, as the lock records them
+    (file name, sha256 of the file or of a folder's manifest, stand-in or not), and a problem for
+    each whose sha256 differs from its pin. One that is not here is not recorded: its dimensions
+    are open when scored, naming it (weights live on the host, and a campaign is often frozen
+    elsewhere)."""
+    pins, stand_ins = campaign.scorer_weight_pins(), campaign.scorer_stand_ins()
+    found: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    for name, where in sorted(campaign.scorer_weight_paths().items()):
+        if not where.exists():
+            continue
+        sha = tree_sha256(where)
+        found[name] = {"name": where.name, "sha256": sha, "stand_in": name in stand_ins}
+        pinned = pins.get(name)
+        if pinned is not None and pinned.lower() != sha:
+            problems.append(f"scorer_weights.{name}: {where.name} has sha256 {_short(sha)}, "
+                            f"pinned {_short(pinned)}")
+    return found, problems
+
+
 def freeze(path: str | os.PathLike[str]) -> Path:
     """Write the lock beside the campaign, or refuse with every reason named."""
     campaign = load_campaign(path)
@@ -128,6 +150,8 @@ def freeze(path: str | os.PathLike[str]) -> Path:
                     problems.append(f"file {rel}: a prompt, found an empty file")
             except UnicodeDecodeError:
                 problems.append(f"file {rel}: a UTF-8 text prompt, found undecodable bytes")
+    weights, weight_problems = scorer_weight_identities(campaign)
+    problems += weight_problems
     if problems:
         listed = "\n".join(f"  {p}" for p in dict.fromkeys(problems))
         raise FreezeError(f"{campaign.path}: cannot freeze:\n{listed}")
@@ -139,6 +163,7 @@ def freeze(path: str | os.PathLike[str]) -> Path:
         "campaign_sha256": _canonical_sha256(canonical),
         "campaign": canonical,
         "files": {rel: sha for rel, sha in hashes.items() if sha is not None},
+        "scorer_weights": weights,
     }
     target = lock_path(path)
     # A reader never sees half a lock; a failed write leaves the old lock and no temporary file.
@@ -157,6 +182,8 @@ class _Lock(StrictModel):
     campaign_sha256: Annotated[str, AfterValidator(check_sha256)]
     campaign: dict[str, Any]
     files: dict[str, Annotated[str, AfterValidator(check_sha256)]]
+    # The scorer weights found at freeze time (file name, sha256, stand-in); absent in older locks.
+    scorer_weights: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
 

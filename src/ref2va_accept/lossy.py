@@ -216,6 +216,9 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
             found = [f"seed {cand.seed}: {cand.outcome.explain()}"]
         precondition += found
         errors = _errors(cand.scores, base.scores, gate)
+        # Which weights made each score (a model-based one names its files, stand-ins labelled).
+        weights = {sc.scorer.id: [w.to_dict() for w in sc.scorer.weights] for sc in cand.scores
+                   if sc.scorer.weights}
         opened |= {e.scorer_id for e in errors if e.status == "open"}
         opened |= set(_missing_gated(cand.scores, gate))
         for e in errors:
@@ -228,7 +231,8 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
         fidelity_broken += [f"{what} (seed {cand.seed})" for what in low]
         opened |= set(unjudged)
         per_seed.append({"seed": cand.seed, "threshold": gate.threshold,
-                         "errors": [_error_dict(e, gate.threshold) for e in errors],
+                         "errors": [_error_dict(e, gate.threshold, weights)
+                                    for e in errors],
                          "fidelity_gate": {"below_minimum": low, "open": unjudged}, **beside})
     data = {"threshold": gate.threshold, "normalized": gate.normalized, "worst": worst,
             "min_psnr_db": gate.min_psnr_db, "min_ssim": gate.min_ssim, "per_seed": per_seed}
@@ -286,11 +290,16 @@ def decide(error: RelativeError, threshold: float) -> str:
     return WITHIN if error.error < threshold else BROKEN
 
 
-def _error_dict(error: RelativeError, threshold: float) -> dict[str, Any]:
-    return {"scorer": error.scorer_id, "dimension": error.dimension, "kind": error.kind,
-            "candidate": error.candidate, "baseline": error.baseline, "error": error.error,
-            "status": error.status, "detail": error.detail,
-            "threshold": threshold, "gate": decide(error, threshold)}
+def _error_dict(error: RelativeError, threshold: float,
+                weights: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "scorer": error.scorer_id, "dimension": error.dimension, "kind": error.kind,
+        "candidate": error.candidate, "baseline": error.baseline, "error": error.error,
+        "status": error.status, "detail": error.detail,
+        "threshold": threshold, "gate": decide(error, threshold)}
+    if error.scorer_id in weights:
+        out["weights"] = weights[error.scorer_id]
+    return out
 
 
 def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:

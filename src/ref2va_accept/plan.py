@@ -31,6 +31,7 @@ from .campaign import (
 from .client import ClientTimeouts
 from .errors import CampaignError
 from .media import MediaExpectation
+from .weight_names import WEIGHT_DIMENSIONS
 
 B0 = "b0"
 
@@ -184,9 +185,14 @@ def _gate(campaign: LoadedCampaign, track: Track) -> LosslessContract | LossySco
         return LosslessContract(tuple(track.comparison_points))
     if track.lossy_gate is None:  # the campaign refuses a lossy track without one
         raise CampaignError(f"{campaign.path}: tracks.{track_id}.lossy_gate: missing")
+    # A track runs the models of the VBench dimensions it gates, no others: an ungated model-
+    # based score would cost model time (a CPU minute per 15 s clip) for a number nobody froze.
+    gated = {g.removeprefix("vbench.") for g in track.lossy_gate.gated if g.startswith("vbench.")}
+    weights = {name: path for name, path in campaign.scorer_weight_paths().items()
+               if gated & set(WEIGHT_DIMENSIONS.get(name, ()))}
     return LossyScoring(
         gate=track.lossy_gate,
-        weights=MappingProxyType(campaign.scorer_weight_paths()),
+        weights=MappingProxyType(weights),
         weight_pins=MappingProxyType(campaign.scorer_weight_pins()),
         stand_ins=campaign.scorer_stand_ins())
 

@@ -327,9 +327,20 @@ def _gate_cell(decision: Any) -> str:
     return _GATE_CELLS.get(str(decision)) or cells((decision,))
 
 
+def _scorer_label(error: dict[str, Any]) -> str:
+    """The scorer's id, and for a model-based one the weights it ran on (stand-ins said so)."""
+    weights = error.get("weights") or []
+    if not weights:
+        return str(error["scorer"])
+    files = ", ".join(f"{w.get('name')} {str(w.get('sha256'))[:12]}" for w in weights)
+    stand_in = " STAND-IN weights (seeded random, not VBench's)" if any(
+        w.get("stand_in") for w in weights) else ""
+    return f"{error['scorer']} [{files}]{stand_in}"
+
+
 def _seed_html(seed: dict[str, Any]) -> str:
     rows = "".join(
-        "<tr>" + cells((e["scorer"], e["kind"], number(e.get("baseline"), ".6f"),
+        "<tr>" + cells((_scorer_label(e), e["kind"], number(e.get("baseline"), ".6f"),
                          number(e.get("candidate"), ".6f"), number(e.get("error"), ".4%")))
         + _gate_cell(e.get("gate")) + cells((e.get("detail") or "",)) + "</tr>"
         for e in seed.get("errors", []))

@@ -109,7 +109,14 @@ class LoadedModel:
             out = out[-1]
         if isinstance(out, Mapping):  # AMT returns {"imgt_pred": ...}
             out = out["imgt_pred"]
-        return np.asarray(out.detach().to(torch.float32).cpu().numpy(), np.float32)
+        result = np.asarray(out.detach().to(torch.float32).cpu().numpy(), np.float32)
+        if not np.isfinite(result).all():
+            # NaN or inf would become some number downstream (a uint8 cast, a mean): the
+            # dimension is in error instead, never scored on them.
+            bad = int(result.size - np.count_nonzero(np.isfinite(result)))
+            raise ValueError(f"{self.name} ({self.identity.name}) gave {bad} "
+                             f"non-finite value(s) of {result.size}")
+        return result
 
 
 def load_model(name: str, path: Path, *, stand_in: bool = False,

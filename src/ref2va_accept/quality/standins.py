@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import subprocess
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterable
@@ -93,6 +95,33 @@ def _save(obj: Any, path: Path, *, script: bool = False) -> None:
             os.unlink(tmp)
 
 
+def _in_fresh_interpreter(name: str, path: Path, seed: int) -> None:
+    """Build a CLIP stand-in in a new interpreter. TorchScript names the classes it compiles
+    after whatever that process compiled before (``___torch_mangle_N``), so the same trace made
+    in a CLI process and inside a test session came out as different bytes; a fresh interpreter
+    that does only this makes them the same everywhere."""
+    done = subprocess.run([sys.executable, "-m", "ref2va_accept.quality.standins", name,
+                           str(path), str(seed)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ScorerError(f"{name}: the stand-in could not be built: "
+                          f"{done.stderr.strip()[-800:]}")
+
+
+def _clip_here(name: str, path: Path, seed: int) -> None:
+    import torch  # noqa: PLC0415
+
+    clip_model = submodule("clip", "model", distribution="clip-anytorch")
+    net = clip_model.CLIP(*_CLIP_ARGS[name]).eval()
+    _fill(net, name, seed)
+    clip_model.convert_weights(net)  # OpenAI's files hold fp16 weights
+    image = torch.zeros(1, 3, 224, 224, dtype=torch.float16)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace_module(  # type: ignore[no-untyped-call]
+            net, {"encode_image": image}, check_trace=False)
+    _save(traced, path, script=True)
+
+
 def _build(name: str, path: Path, seed: int) -> None:
     import torch  # noqa: PLC0415
 
@@ -104,16 +133,7 @@ def _build(name: str, path: Path, seed: int) -> None:
         _fill(net, name, seed)
         _save(net.state_dict(), path)
     elif name in _CLIP_ARGS:
-        clip_model = submodule("clip", "model", distribution="clip-anytorch")
-        net = clip_model.CLIP(*_CLIP_ARGS[name]).eval()
-        _fill(net, name, seed)
-        clip_model.convert_weights(net)  # OpenAI's files hold fp16 weights
-        image = torch.zeros(1, 3, 224, 224, dtype=torch.float16)
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            traced = torch.jit.trace_module(  # type: ignore[no-untyped-call]
-                net, {"encode_image": image}, check_trace=False)
-        _save(traced, path, script=True)
+        _in_fresh_interpreter(name, path, seed)
     elif name == "laion_aesthetic":
         head = torch.nn.Linear(768, 1)
         _fill(head, name, seed)
@@ -152,3 +172,7 @@ def make_standins(folder: Path, names: Iterable[str], *, seed: int = STANDIN_SEE
             _build(name, path, seed)
         made.append(Standin(name, path, tree_sha256(path)))
     return made
+
+
+if __name__ == "__main__":  # _in_fresh_interpreter: NAME PATH SEED
+    _clip_here(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]))

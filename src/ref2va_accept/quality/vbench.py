@@ -361,7 +361,12 @@ def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference:
             what = ", ".join(
                 f"{n} (not found: {Path(weights[n]).name})" if n in weights else f"{n} (not given)"
                 for n in missing)
-            closed.append(open_score(info, f"weights missing: {what}; nothing is downloaded"))
+            made = [n for n in missing if n in stand_ins]
+            hint = (f"; {', '.join(made)} {'is a stand-in' if len(made) == 1 else 'are stand-ins'}"
+                    ": `ref2va-accept scorers standins FOLDER` writes the pinned file(s)"
+                    if made else "")
+            closed.append(open_score(info, f"weights missing: {what}; nothing is downloaded"
+                                           + hint))
             continue
         if needs_reference and reference is None:
             closed.append(open_score(info, "needs the reference image (--reference)"))
