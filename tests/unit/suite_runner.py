@@ -68,6 +68,9 @@ def campaign_copy(folder: Path, *, steps: int | None = None, **changes: object) 
         source = (ROOT / "fixtures/campaigns" / candidate["profile"]).resolve()
         candidate["profile"] = os.path.relpath(source, folder)
     data["engine"]["workdir"] = os.path.relpath(ROOT, folder)
+    if data.get("scorer_weights_dir"):  # the stand-in scorer weights stay where ./ref2va wrote them
+        source = (ROOT / "fixtures/campaigns" / data["scorer_weights_dir"]).resolve()
+        data["scorer_weights_dir"] = os.path.relpath(source, folder)
     for track in data["tracks"].values():
         for pinned in track["inputs"].values():
             pinned["path"] = "inputs/" + Path(pinned["path"]).name

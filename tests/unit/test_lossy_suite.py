@@ -1,8 +1,10 @@
 """The lossy gate against the reference engine, run as a user runs it, verdicts checked.
 
 cache-dit-mild reuses a few steps and must stay within 1% on every gated score; cache-dit-
-aggressive reuses most steps and must break at least one, named with its number. B0's own
-spread is in the evidence before any candidate is judged.
+aggressive reuses most steps and must break at least one, named with its number; frame-hold
+(a still video) must break the model-based vbench.background_consistency, scored with the
+stand-in CLIP ViT-B/32 the campaign pins, labelled stand-in in the evidence and the report.
+B0's own spread is in the evidence before any candidate is judged.
 """
 
 from __future__ import annotations
@@ -37,10 +39,10 @@ def five_second_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict
     return result, bundle(evidence), only_run(evidence)
 
 
-def test_only_the_aggressive_candidate_fails(five_second_run: Any) -> None:
+def test_only_the_aggressive_and_the_still_candidates_fail(five_second_run: Any) -> None:
     result, evidence, _ = five_second_run
     assert result.returncode == 1, result.stdout[-3000:]
-    assert "1 failed, 2 passed" in result.stdout, result.stdout[-3000:]
+    assert "2 failed, 2 passed" in result.stdout, result.stdout[-3000:]
     assert tagged(evidence["run_id"]) == []
 
 
@@ -72,12 +74,49 @@ def test_aggressive_cache_fails_naming_the_dimensions(five_second_run: Any) -> N
     assert _verdict(five_second_run[1], "cache-dit-mild")["verdict"] == "inconclusive"
 
 
+STAND_IN_CLIP = {"name": "ViT-B-32.pt", "stand_in": True,
+                 "sha256": "d6b3199c795bfd34048be448bed22cb1083fcf67036219b9773556c7586ac685"}
+
+
+def _model_error(check: dict[str, Any], seed: int) -> dict[str, Any]:
+    per_seed = next(s for s in check["data"]["per_seed"] if s["seed"] == seed)
+    found: dict[str, Any] = next(e for e in per_seed["errors"]
+                                 if e["scorer"] == "vbench.background_consistency")
+    return found
+
+
+def test_a_model_based_dimension_is_gated_on_stand_in_weights(five_second_run: Any) -> None:
+    mild = _check(five_second_run[1], "cache-dit-mild", "lossy_gate")
+    for seed in (42, 43):
+        error = _model_error(mild, seed)
+        assert error["gate"] == "within" and error["error"] < 0.01, error
+        assert error["weights"] == [STAND_IN_CLIP]
+    # B0's own scores name the same file, labelled stand-in.
+    scores = _check(five_second_run[1], "b0", "baseline_variability")["data"]["baseline_scores"]
+    clip = next(s for s in scores if s["scorer"] == "vbench.background_consistency")
+    assert clip["status"] == "ok" and clip["weights"] == [STAND_IN_CLIP]
+
+
+def test_a_still_video_breaks_the_model_based_dimension(five_second_run: Any) -> None:
+    check = _check(five_second_run[1], "frame-hold", "lossy_gate")
+    assert check["status"] == "fail" and check["reason"] == "quality_gate_failed"
+    for seed in (42, 43):
+        error = _model_error(check, seed)
+        # A still video is perfectly consistent: 1.0 against B0's ~0.983.
+        assert error["candidate"] == pytest.approx(1.0, abs=1e-9) and error["gate"] == "broken"
+        assert 0.01 < error["error"] < 0.03 and error["weights"] == [STAND_IN_CLIP]
+    assert "vbench.background_consistency" in check["detail"]
+    assert _verdict(five_second_run[1], "frame-hold")["verdict"] == "failed"
+
+
 def test_report_shows_the_lossy_numbers(five_second_run: Any) -> None:
     report = (five_second_run[2] / "report.html").read_text()
     assert report.index("Verdicts per track") < report.index("Lossy gates")
     assert "5s-lossy / B0: baseline variability PASS" in report
     assert "5s-lossy / cache-dit-aggressive: lossy gate FAIL" in report and "BROKEN" in report
     assert "5s-lossy / cache-dit-mild: lossy gate PASS" in report
+    assert "5s-lossy / frame-hold: lossy gate FAIL" in report
+    assert "vbench.background_consistency [ViT-B-32.pt d6b3199c795b] STAND-IN weights" in report
     assert "fidelity to B0: PSNR" in report and "<polyline" in report
     assert "audio against B0: lag" in report
 
