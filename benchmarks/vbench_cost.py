@@ -103,6 +103,9 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, required=True)
     parser.add_argument("--video", type=Path)
     parser.add_argument("--reference", type=Path)
+    parser.add_argument("--seconds", type=float, default=15.0,
+                        help="length of the synthetic clip at 24 fps (default 15: 362 frames, "
+                        "H3's 17n+5 snap); shorter for a quick look")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
@@ -112,9 +115,10 @@ def main() -> None:
         raise SystemExit("ffmpeg is not on PATH: it is the baseline")
     video = args.video
     if video is None:
-        video = Path("vbench-cost-15s-1344x768.mp4").resolve()
+        frames = 17 * round((24 * args.seconds - 5) / 17) + 5 if args.seconds >= 1 else 5
+        video = Path(f"vbench-cost-{frames}f-1344x768.mp4").resolve()
         if not video.exists():
-            make_video(video)
+            make_video(video, frames=frames)
     reference = args.reference
     if reference is None:
         reference = video.with_suffix(".png")
