@@ -75,7 +75,7 @@ def test_aggressive_cache_fails_naming_the_dimensions(five_second_run: Any) -> N
 
 
 STAND_IN_CLIP = {"name": "ViT-B-32.pt", "stand_in": True,
-                 "sha256": "d6b3199c795bfd34048be448bed22cb1083fcf67036219b9773556c7586ac685"}
+                 "sha256": "86a40ba7e120f39272b676a19444f0fe142060e379922b546858bfaf085fd1f0"}
 
 
 def _model_error(check: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def test_report_shows_the_lossy_numbers(five_second_run: Any) -> None:
     assert "5s-lossy / cache-dit-aggressive: lossy gate FAIL" in report and "BROKEN" in report
     assert "5s-lossy / cache-dit-mild: lossy gate PASS" in report
     assert "5s-lossy / frame-hold: lossy gate FAIL" in report
-    assert "vbench.background_consistency [ViT-B-32.pt d6b3199c795b] STAND-IN weights" in report
+    assert "vbench.background_consistency [ViT-B-32.pt 86a40ba7e120] STAND-IN weights" in report
     assert "fidelity to B0: PSNR" in report and "<polyline" in report
     assert "audio against B0: lag" in report
 

@@ -126,3 +126,19 @@ def test_non_finite_network_output_is_an_error_never_a_score(tmp_path: Path) -> 
     score = scores["vbench.motion_smoothness"]
     assert score.status == "error" and score.value is None
     assert "amt_s (amt-s.pth) gave" in score.detail and "non-finite value(s)" in score.detail
+
+
+def test_a_clip_stand_in_names_no_path_of_this_machine(tmp_path: Path) -> None:
+    """TorchScript's debug records name the absolute path of each class's Python file, so a
+    clone elsewhere wrote other bytes and failed the pin; the stand-in keeps none of them."""
+    import zipfile
+
+    from ref2va_accept.quality.libraries import submodule
+
+    path = make_standins(tmp_path, ["clip_vitb32"])[0].path
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+    assert names and not [n for n in names if n.endswith(".debug_pkl")]
+    clip_model = submodule("clip", "model", distribution="clip-anytorch")
+    assert str(Path(clip_model.__file__).parent).encode() not in path.read_bytes()
+    assert str(ROOT).encode() not in path.read_bytes()

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,17 +83,43 @@ def _save(obj: Any, path: Path, *, script: bool = False) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             torch.jit.save(obj, buffer)
+        data = _without_debug_records(buffer.getvalue())
     else:
         torch.save(obj, buffer)
+        data = buffer.getvalue()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".part", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(buffer.getvalue())
+            handle.write(data)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _without_debug_records(archive: bytes) -> bytes:
+    """A TorchScript archive without what ties its bytes to this machine: the ``*.debug_pkl``
+    records (source ranges naming the absolute path of the Python file each class came from,
+    so a clone elsewhere wrote other bytes) and the random ``serialization_id``, which becomes
+    the sha256 of the records kept. Loading needs neither. Records are stored, in their order."""
+    kept: list[tuple[zipfile.ZipInfo, bytes]] = []
+    with zipfile.ZipFile(io.BytesIO(archive)) as source:
+        for info in source.infolist():
+            if not info.filename.endswith(".debug_pkl"):
+                kept.append((info, source.read(info)))
+    digest = hashlib.sha256()
+    for info, data in kept:
+        if not info.filename.endswith("/.data/serialization_id"):
+            digest.update(info.filename.encode() + b"\0" + data)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as target:
+        for info, data in kept:
+            written = (str(int(digest.hexdigest()[:32], 16)).encode()
+                       if info.filename.endswith("/.data/serialization_id") else data)
+            record = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+            target.writestr(record, written, compress_type=zipfile.ZIP_STORED)
+    return out.getvalue()
 
 
 def _in_fresh_interpreter(name: str, path: Path, seed: int) -> None:
