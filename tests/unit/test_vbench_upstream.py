@@ -7,11 +7,10 @@ beside the judge's CPU torch. MUSIQ (pyiqa) needs it too, so the judge's imaging
 computed in that environment as well. DreamSim (i2v_background) has no stand-in: its checkpoint
 is three backbones and a LoRA adapter, and DINO's repository, which it loads through torch.hub.
 
-Building that environment takes about two and a half minutes and 6 GB. Opt-in for now
-(REF2VA_UPSTREAM=1): this comparison has not yet been run to completion, so it is not yet part of
-the selftest; without the variable every test here is reported skipped, never passed. When the
-environment cannot be built the check did not run: skipped with the reason, or failed where
-REF2VA_REQUIRE_UPSTREAM=1.
+Building that environment takes about four minutes and 6 GB, so the comparison runs with
+REF2VA_UPSTREAM=1, which CI sets (.ci/run); without the variable every test here is reported
+skipped, never passed. When the environment cannot be built the check did not run: skipped with
+the reason, or failed where REF2VA_REQUIRE_UPSTREAM=1 (CI sets that too).
 """
 
 from __future__ import annotations
