@@ -18,6 +18,9 @@ from ref2va_accept.campaign import LossyGate
 from ref2va_accept.lossy import fidelity_below
 from tests.unit.suite_runner import ROOT, bundle, only_run, run_pytest, tagged
 
+# A CLIP-scored lossy track: the selftest runs it after the timed self-tests (./ref2va).
+pytestmark = pytest.mark.heavy
+
 
 def _check(evidence: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
     found: dict[str, Any] = next(c for c in evidence["checks"]

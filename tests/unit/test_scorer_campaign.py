@@ -22,6 +22,9 @@ from ref2va_accept.quality.standins import make_standins
 from ref2va_accept.weight_names import VBENCH_LAYOUT
 from tests.unit.suite_runner import ROOT, campaign_copy
 
+# Large scorer models: the selftest runs these after the timed self-tests (./ref2va).
+pytestmark = pytest.mark.heavy
+
 pytest.importorskip("torch")
 
 # What the reference campaign pins for its stand-in CLIP ViT-B/32 (fixtures/campaigns).

@@ -21,6 +21,9 @@ from ref2va_accept.quality.registry import ScorerError
 from ref2va_accept.quality.standins import make_standins
 from ref2va_accept.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
 
+# Large scorer models: the selftest runs these after the timed self-tests (./ref2va).
+pytestmark = pytest.mark.heavy
+
 pytest.importorskip("torch")
 
 # Everything the judge's environment can build (MUSIQ needs pyiqa and so torchvision; DreamSim's

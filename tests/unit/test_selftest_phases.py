@@ -98,12 +98,18 @@ def test_the_phases_run_exactly_the_serial_selftest(tmp_path: Path) -> None:
     assert set(yaml.safe_load(Path(copy).read_text())["tracks"]) == set(yaml.safe_load(
         (ROOT / "fixtures/campaigns/reference.yaml").read_text())["tracks"])
     acceptance = _selected(items, _phase(r'tests/acceptance --campaign "\$ACCEPTANCE_CAMPAIGN"'))
-    spread = _selected(items, _phase(r'tests/unit tests/engine tests/contract -m "not timed"'))
-    assert timed and acceptance and spread
-    assert not timed & spread and not timed & acceptance and not spread & acceptance
-    assert timed | spread | acceptance == everything
-    # The timed phase holds the self-test whose verdicts rest on measured latency.
+    spread = _selected(items, _phase(
+        r'tests/unit tests/engine tests/contract -m "not timed and not heavy"'))
+    heavy = _selected(items, _phase(r'tests/unit -m "heavy and not timed"'))
+    assert timed and acceptance and spread and heavy
+    phases = (timed, acceptance, spread, heavy)
+    assert all(not a & b for i, a in enumerate(phases) for b in phases[i + 1:])
+    assert timed | spread | acceptance | heavy == everything
+    # The timed phase holds the self-test whose verdicts rest on measured latency; the heavy
+    # one, started when it is done, the tests that load large scorer models.
     assert any("test_lossless_suite.py" in t for t in timed)
+    assert any("test_vbench_upstream.py" in t for t in heavy)
+    assert any("test_lossy_suite.py" in t for t in heavy)
 
 
 def test_the_spread_phase_is_file_by_file_with_the_spread_modules_test_by_test() -> None:
@@ -189,6 +195,9 @@ def _fake_checkout(tmp_path: Path, codes: dict[str, int]) -> Path:
     cases = "\n".join(f'    *"{key}"*) exit {code} ;;' for key, code in codes.items())
     (venv / "python").write_text(f'#!/bin/sh\ncase "$*" in\n{cases}\n    *) exit 0 ;;\nesac\n')
     (venv / "python").chmod(0o755)
+    # The set-up's stand-in check (scorers standins --campaign) answers "all pinned".
+    (venv / "ref2va-accept").write_text("#!/bin/sh\nexit 0\n")
+    (venv / "ref2va-accept").chmod(0o755)
     return tmp_path
 
 

@@ -34,6 +34,7 @@ RELATIVE = 1e-6
 # What the judge's environment builds; musiq_spaq is made in VBench's (it needs pyiqa).
 HERE = ("dino_vitb16", "clip_vitb32", "clip_vitl14", "laion_aesthetic", "raft", "amt_s")
 pytestmark = [
+    pytest.mark.heavy,  # large scorer models: after the timed self-tests (./ref2va)
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.skipif(os.environ.get("REF2VA_UPSTREAM") != "1",
                        reason="the comparison with upstream VBench is opt-in (REF2VA_UPSTREAM=1)"),
