@@ -38,7 +38,7 @@ def five_second_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict
     evidence = tmp_path_factory.mktemp("evidence")
     result = run_pytest("tests/quality/test_lossy.py", "-m", "lossy and 5s",
                         "--campaign", str(ROOT / "fixtures/campaigns/reference.yaml"),
-                        "--evidence-dir", str(evidence), timeout=900)
+                        "--evidence-dir", str(evidence), timeout=1800)
     return result, bundle(evidence), only_run(evidence)
 
 
