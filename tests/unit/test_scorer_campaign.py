@@ -33,7 +33,7 @@ PINNED = yaml.safe_load((ROOT / "fixtures/campaigns/reference.yaml").read_text()
 
 
 def _campaign(folder: Path, weights_dir: Path, **scorer_weights: dict[str, object]) -> Path:
-    path = campaign_copy(folder)
+    path = campaign_copy(folder, models=True)
     data = yaml.safe_load(path.read_text())
     data["scorer_weights_dir"] = str(weights_dir)
     if scorer_weights:
