@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ref2va_accept.weight_names import WEIGHT_DIMENSIONS
 from tests.unit.evidence_schema import read_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,8 +31,8 @@ def run_pytest(*args: str, cwd: Path = ROOT, timeout: float = 300,
 # about a tenth of its 50-step compute. For the tests whose assertions do not rest on the real
 # 50-step output or on real latency ratios (faults, reason codes, lifecycle, signals, ...).
 CHEAP_STEPS = 4
-# The reference campaign's model-based gated dimensions (campaign_copy drops them by default).
-MODEL_BASED = ("vbench.background_consistency",)
+# Every VBench dimension a model scores (campaign_copy drops those it gates by default).
+MODEL_BASED = frozenset(f"vbench.{d}" for dims in WEIGHT_DIMENSIONS.values() for d in dims)
 DIT_STEP_POINT = re.compile(r"^dit\.step\d{3}$")
 
 
