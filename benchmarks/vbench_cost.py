@@ -4,7 +4,7 @@ Run in the environment scripts/vbench_env.sh builds (MUSIQ needs pyiqa, which ne
 torchvision), on checkpoints in VBench's cache layout (real ones, or `ref2va-accept scorers
 standins DIR`: the same networks, so the same cost):
 
-    .venv-vbench/bin/python benchmarks/vbench_cost.py --cache DIR [--video V.mp4]
+    .venv-vbench/bin/python benchmarks/vbench_cost.py --cache DIR [--video V.mp4] [--passes ...]
 
 Without --video it first encodes a synthetic 15 s clip (362 frames of 1344x768 at 24 fps, H.264).
 Each dimension is scored in a process of its own, through the judge's own scoring pass (decode,
@@ -36,15 +36,17 @@ from PIL import Image
 from ref2va_accept.quality.check import default_paths
 from ref2va_accept.quality.pipeline import score_video
 
-# Each measured pass: (label, weights names, whether it takes the reference image).
+# Each measured pass: key (for --passes), label, weights names, whether it takes the reference
+# image.
 PASSES = (
-    ("decode + temporal_flickering (no model)", (), False),
-    ("subject_consistency + i2v_subject (DINO ViT-B/16)", ("dino_vitb16",), True),
-    ("background_consistency (CLIP ViT-B/32)", ("clip_vitb32",), False),
-    ("aesthetic_quality (CLIP ViT-L/14 + LAION)", ("clip_vitl14", "laion_aesthetic"), False),
-    ("imaging_quality (MUSIQ)", ("musiq_spaq",), False),
-    ("motion_smoothness (AMT-S)", ("amt_s",), False),
-    ("dynamic_degree (RAFT)", ("raft",), False),
+    ("decode", "decode + temporal_flickering (no model)", (), False),
+    ("dino", "subject_consistency + i2v_subject (DINO ViT-B/16)", ("dino_vitb16",), True),
+    ("clip", "background_consistency (CLIP ViT-B/32)", ("clip_vitb32",), False),
+    ("aesthetic", "aesthetic_quality (CLIP ViT-L/14 + LAION)", ("clip_vitl14", "laion_aesthetic"),
+     False),
+    ("musiq", "imaging_quality (MUSIQ)", ("musiq_spaq",), False),
+    ("amt", "motion_smoothness (AMT-S)", ("amt_s",), False),
+    ("raft", "dynamic_degree (RAFT)", ("raft",), False),
 )
 
 
@@ -106,8 +108,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0,
                         help="length of the synthetic clip at 24 fps (default 15: 362 frames, "
                         "H3's 17n+5 snap); shorter for a quick look")
+    keys = [key for key, *_ in PASSES]
+    parser.add_argument("--passes", default=",".join(keys),
+                        help=f"comma-separated passes to measure (default all: {','.join(keys)})")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    chosen = [key.strip() for key in args.passes.split(",") if key.strip()]
+    unknown = sorted(set(chosen) - set(keys))
+    if unknown or not chosen:
+        parser.error(f"--passes: unknown {', '.join(unknown) or '(none given)'}; "
+                     f"choose from {', '.join(keys)}")
     if args.one is not None:
         one_pass(args.cache, args.video, [n for n in args.one.split(",") if n], args.reference)
         return
@@ -126,12 +136,19 @@ def main() -> None:
             first = next(container.decode(video=0)).to_ndarray(format="rgb24")
         Image.fromarray(first).save(reference)
     baseline = [ffmpeg_decode_s(video)]
+    print(f"  ffmpeg decode of {video.name} to RGB: {baseline[0]:.2f} s", file=sys.stderr,
+          flush=True)
     rows = []
-    for label, names, needs_reference in PASSES:
+    for key, label, names, needs_reference in PASSES:
+        if key not in chosen:
+            continue
         seconds, peak_mib, states = measure(args.cache, video, names,
                                             reference if needs_reference else None)
         rows.append((label, seconds, peak_mib, states))
-        print(f"  measured {label}: {seconds:.1f} s", file=sys.stderr, flush=True)
+        # Each pass as it ends, with the decode measured before it: a run of hours that is
+        # stopped keeps what it has measured.
+        print(f"  measured {label}: {seconds:.1f} s ({seconds / baseline[0]:.1f}x the first "
+              f"decode), peak RSS {peak_mib:.0f} MiB", file=sys.stderr, flush=True)
     baseline.append(ffmpeg_decode_s(video))
     decode = statistics.median(baseline)
     print(f"video {video.name}: ffmpeg decode to RGB {decode:.2f} s (median of "
