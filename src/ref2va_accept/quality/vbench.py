@@ -356,7 +356,8 @@ def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference:
     failed: dict[str, str] = {}
     for dimension, (names, needs_reference) in MODEL_DIMENSIONS.items():
         info = scorer(f"vbench.{dimension}")
-        missing = [n for n in names if n not in weights or not Path(weights[n]).is_file()]
+        # A file, or for DreamSim a folder (is_file() kept i2v_background open for good).
+        missing = [n for n in names if n not in weights or not Path(weights[n]).exists()]
         if missing:
             what = ", ".join(
                 f"{n} (not found: {Path(weights[n]).name})" if n in weights else f"{n} (not given)"
