@@ -14,11 +14,14 @@ def file_sha256(path: Path) -> str:
 
 def tree_sha256(path: Path) -> str:
     """A file's sha256, or for a folder (DreamSim's checkpoint is one) the sha256 of its manifest:
-    one line per file beneath it, sorted by relative path, ``<sha256>  <relative/path>``."""
+    one line per file beneath it, sorted by relative path, ``<sha256>  <relative/path>``. Files
+    under ``__pycache__`` are left out: DreamSim's folder holds DINO's repository, which torch.hub
+    imports from there, and Python writes its bytecode beside it on first use."""
     path = Path(path)
     if not path.is_dir():
         return file_sha256(path)
     lines = [f"{file_sha256(f)}  {f.relative_to(path).as_posix()}\n"
-             for f in sorted(path.rglob("*")) if f.is_file()]
+             for f in sorted(path.rglob("*"))
+             if f.is_file() and "__pycache__" not in f.relative_to(path).parts]
     return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
 
