@@ -52,5 +52,6 @@ def submodule(package: str, module: str, *, distribution: str | None = None,
     try:
         return importlib.import_module(name)
     except ImportError as exc:
+        need = f" ({why})" if why else ""
         raise ScorerError(f"{name} (from {dist} {library_version(dist) or '?'}) does not import "
-                          f"here: {exc}") from None
+                          f"here: {exc}{need}") from None

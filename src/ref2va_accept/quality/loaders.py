@@ -19,9 +19,10 @@ reads, turned into a network by the code VBench runs on it:
   (``vbench.third_party.RAFT``), small=False, as VBench's dynamic_degree builds it;
 - ``amt_s``: ``amt-s.pth`` (``{"state_dict": ...}``) in VBench's AMT-S
   (``vbench.third_party.amt``) with the parameters of VBench's ``AMT-S.yaml``;
-- ``dreamsim``: DreamSim's ensemble checkpoint folder, unzipped, through
-  ``dreamsim.dreamsim(pretrained=True, cache_dir=...)`` once every file it reads is there (it
-  would download otherwise); needs torchvision, peft and open_clip.
+- ``dreamsim``: DreamSim's ensemble checkpoint folder as its first run leaves it (the checkpoint
+  unzipped, and torch.hub's copy of DINO's repository and weights, since DreamSim points torch.hub
+  at that folder), through ``dreamsim.dreamsim(pretrained=True, cache_dir=...)`` once every file
+  it reads is there (it would download otherwise); needs torchvision, peft and open_clip.
 
 Every network is called the way VBench calls it and returns what VBench reads from it (see
 :class:`Network`). Nothing is downloaded: a file that is absent is a ScorerError naming it, and so
@@ -30,6 +31,8 @@ is a library that is not installed (naming the package to install).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,9 +45,12 @@ from ref2va_accept.quality.registry import ScorerError
 __all__ = ["DREAMSIM_FILES", "Network", "build_network"]
 
 # What ``dreamsim(dreamsim_type="ensemble")`` reads from its cache folder before it would
-# download (its own list), and the DINO code torch.hub finds there.
+# download (its own list), then what torch.hub, pointed at that folder by DreamSim, reads for DINO:
+# its repository's code and DINO's weights (without them torch.hub would fetch both).
 DREAMSIM_FILES = ("dino_vitb16_pretrain.pth", "open_clip_vitb16_pretrain.pth.tar",
-                  "clip_vitb16_pretrain.pth.tar", "ensemble_lora")
+                  "clip_vitb16_pretrain.pth.tar", "ensemble_lora",
+                  "facebookresearch_dino_main/hubconf.py",
+                  "checkpoints/dino_vitbase16_pretrain.pth")
 
 
 @dataclass(frozen=True)
@@ -194,8 +200,10 @@ def _amt(path: Path) -> Network:
 def _dreamsim(folder: Path) -> Network:
     missing = [f for f in DREAMSIM_FILES if not (folder / f).exists()]
     if missing:
-        raise ScorerError(f"dreamsim: {folder.name} lacks {', '.join(missing)} (DreamSim's "
-                          "ensemble checkpoint, unzipped); nothing is downloaded")
+        raise ScorerError(f"dreamsim: {folder.name} lacks {', '.join(missing)} (the folder "
+                          "DreamSim's first run leaves: its ensemble checkpoint unzipped, and "
+                          "torch.hub's copy of DINO's repository and weights); nothing is "
+                          "downloaded")
     model_mod = submodule("dreamsim", "model",
                           why="DreamSim; it needs torchvision, peft and open_clip")
     model, _ = model_mod.dreamsim(pretrained=True, device="cpu", cache_dir=str(folder))
@@ -204,7 +212,14 @@ def _dreamsim(folder: Path) -> Network:
 
 
 def build_network(name: str, path: Path) -> Network:
-    """The network of weights ``name`` from ``path`` (a file; DreamSim's is a folder)."""
+    """The network of weights ``name`` from ``path`` (a file; DreamSim's is a folder). What the
+    libraries print while building (pyiqa's "Loading pretrained model", DreamSim's "Using
+    cached") is dropped: stdout belongs to the command, and `scorers check --json` is JSON."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return _build_network(name, path)
+
+
+def _build_network(name: str, path: Path) -> Network:
     if name == "dino_vitb16":
         return _dino(path)
     if name in ("clip_vitb32", "clip_vitl14"):
