@@ -14,7 +14,8 @@ dimension is computed by VBench's function for it; where VBench only offers a lo
 video paths, the loop's own building blocks are called (named below). Networks are the ones VBench
 builds: OpenAI's ``clip.load``, pyiqa's MUSIQ, VBench's RAFT and AMT-S from their checkpoints;
 DINO's ViT is built from DreamSim's copy of DINO's code, because ``torch.hub.load`` of DINO's
-repository needs that repository, which nothing here may download.
+repository needs that repository, which nothing here may download; DreamSim (i2v_background) is
+built by ``dreamsim(pretrained=True)`` from its folder, which holds torch.hub's copy of DINO.
 """
 
 # Each dimension imports its VBench module only when its checkpoints are there.
@@ -65,6 +66,15 @@ def upstream_scores(cache: Path, gif: str, frames: str, image: str) -> dict[str,
         dino = _dino(cache / LAYOUT["dino_vitb16"])
         out["subject_consistency"] = subject_consistency(dino, [gif], device, False)[0]
         out["i2v_subject"] = float(i2v_subject(dino, [(image, gif)], device)[0])
+    if have["dreamsim"]:
+        from dreamsim import dreamsim
+        from vbench2_beta_i2v.i2v_background import i2v_background
+
+        # compute_i2v_background's own call, with the folder named and the CPU given (it leaves
+        # both to DreamSim's defaults, ./models and cuda).
+        folder = str(cache / LAYOUT["dreamsim"])
+        model, _ = dreamsim(pretrained=True, device=device, cache_dir=folder)
+        out["i2v_background"] = float(i2v_background(model, [(image, gif)], device)[0])
     if have["clip_vitb32"]:
         import clip
         from vbench.background_consistency import background_consistency

@@ -180,7 +180,7 @@ def add_scorer_commands(sub: Any) -> None:
     s.add_argument("--campaign", type=Path, help="write the stand-ins this campaign marks "
                    "stand_in: true where it reads them, and check each against its pin")
     s.add_argument("--names", help="comma-separated weights names (default: all that can be "
-                   "made; dreamsim cannot)")
+                   "made with the libraries installed here)")
     s.add_argument("--force", action="store_true", help="rewrite files that exist")
     s.set_defaults(run=_cmd_standins)
 

@@ -27,7 +27,8 @@ WEIGHT_NAMES: Final[tuple[str, ...]] = tuple(WEIGHT_DIMENSIONS)
 # as its ``init_submodules`` downloads them: a campaign that names that folder
 # (``scorer_weights_dir``) finds every file here unless it gives another path. DreamSim is not in
 # VBench's cache: VBench++ calls ``dreamsim(pretrained=True)``, which unzips its ensemble
-# checkpoint into ``./models`` of the folder it ran in; ``dreamsim_model`` is where to copy it.
+# checkpoint into ``./models`` of the folder it ran in and points torch.hub there too (DINO's
+# repository and weights land beside it); ``dreamsim_model`` is where to copy that folder.
 VBENCH_LAYOUT: Final[dict[str, str]] = {
     "dino_vitb16": "dino_model/dino_vitbase16_pretrain.pth",
     "clip_vitb32": "clip_model/ViT-B-32.pt",

@@ -167,3 +167,54 @@ def test_check_from_a_campaign_compares_each_pin(cache: Path, tmp_path: Path,
     assert report["dimensions"]["motion_smoothness"]["ready"] is True
     assert report["weights"]["dino_vitb16"]["problem"] == "no file named (scorer_weights)"
     assert set(report["weights"]) == set(WEIGHT_NAMES)
+
+
+def test_a_dreamsim_folder_without_torch_hubs_copy_of_dino_names_what_it_lacks(tmp_path: Path
+                                                                              ) -> None:
+    # DreamSim's own four entries are there; DINO's repository and weights, which torch.hub
+    # would otherwise fetch into the folder, are not: refused before any library is asked.
+    folder = tmp_path / "dreamsim_model"
+    (folder / "ensemble_lora").mkdir(parents=True)
+    for name in ("dino_vitb16_pretrain.pth", "open_clip_vitb16_pretrain.pth.tar",
+                 "clip_vitb16_pretrain.pth.tar"):
+        (folder / name).write_bytes(b"x")
+    checks = check_weights({"dreamsim": folder}, {}, names=("dreamsim",))
+    assert not checks["dreamsim"].ready
+    problem = str(checks["dreamsim"].problem)
+    assert "facebookresearch_dino_main/hubconf.py" in problem
+    assert "checkpoints/dino_vitbase16_pretrain.pth" in problem
+    assert "nothing is downloaded" in problem
+    # Scoring reaches the loader with the folder (it once asked for a file and called the
+    # folder missing): the dimension is in error with the same reason, not open for no weights.
+    score = _by_id(score_frames(_frames(3), fps=24, weights={"dreamsim": folder},
+                                reference_image=_frames(1)[0]))["vbench.i2v_background"]
+    assert score.status == "error", score.detail
+    assert "facebookresearch_dino_main/hubconf.py" in score.detail
+
+
+def test_a_dreamsim_standin_needs_dreamsims_libraries_and_says_which(tmp_path: Path) -> None:
+    try:
+        submodule("dreamsim", "model")
+    except ScorerError:
+        pass
+    else:
+        pytest.skip("DreamSim loads here; the upstream comparison builds and scores its stand-in")
+    with pytest.raises(ScorerError, match="DreamSim; it needs torchvision, peft and open_clip"):
+        make_standins(tmp_path, ["dreamsim"])
+    assert not (tmp_path / VBENCH_LAYOUT["dreamsim"]).exists()
+
+
+def test_a_folders_identity_leaves_out_python_bytecode(tmp_path: Path) -> None:
+    from ref2va_accept.hashing import tree_sha256
+
+    folder = tmp_path / "dreamsim_model"
+    (folder / "facebookresearch_dino_main").mkdir(parents=True)
+    (folder / "facebookresearch_dino_main" / "hubconf.py").write_text("dependencies = []\n")
+    (folder / "ensemble_lora.bin").write_bytes(b"weights")
+    before = tree_sha256(folder)
+    cache = folder / "facebookresearch_dino_main" / "__pycache__"
+    cache.mkdir()
+    (cache / "hubconf.cpython-311.pyc").write_bytes(b"bytecode, stamped with a time")
+    assert tree_sha256(folder) == before  # importing DINO's hubconf does not move the pin
+    (folder / "ensemble_lora.bin").write_bytes(b"other weights")
+    assert tree_sha256(folder) != before

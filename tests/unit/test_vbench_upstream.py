@@ -4,8 +4,10 @@ The same frames and the same stand-in checkpoints (quality/standins.py) go throu
 scorers here and through VBench 0.1.5's dimension functions (scripts/vbench_upstream.py) in the
 environment scripts/vbench_env.sh builds, since VBench needs torchvision, which does not load
 beside the judge's CPU torch. MUSIQ (pyiqa) needs it too, so the judge's imaging_quality is
-computed in that environment as well. DreamSim (i2v_background) has no stand-in: its checkpoint
-is three backbones and a LoRA adapter, and DINO's repository, which it loads through torch.hub.
+computed in that environment as well, and so is i2v_background: DreamSim needs torchvision too.
+Its stand-in is the folder DreamSim's first run leaves (three backbones, a LoRA adapter, and
+torch.hub's copy of DINO's repository and weights), made in that environment. There, with every
+stand-in in the folder, `scorers check` must find all eight model-based dimensions ready.
 
 Building that environment takes about four minutes and 6 GB, so the comparison runs with
 REF2VA_UPSTREAM=1, which CI sets (.ci/run); without the variable every test here is reported
@@ -102,7 +104,7 @@ def compared(vbench_python: str, tmp_path_factory: pytest.TempPathFactory
     make_standins(cache, HERE)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     made = subprocess.run([vbench_python, "-m", "ref2va_accept.cli", "scorers", "standins",
-                           str(cache), "--names", "musiq_spaq"], cwd=ROOT, env=env,
+                           str(cache), "--names", "musiq_spaq,dreamsim"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     assert made.returncode == 0, made.stderr[-2000:]
     frames, gif, pngs, reference = _clip(folder)
@@ -119,28 +121,41 @@ def compared(vbench_python: str, tmp_path_factory: pytest.TempPathFactory
                           weights={n: paths[n] for n in HERE}, include_proxies=False)
     ours: dict[str, Any] = {s.scorer.id.removeprefix("vbench."): s for s in scores
                             if s.scorer.id.startswith("vbench.")}
-    musiq = subprocess.run(
-        [vbench_python, "-c", _MUSIQ_HERE, str(cache), str(pngs)], cwd=ROOT, env=env,
+    there = subprocess.run(
+        [vbench_python, "-c", _THERE, str(cache), str(pngs), str(reference)], cwd=ROOT, env=env,
         capture_output=True, text=True, timeout=600, check=False)
-    assert musiq.returncode == 0, musiq.stderr[-2000:]
-    ours["imaging_quality_there"] = json.loads(musiq.stdout.strip().splitlines()[-1])
+    assert there.returncode == 0, there.stderr[-2000:]
+    for dimension, score in json.loads(there.stdout.strip().splitlines()[-1]).items():
+        ours[f"{dimension}_there"] = score
+    ours["_cache"] = cache
     return ours, theirs
 
 
-# The judge's imaging_quality, in VBench's environment (pyiqa needs torchvision).
-_MUSIQ_HERE = """
+# The judge's imaging_quality and i2v_background, in VBench's environment (pyiqa and DreamSim
+# need torchvision); whether scoring left the DreamSim folder's identity as it was.
+_THERE = """
 import json, sys
 from pathlib import Path
 import numpy as np
 from PIL import Image
+from ref2va_accept.hashing import tree_sha256
 from ref2va_accept.quality import score_frames
 from ref2va_accept.quality.check import default_paths
+from ref2va_accept.quality.consistency import load_reference_image
 pngs = sorted(Path(sys.argv[2]).glob("*.png"))
 frames = [np.array(Image.open(p).convert("RGB")) for p in pngs]
-weights = {"musiq_spaq": default_paths(Path(sys.argv[1]))["musiq_spaq"]}
-scores = score_frames(frames, fps=8, include_proxies=False, weights=weights)
-s = {x.scorer.id: x for x in scores}["vbench.imaging_quality"]
-print(json.dumps({"status": s.status, "value": s.value, "detail": s.detail}))
+paths = default_paths(Path(sys.argv[1]))
+before = tree_sha256(paths["dreamsim"])
+weights = {n: paths[n] for n in ("musiq_spaq", "dreamsim")}
+scores = score_frames(frames, fps=8, include_proxies=False, weights=weights,
+                      reference_image=load_reference_image(Path(sys.argv[3])))
+out = {}
+for dim in ("imaging_quality", "i2v_background"):
+    s = {x.scorer.id: x for x in scores}["vbench." + dim]
+    out[dim] = {"status": s.status, "value": s.value, "detail": s.detail,
+                "weights": [w.to_dict() for w in s.scorer.weights]}
+out["i2v_background"]["identity_kept"] = tree_sha256(paths["dreamsim"]) == before
+print(json.dumps(out))
 """
 
 
@@ -173,3 +188,28 @@ def test_imaging_quality_is_upstream_vbench(compared: tuple[dict[str, Any], dict
     there = ours["imaging_quality_there"]
     assert there["status"] == "ok", there["detail"]
     assert _relative(there["value"], theirs["imaging_quality"]) <= RELATIVE
+
+
+def test_i2v_background_is_upstream_vbench(compared: tuple[dict[str, Any], dict[str, Any]]
+                                           ) -> None:
+    # DreamSim from its stand-in folder, through dreamsim(pretrained=True) on both sides: LoRA
+    # adapter, torch.hub's DINO, CLIP and OpenCLIP backbones; VBench++'s i2v_background upstream.
+    ours, theirs = compared
+    there = ours["i2v_background_there"]
+    assert there["status"] == "ok", there["detail"]
+    assert _relative(there["value"], theirs["i2v_background"]) <= RELATIVE
+    assert there["weights"][0]["name"] == "dreamsim_model"
+    assert there["identity_kept"]  # torch.hub imported DINO's code from it; the pin still holds
+
+
+def test_check_finds_every_dimension_ready_on_a_folder_of_standins(
+        vbench_python: str, compared: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    cache = compared[0]["_cache"]  # every stand-in: the judge's six, MUSIQ and DreamSim
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    check = subprocess.run([vbench_python, "-m", "ref2va_accept.cli", "scorers", "check",
+                            "--dir", str(cache), "--json"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=900, check=False)
+    assert check.returncode == 0, (check.stdout[-2000:], check.stderr[-2000:])
+    report = json.loads(check.stdout)
+    assert len(report["dimensions"]) == 8
+    assert all(d["ready"] for d in report["dimensions"].values()), report["dimensions"]

@@ -4,8 +4,10 @@ CI has no real VBench weights (nothing may be downloaded), so it scores with the
 built by the same library that loads the real file (:mod:`loaders`), its floating tensors refilled
 from numpy's PCG64 seeded by the weights name (so the bytes depend on nothing but the name, the
 seed and the library versions), and written the way the official file is written: a state dict for
-DINO, RAFT, LAION and MUSIQ, AMT's ``{"state_dict": ...}``, and for CLIP OpenAI's TorchScript
-archive with fp16 weights (the model traced through ``encode_image``). Files land where VBench's
+DINO, RAFT, LAION and MUSIQ, AMT's ``{"state_dict": ...}``, for CLIP OpenAI's TorchScript
+archive with fp16 weights (the model traced through ``encode_image``), and for DreamSim its
+ensemble folder as its first run leaves it (three backbones, a peft LoRA adapter, and the torch.hub
+cache of DINO's repository and weights). Files land where VBench's
 cache keeps them (:data:`ref2va_accept.weight_names.VBENCH_LAYOUT`), so the folder is laid out like
 an operator's ``~/.cache/vbench``. Scores made with them are labelled stand-in wherever they
 appear; they exercise the path from a model-based score to a verdict, never VBench's values.
@@ -181,9 +183,110 @@ def _build(name: str, path: Path, seed: int) -> None:
         net = arch.MUSIQ(pretrained=False)
         _fill(net, name, seed)
         _save(net.state_dict(), path)
+    elif name == "dreamsim":
+        _dreamsim_folder(path, seed)
     else:
-        raise ScorerError(f"no stand-in for {name!r}: DreamSim's checkpoint is a folder of "
-                          "three backbones and a LoRA adapter; use the real one")
+        raise ScorerError(f"no stand-in for {name!r}")
+
+
+# DINO's hubconf entry for dino_vitb16, as torch.hub caches DINO's repository in the hub folder
+# (DreamSim points the hub folder at its own cache folder): the ViT from the repository's
+# vision_transformer.py, its weights from the hub's checkpoints folder (the URL names the file;
+# with the file there nothing is fetched). The one piece of a stand-in folder written here rather
+# than by a library: DINO's repository is not on the package index; its vision_transformer.py is,
+# in DreamSim's copy, and is copied in beside this.
+_DINO_HUBCONF = """\
+# Stand-in for DINO's hubconf.py (facebookresearch/dino, branch main), dino_vitb16 only.
+dependencies = ["torch"]
+
+import torch
+
+import vision_transformer as vits
+
+
+def dino_vitb16(pretrained=True, **kwargs):
+    model = vits.__dict__["vit_base"](patch_size=16, num_classes=0, **kwargs)
+    if pretrained:
+        state_dict = torch.hub.load_state_dict_from_url(
+            url="https://dl.fbaipublicfiles.com/dino/dino_vitbase16_pretrain/"
+                "dino_vitbase16_pretrain.pth",
+            map_location="cpu")
+        model.load_state_dict(state_dict, strict=True)
+    return model
+"""
+# DreamSim's ensemble LoRA settings (its training configuration); the adapter is written by peft.
+_DREAMSIM_LORA = {"r": 16, "lora_alpha": 0.5, "lora_dropout": 0.3, "bias": "none",
+                  "target_modules": ["qkv"]}
+
+
+def _dreamsim_folder(folder: Path, seed: int) -> None:
+    """DreamSim's ensemble folder as ``dreamsim(pretrained=True, cache_dir=folder)`` leaves it after
+    its first run: its three backbone files, the ``ensemble_lora`` adapter, and the hub cache it
+    pointed torch.hub at (DINO's repository and DINO's weights). Built in a fresh interpreter:
+    DreamSim points torch.hub at the folder for the whole process."""
+    # Its libraries first, here: a missing one is named plainly, not in a child's traceback.
+    submodule("dreamsim", "model", why="DreamSim; it needs torchvision, peft and open_clip")
+    done = subprocess.run([sys.executable, "-m", "ref2va_accept.quality.standins", "dreamsim",
+                           str(folder), str(seed)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ScorerError(f"dreamsim: the stand-in could not be built: "
+                          f"{done.stderr.strip()[-800:]}")
+
+
+def _dreamsim_here(folder: Path, seed: int) -> None:
+    import importlib  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    why = "DreamSim; it needs torchvision, peft and open_clip"
+    vits = submodule("dreamsim", "feature_extraction.vision_transformer", why=why)
+    model_mod = submodule("dreamsim", "model", why=why)
+    config = submodule("dreamsim", "config", why=why)
+    peft = importlib.import_module("peft")
+    partial = folder.with_name(folder.name + ".part")
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir(parents=True)
+    # DINO's repository and weights where torch.hub looks for them.
+    repo = partial / "facebookresearch_dino_main"
+    repo.mkdir()
+    (repo / "hubconf.py").write_text(_DINO_HUBCONF, encoding="utf-8")
+    shutil.copyfile(vits.__file__, repo / "vision_transformer.py")
+    backbone = vits.vit_base(patch_size=16, num_classes=0)
+    _fill(backbone, "dino_vitb16", seed)  # DINO's release: the same file as VBench's DINO
+    _save(backbone.state_dict(), partial / "checkpoints" / "dino_vitbase16_pretrain.pth")
+    # DreamSim's DINO checkpoint, of which it reads the student's projection head.
+    head = torch.nn.Module()  # DINOHead(768, 2048)'s tensors, by the names DreamSim reads
+    head.mlp = torch.nn.Sequential(torch.nn.Linear(768, 2048), torch.nn.GELU(),
+                                   torch.nn.Linear(2048, 2048), torch.nn.GELU(),
+                                   torch.nn.Linear(2048, 256))
+    head.last_layer = torch.nn.Linear(256, 2048, bias=False)
+    _fill(head, "dreamsim/dino_head", seed)
+    student = {f"module.backbone.{k}": v for k, v in backbone.state_dict().items()}
+    student.update({f"module.head.{k}": v for k, v in head.state_dict().items()})
+    _save({"student": student}, partial / "dino_vitb16_pretrain.pth")
+    # OpenAI CLIP and OpenCLIP ViT-B/16 converted to DINO-style ViTs, with their projections.
+    for file_name in ("clip_vitb16_pretrain.pth.tar", "open_clip_vitb16_pretrain.pth.tar"):
+        vit = vits.vit_base(patch_size=16)
+        vit.pos_drop = torch.nn.LayerNorm(vit.embed_dim)
+        vit.proj = torch.nn.Parameter(torch.empty(vit.embed_dim, 512))
+        _fill(vit, f"dreamsim/{file_name}", seed)
+        _save({"state_dict": vit.state_dict()}, partial / file_name)
+    # The LoRA adapter over the ensemble, in peft's own format.
+    ensemble = model_mod.PerceptualModel(**config.dreamsim_args["model_config"]["ensemble"],
+                                         device="cpu", load_dir=str(partial),
+                                         normalize_embeds=True)
+    wrapped = peft.get_peft_model(ensemble, peft.LoraConfig(**_DREAMSIM_LORA))
+    adapter = torch.nn.ParameterDict({k.replace(".", "/"): p for k, p in
+                                      wrapped.named_parameters() if "lora_" in k})
+    _fill(adapter, "dreamsim/ensemble_lora", seed)
+    wrapped.save_pretrained(str(partial / "ensemble_lora"))
+    for cache in partial.rglob("__pycache__"):
+        shutil.rmtree(cache)
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(partial, folder)
 
 
 def make_standins(folder: Path, names: Iterable[str], *, seed: int = STANDIN_SEED,
@@ -201,5 +304,8 @@ def make_standins(folder: Path, names: Iterable[str], *, seed: int = STANDIN_SEE
     return made
 
 
-if __name__ == "__main__":  # _in_fresh_interpreter: NAME PATH SEED
-    _clip_here(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]))
+if __name__ == "__main__":  # _in_fresh_interpreter and _dreamsim_folder: NAME PATH SEED
+    if sys.argv[1] == "dreamsim":
+        _dreamsim_here(Path(sys.argv[2]), int(sys.argv[3]))
+    else:
+        _clip_here(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]))
