@@ -9,11 +9,13 @@ standins DIR`: the same networks, so the same cost):
 Without --video it first encodes a synthetic 15 s clip (362 frames of 1344x768 at 24 fps, H.264).
 Each dimension is scored in a process of its own, through the judge's own scoring pass (decode,
 temporal_flickering, the dimension's models), so its peak RSS is its own; DINO serves
-subject_consistency and, given the reference image, i2v_subject in one pass. The baseline is an
-ffmpeg decode of the same file to RGB (`ffmpeg -i V -f rawvideo -pix_fmt rgb24`), timed before
-and after the dimensions in the same run; every dimension's time is printed as a ratio to it, and
-so is the judge's decode with no model at all. The figures are measurements of one machine: the
-README quotes them with the machine they came from.
+subject_consistency and, given the reference image, i2v_subject in one pass; DreamSim's
+i2v_background also takes the reference image (its stand-in folder is made in this
+environment). The baseline is an ffmpeg decode of the same file to RGB (`ffmpeg -i V -f
+rawvideo -pix_fmt rgb24`), timed before and after the dimensions in the same run; every
+dimension's time is printed as a ratio to it, and so is the judge's decode with no model at
+all. The figures are measurements of one machine: the README quotes them with the machine they
+came from.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ PASSES = (
     ("musiq", "imaging_quality (MUSIQ)", ("musiq_spaq",), False),
     ("amt", "motion_smoothness (AMT-S)", ("amt_s",), False),
     ("raft", "dynamic_degree (RAFT)", ("raft",), False),
+    ("dreamsim", "i2v_background (DreamSim ensemble)", ("dreamsim",), True),
 )
 
 
