@@ -14,14 +14,17 @@ def file_sha256(path: Path) -> str:
 
 def tree_sha256(path: Path) -> str:
     """A file's sha256, or for a folder (DreamSim's checkpoint is one) the sha256 of its manifest:
-    one line per file beneath it, sorted by relative path, ``<sha256>  <relative/path>``. Files
-    under ``__pycache__`` are left out: DreamSim's folder holds DINO's repository, which torch.hub
-    imports from there, and Python writes its bytecode beside it on first use."""
+    one line per file beneath it, sorted by relative path, ``<sha256>  <relative/path>``. What
+    loading writes into the folder is left out: DreamSim points torch.hub at its folder, which
+    then holds DINO's repository, so Python writes bytecode there (``__pycache__``) and torch.hub
+    creates its bookkeeping file ``trusted_list`` on first use; neither is weights or code."""
     path = Path(path)
     if not path.is_dir():
         return file_sha256(path)
     lines = [f"{file_sha256(f)}  {f.relative_to(path).as_posix()}\n"
-             for f in sorted(path.rglob("*"))
-             if f.is_file() and "__pycache__" not in f.relative_to(path).parts]
+             for f in sorted(path.rglob("*")) if f.is_file() and _content(f.relative_to(path))]
     return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
 
+
+def _content(relative: Path) -> bool:
+    return "__pycache__" not in relative.parts and relative.as_posix() != "trusted_list"

@@ -216,5 +216,10 @@ def test_a_folders_identity_leaves_out_python_bytecode(tmp_path: Path) -> None:
     cache.mkdir()
     (cache / "hubconf.cpython-311.pyc").write_bytes(b"bytecode, stamped with a time")
     assert tree_sha256(folder) == before  # importing DINO's hubconf does not move the pin
+    (folder / "trusted_list").touch()  # nor does torch.hub's bookkeeping
+    assert tree_sha256(folder) == before
+    (folder / "facebookresearch_dino_main" / "trusted_list").write_text("x")  # only at the top
+    assert tree_sha256(folder) != before
+    (folder / "facebookresearch_dino_main" / "trusted_list").unlink()
     (folder / "ensemble_lora.bin").write_bytes(b"other weights")
     assert tree_sha256(folder) != before
