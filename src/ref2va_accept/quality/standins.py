@@ -125,10 +125,10 @@ def _without_debug_records(archive: bytes) -> bytes:
 
 
 def _in_fresh_interpreter(name: str, path: Path, seed: int) -> None:
-    """Build a CLIP stand-in in a new interpreter. TorchScript names the classes it compiles
-    after whatever that process compiled before (``___torch_mangle_N``), so the same trace made
-    in a CLI process and inside a test session came out as different bytes; a fresh interpreter
-    that does only this makes them the same everywhere."""
+    """Build a CLIP stand-in (or DreamSim's folder) in a new interpreter. TorchScript names the
+    classes it compiles after whatever that process compiled before (``___torch_mangle_N``), so
+    the same trace made in a CLI process and inside a test session came out as different bytes; a
+    fresh interpreter that does only this makes them the same everywhere."""
     done = subprocess.run([sys.executable, "-m", "ref2va_accept.quality.standins", name,
                            str(path), str(seed)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -226,11 +226,7 @@ def _dreamsim_folder(folder: Path, seed: int) -> None:
     DreamSim points torch.hub at the folder for the whole process."""
     # Its libraries first, here: a missing one is named plainly, not in a child's traceback.
     submodule("dreamsim", "model", why="DreamSim; it needs torchvision, peft and open_clip")
-    done = subprocess.run([sys.executable, "-m", "ref2va_accept.quality.standins", "dreamsim",
-                           str(folder), str(seed)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise ScorerError(f"dreamsim: the stand-in could not be built: "
-                          f"{done.stderr.strip()[-800:]}")
+    _in_fresh_interpreter("dreamsim", folder, seed)
 
 
 def _dreamsim_here(folder: Path, seed: int) -> None:
