@@ -138,7 +138,7 @@ def _cmd_verdict(args: argparse.Namespace) -> int:
     candidate = _latencies("--candidate", args.candidate)
     try:
         result = latency_verdict(baseline, candidate, args.target, args.confidence,
-                                 single_instance=args.instances == 1)
+                                 single_instance=args.instances == 1, rule=args.rule)
     except ValueError as exc:
         raise Ref2VAError(str(exc)) from None
     if args.json:
@@ -152,8 +152,13 @@ def _cmd_verdict(args: argparse.Namespace) -> int:
     rows = [
         f"baseline  (n={len(result.baseline)}): " + " ".join(f"{v:g}" for v in result.baseline),
         f"candidate (n={len(result.candidate)}): " + " ".join(f"{v:g}" for v in result.candidate),
-        f"ratio interval: k={interval.k} lower={shown(interval.lower)} "
-        f"upper={shown(interval.upper)} (one-sided {interval.confidence:g} at each end)",
+        (f"ratio interval: k={interval.k} lower={shown(interval.lower)} "
+         f"upper={shown(interval.upper)} (one-sided {interval.confidence:g} at each end)")
+        if interval.rule != "welch-log/1" else
+        (f"Welch interval on log values: lower={shown(interval.lower)} "
+         f"upper={shown(interval.upper)} (one-sided {interval.confidence:g} at each end, "
+         f"df {shown(interval.df)})"),
+        f"p-value of ratio >= target: {shown(result.p_value)}",
         f"ratio of medians: {result.ratio_of_medians:.4f}  "
         f"ratio of means: {result.ratio_of_means:.4f}",
         f"verdict: {result.verdict} ({', '.join(result.reasons)}); target ratio {result.target:g}",
@@ -255,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one-sided confidence at each end of the interval")
     p.add_argument("--instances", type=int, default=1,
                    help="server instances per arm the samples came from")
+    p.add_argument("--rule", choices=("ratio-interval-moses/1", "welch-log/1"),
+                   default="ratio-interval-moses/1",
+                   help="decision rule (a campaign's protocol.decision_rule)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(run=_cmd_verdict)
 

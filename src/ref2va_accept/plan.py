@@ -31,6 +31,7 @@ from .campaign import (
 from .client import ClientTimeouts
 from .errors import CampaignError
 from .media import MediaExpectation
+from .stats import DecisionRule
 from .weight_names import WEIGHT_DIMENSIONS
 
 B0 = "b0"
@@ -110,6 +111,7 @@ class LatencySettings:
     drift_tolerance: float
     target_ratio: float
     confidence: float
+    decision_rule: DecisionRule
     caching_probe_requests: int
     caching_margin: float
     device_kind: Literal["none", "npu", "cuda"]
@@ -231,7 +233,7 @@ def plan_track(campaign: LoadedCampaign, track_id: str) -> TrackPlan:
             repeats=protocol.repeats, ordering=protocol.ordering,
             order_seed=protocol.order_seed, pause_s=protocol.pause_s,
             drift_tolerance=protocol.drift_tolerance, target_ratio=protocol.target_ratio,
-            confidence=protocol.confidence,
+            confidence=protocol.confidence, decision_rule=protocol.decision_rule,
             caching_probe_requests=protocol.caching_probe_requests,
             caching_margin=protocol.caching_margin,
             device_kind=model.devices.kind, devices=tuple(model.devices.visible)),

@@ -206,7 +206,8 @@ def interval_verdict(instances: Sequence[InstanceTimes], settings: LatencySettin
     single = settings.replication == "request" and settings.ordering != "ABBA"
     return latency_verdict(baseline, candidate, settings.target_ratio, settings.confidence,
                            single_instance=single, unit=settings.replication,
-                           instances_per_arm=settings.instances_per_arm)
+                           instances_per_arm=settings.instances_per_arm,
+                           rule=settings.decision_rule)
 
 
 def decide(instances: Sequence[InstanceTimes], settings: LatencySettings) -> Decision:

@@ -16,6 +16,13 @@ from functools import lru_cache
 from typing import Any, Literal
 
 Verdict = Literal["supported", "failed", "inconclusive"]
+# The frozen decision rules (protocol.decision_rule). The rank interval is exact only when the
+# candidate's values are B0's scaled by a constant; the one-sided Welch interval on log values
+# assumes lognormal values per arm and lets each arm spread as it does (docs/protocol.md).
+DecisionRule = Literal["ratio-interval-moses/1", "welch-log/1"]
+RANK_RULE: DecisionRule = "ratio-interval-moses/1"
+WELCH_RULE: DecisionRule = "welch-log/1"
+DECISION_RULES: tuple[DecisionRule, ...] = (RANK_RULE, WELCH_RULE)
 
 # Worse verdicts sort first; the property tests use this order.
 VERDICT_ORDER: dict[str, int] = {"failed": 0, "inconclusive": 1, "supported": 2}
@@ -70,7 +77,9 @@ def interval_k(n_baseline: int, n_candidate: int, confidence: float = 0.95) -> i
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """Distribution-free interval for the candidate/baseline latency ratio (Lehmann/Moses)."""
+    """An interval for the candidate/baseline latency ratio, one-sided at `confidence` at each
+    end: the distribution-free rank interval (Lehmann/Moses, `k`), or the Welch interval on log
+    values (`df`, `se_log`; k is 0 there)."""
 
     lower: float | None
     upper: float | None
@@ -79,12 +88,19 @@ class RatioInterval:
     n_candidate: int
     confidence: float
     ratios: tuple[float, ...]
+    rule: DecisionRule = RANK_RULE
+    df: float | None = None  # Welch-Satterthwaite degrees of freedom (Welch rule)
+    se_log: float | None = None  # standard error of the log ratio (Welch rule)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"k": self.k, "lower": self.lower, "upper": self.upper,
-                "n_baseline": self.n_baseline, "n_candidate": self.n_candidate,
-                "confidence": self.confidence, "one_sided_each_end": True,
-                "ratios": list(self.ratios)}
+        out: dict[str, Any] = {
+            "rule": self.rule, "k": self.k, "lower": self.lower, "upper": self.upper,
+            "n_baseline": self.n_baseline, "n_candidate": self.n_candidate,
+            "confidence": self.confidence, "one_sided_each_end": True,
+            "ratios": list(self.ratios)}
+        if self.rule == WELCH_RULE:
+            out["df"], out["se_log"] = self.df, self.se_log
+        return out
 
 
 def _check_latencies(arm: str, values: Sequence[float]) -> tuple[float, ...]:
@@ -111,6 +127,79 @@ def ratio_interval(baseline: Sequence[float], candidate: Sequence[float],
         return RatioInterval(None, None, 0, len(base), len(cand), confidence, ratios)
     return RatioInterval(ratios[k - 1], ratios[len(ratios) - k], k, len(base), len(cand),
                          confidence, ratios)
+
+
+def welch_terms(log_baseline: Sequence[float], log_candidate: Sequence[float]
+                ) -> tuple[float, float, float] | None:
+    """(mean log ratio, its standard error, Welch-Satterthwaite df) of two samples of log
+    values; None when an arm has fewer than two values or neither arm spreads at all."""
+    nb, nc = len(log_baseline), len(log_candidate)
+    if nb < 2 or nc < 2:
+        return None
+    vb = statistics.variance(log_baseline) / nb
+    vc = statistics.variance(log_candidate) / nc
+    se = math.sqrt(vb + vc)
+    if not math.isfinite(se) or se == 0:
+        return None
+    df = (vb + vc) ** 2 / (vb ** 2 / (nb - 1) + vc ** 2 / (nc - 1))
+    return statistics.fmean(log_candidate) - statistics.fmean(log_baseline), se, df
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (scipy.special, imported where needed: see _odds)."""
+    from scipy.special import stdtrit  # noqa: PLC0415
+
+    return float(stdtrit(df, p))
+
+
+def welch_log_interval(baseline: Sequence[float], candidate: Sequence[float],
+                       confidence: float = 0.95) -> RatioInterval:
+    """exp(mean log C - mean log B +/- t(confidence, df) * se): one-sided at each end, each
+    arm with its own spread (Welch-Satterthwaite df). Bounds None when it cannot be formed."""
+    if not 0.5 < confidence < 1:
+        raise ValueError(f"confidence must be in (0.5, 1), got {confidence!r}")
+    base = _check_latencies("baseline", baseline)
+    cand = _check_latencies("candidate", candidate)
+    ratios = tuple(sorted(c / b for c in cand for b in base))
+    terms = welch_terms([math.log(b) for b in base], [math.log(c) for c in cand])
+    if terms is None:
+        return RatioInterval(None, None, 0, len(base), len(cand), confidence, ratios,
+                             WELCH_RULE)
+    diff, se, df = terms
+    half = t_quantile(confidence, df) * se
+    return RatioInterval(math.exp(diff - half), math.exp(diff + half), 0, len(base), len(cand),
+                         confidence, ratios, WELCH_RULE, df, se)
+
+
+def interval_for(rule: DecisionRule, baseline: Sequence[float], candidate: Sequence[float],
+                 confidence: float) -> RatioInterval:
+    if rule == WELCH_RULE:
+        return welch_log_interval(baseline, candidate, confidence)
+    if rule != RANK_RULE:
+        raise ValueError(f"decision rule {rule!r} is not one of {', '.join(DECISION_RULES)}")
+    return ratio_interval(baseline, candidate, confidence)
+
+
+def p_value(rule: DecisionRule, baseline: Sequence[float], candidate: Sequence[float],
+            target: float) -> float | None:
+    """One-sided p-value of "the ratio is at or above the target" (small: evidence for
+    supported), consistent with the interval: p <= 1 - confidence exactly when upper <= target.
+    Holm's family-wise column is computed from these. None when it cannot be formed."""
+    base = _check_latencies("baseline", baseline)
+    cand = _check_latencies("candidate", candidate)
+    if rule == WELCH_RULE:
+        terms = welch_terms([math.log(b) for b in base], [math.log(c) for c in cand])
+        if terms is None:
+            return None
+        diff, se, df = terms
+        from scipy.special import stdtr  # noqa: PLC0415
+
+        return float(stdtr(df, (diff - math.log(target)) / se))
+    # Rank rule: U counts the pairs whose ratio is above the target; under the null (C/target
+    # distributed as B) P(U <= u) is the exact Mann-Whitney tail.
+    inverted = sum(1 for c in cand for b in base if c / b > target)
+    counts = _counts(len(base), len(cand))
+    return float(Fraction(sum(counts[:inverted + 1]), sum(counts)))
 
 
 # --- tails: MLPerf LoadGen's early-stopping rule ------------------------------------------------
@@ -234,9 +323,15 @@ class LatencyVerdict:
     tails: tuple[TailClaim, ...]
     note: str
     unit: Unit = "request"
+    p_value: float | None = None  # of "ratio >= target" under the rule (stats.p_value)
+
+    @property
+    def rule(self) -> DecisionRule:
+        return self.interval.rule
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "reasons": list(self.reasons), "target": self.target,
+                "rule": self.rule, "p_value": self.p_value,
                 "confidence": self.interval.confidence, "interval": self.interval.to_dict(),
                 "ratio_of_medians": self.ratio_of_medians,
                 "ratio_of_means": self.ratio_of_means,
@@ -247,17 +342,18 @@ class LatencyVerdict:
 
 def latency_verdict(baseline: Sequence[float], candidate: Sequence[float], target: float = 0.5,
                     confidence: float = 0.95, *, single_instance: bool = True,
-                    unit: Unit = "request", instances_per_arm: int | None = None
-                    ) -> LatencyVerdict:
+                    unit: Unit = "request", instances_per_arm: int | None = None,
+                    rule: DecisionRule = RANK_RULE) -> LatencyVerdict:
     """supported: upper <= target; failed: lower > target; inconclusive otherwise."""
     if not (math.isfinite(target) and target > 0):
         raise ValueError(f"target ratio {target!r} is not a positive finite number")
     base = _check_latencies("baseline", baseline)
     cand = _check_latencies("candidate", candidate)
-    interval = ratio_interval(base, cand, confidence)
+    interval = interval_for(rule, base, cand, confidence)
     verdict: Verdict
     if interval.upper is None or interval.lower is None:
-        verdict, reasons = "inconclusive", ("too_few_samples",)
+        few = rule == RANK_RULE or min(len(base), len(cand)) < 2
+        verdict, reasons = "inconclusive", ("too_few_samples" if few else "no_spread",)
     elif interval.upper <= target:
         verdict, reasons = "supported", ("interval_upper_at_or_below_target",)
     elif interval.lower > target:
@@ -271,4 +367,5 @@ def latency_verdict(baseline: Sequence[float], candidate: Sequence[float], targe
         ratio_of_means=statistics.fmean(cand) / statistics.fmean(base),
         baseline=base, candidate=cand, tails=tails,
         note=unit_note(unit, single_instance, instances_per_arm), unit=unit,
+        p_value=p_value(rule, base, cand, target),
     )

@@ -19,8 +19,8 @@ INSTANCE = LatencySettings(
     replication="instance", instances_per_arm=3, baseline_instances="per_candidate", warmups=2,
     max_warmups=4, steady_fraction=0.05,
     repeats=1, ordering="interleaved", order_seed=7, pause_s=0, drift_tolerance=0.10,
-    target_ratio=0.5, confidence=0.95, caching_probe_requests=2, caching_margin=0.10,
-    device_kind="none", devices=())
+    target_ratio=0.5, confidence=0.95, decision_rule="ratio-interval-moses/1",
+    caching_probe_requests=2, caching_margin=0.10, device_kind="none", devices=())
 REQUEST = dataclasses.replace(INSTANCE, replication="request", instances_per_arm=None,
                               warmups=1, max_warmups=1, steady_fraction=None, repeats=3,
                               ordering="ABA")

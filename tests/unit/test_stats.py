@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ref2va_accept import stats
 from ref2va_accept.stats import (
     VERDICT_ORDER,
     early_stopping_min_queries,
@@ -212,3 +213,58 @@ def test_cli_malformed_numbers_exit_2_with_one_line(values: str) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# --- the Welch rule on log values ---------------------------------------------------------------
+
+def test_welch_interval_is_scipys_welch_test_on_log_values() -> None:
+    from scipy import stats as sps
+
+    base, cand = [301.2, 298.0, 305.5], [140.0, 151.0, 147.5]
+    interval = stats.welch_log_interval(base, cand, 0.955)
+    lb, lc = np.log(base), np.log(cand)
+    res = sps.ttest_ind(lc, lb, equal_var=False, alternative="less")
+    ci = res.confidence_interval(0.955)
+    assert interval.rule == stats.WELCH_RULE and interval.k == 0
+    assert math.log(interval.upper) == pytest.approx(ci.high, rel=1e-9)
+    assert interval.df == pytest.approx(res.df, rel=1e-9)
+    # p of "ratio >= target" is scipy's one-sided p for the shifted null
+    shifted = sps.ttest_ind(lc - math.log(0.5), lb, equal_var=False, alternative="less")
+    assert stats.p_value(stats.WELCH_RULE, base, cand, 0.5) == pytest.approx(shifted.pvalue)
+
+
+@pytest.mark.parametrize("rule", stats.DECISION_RULES)
+@given(base=st.lists(st.floats(1.0, 100.0), min_size=2, max_size=6),
+       cand=st.lists(st.floats(0.2, 100.0), min_size=2, max_size=6),
+       target=st.floats(0.1, 0.9))
+@settings(max_examples=150, deadline=None)
+def test_the_p_value_says_supported_exactly_when_the_interval_does(
+        rule: stats.DecisionRule, base: list[float], cand: list[float], target: float) -> None:
+    verdict = stats.latency_verdict(base, cand, target, 0.955, rule=rule)
+    if verdict.p_value is None or verdict.interval.upper is None:
+        assert verdict.verdict == "inconclusive"
+        return
+    upper = verdict.interval.upper
+    if abs(upper / target - 1) < 1e-9:  # on the boundary, rounding may decide either way
+        return
+    assert (verdict.p_value <= 1 - 0.955 + 1e-12) == (upper <= target), (verdict.p_value, upper)
+
+
+def test_welch_needs_two_values_per_arm_and_some_spread() -> None:
+    few = stats.latency_verdict([300.0], [140.0, 141.0], rule=stats.WELCH_RULE)
+    assert (few.verdict, few.reasons) == ("inconclusive", ("too_few_samples",))
+    flat = stats.latency_verdict([300.0, 300.0], [140.0, 140.0], rule=stats.WELCH_RULE)
+    assert (flat.verdict, flat.reasons) == ("inconclusive", ("no_spread",))
+    assert flat.p_value is None
+
+
+def test_welch_decides_both_ways() -> None:
+    fast = stats.latency_verdict([300.0, 310.0, 295.0], [120.0, 124.0, 118.0],
+                                 rule=stats.WELCH_RULE, confidence=0.955)
+    assert fast.verdict == "supported" and fast.to_dict()["rule"] == "welch-log/1"
+    slow = stats.latency_verdict([300.0, 310.0, 295.0], [200.0, 210.0, 190.0],
+                                 rule=stats.WELCH_RULE, confidence=0.955)
+    assert slow.verdict == "failed"
+    near = stats.latency_verdict([300.0, 330.0, 280.0], [150.0, 140.0, 160.0],
+                                 rule=stats.WELCH_RULE, confidence=0.955)
+    assert near.verdict == "inconclusive"

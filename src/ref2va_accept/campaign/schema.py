@@ -93,9 +93,11 @@ class Protocol(StrictModel):
     # in the request design A' from A) by at most this fraction; beyond it the run drifted and is
     # not evaluable.
     drift_tolerance: float = Field(default=0.10, gt=0, lt=1)
-    # The decision: the distribution-free ratio interval of docs/protocol.md, at this confidence per
-    # end, against this target ratio (0.5 = a 50% latency reduction).
-    decision_rule: Literal["ratio-interval-moses/1"] = "ratio-interval-moses/1"
+    # The decision, at this confidence per end, against this target ratio (0.5 = a 50% latency
+    # reduction): the distribution-free rank interval (exact only when the candidate's values are
+    # B0's scaled by a constant), or the one-sided Welch interval on log values, each arm with
+    # its own spread (docs/protocol.md; `ref2va-accept calibrate` shows either's error rates).
+    decision_rule: Literal["ratio-interval-moses/1", "welch-log/1"] = "ratio-interval-moses/1"
     target_ratio: float = Field(default=0.5, gt=0, lt=1)
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
     # Caching probe (MLPerf TEST04 idea): this many requests with fresh distinct seeds per
