@@ -65,6 +65,8 @@ class Check(StrEnum):
     DEVICE_MEMORY_RELEASE = "device_memory_release"
     # A track's input file is missing or not its pinned bytes (the run stops before any engine).
     INPUTS = "inputs"
+    # What an arm's enabled_path.json says of declared device time (a non-zero cost model).
+    DECLARED_TIME = "declared_time"
 
 
 class Reason(StrEnum):
@@ -97,6 +99,9 @@ class Reason(StrEnum):
     # The server answering on an instance's port was not that instance (another process owns the
     # listening socket, or the reference engine's nonce did not come back): nothing was judged.
     FOREIGN_SERVER = "foreign_server", Category.VALIDITY
+    # The engine slept a declared device time (a campaign that allows it, or an arm whose
+    # enabled_path.json reports a non-zero cost model): its latencies are no measurement.
+    DECLARED_DEVICE_TIME = "declared_device_time", Category.VALIDITY
     # defect: the candidate is wrong
     CANDIDATE_REQUEST_FAILED = "candidate_request_failed", Category.DEFECT
     INVALID_MEDIA = "invalid_media", Category.DEFECT

@@ -150,6 +150,16 @@ def enabled_path(outcome: Outcome) -> dict[str, Any] | None:
     return loaded
 
 
+def declared_time(path: dict[str, Any]) -> str:
+    """The non-zero declared costs an enabled_path.json reports ('' when none)."""
+    model = path.get("cost_model")
+    if not isinstance(model, dict):
+        return ""
+    costs = {k: v for k, v in model.items()
+             if k != "source" and isinstance(v, (int, float)) and not isinstance(v, bool) and v}
+    return ", ".join(f"{k} {v:g}" for k, v in sorted(costs.items()))
+
+
 def enabled_path_problems(candidate: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     """Approximate paths that actually ran in the candidate, read from what it reports."""
     problems: list[str] = []
@@ -243,6 +253,13 @@ def judge_candidate(
                                   "points", table))
 
     base_path, cand_path = enabled_path(baseline.watched), enabled_path(watched)
+    declared = [f"{who}: {what}" for who, path in (("b0", base_path), (candidate, cand_path))
+                if path is not None and (what := declared_time(path))]
+    if declared:
+        checks.append(CheckResult(
+            track, candidate, Check.DECLARED_TIME, "fail", Reason.DECLARED_DEVICE_TIME,
+            "declared device time in enabled_path.json (slept, not computed: no latency of "
+            "this arm is a measurement): " + "; ".join(declared)))
     if contract.diagnostics:
         if cand_path is None or base_path is None:
             checks.append(CheckResult(track, candidate, Check.ENABLED_PATH_AUDIT, "fail",

@@ -156,9 +156,11 @@ def _baseline(arms: Arms) -> LossyBaseline:
         measured: set[str] = set()
         for error, decides in _spread(b.scores, a.scores, gate):
             decisive |= {error.scorer_id} if decides else set()
-            if error.error is not None:
+            if error.error is not None and not math.isnan(error.error):
                 measured.add(error.scorer_id)
-                same_seed[error.scorer_id] = max(same_seed.get(error.scorer_id, 0.0), error.error)
+                seen = same_seed.get(error.scorer_id)
+                same_seed[error.scorer_id] = error.error if seen is None else max(seen,
+                                                                                  error.error)
         unmeasured |= decisive - measured
     other_seed: dict[str, float] = {}
     if len(first) > 1:
@@ -285,7 +287,7 @@ def fidelity_below(fidelity: dict[str, Any], gate: LossyGate) -> tuple[list[str]
 
 def decide(error: RelativeError, threshold: float) -> str:
     """One dimension of one seed: within the threshold, broken (at or above it), or open."""
-    if error.error is None:
+    if error.error is None or math.isnan(error.error):
         return OPEN
     return WITHIN if error.error < threshold else BROKEN
 

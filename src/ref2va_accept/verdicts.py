@@ -160,7 +160,7 @@ def judge(
     quality_class: str,
     candidate: str | None,
     checks: Sequence[CheckResult],
-    cap_reason: str | None = None,
+    cap_reason: str | Sequence[str] | None = None,
 ) -> TrackVerdict:
     """The verdict of one candidate in one track from every check recorded for the track.
 
@@ -178,8 +178,9 @@ def judge(
             summary[check.name] = check.status
     failed = [(c, c.reason) for c in relevant if c.reason is not None]
     validity = [r for _, r in failed if r.category is Category.VALIDITY]
-    if cap_reason:
-        cap = reason_code(cap_reason)
+    caps = [cap_reason] if isinstance(cap_reason, str) else list(cap_reason or ())
+    for given in caps:
+        cap = reason_code(given)
         if cap.category is not Category.VALIDITY:
             raise ValueError(f"verdict cap: {cap.value!r} is a {cap.category} reason, "
                              "not a validity one")

@@ -24,6 +24,13 @@ JUDGE_ENV: Final = "REF2VA_JUDGE"
 # tell its own instance from another server that happens to answer on the same port.
 INSTANCE_NONCE_ENV: Final = "REF2VA_INSTANCE_NONCE"
 
+# Declared device time: the reference engine can sleep a stated cost per unit of work instead of
+# (or beside) computing it, through these profile flags or this variable. A latency that was
+# declared is no measurement, so the judge refuses them unless a campaign says it allows them
+# (its harness self-tests), and then caps every verdict (``declared_device_time``).
+DECLARED_TIME_ENV: Final = "REF2VA_REFERENCE_COST_MODEL"
+DECLARED_TIME_FLAGS: Final = ("cost-model", "step-cost-ms")
+
 # In a launch profile's ``env`` values: the campaign's engine workdir, made absolute by the judge.
 WORKDIR_TOKEN: Final = "${workdir}"
 

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ref2va_accept.weight_names import WEIGHT_DIMENSIONS
+from ref2va_contract.launch import DECLARED_TIME_ENV, DECLARED_TIME_FLAGS
 from tests.unit.evidence_schema import read_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,6 +91,11 @@ def campaign_copy(folder: Path, *, steps: int | None = None, models: bool = Fals
     data.update(changes)
     if steps is not None:
         with_steps(data, steps)
+    # A copy whose engine sleeps declared device time (slow or exactly timed requests for the
+    # harness's own tests) says so, or the judge refuses it; its verdicts are then capped.
+    if (set(DECLARED_TIME_FLAGS) & set(profile["args"])
+            or DECLARED_TIME_ENV in (data.get("environment") or {})):
+        data["protocol"]["declared_device_time"] = True
     path = folder / "campaign.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -30,8 +30,11 @@ def _campaign(folder: Path, candidate_args: dict[str, Any], b0_args: dict[str, A
     data["protocol"].update(replication="request", ordering="ABA", warmups=0, repeats=2,
                             caching_probe_requests=0)
     data["engine"]["shutdown_grace_s"] = 2
-    # No declared device time: the protocol is under test here, not the engine's speed.
+    # No declared device time unless a test asks for it (then the campaign must allow it, and
+    # every verdict is capped): the protocol is under test here, not the engine's speed.
     data["environment"] = environment or {}
+    if "cost-model" in candidate_args or environment:
+        data["protocol"]["declared_device_time"] = True
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     freeze(path)  # frozen, so that no verdict is capped for a reason other than the fault
     return path

@@ -17,10 +17,11 @@ from pydantic import ValidationError
 
 from engine.reference.errors import ProfileError
 from engine.reference.profile import CostModel, EngineArgs
+from ref2va_contract.launch import DECLARED_TIME_ENV
 
 logger = logging.getLogger(__name__)
 
-COST_MODEL_ENV = "REF2VA_REFERENCE_COST_MODEL"
+COST_MODEL_ENV = DECLARED_TIME_ENV
 
 
 def resolve_cost_model(args: EngineArgs) -> tuple[CostModel, str]:

@@ -18,6 +18,7 @@ from ref2va_accept import h3_limits
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.placeholder import is_placeholder
 from ref2va_accept.weight_names import VBENCH_LAYOUT
+from ref2va_contract.launch import DECLARED_TIME_ENV, DECLARED_TIME_FLAGS
 
 from .files import dotted_path, read_mapping, validate_model
 from .profile import LaunchProfile, load_profile_at
@@ -108,6 +109,15 @@ class LoadedCampaign:
                 f"{display}: declared: 'lossless' or 'lossy' for candidate {arm.id!r}, "
                 "found 'baseline'"
             )
+        declared = [f"args.{flag}" for flag in DECLARED_TIME_FLAGS
+                    if prof.args.get(flag) not in (None, False, 0, {})]
+        declared += [f"env.{DECLARED_TIME_ENV}"] if DECLARED_TIME_ENV in prof.env else []
+        if declared and not self.model.protocol.declared_device_time:
+            raise CampaignError(
+                f"{display}: {', '.join(declared)}: declares device time, which the engine "
+                "sleeps instead of computing: a latency it makes is no measurement (a campaign "
+                "of the harness's own tests sets protocol.declared_device_time: true, and every "
+                "verdict is then capped inconclusive)")
         if prof.needs_source is not None:
             raise CampaignError(
                 f"{display}: needs_source: this profile cannot run on the campaign's engine "

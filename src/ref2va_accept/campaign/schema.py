@@ -21,6 +21,7 @@ from ref2va_accept.device_memory import MemoryRelease
 from ref2va_accept.engine_kinds import EngineKindName, engine_kind
 from ref2va_accept.identity import SourcePin, pin_violations
 from ref2va_accept.weight_names import WEIGHT_NAMES, unknown_weight_message
+from ref2va_contract.launch import DECLARED_TIME_ENV
 
 from .fields import (
     DurationClass,
@@ -110,6 +111,11 @@ class Protocol(StrictModel):
     # only live progress reads them, to estimate the remaining time. Optional: without them the
     # estimate comes from the run's own finished requests.
     expected_request_s: dict[DurationClass, Annotated[float, Field(gt=0)]] | None = None
+    # true: the reference engine may sleep declared device time (a launch profile's cost-model or
+    # step-cost-ms, or the cost-model variable in `environment`): the harness's own tests, which
+    # need slow or exactly timed requests. Every verdict of such a campaign is capped
+    # inconclusive (declared_device_time). Absent or false: such a profile or variable is refused.
+    declared_device_time: bool | None = None
 
     @model_validator(mode="after")
     def _design_is_whole(self) -> Protocol:
@@ -150,7 +156,7 @@ class Protocol(StrictModel):
         # canonical form), so that campaigns frozen before the field existed do not drift.
         data: dict[str, Any] = handler(self)
         for name in ("expected_request_s", "instances_per_arm", "max_warmups", "steady_fraction",
-                     "baseline_instances"):
+                     "baseline_instances", "declared_device_time"):
             if getattr(self, name) is None:
                 data.pop(name, None)
         return data
@@ -340,6 +346,12 @@ class Campaign(StrictModel):
     @model_validator(mode="after")
     def _rules(self) -> Campaign:
         violations = env_violations(self.environment, "environment")
+        if DECLARED_TIME_ENV in self.environment and not self.protocol.declared_device_time:
+            violations.append(
+                (("environment", DECLARED_TIME_ENV), "no declared device time: a latency the "
+                 "engine sleeps is no measurement (a campaign of the harness's own tests sets "
+                 "protocol.declared_device_time: true, and every verdict is then capped)")
+            )  # fmt: skip
         if self.baseline.id != "b0":
             violations.append((("baseline", "id"), f"'b0', found {self.baseline.id!r}"))
         ids: set[str] = set()

@@ -319,12 +319,21 @@ class RunState:
             self.bundle.set_section("device_memory", self.memory.to_dict())
 
     # -- verdicts --------------------------------------------------------------------------------
+    @property
+    def verdict_caps(self) -> list[str]:
+        """What caps every verdict of this run at inconclusive: an unfrozen or drifted lock, and
+        a campaign that lets the engine sleep declared device time."""
+        caps = [c for c in (self.freeze.cap_reason,) if c is not None]
+        if self.campaign.model.protocol.declared_device_time:
+            caps.append(Reason.DECLARED_DEVICE_TIME.value)
+        return caps
+
     def verdicts(self, checks: list[CheckResult]) -> list[TrackVerdict]:
         if self.bundle is not None and self.bundle.failures:
             # Its verdict scenarios may never have run: every selected track gets its row.
             self.ran_tracks |= self.selected_tracks
         campaign = self.campaign
-        cap = self.freeze.cap_reason
+        caps = self.verdict_caps
         rows: list[TrackVerdict] = []
         for track_id in TRACK_IDS:
             if track_id not in self.ran_tracks:
@@ -332,5 +341,5 @@ class RunState:
             candidates = [a.id for a in campaign.arms_for(track_id) if a.id != "b0"]
             judged: list[str | None] = [*candidates] or [None]
             for candidate in judged:
-                rows.append(judge(track_id, quality_class(track_id), candidate, checks, cap))
+                rows.append(judge(track_id, quality_class(track_id), candidate, checks, caps))
         return rows

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ref2va_accept.media import MediaProbe
@@ -176,7 +176,17 @@ def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,
         if any(s.kind == kind for s in (*candidate, *baseline)):
             out.append(aggregate_relative_error(candidate, baseline, kind=kind,
                                                 normalized=normalized))
-    return out
+    # A NaN error is no error of 0 and no error above the threshold: nothing was compared, so
+    # the dimension is open (max(0.0, nan) is 0.0, and nan < threshold is False).
+    return [_open_if_nan(e) for e in out]
+
+
+def _open_if_nan(error: RelativeError) -> RelativeError:
+    if error.error is None or not math.isnan(error.error):
+        return error
+    return replace(error, error=None, status="open",
+                   detail=f"relative error is not a number (candidate {error.candidate!r}, "
+                          f"B0 {error.baseline!r})")
 
 
 def _settings_diff(a: str | None, b: str | None, name_a: str, name_b: str) -> str:
