@@ -106,7 +106,7 @@ class LatencySettings:
     steady_fraction: float | None  # last two warm-ups agree within it; None: a fixed count
     repeats: int  # measured requests per instance
     ordering: Literal["interleaved", "AB", "ABBA", "ABA"]
-    order_seed: int
+    order_seed: int  # the run's (drawn per run, or the campaign's fixed seed)
     pause_s: float
     drift_tolerance: float
     target_ratio: float
@@ -116,6 +116,7 @@ class LatencySettings:
     caching_margin: float
     device_kind: Literal["none", "npu", "cuda"]
     devices: tuple[int, ...]
+    order_drawn: bool = False  # the seed was drawn for this run (protocol.order_seed: per_run)
 
 
 @dataclass(frozen=True)
@@ -199,8 +200,12 @@ def _gate(campaign: LoadedCampaign, track: Track) -> LosslessContract | LossySco
         stand_ins=campaign.scorer_stand_ins())
 
 
-def plan_track(campaign: LoadedCampaign, track_id: str) -> TrackPlan:
-    """The frozen plan of one track of the campaign (CampaignError for a track it lacks)."""
+def plan_track(campaign: LoadedCampaign, track_id: str, order_seed: int | None = None
+               ) -> TrackPlan:
+    """The frozen plan of one track of the campaign (CampaignError for a track it lacks).
+
+    `order_seed`: the run's drawn seed when the campaign draws one per run (a plan made outside
+    a run, to price or simulate it, takes 0: counts and costs do not depend on the order)."""
     track = _track(campaign, track_id)
     arms = tuple(Arm(spec.id, spec) for spec in campaign.arms_for(track_id))
     model = campaign.model
@@ -231,7 +236,9 @@ def plan_track(campaign: LoadedCampaign, track_id: str) -> TrackPlan:
                          else protocol.max_warmups),
             steady_fraction=protocol.steady_fraction,
             repeats=protocol.repeats, ordering=protocol.ordering,
-            order_seed=protocol.order_seed, pause_s=protocol.pause_s,
+            order_seed=(protocol.order_seed if isinstance(protocol.order_seed, int)
+                        else order_seed or 0),
+            order_drawn=protocol.order_seed == "per_run", pause_s=protocol.pause_s,
             drift_tolerance=protocol.drift_tolerance, target_ratio=protocol.target_ratio,
             confidence=protocol.confidence, decision_rule=protocol.decision_rule,
             caching_probe_requests=protocol.caching_probe_requests,
@@ -240,9 +247,10 @@ def plan_track(campaign: LoadedCampaign, track_id: str) -> TrackPlan:
     )
 
 
-def plan_campaign(campaign: LoadedCampaign) -> Mapping[str, TrackPlan]:
+def plan_campaign(campaign: LoadedCampaign, order_seed: int | None = None
+                  ) -> Mapping[str, TrackPlan]:
     """Every track of the campaign, planned once, in the campaign's order."""
-    return MappingProxyType({track_id: plan_track(campaign, track_id)
+    return MappingProxyType({track_id: plan_track(campaign, track_id, order_seed)
                              for track_id in campaign.model.tracks})
 
 

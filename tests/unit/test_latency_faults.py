@@ -67,6 +67,9 @@ def test_candidate_crashing_mid_request_is_failed(tmp_path: Path) -> None:
     assert verdict["verdict"] == "failed" and "candidate_request_failed" in verdict["reasons"]
     # Every sample was kept, the failed ones too.
     assert any(not s["ok"] for s in found["samples"] if s["arm"] == "faulty")
+    # The order this run drew is recorded, and is the one its schedule used.
+    order = found["campaign"]["order"]
+    assert order["drawn_per_run"] and latency["data"]["order_seed"] == order["seed"]
     assert tagged(found["run_id"]) == []
 
 

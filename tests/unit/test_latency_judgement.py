@@ -235,3 +235,50 @@ def test_request_orderings() -> None:
     assert sequence(dataclasses.replace(REQUEST, ordering="ABBA"), "c") == ["b0", "c", "c", "b0"]
     ab = [dataclasses.replace(REQUEST, ordering="AB", order_seed=s) for s in range(20)]
     assert {tuple(sequence(s, "c")) for s in ab} == {("b0", "c"), ("c", "b0")}
+
+
+# --- the order drawn per run (protocol.order_seed: per_run) -------------------------------------
+
+class _Config:
+    """What RunState reads of pytest's config for the order: the --order-seed option."""
+
+    def __init__(self, order_seed: int | None = None) -> None:
+        self.order_seed = order_seed
+
+    def getoption(self, name: str, default: object = None) -> object:
+        return self.order_seed if name == "order_seed" else default
+
+
+def _run_state(campaign: str = "reference", order_seed: int | None = None):  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from ref2va_accept.plugin.state import RunState
+
+    root = Path(__file__).resolve().parents[2]
+    return RunState(_Config(order_seed), "r", root / "evidence",  # type: ignore[arg-type]
+                    root / "fixtures" / "campaigns" / f"{campaign}.yaml")
+
+
+def test_each_run_draws_its_own_order_seed_and_the_plans_carry_it() -> None:
+    from ref2va_accept.replication import schedule
+
+    states = [_run_state() for _ in range(6)]
+    seeds = {s.order_seed for s in states}
+    assert len(seeds) >= 5  # 31 random bits each: equal ones would be a broken draw
+    orders = set()
+    for state in states:
+        latency = state.plans["5s-lossless"].latency
+        assert latency.order_seed == state.order_seed and latency.order_drawn
+        candidates = [a.id for a in state.plans["5s-lossless"].candidates]
+        orders.add(tuple(schedule(latency, "5s-lossless", candidates)))
+    assert len(orders) >= 2
+
+
+def test_a_given_order_seed_replays_that_order() -> None:
+    from ref2va_accept.replication import schedule
+
+    a, b = _run_state(order_seed=123), _run_state(order_seed=123)
+    assert a.order_seed == b.order_seed == 123
+    la, lb = a.plans["5s-lossless"].latency, b.plans["5s-lossless"].latency
+    ids = [c.id for c in a.plans["5s-lossless"].candidates]
+    assert schedule(la, "5s-lossless", ids) == schedule(lb, "5s-lossless", ids)

@@ -87,7 +87,10 @@ class Protocol(StrictModel):
     steady_fraction: float | None = Field(default=None, gt=0, lt=1)
     repeats: int = Field(ge=1)
     ordering: Literal["interleaved", "AB", "ABBA", "ABA"]
-    order_seed: int
+    # The seed of the instances' order: "per_run" draws one for every run and records it in the
+    # evidence (a drift pattern that favours one fixed order would favour it in every rerun); an
+    # integer fixes it (to replay a run: `pytest --order-seed N` does the same for one session).
+    order_seed: int | Literal["per_run"]
     pause_s: float = Field(default=0, ge=0)
     timeouts: dict[DurationClass, TimeoutSet]
     # B0's last value may differ from its first (its last instance's from its first instance's;

@@ -35,6 +35,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ref2va", "Ref2VA acceptance campaign")
     group.addoption("--campaign", default=None, metavar="PATH",
                     help=f"campaign file (default: ${CAMPAIGN_ENV}, else {DEFAULT_CAMPAIGN})")
+    group.addoption("--order-seed", default=None, type=int, metavar="N",
+                    help="order the latency instances by this seed instead of the campaign's "
+                    "(or the one drawn for the run): replays an earlier run's order, which its "
+                    "evidence records under campaign.order.seed")
 
 
 def campaign_path(config: pytest.Config) -> Path:

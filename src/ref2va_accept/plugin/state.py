@@ -6,10 +6,12 @@ Not a plugin module: the plugin's modules share it through ``run_state(config)``
 from __future__ import annotations
 
 import contextlib
+import secrets
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -61,6 +63,7 @@ class RunState:
     host_checked: bool = False
     memory: MemoryGuard | None = None
     _plans: Mapping[str, TrackPlan] | None = None
+    _order_seed: int | None = None
     # Every request's typed outcome in this run, for the gates (never read back from evidence).
     outcomes: OutcomeLog = field(default_factory=OutcomeLog)
     # Which candidates each track's latency schedule covers, and its instances once run.
@@ -75,10 +78,27 @@ class RunState:
         return self._campaign
 
     @property
+    def order_seed(self) -> int:
+        """This run's seed of the instances' order: `--order-seed`, else the campaign's fixed
+        one, else drawn now (protocol.order_seed: per_run); the evidence records it."""
+        if self._order_seed is None:
+            given = self.config.getoption("order_seed", None)
+            fixed = self.campaign.model.protocol.order_seed
+            self._order_seed = (int(given) if given is not None else
+                                fixed if isinstance(fixed, int) else secrets.randbits(31))
+        return self._order_seed
+
+    @property
     def plans(self) -> Mapping[str, TrackPlan]:
         """Each track's frozen plan, made once from the loaded campaign."""
         if self._plans is None:
-            self._plans = plan_campaign(self.campaign)
+            plans = plan_campaign(self.campaign, self.order_seed)
+            if self.config.getoption("order_seed", None) is not None:
+                # Given on the command line: this run's order replays that seed, even on a
+                # campaign that fixes another (the evidence says so).
+                plans = MappingProxyType({t: replace(p, latency=replace(
+                    p.latency, order_seed=self.order_seed)) for t, p in plans.items()})
+            self._plans = plans
         return self._plans
 
     @property
@@ -122,6 +142,10 @@ class RunState:
                     "unfilled": list(freeze.unfilled),
                     "verdict_cap": freeze.cap_reason,
                 },
+                # The seed every latency schedule of this run was ordered by (replication.py).
+                "order": {"seed": self.order_seed,
+                          "drawn_per_run": campaign.model.protocol.order_seed == "per_run",
+                          "given": self.config.getoption("order_seed", None) is not None},
             })
         return self.bundle
 
