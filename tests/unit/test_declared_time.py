@@ -53,7 +53,7 @@ def test_a_profile_env_that_declares_device_time_is_refused(tmp_path: Path) -> N
     profile["env"] = {"REF2VA_REFERENCE_COST_MODEL": json.dumps({"block_ms": 1})}
     (path.parent / "b0.yaml").write_text(yaml.safe_dump(profile))
     campaign = load_campaign(path)
-    with pytest.raises(CampaignError, match="env.REF2VA_REFERENCE_COST_MODEL"):
+    with pytest.raises(CampaignError, match=r"env\.REF2VA_REFERENCE_COST_MODEL"):
         campaign.profile(campaign.model.baseline)
 
 
