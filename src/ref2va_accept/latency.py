@@ -24,7 +24,7 @@ import logging
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .checks import Check, Reason
@@ -34,11 +34,13 @@ from .plan import LatencySettings, TrackPlan
 from .replication import (
     BASELINE,
     InstanceTimes,
+    arm_values,
     interval_verdict,
     is_steady,
     not_evaluable,
     schedule,
     spread,
+    supported_reachable,
     warmup_done,
 )
 from .server import EngineInstance
@@ -168,7 +170,12 @@ def _caching_check(track_id: str, candidate: str, cand_runs: Sequence[InstanceRu
 
 
 def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
-                  settings: LatencySettings) -> list[CheckResult]:
+                  settings: LatencySettings, futile: tuple[int, int] | None = None
+                  ) -> list[CheckResult]:
+    """The latency checks of one candidate. `futile`: its protocol stopped once `supported`
+    was out of reach (after that position, that many own instances not started); the values so
+    far then decide `failed` if they show it, else the verdict is inconclusive
+    (supported_out_of_reach)."""
     checks: list[CheckResult] = []
     interference = [line for run in runs for line in run.interference]
     # devices.kind none: nothing was probed, so nothing is claimed (not a pass).
@@ -226,6 +233,15 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
     if caching is not None:
         checks.append(caching)
     verdict = interval_verdict(times, settings)
+    stopped = ""
+    if futile is not None:
+        data["futility"] = {"stopped_after_position": futile[0],
+                            "own_instances_not_started": futile[1]}
+        stopped = (f"; stopped after instance #{futile[0]} with {futile[1]} own instance(s) "
+                   "not started: no values they could measure make it supported")
+        if verdict.verdict != "failed":
+            verdict = replace(verdict, verdict="inconclusive",
+                              reasons=("supported_out_of_reach",))
     data["baseline_s"], data["candidate_s"] = list(verdict.baseline), list(verdict.candidate)
     # The verdict is the check's own typed result (the evidence writes it as data["verdict"] and
     # data["interval"]); the check passes in the sense that the protocol ran to a decision.
@@ -234,7 +250,7 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
         f"{verdict.verdict}: ratio of medians {verdict.ratio_of_medians:.3f}, interval "
         f"[{_fmt(verdict.interval.lower)}, {_fmt(verdict.interval.upper)}] vs target "
         f"{settings.target_ratio:g} ({verdict.unit} unit, {len(verdict.baseline)} B0 and "
-        f"{len(verdict.candidate)} candidate values)",
+        f"{len(verdict.candidate)} candidate values){stopped}",
         data, latency=verdict))
     return checks
 
@@ -264,6 +280,9 @@ class ScheduleRun:
 
     runs: list[InstanceRun]
     errors: dict[str, Exception]
+    # candidate -> (the position after which `supported` was out of reach, its own instances
+    # then not started)
+    futile: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def for_candidate(self, candidate: str) -> list[InstanceRun]:
         """The instances one candidate is judged on: B0's (its own or the shared ones) and its
@@ -292,6 +311,7 @@ def run_schedule(arms: Arms, candidates: Sequence[str]) -> ScheduleRun:
     distinct = distinct_plan(protocol, order, candidates)
     runs: list[InstanceRun] = []
     errors: dict[str, Exception] = {}
+    futile: dict[str, int] = {}  # candidate -> the position after which supported was out of reach
     decided: dict[str, str] = {}  # arm -> the instance that decided it, in the order decided
     skipped: dict[str, int] = {}  # decided arm -> instances not started because of it
     for position, arm_id in enumerate(order):
@@ -310,11 +330,32 @@ def run_schedule(arms: Arms, candidates: Sequence[str]) -> ScheduleRun:
         runs.append(run)
         if run.failed() or not run.steady:
             decided[arm_id] = f"{arm_id}#{position}"
+            continue
+        for candidate in [c for c in candidates if c not in decided]:
+            if _out_of_reach(protocol, runs, order[position + 1:], candidate):
+                decided[candidate] = f"{arm_id}#{position}"
+                futile[candidate] = position
     for arm_id, left in skipped.items():
         who = ", ".join(candidates) if arm_id == BASELINE else arm_id
+        why = " (supported out of reach)" if arm_id in futile else ""
         arms.evidence.note(f"{plan.track_id} {who}: latency protocol ended after "
-                           f"{decided[arm_id]}; {left} instance(s) not started")
-    return ScheduleRun(runs, errors)
+                           f"{decided[arm_id]}{why}; {left} instance(s) not started")
+    return ScheduleRun(runs, errors, {c: (p, sum(1 for a in order[p + 1:] if a == c))
+                                      for c, p in futile.items()})
+
+
+def _out_of_reach(settings: LatencySettings, runs: Sequence[InstanceRun], rest: Sequence[str],
+                  candidate: str) -> bool:
+    """No values the candidate's and B0's instances still to come could measure make the
+    candidate supported (replication.supported_reachable): its protocol can stop here."""
+    mine = [r.times() for r in runs if r.arm in (BASELINE, candidate)]
+    baseline, values = arm_values(mine, settings)
+    if not baseline or not values:
+        return False
+    per = settings.repeats if settings.replication == "request" else 1
+    return not supported_reachable(settings, baseline, values,
+                                   per * sum(1 for a in rest if a == BASELINE),
+                                   per * sum(1 for a in rest if a == candidate))
 
 
 class LatencySchedules:
@@ -344,7 +385,9 @@ class LatencySchedules:
 
     def runs(self, arms: Arms, candidate: str) -> list[InstanceRun]:
         track_id = arms.plan.track_id
-        covered = self.covered(track_id)
+        # Candidates a quality check already stopped take no place in the shared schedule.
+        covered = tuple(c for c in self.covered(track_id)
+                        if quality_stop(arms.evidence.checks, track_id, c) is None)
         if arms.plan.latency.baseline_instances != "shared" or candidate not in covered:
             covered = (candidate,)
         key = (track_id, covered)
@@ -352,6 +395,36 @@ class LatencySchedules:
         if key not in self._ran:
             self._ran[key] = run_schedule(arms, covered)
         return self._ran[key].for_candidate(candidate)
+
+    def futility(self, track_id: str, candidate: str) -> tuple[int, int] | None:
+        """Where the candidate's protocol stopped with `supported` out of reach, if it did."""
+        covered = self._schedule_of.get((track_id, candidate), (candidate,))
+        ran = self._ran.get((track_id, covered))
+        return None if ran is None else ran.futile.get(candidate)
+
+
+# Checks the latency protocol itself records: what they find never stops it before it runs.
+_LATENCY_OWN = frozenset({Check.LATENCY_RATIO, Check.CACHING_PROBE, Check.RESOURCE_INTERFERENCE,
+                          Check.TIMED_OUTPUT, Check.TIMED_OUTPUT_FIDELITY})
+_GATES = frozenset({Check.LOSSLESS_GATE, Check.LOSSY_GATE})
+
+
+def quality_stop(checks: Sequence[CheckResult], track_id: str, candidate: str) -> str | None:
+    """Why the candidate's latency protocol must not start, from what this run recorded before
+    it (docs/protocol.md, cheapest decisive check first): a failed check of B0 or the candidate
+    (a quality gate, a request, an engine start, interference, cleanup), or the candidate's
+    quality gate left open (it cannot be supported whatever its latency); None otherwise."""
+    for check in checks:
+        if check.track != track_id or check.arm not in (BASELINE, candidate):
+            continue
+        if check.name in _LATENCY_OWN:
+            continue
+        who = "B0's " if check.arm == BASELINE else ""
+        if check.status == "fail":
+            return f"{who}{check.name.value} ({check.reason.value if check.reason else 'fail'})"
+        if check.status == "open" and check.arm == candidate and check.name in _GATES:
+            return f"{check.name.value} (open)"
+    return None
 
 
 def run_latency(arms: Arms, candidate: str,
@@ -364,8 +437,16 @@ def run_latency(arms: Arms, candidate: str,
     """
     plan: TrackPlan = arms.plan
     schedules = schedules or LatencySchedules()
+    stop = quality_stop(arms.evidence.checks, plan.track_id, candidate)
+    if stop is not None:
+        # No instance started for it: the row says why, and its verdict is what stopped it.
+        check = CheckResult(plan.track_id, candidate, Check.LATENCY_RATIO, "open", None,
+                            f"not measured: stopped on {stop}", {"stopped_on": stop})
+        arms.evidence.add_check(check)
+        return [check]
     runs = schedules.runs(arms, candidate)
-    checks = judge_latency(plan.track_id, candidate, runs, plan.latency)
+    checks = judge_latency(plan.track_id, candidate, runs, plan.latency,
+                           schedules.futility(plan.track_id, candidate))
     others = list(schedules.shared_with(plan.track_id, candidate))
     for check in checks:
         if check.name == Check.LATENCY_RATIO and others:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .plan import LatencySettings
-from .stats import LatencyVerdict, latency_verdict
+from .stats import LatencyVerdict, interval_k, latency_verdict, t_quantile
 
 Unit = Literal["instance", "request"]
 BASELINE = "b0"
@@ -217,3 +217,66 @@ def decide(instances: Sequence[InstanceTimes], settings: LatencySettings) -> Dec
     if reason is not None:
         return Decision(reason, moved, None)
     return Decision(None, moved, interval_verdict(instances, settings))
+
+
+# --- futility: is `supported` still within reach? ----------------------------------------------
+
+# The remaining instances' values are searched within this factor of what each arm measured so
+# far (a latency 1,000 times faster or slower than the arm's own is no server's).
+REACH_FACTOR = 1000.0
+
+
+def supported_reachable(settings: LatencySettings, baseline: Sequence[float],
+                        candidate: Sequence[float], baseline_left: int, candidate_left: int
+                        ) -> bool:
+    """Whether any values the remaining instances could measure (each arm's within
+    REACH_FACTOR of its own so far) make the frozen rule say `supported` at the full sizes.
+
+    False only when no such values exist, so stopping on it loses no power by construction.
+    Rank rule: supported needs at most k-1 candidate/B0 pairs above the target, and more values
+    only add pairs. Welch rule: supported needs log(target) - (mean log C - mean log B) >=
+    t(confidence, df) * se; df never exceeds nB + nC - 2, so t(nB + nC - 2) bounds it from below
+    and the condition is relaxed, never tightened. The relaxed margin is concave in the free
+    values and symmetric in each arm's, so its maximum has each arm's free values equal: a
+    two-variable concave maximisation over a box.
+    """
+    nb, nc = len(baseline) + baseline_left, len(candidate) + candidate_left
+    target = settings.target_ratio
+    if settings.decision_rule != "welch-log/1":
+        k = interval_k(nb, nc, settings.confidence)
+        inverted = sum(1 for c in candidate for b in baseline if c / b > target)
+        return k > 0 and inverted <= k - 1
+    if nb < 2 or nc < 2:
+        return False
+    if not baseline or not candidate:
+        return True  # an arm with no value yet can still be anything
+    if baseline_left == 0 and candidate_left == 0:
+        return latency_verdict(baseline, candidate, target, settings.confidence,
+                               rule="welch-log/1").verdict == "supported"
+    import numpy as np  # noqa: PLC0415
+    from scipy.optimize import minimize  # noqa: PLC0415
+
+    lb = [math.log(b) for b in baseline]
+    lc = [math.log(c) for c in candidate]
+    t_min = t_quantile(settings.confidence, nb + nc - 2)
+    log_target = math.log(target)
+
+    def margin(x: Sequence[float]) -> float:
+        b = lb + [float(x[0])] * baseline_left
+        c = lc + [float(x[1])] * candidate_left
+        se = math.sqrt(statistics.variance(b) / nb + statistics.variance(c) / nc)
+        return log_target - (statistics.fmean(c) - statistics.fmean(b)) - t_min * se
+
+    span = math.log(REACH_FACTOR)
+    mb, mc = statistics.fmean(lb), statistics.fmean(lc)
+    bounds = [(mb - span, mb + span), (mc - span, mc + span)]
+    starts = [(mb, mc), (mb + span / 2, mc - span / 2), (mb, mc - span / 2),
+              (mb + span / 2, mc), (mb + span, mc - span)]
+    for start in starts:
+        if margin(start) >= 0:
+            return True
+        found = minimize(lambda x: -margin(x), np.array(start), method="L-BFGS-B",
+                         bounds=bounds)
+        if -float(found.fun) >= -1e-12:
+            return True
+    return False

@@ -148,6 +148,9 @@ class TrackVerdict:
         }
 
 
+# Checks that measure time: a validity problem they find concerns the timing only.
+TIMING_CHECKS = frozenset({Check.LATENCY_RATIO, Check.RESOURCE_INTERFERENCE, Check.CACHING_PROBE})
+
 _T = TypeVar("_T", Reason, Check)
 
 
@@ -186,6 +189,13 @@ def judge(
                              "not a validity one")
         validity.append(cap)
     defects = [r for _, r in failed if r.category is Category.DEFECT]
+    # A quality failure decided without timing (a gate, an audit, a request) is not masked by
+    # a problem of the timing alone (drift, unsteady warm-ups, interference during latency
+    # instances): the candidate failed whatever its latency would have been.
+    decided = [r for c, r in failed if r.category is Category.DEFECT
+               and c.name not in TIMING_CHECKS]
+    untimed_validity = [r for c, r in failed if r.category is Category.VALIDITY
+                        and c.name not in TIMING_CHECKS]
     open_checks = _dedupe(
         [name for name in required_checks(quality_class)
          if summary.get(name, "open") not in (*SATISFIED, "fail")]
@@ -195,6 +205,11 @@ def judge(
         reasons = _dedupe([*validity, *defects, Reason.NO_CANDIDATE])
         return TrackVerdict(track, None, "inconclusive", reasons, open_checks, summary,
                             "the campaign names no candidate for this track: nothing to judge")
+    if decided and not untimed_validity and not caps:
+        return TrackVerdict(track, candidate, "failed", _dedupe([*decided, *validity, *defects]),
+                            open_checks, summary,
+                            "a quality failure decided without timing; the timing's own "
+                            "validity problems are listed after it" if validity else "")
     if validity:
         return TrackVerdict(track, candidate, "inconclusive", _dedupe([*validity, *defects]),
                             open_checks, summary)

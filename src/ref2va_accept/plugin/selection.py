@@ -4,7 +4,9 @@ which marks, in which order.
 Campaign tests ask for `track_id` (and `candidate_id`): they run once per track of the campaign
 (and per candidate entering it), marked with the track's duration and quality class, so that
 `-m "5s and lossless"` selects one track. Scenarios run in an explicit order: acceptance, then
-perf, then quality, then profiling, then the verdicts, whatever their folders are called.
+quality, then perf, then profiling, then the verdicts, whatever their folders are called: the
+cheapest decisive check first, since a candidate that fails its quality gate starts no latency
+instance (latency.quality_stop).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from .state import run_state
 
 CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
 DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
-# The scenario groups in the order they run (the order they always ran in, so timings stay
-# comparable across runs); anything else (the harness's own tests) keeps its
-# place ahead of them, and the verdict scenarios run after every other item.
-SCENARIO_ORDER = ("acceptance", "perf", "quality", "profile")
+# The scenario groups in the order they run: the quality gates before the latency protocol (a
+# quality request or two decides what a latency protocol of hours would not change); anything
+# else (the harness's own tests) keeps its place ahead of them, and the verdict scenarios run
+# after every other item.
+SCENARIO_ORDER = ("acceptance", "quality", "perf", "profile")
 VERDICT_MARK = "verdict"
 # Profiling scenarios run only when -m names them (`-m "profile and 5s"`).
 PROFILE_MARK = "profile"
@@ -93,7 +96,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def scenario_rank(item: pytest.Item) -> int:
-    """Where an item's group runs: the harness's own tests (0), acceptance, perf, quality,
+    """Where an item's group runs: the harness's own tests (0), acceptance, quality, perf,
     profile, and the verdict scenarios last, since they judge from every check recorded before
     them."""
     if item.get_closest_marker(VERDICT_MARK) is not None:

@@ -1,0 +1,215 @@
+"""Where a track's latency protocol stops, and which instances it did and did not start.
+
+On a stand-in arm runner (no engine: each request answers a latency the test chooses), so that
+every stop is shown by the instances it started: a candidate whose quality gate failed starts
+none; a request failure ends that arm; a candidate no faster than B0 stops once `supported` is
+out of reach, while B0 goes on for the others; a candidate at 0.4 of B0 runs its whole protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ref2va_accept.campaign import load_campaign
+from ref2va_accept.checks import Check, Reason
+from ref2va_accept.client import Sample
+from ref2va_accept.latency import LatencySchedules, quality_stop, run_latency
+from ref2va_accept.plan import TrackPlan, plan_campaign
+from ref2va_accept.verdicts import CheckResult, judge
+from ref2va_accept.workload import Outcome, OutcomeLog
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACK = "5s-lossless"
+
+
+def _plan(**latency: Any) -> TrackPlan:
+    plans = plan_campaign(load_campaign(ROOT / "fixtures/campaigns/910c.yaml"), order_seed=4)
+    plan = plans[TRACK]
+    # Three candidates on the lossless track; the protocol as frozen (Welch at 0.955, 3 + 3).
+    arms = (plan.arms[0], *(dataclasses.replace(plan.arms[1], id=c) for c in ("fast", "slow",
+                                                                              "other")))
+    return dataclasses.replace(plan, arms=arms, latency=dataclasses.replace(
+        plan.latency, caching_probe_requests=0, **latency))
+
+
+@dataclass
+class _Evidence:
+    checks: list[CheckResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add_check(self, check: CheckResult) -> None:
+        self.checks.append(check)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+class _Engine:
+    def __init__(self, arm: str) -> None:
+        self.arm = arm
+
+    def snapshot_tree(self) -> None:
+        pass
+
+    def known_pids(self) -> set[int]:
+        return set()
+
+
+class _Registry:
+    def stop(self, engine: _Engine) -> None:
+        pass
+
+
+class _Arms:
+    """What the latency protocol uses of workload.Arms; `latency(arm, kind, n)` answers each
+    request (None: the request fails)."""
+
+    def __init__(self, plan: TrackPlan, latency: Callable[[str, str, int], float | None]
+                 ) -> None:
+        self.plan, self.latency = plan, latency
+        self.evidence = _Evidence()
+        self.registry = _Registry()
+        self.outcomes = OutcomeLog()
+        self.started: list[str] = []
+
+    def start(self, arm: str) -> _Engine:
+        self.started.append(arm)
+        return _Engine(arm)
+
+    def request(self, engine: _Engine, arm: str, *, kind: str, index: int, seed: int,
+                **_: Any) -> Outcome:
+        n = sum(1 for a in self.started if a == arm)
+        value = self.latency(arm, kind, n)
+        sample = Sample(sample_id=f"{arm}{index}", arm=arm, track=TRACK, kind=kind, index=index,
+                        seed=seed, started_at="t", ok=value is not None,
+                        failure=None if value is not None else "http_status",
+                        detail=None if value is not None else "500",
+                        status=200 if value is not None else 500, latency_s=value)
+        return Outcome(sample, {"video": {}} if value is not None else None, ())
+
+
+def _speeds(ratio: dict[str, float], jitter: float = 0.03) -> Callable[[str, str, int], float]:
+    def latency(arm: str, kind: str, n: int) -> float:
+        wobble = 1 + jitter * ((n * 7 + len(arm)) % 5 - 2) / 2
+        return 300.0 * ratio.get(arm, 1.0) * wobble
+    return latency
+
+
+def _latency_check(arms: _Arms, candidate: str) -> CheckResult:
+    return next(c for c in arms.evidence.checks
+                if c.arm == candidate and c.name == Check.LATENCY_RATIO)
+
+
+def _schedules(candidates: list[str]) -> LatencySchedules:
+    schedules = LatencySchedules()
+    schedules.cover(TRACK, candidates)
+    return schedules
+
+
+def test_a_fast_candidate_runs_its_whole_protocol_and_is_supported() -> None:
+    arms = _Arms(_plan(), _speeds({"fast": 0.4}))
+    run_latency(arms, "fast", _schedules(["fast"]))  # type: ignore[arg-type]
+    assert arms.started.count("b0") == 3 and arms.started.count("fast") == 3
+    check = _latency_check(arms, "fast")
+    assert check.latency is not None and check.latency.verdict == "supported"
+    assert "futility" not in check.data
+
+
+def test_a_candidate_no_faster_than_b0_stops_once_supported_is_out_of_reach() -> None:
+    arms = _Arms(_plan(), _speeds({"slow": 1.0}))
+    run_latency(arms, "slow", _schedules(["slow"]))  # type: ignore[arg-type]
+    started = arms.started.count("slow")
+    assert started < 3, arms.started  # it did not run all three of its instances
+    assert arms.started.count("b0") < 3  # and B0 had no other candidate to go on for
+    check = _latency_check(arms, "slow")
+    assert check.latency is not None and check.latency.verdict in ("failed", "inconclusive")
+    if check.latency.verdict == "inconclusive":
+        assert check.latency.reasons == ("supported_out_of_reach",)
+    assert check.data["futility"]["own_instances_not_started"] == 3 - started
+    assert "supported out of reach" in " ".join(arms.evidence.notes)
+
+
+def test_b0_shared_goes_on_for_the_candidates_still_in_reach() -> None:
+    arms = _Arms(_plan(), _speeds({"fast": 0.4, "slow": 1.0, "other": 0.42}))
+    schedules = _schedules(["fast", "slow", "other"])
+    for candidate in ("fast", "slow", "other"):
+        run_latency(arms, candidate, schedules)  # type: ignore[arg-type]
+    assert arms.started.count("b0") == 3  # exactly its N, however many candidates
+    assert arms.started.count("fast") == 3 and arms.started.count("other") == 3
+    assert arms.started.count("slow") < 3
+    verdicts = {c: _latency_check(arms, c).latency.verdict  # type: ignore[union-attr]
+                for c in ("fast", "slow", "other")}
+    assert verdicts["fast"] == verdicts["other"] == "supported"
+    assert verdicts["slow"] != "supported"
+
+
+def test_a_candidate_that_failed_its_gate_starts_no_latency_instance() -> None:
+    arms = _Arms(_plan(), _speeds({"fast": 0.4, "slow": 0.4}))
+    arms.evidence.add_check(CheckResult(TRACK, "slow", Check.LOSSLESS_GATE, "fail",
+                                        Reason.QUALITY_GATE_FAILED, "not bit-exact"))
+    schedules = _schedules(["fast", "slow"])
+    for candidate in ("fast", "slow"):
+        run_latency(arms, candidate, schedules)  # type: ignore[arg-type]
+    assert "slow" not in arms.started and arms.started.count("fast") == 3
+    check = _latency_check(arms, "slow")
+    assert check.status == "open" and check.latency is None
+    assert check.detail == "not measured: stopped on lossless_gate (quality_gate_failed)"
+    verdict = judge(TRACK, "lossless", "slow", arms.evidence.checks)
+    assert verdict.verdict == "failed" and Reason.QUALITY_GATE_FAILED in verdict.reasons
+
+
+def test_a_b0_that_failed_its_gate_stops_every_candidate() -> None:
+    arms = _Arms(_plan(), _speeds({"fast": 0.4}))
+    arms.evidence.add_check(CheckResult(TRACK, "b0", Check.BASELINE_DETERMINISM, "fail",
+                                        Reason.BASELINE_NONDETERMINISTIC, "differs"))
+    run_latency(arms, "fast", _schedules(["fast"]))  # type: ignore[arg-type]
+    assert arms.started == []
+    assert "B0's baseline_determinism" in _latency_check(arms, "fast").detail
+    assert judge(TRACK, "lossless", "fast", arms.evidence.checks).verdict == "inconclusive"
+
+
+def test_an_open_gate_stops_the_latency_protocol_too() -> None:
+    assert quality_stop([CheckResult(TRACK, "c", Check.LOSSLESS_GATE, "open")], TRACK,
+                        "c") == "lossless_gate (open)"
+    # Checks of another track or candidate, and the latency protocol's own, stop nothing.
+    assert quality_stop([CheckResult("15s-lossless", "c", Check.LOSSLESS_GATE, "fail",
+                                     Reason.QUALITY_GATE_FAILED),
+                         CheckResult(TRACK, "d", Check.LOSSLESS_GATE, "fail",
+                                     Reason.QUALITY_GATE_FAILED),
+                         CheckResult(TRACK, "c", Check.RESOURCE_INTERFERENCE, "fail",
+                                     Reason.RESOURCE_INTERFERENCE)], TRACK, "c") is None
+
+
+def test_a_request_failure_ends_that_arm_and_no_other() -> None:
+    def latency(arm: str, kind: str, n: int) -> float | None:
+        if arm == "slow" and kind == "measured":
+            return None
+        return _speeds({"fast": 0.4, "slow": 0.4})(arm, kind, n)
+    arms = _Arms(_plan(), latency)
+    schedules = _schedules(["fast", "slow"])
+    for candidate in ("fast", "slow"):
+        run_latency(arms, candidate, schedules)  # type: ignore[arg-type]
+    assert arms.started.count("slow") == 1 and arms.started.count("fast") == 3
+    assert _latency_check(arms, "slow").reason == Reason.CANDIDATE_REQUEST_FAILED
+
+
+def test_a_timing_problem_never_masks_a_quality_failure_decided_without_timing() -> None:
+    checks = [CheckResult(TRACK, "c", Check.LOSSLESS_GATE, "fail", Reason.QUALITY_GATE_FAILED),
+              CheckResult(TRACK, "c", Check.LATENCY_RATIO, "fail", Reason.DRIFT, "B0 moved"),
+              CheckResult(TRACK, "c", Check.RESOURCE_INTERFERENCE, "fail",
+                          Reason.RESOURCE_INTERFERENCE)]
+    verdict = judge(TRACK, "lossless", "c", checks)
+    assert verdict.verdict == "failed"
+    assert verdict.reasons[0] == Reason.QUALITY_GATE_FAILED and Reason.DRIFT in verdict.reasons
+    # B0 not reproducing itself is no timing problem: the gate could not decide.
+    b0 = CheckResult(TRACK, "b0", Check.BASELINE_DETERMINISM, "fail",
+                     Reason.BASELINE_NONDETERMINISTIC)
+    assert judge(TRACK, "lossless", "c", [*checks, b0]).verdict == "inconclusive"
+    # A caching suspicion is measured by timing: drift still masks it.
+    timed = [CheckResult(TRACK, "c", Check.CACHING_PROBE, "fail", Reason.CACHING_SUSPECTED),
+             checks[1]]
+    assert judge(TRACK, "lossless", "c", timed).verdict == "inconclusive"
