@@ -4,9 +4,10 @@ Spent is read from the campaign's ledger: every run appends one ``run`` entry at
 whatever its status, with its wall time (the session, start to end) and its device time (each
 engine instance's lifetime, spawn to stopped, times the campaign's logical devices), so warm-ups,
 failed instances and retried runs are charged like the rest. Planned is what the frozen protocol
-asks of the selected tracks (cost.py: every request at the preflight median B0 took, a candidate
-no faster than B0 as the upper bound; engine starts and scoring are not in it), so it can only be
-estimated when the campaign freezes those medians (``protocol.expected_request_s``).
+asks of the selected tracks (cost.py: every engine start, request and score at the campaign's
+frozen prices, a candidate no faster than B0 as the upper bound), so it can only be estimated
+when the campaign freezes them (``protocol.expected_request_s``, ``protocol.expected_start_s``,
+``scoring.seconds_per_output`` for a lossy track's gated dimensions); what is missing is named.
 
 The ceilings are the campaign's ``budget`` plus every authorization recorded there (who, how
 much, when). A run that would pass one, counting what earlier runs spent and what this run
@@ -21,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .campaign import DurationClass, LoadedCampaign
-from .cost import campaign_costs
+from .campaign import LoadedCampaign
+from .cost import Prices, campaign_costs, total_seconds, unpriced
 from .plan import TrackPlan
 
 __all__ = ["BudgetCheck", "check", "device_count", "run_entry"]
@@ -65,6 +66,7 @@ class BudgetCheck:
     planned_wall_s: tuple[float, float] | None  # (at the target ratio, upper bound); None: unknown
     devices: int
     over: tuple[str, ...]  # what this run would pass, in words
+    unpriced: tuple[str, ...] = ()  # the campaign fields a price is missing from
 
     @property
     def planned_device_s(self) -> tuple[float, float] | None:
@@ -90,11 +92,11 @@ class BudgetCheck:
             f"spent by {self.spent.runs} earlier run(s) (ledger): "
             f"{self.spent.wall_s / 3600:.2f} wall-h, {self.spent.device_s / 3600:.2f} device-h",
             ("planned for this run: not estimated (the campaign freezes no "
-             "protocol.expected_request_s)") if plan is None or device is None else
+             f"{', '.join(self.unpriced) or 'price'})") if plan is None or device is None else
             (f"planned for this run: {plan[0] / 3600:.2f}-{plan[1] / 3600:.2f} wall-h, "
              f"{device[0] / 3600:.2f}-{device[1] / 3600:.2f} device-h (at the target ratio - no "
-             f"candidate faster than B0; {self.devices} logical devices; starts and scoring "
-             "not included)"),
+             f"candidate faster than B0; {self.devices} logical devices; every engine start, "
+             "request and score priced)"),
             f"left before this run: {wall_left:.2f} wall-h, {device_left:.2f} device-h",
             *(f"over: {o}" for o in self.over)]
 
@@ -106,29 +108,16 @@ class BudgetCheck:
                 "planned_wall_s": list(self.planned_wall_s) if self.planned_wall_s else None,
                 "planned_device_s": (list(self.planned_device_s) if self.planned_device_s
                                      else None),
-                "devices": self.devices, "over": list(self.over)}
+                "devices": self.devices, "over": list(self.over),
+                "unpriced": list(self.unpriced)}
 
 
-def planned_seconds(plans: Mapping[str, TrackPlan],
-                    expected: Mapping[DurationClass, float] | None
+def planned_seconds(plans: Mapping[str, TrackPlan], prices: Prices
                     ) -> tuple[float, float] | None:
     """Host seconds the selected tracks' protocol asks for: (at the target ratio, upper)."""
     if not plans:
         return (0.0, 0.0)
-    costs = campaign_costs(plans, expected)
-    target = upper = 0.0
-    for cost in costs:
-        host = cost.host_seconds()
-        if host is None:
-            return None
-        target, upper = target + host[0], upper + host[1]
-    for plan in plans.values():  # B0's quality-gate requests, once per track
-        median = (expected or {}).get(plan.duration)
-        if median is None:
-            return None
-        b0_quality = next((c.b0_quality for c in costs if c.track == plan.track_id), 0)
-        target, upper = target + b0_quality * median, upper + b0_quality * median
-    return target, upper
+    return total_seconds(campaign_costs(plans, prices))
 
 
 def check(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
@@ -140,7 +129,8 @@ def check(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
     device_ceiling = budget.max_logical_device_hours + sum(a["device_hours"] for a in granted)
     before = spent(entries)
     devices = device_count(campaign)
-    plan = planned_seconds(plans, campaign.model.protocol.expected_request_s)
+    prices = Prices.of(campaign)
+    plan = planned_seconds(plans, prices)
     upper_wall = before.wall_s + (plan[1] if plan else 0.0)
     upper_device = before.device_s + (plan[1] * devices if plan else 0.0)
     over = []
@@ -153,4 +143,6 @@ def check(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
                     f"{before.device_s / 3600:.2f}"
                     + (f" + planned at most {plan[1] * devices / 3600:.2f}" if plan else "")
                     + f") > {device_ceiling:g}")
-    return BudgetCheck(wall_ceiling, device_ceiling, granted, before, plan, devices, tuple(over))
+    missing = tuple(unpriced(campaign_costs(plans, prices))) if plan is None else ()
+    return BudgetCheck(wall_ceiling, device_ceiling, granted, before, plan, devices, tuple(over),
+                       missing)

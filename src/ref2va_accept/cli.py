@@ -19,7 +19,7 @@ from . import __version__, calibration
 from .campaign import load_campaign
 from .cli_record import add_record_commands
 from .cli_scorers import add_scorer_commands
-from .cost import campaign_costs, describe
+from .cost import Prices, campaign_costs, describe
 from .errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -46,13 +46,13 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     status = verify(args.campaign)
     campaign = load_campaign(args.campaign)
-    plans, expected = plan_campaign(campaign), campaign.model.protocol.expected_request_s
+    plans, prices = plan_campaign(campaign), Prices.of(campaign)
     if args.json:
         sys.stdout.write(json.dumps({
             "campaign": str(args.campaign), "lock": lock_path(args.campaign).name,
             "state": status.state, "ok": status.ok, "problems": list(status.problems),
             "unfilled": list(status.unfilled), "verdict_cap": status.cap_reason,
-            "cost": [c.to_dict() for c in campaign_costs(plans, expected)],
+            "cost": [c.to_dict() for c in campaign_costs(plans, prices)],
         }, indent=2) + "\n")
     else:
         for problem in status.problems:
@@ -62,7 +62,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{args.campaign}: {status.state}"
                          + ("" if status.ok else f" (verdicts capped: {status.cap_reason})")
                          + "\n")
-        sys.stdout.write("".join(f"{line}\n" for line in describe(plans, expected)))
+        sys.stdout.write("".join(f"{line}\n" for line in describe(plans, prices)))
     return EXIT_OK if status.ok else EXIT_PROBLEM
 
 

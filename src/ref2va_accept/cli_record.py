@@ -13,6 +13,7 @@ from typing import Any
 
 from . import budget
 from .campaign import load_campaign
+from .cost import Prices, search_cost, search_lines
 from .errors import EXIT_OK, EXIT_PROBLEM, CampaignError
 from .lanes import campaign_lanes
 from .ledger import LEDGER_ENV, LedgerError, ledger_path, read_ledger, table_lines
@@ -41,11 +42,18 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                               f"(tracks: {', '.join(plans)})")
         plans = {t: p for t, p in plans.items() if t in args.tracks}
     result = budget.check(campaign, plans, read_ledger(_ledger_of(args)).entries)
+    # The whole search the budget covers (priced on every track, whatever --track selects).
+    searched = search_cost(campaign, plan_campaign(campaign), Prices.of(campaign))
     if args.json:
-        print(json.dumps({**result.to_dict(), "refused": result.refusal()}, indent=2))
+        print(json.dumps({**result.to_dict(), "refused": result.refusal(),
+                          "search": None if searched is None else searched.to_dict()},
+                         indent=2))
     else:
         print(f"{args.campaign}: {', '.join(plans)}")
         print("\n".join(result.lines()))
+        if searched is not None:
+            print("\n".join(search_lines(searched, result.wall_ceiling_h,
+                                         result.device_ceiling_h, result.devices)))
         if result.refusal() is None:
             print("a run of these tracks would be allowed")
     return EXIT_PROBLEM if result.refusal() else EXIT_OK

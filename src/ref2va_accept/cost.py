@@ -1,26 +1,35 @@
 """What the frozen protocol costs on the host, per track and candidate, before anything runs.
 
-Every instance start, warm-up and request is host time (on the 910C a 5 s request takes about
-292 s and a 15 s one about 1,703 s), so the choice of instances per arm, warm-ups and measured
-requests is made with this in view. `ref2va-accept verify` prints it. The counts come from the
-same code the run uses: the latency protocol's instance sequence (replication.sequence), its
+Every engine start, warm-up, request and score is host time (on the 910C a 5 s request takes
+about 292 s and a 15 s one about 1,703 s; scoring one 15 s output on every model-based VBench
+dimension took 1 h 50 min of two CPU cores), so the choice of instances per arm, warm-ups,
+measured requests and gated dimensions is made with this in view. `ref2va-accept plan` and
+`verify` print it; the budget check refuses a run that would pass a ceiling. The counts come from
+the same code the run uses: the latency protocol's instance sequence (replication.sequence), its
 caching probe, and the quality gates' request counts (run_plan.py, which a test holds to the
 gates). Warm-ups are a range when the steady-state rule may ask for more than the minimum.
 
-Host time is priced with the campaign's frozen preflight medians (`protocol.expected_request_s`,
-B0's complete-request latency per duration class) when given: B0's requests at that median, the
-candidate's at the target ratio of it (a candidate that is supported is at most that fast) and,
-as the upper bound, at the median itself (a candidate no faster than B0). Engine start-up and
-scoring are not included.
+Prices are the campaign's frozen figures (`Prices.of`): B0's complete-request latency per
+duration class (`protocol.expected_request_s`), an engine start per duration class
+(`protocol.expected_start_s`) and the seconds one output costs per scored dimension
+(`scoring.seconds_per_output`). B0's requests are priced at the median; the candidate's at the
+target ratio of it (a supported candidate is at most that fast) and, as the upper bound, at the
+median itself (a candidate no faster than B0). What a campaign does not price is named, never
+left out silently: a total is only given when every figure it needs is frozen.
+
+A campaign's `search` (its candidate directions and the tracks each applies to) is priced as a
+whole against the budget, worst case (every candidate passes its gate and sits at the target) and
+at the stated outcome mix, with the four-track confirmation of one final configuration per track
+as a figure of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .campaign import DurationClass
+from .campaign import DurationClass, LoadedCampaign, TrackId
 from .plan import TrackPlan
 from .replication import BASELINE, sequence
 from .run_plan import (
@@ -29,6 +38,9 @@ from .run_plan import (
     lossy_baseline_requests,
     lossy_candidate_requests,
 )
+
+# Engine starts of each quality gate: B0 on two independent instances, a candidate on one.
+GATE_STARTS_B0, GATE_STARTS_CANDIDATE = 2, 1
 
 
 @dataclass(frozen=True)
@@ -46,85 +58,204 @@ class Requests:
 
 
 @dataclass(frozen=True)
+class Prices:
+    """The campaign's frozen price of each thing a run does on the host, per duration class."""
+
+    request_s: Mapping[DurationClass, float] = field(default_factory=dict)
+    start_s: Mapping[DurationClass, float] = field(default_factory=dict)
+    # seconds per output and scored dimension (gated scorer ids), on the scoring device
+    scoring_s: Mapping[DurationClass, Mapping[str, float]] = field(default_factory=dict)
+    scoring_device: str = "cpu"
+
+    @classmethod
+    def of(cls, campaign: LoadedCampaign) -> Prices:
+        protocol, scoring = campaign.model.protocol, campaign.model.scoring
+        return cls(dict(protocol.expected_request_s or {}), dict(protocol.expected_start_s or {}),
+                   {d: dict(v) for d, v in (scoring.seconds_per_output or {}).items()},
+                   scoring.device)
+
+    def unpriced(self, plan: TrackPlan) -> list[str]:
+        """The campaign fields a price of this track is missing from."""
+        missing = []
+        if plan.duration not in self.request_s:
+            missing.append(f"protocol.expected_request_s.{plan.duration}")
+        if plan.duration not in self.start_s:
+            missing.append(f"protocol.expected_start_s.{plan.duration}")
+        if plan.quality == "lossy":
+            known = self.scoring_s.get(plan.duration, {})
+            missing += [f"scoring.seconds_per_output.{plan.duration}.{dim}"
+                        for dim in plan.lossy.gate.gated if dim not in known]
+        return missing
+
+    def score_s(self, plan: TrackPlan) -> float:
+        """Scoring one output of this track on every gated dimension (0 on a lossless track)."""
+        if plan.quality != "lossy":
+            return 0.0
+        known = self.scoring_s.get(plan.duration, {})
+        return sum(known.get(dim, 0.0) for dim in plan.lossy.gate.gated)
+
+
+@dataclass(frozen=True)
+class Part:
+    """What one arm's share of a track asks of the host: starts, requests and scored outputs."""
+
+    starts: int
+    requests: Requests
+    scored: int = 0
+
+    def __add__(self, other: Part) -> Part:
+        return Part(self.starts + other.starts, self.requests + other.requests,
+                    self.scored + other.scored)
+
+    def seconds(self, plan: TrackPlan, prices: Prices, speed: float, *, most: bool = True
+                ) -> float:
+        """Host seconds with requests at `speed` times B0's median (0 for what is unpriced)."""
+        count = self.requests.most if most else self.requests.least
+        return (self.starts * prices.start_s.get(plan.duration, 0.0)
+                + count * prices.request_s.get(plan.duration, 0.0) * speed
+                + self.scored * prices.score_s(plan))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"starts": self.starts, "requests": [self.requests.least, self.requests.most],
+                "scored_outputs": self.scored}
+
+
+@dataclass(frozen=True)
 class CandidateCost:
+    """One candidate of one track: its gate and latency protocol, and B0's share it needs (B0's
+    whole part on the first candidate of a track with a shared B0, none on the others)."""
+
     track: str
     candidate: str
-    starts: int  # latency-protocol instance starts, B0's and the candidate's
-    b0: Requests  # B0's requests in this candidate's latency protocol
-    candidate_requests: Requests  # the candidate's: latency protocol and its quality gate
-    b0_quality: int  # the track's B0 quality-gate requests (made once per track, shared)
-    expected_s: float | None  # B0's frozen preflight median for this duration, if given
+    gate: Part  # the candidate's quality gate
+    latency: Part  # the candidate's latency instances and its caching probe
+    b0_gate: Part  # B0's quality gate (once per track: on its first candidate)
+    b0_latency: Part  # B0's latency instances (shared: on the first candidate only)
     target_ratio: float
+    unpriced: tuple[str, ...] = ()
+    seconds_at_target: float | None = None
+    seconds_upper: float | None = None
+
+    @property
+    def starts(self) -> int:
+        """Latency-protocol instance starts, B0's and the candidate's."""
+        return self.latency.starts + self.b0_latency.starts
+
+    @property
+    def b0(self) -> Requests:
+        return self.b0_latency.requests
+
+    @property
+    def candidate_requests(self) -> Requests:
+        return self.latency.requests + self.gate.requests
 
     def host_seconds(self) -> tuple[float, float] | None:
-        """(at the target ratio, upper bound) for the most requests; None without a median."""
-        if self.expected_s is None:
+        """(at the target ratio, no faster than B0); None while a price is missing."""
+        if self.seconds_at_target is None or self.seconds_upper is None:
             return None
-        b0 = self.b0.most * self.expected_s
-        cand = self.candidate_requests.most * self.expected_s
-        return b0 + cand * self.target_ratio, b0 + cand
+        return self.seconds_at_target, self.seconds_upper
 
     def to_dict(self) -> dict[str, Any]:
         host = self.host_seconds()
-        return {"track": self.track, "candidate": self.candidate, "instance_starts": self.starts,
+        return {"track": self.track, "candidate": self.candidate,
+                "instance_starts": self.starts, "gate": self.gate.to_dict(),
+                "latency": self.latency.to_dict(), "b0_gate": self.b0_gate.to_dict(),
+                "b0_latency": self.b0_latency.to_dict(),
                 "b0_requests": [self.b0.least, self.b0.most],
                 "candidate_requests": [self.candidate_requests.least,
                                        self.candidate_requests.most],
-                "b0_quality_requests_per_track": self.b0_quality,
-                "expected_request_s": self.expected_s,
                 "host_s_at_target": None if host is None else host[0],
-                "host_s_upper": None if host is None else host[1]}
+                "host_s_upper": None if host is None else host[1],
+                "unpriced": list(self.unpriced)}
 
 
-def _quality_requests(plan: TrackPlan) -> tuple[int, int]:
+def _gate_parts(plan: TrackPlan) -> tuple[Part, Part]:
+    """(B0's, a candidate's) quality gate."""
     if plan.quality == "lossless":
-        return lossless_baseline_requests(), lossless_candidate_requests()
-    return lossy_baseline_requests(plan.seeds), lossy_candidate_requests(plan.seeds)
+        return (Part(GATE_STARTS_B0, Requests(*(lossless_baseline_requests(),) * 2)),
+                Part(GATE_STARTS_CANDIDATE, Requests(*(lossless_candidate_requests(),) * 2)))
+    b0, cand = lossy_baseline_requests(plan.seeds), lossy_candidate_requests(plan.seeds)
+    return (Part(GATE_STARTS_B0, Requests(b0, b0), b0),
+            Part(GATE_STARTS_CANDIDATE, Requests(cand, cand), cand))
 
 
-def candidate_cost(plan: TrackPlan, candidate: str,
-                   expected: Mapping[DurationClass, float] | None) -> CandidateCost:
+def _latency_parts(plan: TrackPlan, candidate: str) -> tuple[Part, Part]:
+    """(B0's, the candidate's) latency instances, from the frozen sequence."""
     settings = plan.latency
-    order = sequence(settings, candidate)
     per_instance = Requests(settings.warmups + settings.repeats,
                             settings.max_warmups + settings.repeats)
-    b0, cand = Requests(0, 0), Requests(0, 0)
-    for arm in order:
+    b0, cand = Part(0, Requests(0, 0)), Part(0, Requests(0, 0))
+    for arm in sequence(settings, candidate):
         if arm == BASELINE:
-            b0 = b0 + per_instance
+            b0 = b0 + Part(1, per_instance)
         else:
-            cand = cand + per_instance
+            cand = cand + Part(1, per_instance)
     probe = settings.caching_probe_requests
-    b0_quality, cand_quality = _quality_requests(plan)
-    cand = cand + Requests(probe + cand_quality, probe + cand_quality)
-    return CandidateCost(plan.track_id, candidate, len(order), b0, cand, b0_quality,
-                         None if expected is None else expected.get(plan.duration),
-                         settings.target_ratio)
+    return b0, cand + Part(0, Requests(probe, probe))
 
 
-def campaign_costs(plans: Mapping[str, TrackPlan], expected: Mapping[DurationClass, float] | None
-                   ) -> list[CandidateCost]:
-    """Per track and candidate; a shared B0 (baseline_instances: shared) runs once per track,
-    so its instances and requests are counted on the track's first candidate only."""
+def _priced(cost: CandidateCost, plan: TrackPlan, prices: Prices) -> CandidateCost:
+    unpriced = tuple(prices.unpriced(plan))
+    if unpriced:
+        return replace(cost, unpriced=unpriced)
+    b0 = cost.b0_gate + cost.b0_latency
+    own = cost.gate + cost.latency
+    at = b0.seconds(plan, prices, 1.0) + own.seconds(plan, prices, cost.target_ratio)
+    upper = b0.seconds(plan, prices, 1.0) + own.seconds(plan, prices, 1.0)
+    return replace(cost, seconds_at_target=at, seconds_upper=upper)
+
+
+def candidate_cost(plan: TrackPlan, candidate: str, prices: Prices) -> CandidateCost:
+    """One candidate with B0's whole part (a track of one candidate)."""
+    b0_gate, gate = _gate_parts(plan)
+    b0_latency, latency = _latency_parts(plan, candidate)
+    cost = CandidateCost(plan.track_id, candidate, gate, latency, b0_gate, b0_latency,
+                         plan.latency.target_ratio)
+    return _priced(cost, plan, prices)
+
+
+def track_costs(plan: TrackPlan, candidates: Sequence[str], prices: Prices
+                ) -> list[CandidateCost]:
+    """Per candidate; B0's gate runs once per track and a shared B0's latency instances too
+    (baseline_instances: shared), so both are counted on the track's first candidate only."""
+    shared = plan.latency.baseline_instances == "shared"
     costs = []
-    for plan in plans.values():
-        shared = plan.latency.baseline_instances == "shared"
-        for index, arm in enumerate(plan.candidates):
-            cost = candidate_cost(plan, arm.id, expected)
-            if shared and index:
-                # A shared B0 is the instance design (the schema says so): N B0 instances.
-                b0_starts = plan.latency.instances_per_arm or 0
-                cost = replace(cost, starts=cost.starts - b0_starts, b0=Requests(0, 0))
-            costs.append(cost)
+    for index, candidate in enumerate(candidates):
+        cost = candidate_cost(plan, candidate, prices)
+        if index:
+            none = Part(0, Requests(0, 0))
+            cost = _priced(replace(cost, b0_gate=none,
+                                   b0_latency=none if shared else cost.b0_latency), plan, prices)
+        costs.append(cost)
     return costs
+
+
+def campaign_costs(plans: Mapping[str, TrackPlan], prices: Prices) -> list[CandidateCost]:
+    """Every track's candidates as the campaign names them."""
+    return [cost for plan in plans.values()
+            for cost in track_costs(plan, [a.id for a in plan.candidates], prices)]
+
+
+def total_seconds(costs: Sequence[CandidateCost]) -> tuple[float, float] | None:
+    """(at the target ratio, upper) of all of them; None while any is unpriced."""
+    target = upper = 0.0
+    for cost in costs:
+        host = cost.host_seconds()
+        if host is None:
+            return None
+        target, upper = target + host[0], upper + host[1]
+    return target, upper
+
+
+def unpriced(costs: Sequence[CandidateCost]) -> list[str]:
+    return list(dict.fromkeys(name for cost in costs for name in cost.unpriced))
 
 
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def describe(plans: Mapping[str, TrackPlan], expected: Mapping[DurationClass, float] | None
-             ) -> list[str]:
+def describe(plans: Mapping[str, TrackPlan], prices: Prices) -> list[str]:
     """The protocol in one line, then a line per track and candidate, then the totals."""
     if not plans:
         return ["no tracks"]
@@ -138,38 +269,174 @@ def describe(plans: Mapping[str, TrackPlan], expected: Mapping[DurationClass, fl
             f"{settings.steady_fraction:.0%})" if settings.steady_fraction is not None
             else f"{settings.warmups} warm-ups")
     lines = [f"protocol: {design}; per instance {warm} and {settings.repeats} measured; "
-             f"caching probe {settings.caching_probe_requests} distinct per candidate"]
+             f"caching probe {settings.caching_probe_requests} distinct per candidate",
+             "quality gates first: a candidate that fails one starts no latency instance, and "
+             "a latency protocol stops once supported is out of reach (priced here as if "
+             "neither happened)"]
     shared = [t for t, p in plans.items()
               if p.latency.baseline_instances == "shared" and len(p.candidates) > 1]
     if shared:
-        lines.append("B0's instances shared by a track's candidates (counted on its first): "
-                     + ", ".join(shared))
-    costs = campaign_costs(plans, expected)
+        lines.append("B0's gate and (shared) latency instances counted on each track's first "
+                     "candidate: " + ", ".join(shared))
+    costs = campaign_costs(plans, prices)
     width = max([len("candidate"), *(len(c.candidate) for c in costs)])
     lines.append(f"{'track':<13} {'candidate':<{width}} {'starts':>6} {'B0 req':>7} "
-                 f"{'cand req':>8}  host time (at target / no faster than B0)")
-    total_starts, total = 0, [0.0, 0.0]
-    b0_quality: dict[str, int] = {}
+                 f"{'cand req':>8} {'scored':>6}  host time (at target / no faster than B0)")
     for cost in costs:
         host = cost.host_seconds()
-        shown = ("no preflight median frozen" if host is None
-                 else f"{_hours(host[0])} / {_hours(host[1])}")
-        lines.append(f"{cost.track:<13} {cost.candidate:<{width}} {cost.starts:>6} "
-                     f"{cost.b0.text():>7} {cost.candidate_requests.text():>8}  {shown}")
-        total_starts += cost.starts
-        if host is not None:
-            total = [total[0] + host[0], total[1] + host[1]]
-        b0_quality[cost.track] = cost.b0_quality
-    medians: Mapping[DurationClass, float] = expected or {}
-    quality_s = sum(n * medians.get(plans[t].duration, 0.0) for t, n in b0_quality.items())
-    lines.append(
-        "B0 quality-gate requests, once per track: "
-        + ", ".join(f"{t} {n}" for t, n in b0_quality.items())
-        + (f" ({_hours(quality_s)})" if expected else ""))
-    lines.append(f"total: {total_starts} latency-protocol instance starts"
-                 + (f"; {_hours(total[0] + quality_s)} at the target ratio, "
-                    f"{_hours(total[1] + quality_s)} if no candidate is faster than B0 "
-                    "(engine starts and scoring not included)" if expected else
-                    "; no preflight medians frozen (protocol.expected_request_s), so no host "
-                    "time"))
+        shown = ("not priced" if host is None else f"{_hours(host[0])} / {_hours(host[1])}")
+        starts = cost.gate.starts + cost.latency.starts + cost.b0_gate.starts \
+            + cost.b0_latency.starts
+        scored = cost.gate.scored + cost.b0_gate.scored
+        b0_requests = cost.b0_gate.requests + cost.b0_latency.requests
+        lines.append(f"{cost.track:<13} {cost.candidate:<{width}} {starts:>6} "
+                     f"{b0_requests.text():>7} {cost.candidate_requests.text():>8} "
+                     f"{scored:>6}  {shown}")
+    total = total_seconds(costs)
+    starts = sum(c.gate.starts + c.latency.starts + c.b0_gate.starts + c.b0_latency.starts
+                 for c in costs)
+    if total is None:
+        lines.append(f"total: {starts} engine starts; host time not priced: the campaign "
+                     f"freezes no {', '.join(unpriced(costs))}")
+    else:
+        lines.append(f"total: {starts} engine starts, every request, start and score priced; "
+                     f"{_hours(total[0])} at the target ratio, {_hours(total[1])} if no "
+                     f"candidate is faster than B0 (scoring on {prices.scoring_device})")
+    return lines
+
+
+# -- the whole search and the confirmation -------------------------------------------------------
+
+@dataclass(frozen=True)
+class SearchCost:
+    """The campaign's declared search priced against its budget."""
+
+    directions: int
+    screened: dict[str, int]  # track -> directions screened on it
+    worst_s: float | None  # every candidate passes its gate and sits at the target
+    mix_s: float | None  # at the campaign's outcome mix (None without one)
+    confirmation_s: float | None  # one final configuration per track, all four tracks
+    unpriced: tuple[str, ...]
+    # in the worst case: engine starts, at what each costs, and outputs scored, at what each costs
+    starts: int = 0
+    start_s: float = 0.0
+    scored: int = 0
+    score_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"directions": self.directions, "screened": dict(self.screened),
+                "worst_s": self.worst_s, "mix_s": self.mix_s,
+                "confirmation_s": self.confirmation_s, "unpriced": list(self.unpriced),
+                "worst_starts": self.starts, "worst_scored_outputs": self.scored}
+
+    def break_even(self, ceiling_s: float) -> tuple[float | None, float | None]:
+        """The longest start (scoring as priced), and the most seconds to score one output
+        (starts as priced), at which the worst case still fits `ceiling_s`; None: no such."""
+        if self.worst_s is None:
+            return None, None
+        start = score = None
+        if self.starts:
+            left = ceiling_s - (self.worst_s - self.starts * self.start_s)
+            start = left / self.starts if left >= 0 else None
+        if self.scored:
+            left = ceiling_s - (self.worst_s - self.scored * self.score_s)
+            score = left / self.scored if left >= 0 else None
+        return start, score
+
+
+def _mix_seconds(costs: Sequence[CandidateCost], plan: TrackPlan, prices: Prices,
+                 mix: Any) -> float:
+    """A track's directions at the outcome mix: a gate failure costs its gate (no faster than
+    B0); a candidate out of reach its gate and all but one of its own latency instances (where
+    the futility stop ends a candidate no faster than B0, replication.supported_reachable); one
+    at the target its whole protocol. B0's part is priced whole."""
+    total = 0.0
+    n = plan.latency.instances_per_arm or 1
+    for cost in costs:
+        b0 = (cost.b0_gate + cost.b0_latency).seconds(plan, prices, 1.0)
+        gate = cost.gate.seconds(plan, prices, 1.0)
+        latency_slow = cost.latency.seconds(plan, prices, 1.0) * (n - 1) / n
+        full = (cost.gate + cost.latency).seconds(plan, prices, cost.target_ratio)
+        total += b0 + mix.gate_failed * gate + mix.out_of_reach * (gate + latency_slow) \
+            + mix.at_target * full
+    return total
+
+
+def search_cost(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan], prices: Prices
+                ) -> SearchCost | None:
+    """The declared search (None when the campaign declares none), each track's directions
+    sharing its B0 as the run does."""
+    search = campaign.model.search
+    if search is None:
+        return None
+    screened: dict[TrackId, list[str]] = {}
+    for direction in search.directions:
+        for track_id in direction.tracks:
+            screened.setdefault(track_id, []).append(direction.id)
+    worst = mix = 0.0
+    missing: list[str] = []
+    starts = scored = 0
+    start_s = score_s = 0.0
+    for track_id, ids in screened.items():
+        plan = plans[track_id]
+        costs = track_costs(plan, ids, prices)
+        missing += unpriced(costs)
+        for cost in costs:
+            parts = cost.gate + cost.latency + cost.b0_gate + cost.b0_latency
+            starts, scored = starts + parts.starts, scored + parts.scored
+        # (one duration class is what a screening uses; the last one's prices are shown)
+        start_s = prices.start_s.get(plan.duration, 0.0)
+        score_s = max(score_s, prices.score_s(plan))
+        total = total_seconds(costs)
+        if total is not None:
+            worst += total[0]
+            if search.outcome_mix is not None:
+                mix += _mix_seconds(costs, plans[track_id], prices, search.outcome_mix)
+    confirm = [c for plan in plans.values() for c in track_costs(plan, ["final"], prices)]
+    missing += unpriced(confirm)
+    confirmed = total_seconds(confirm)
+    priced = not missing
+    return SearchCost(len(search.directions), {t: len(i) for t, i in screened.items()},
+                      worst if priced else None,
+                      mix if priced and search.outcome_mix is not None else None,
+                      confirmed[0] if confirmed is not None else None,
+                      tuple(dict.fromkeys(missing)), starts, start_s, scored, score_s)
+
+
+def search_lines(found: SearchCost, wall_ceiling_h: float, device_ceiling_h: float,
+                 devices: int) -> list[str]:
+    """The search against the ceilings, as `plan` prints it."""
+    per_track = ", ".join(f"{t} {n}" for t, n in found.screened.items())
+    lines = [f"search: {found.directions} candidate directions ({per_track})"]
+    if found.worst_s is None:
+        return [*lines, "search: not priced: the campaign freezes no "
+                + ", ".join(found.unpriced)]
+
+    def against(label: str, seconds: float) -> str:
+        wall, device = seconds / 3600, seconds * devices / 3600
+        fits = wall <= wall_ceiling_h and device <= device_ceiling_h
+        return (f"  {label}: {wall:.2f} wall-h, {device:.2f} device-h "
+                f"({'within' if fits else 'OVER'} {wall_ceiling_h:g} wall-h / "
+                f"{device_ceiling_h:g} device-h)")
+
+    lines.append(against("worst case (every candidate passes its gate and sits at the target)",
+                         found.worst_s))
+    if found.mix_s is not None:
+        lines.append(against("at the campaign's outcome mix", found.mix_s))
+    ceiling = min(wall_ceiling_h, device_ceiling_h / max(devices, 1)) * 3600
+    start, score = found.break_even(ceiling)
+    if found.worst_s > ceiling:
+        lines.append(
+            f"  the worst case fits only if an engine start ({found.starts} of them, priced at "
+            f"{found.start_s:g} s) takes at most "
+            + ("- (no start time fits)" if start is None else f"{start:.0f} s")
+            + (f", or if scoring one output ({found.scored} of them, priced at "
+               f"{found.score_s:.0f} s) takes at most "
+               + ("- (no scoring time fits)" if score is None else f"{score:.0f} s")
+               if found.scored else ""))
+    if found.confirmation_s is not None:
+        lines.append(f"  four-track confirmation of one final configuration per track: "
+                     f"{found.confirmation_s / 3600:.2f} wall-h, "
+                     f"{found.confirmation_s * devices / 3600:.2f} device-h (a budget of its "
+                     "own)")
     return lines

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .budget import device_count
 from .campaign import LoadedCampaign, duration_class, quality_class
-from .cost import campaign_costs
+from .cost import Prices, campaign_costs
 from .plan import TrackPlan, plan_campaign
 
 __all__ = ["Lane", "campaign_lanes", "split_lanes", "track_weights"]
@@ -45,16 +45,16 @@ def track_weights(campaign: LoadedCampaign,
     plans = plan_campaign(campaign) if plans is None else plans
     expected = campaign.model.protocol.expected_request_s
     requests: dict[str, int] = dict.fromkeys(plans, 0)
-    quality: dict[str, int] = {}
-    for cost in campaign_costs(plans, expected):
-        requests[cost.track] += cost.b0.least + cost.candidate_requests.least
-        quality[cost.track] = cost.b0_quality  # B0's quality-gate requests, once per track
+    for cost in campaign_costs(plans, Prices.of(campaign)):
+        # B0's quality-gate requests are on the track's first candidate, once per track.
+        requests[cost.track] += (cost.b0.least + cost.b0_gate.requests.least
+                                 + cost.candidate_requests.least)
     weights = {}
     for track_id, plan in plans.items():
         median = (expected or {}).get(plan.duration)
         unit = median if median is not None else float(
             plan.num_frames * plan.shape.num_inference_steps)
-        weights[track_id] = (requests[track_id] + quality.get(track_id, 0)) * unit
+        weights[track_id] = requests[track_id] * unit
     return weights
 
 

@@ -28,12 +28,14 @@ def _runs(*hours: float, devices: int = 4) -> list[dict[str, Any]]:
              "wall_s": h * 3600, "device_s": h * 3600 * devices} for i, h in enumerate(hours)]
 
 
-def test_one_15s_track_fits_a_fresh_budget_and_the_second_does_not() -> None:
+def test_one_5s_track_fits_a_fresh_budget_and_the_second_does_not() -> None:
+    # Starts and scoring priced: one 15 s lossy candidate (27.7 h) no longer fits at all.
     campaign = load_campaign(HOST)
-    plans = {k: v for k, v in plan_campaign(campaign).items() if k == "15s-lossy"}
+    plans = {k: v for k, v in plan_campaign(campaign).items() if k == "5s-lossless"}
     fresh = budget.check(campaign, plans, [])
     assert fresh.refusal() is None and fresh.devices == 4
-    assert fresh.planned_wall_s is not None and 11 < fresh.planned_wall_s[1] / 3600 < 16
+    assert fresh.planned_wall_s is not None and 3 < fresh.planned_wall_s[1] / 3600 < 5
+    assert "every engine start, request and score priced" in "\n".join(fresh.lines())
     # Spent and planned add up: a second run of it would pass 16 wall-hours (and 64 device-h).
     again = budget.check(campaign, plans, _runs(15.2))
     line = again.refusal()
@@ -60,7 +62,7 @@ def test_a_recorded_authorization_raises_the_ceilings(tmp_path: Path) -> None:
             pinned["path"] = pinned["path"].replace("../inputs", "inputs")
     copy.write_text(yaml.safe_dump(data, sort_keys=False))
     campaign = load_campaign(copy)
-    plans = {k: v for k, v in plan_campaign(campaign).items() if k == "15s-lossy"}
+    plans = {k: v for k, v in plan_campaign(campaign).items() if k == "5s-lossless"}
     result = budget.check(campaign, plans, _runs(15.2))
     assert result.wall_ceiling_h == 32 and result.device_ceiling_h == 128
     assert result.refusal() is None and len(result.authorizations) == 1
@@ -88,12 +90,12 @@ def test_without_preflight_medians_only_what_was_spent_can_refuse() -> None:
 
 def test_the_plan_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ledger_file = tmp_path / "host.ledger.jsonl"
-    assert main(["plan", str(HOST), "--track", "15s-lossy", "--file", str(ledger_file)]) == 0
+    assert main(["plan", str(HOST), "--track", "5s-lossless", "--file", str(ledger_file)]) == 0
     assert "a run of these tracks would be allowed" in capsys.readouterr().out
-    assert main(["plan", str(HOST), "--file", str(ledger_file)]) == 1  # all four: 34.9 h
+    assert main(["plan", str(HOST), "--file", str(ledger_file)]) == 1  # all four: 55.8 h
     assert "over: " in capsys.readouterr().out
     ledger_file.write_text("".join(json.dumps(e) + "\n" for e in _runs(15.2)))
-    assert main(["plan", str(HOST), "--track", "15s-lossy", "--file", str(ledger_file),
+    assert main(["plan", str(HOST), "--track", "5s-lossless", "--file", str(ledger_file),
                  "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["refused"].startswith("ref2va: the budget")
     assert main(["plan", str(HOST), "--track", "20s-lossy"]) == 2

@@ -1,35 +1,82 @@
-"""What the frozen protocol costs on the host, as `verify` prints it: counted by the run's code."""
+"""What the frozen protocol costs on the host, as `plan` and `verify` print it: counted by the
+run's code, every engine start, request and score priced, the declared search against the budget."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.cost import candidate_cost, describe
+from ref2va_accept.cost import Prices, candidate_cost, describe, search_cost, track_costs
 from ref2va_accept.plan import plan_campaign
 
 ROOT = Path(__file__).resolve().parents[2]
+HOST = ROOT / "fixtures/campaigns/910c.yaml"
 MEDIAN = {"5s": 292.148, "15s": 1702.939}
+PRICES = Prices(MEDIAN, {"5s": 600.0, "15s": 900.0},
+                {"5s": {"vbench.temporal_flickering": 1.0, "vbench.motion_smoothness": 100.0},
+                 "15s": {}})
 
 
 @pytest.fixture(scope="module")
 def host_plans():  # type: ignore[no-untyped-def]
-    return plan_campaign(load_campaign(ROOT / "fixtures/campaigns/910c.yaml"))
+    return plan_campaign(load_campaign(HOST))
 
 
-def test_instance_design_costs_six_starts_and_a_range_of_warmups(host_plans) -> None:  # type: ignore[no-untyped-def]
-    cost = candidate_cost(host_plans["15s-lossless"], "cache-dit-lossless-guard", MEDIAN)
-    # 3 B0 + 3 candidate instances, each 2..3 warm-ups and 1 measured.
+def test_instance_design_prices_every_start_request_and_score(host_plans) -> None:  # type: ignore[no-untyped-def]
+    plan = host_plans["15s-lossless"]
+    cost = candidate_cost(plan, "cache-dit-lossless-guard", PRICES)
+    # 3 B0 + 3 candidate latency instances, each 2..3 warm-ups and 1 measured.
     assert cost.starts == 6
     assert (cost.b0.least, cost.b0.most) == (9, 12)
     # The candidate's: 9..12 in the protocol, 2 caching-probe requests, 2 lossless-gate requests.
     assert (cost.candidate_requests.least, cost.candidate_requests.most) == (13, 16)
+    # B0's gate: two instances, three requests; the candidate's: one instance.
+    assert (cost.b0_gate.starts, cost.b0_gate.requests.most, cost.gate.starts) == (2, 3, 1)
     at_target, upper = cost.host_seconds()  # type: ignore[misc]
-    assert at_target == pytest.approx(12 * 1702.939 + 16 * 1702.939 * 0.5)
-    assert upper == pytest.approx(28 * 1702.939)
+    starts = (2 + 3 + 1 + 3) * 900.0
+    assert at_target == pytest.approx(starts + (12 + 3) * 1702.939 + 16 * 1702.939 * 0.5)
+    assert upper == pytest.approx(starts + (12 + 3 + 16) * 1702.939)
+
+
+def test_a_lossy_track_prices_its_scores(host_plans) -> None:  # type: ignore[no-untyped-def]
+    plan = host_plans["5s-lossy"]
+    gated = plan.lossy.gate.gated
+    prices = dataclasses.replace(PRICES, scoring_s={"5s": dict.fromkeys(gated, 10.0)})
+    cost = candidate_cost(plan, "cache-dit", prices)
+    # B0 scores both seeds on two instances, the candidate both seeds once.
+    assert (cost.b0_gate.scored, cost.gate.scored) == (4, 2)
+    without = candidate_cost(plan, "cache-dit", dataclasses.replace(
+        prices, scoring_s={"5s": dict.fromkeys(gated, 0.0)}))
+    assert cost.host_seconds()[0] - without.host_seconds()[0] == pytest.approx(  # type: ignore[index]
+        6 * 10.0 * len(gated))
+
+
+def test_what_is_not_priced_is_named_never_left_out(host_plans) -> None:  # type: ignore[no-untyped-def]
+    plan = host_plans["5s-lossy"]
+    cost = candidate_cost(plan, "cache-dit", PRICES)
+    assert cost.host_seconds() is None
+    assert "scoring.seconds_per_output.5s.vbench.dynamic_degree" in cost.unpriced
+    no_starts = candidate_cost(host_plans["5s-lossless"], "x", Prices(MEDIAN))
+    assert no_starts.unpriced == ("protocol.expected_start_s.5s",)
+    lines = describe(host_plans, Prices(MEDIAN))
+    assert all("h /" not in line for line in lines)
+    assert "host time not priced: the campaign freezes no protocol.expected_start_s.5s" \
+        in lines[-1]
+    assert not any("not included" in line for line in lines)
+
+
+def test_a_shared_b0_is_counted_once_per_track(host_plans) -> None:  # type: ignore[no-untyped-def]
+    costs = track_costs(host_plans["5s-lossless"], ["a", "b", "c"], Prices.of(load_campaign(HOST)))
+    assert [c.b0_latency.starts for c in costs] == [3, 0, 0]
+    assert [c.b0_gate.starts for c in costs] == [2, 0, 0]
+    assert [c.latency.starts + c.gate.starts for c in costs] == [4, 4, 4]
 
 
 def test_request_design_as_before_costs_less_and_is_labelled(host_plans) -> None:  # type: ignore[no-untyped-def]
@@ -37,16 +84,48 @@ def test_request_design_as_before_costs_less_and_is_labelled(host_plans) -> None
     old = dataclasses.replace(plan.latency, replication="request", instances_per_arm=None,
                               ordering="ABA", warmups=1, max_warmups=1, steady_fraction=None,
                               repeats=3)
-    cost = candidate_cost(dataclasses.replace(plan, latency=old), "cache-dit", MEDIAN)
+    cost = candidate_cost(dataclasses.replace(plan, latency=old), "cache-dit", PRICES)
     # B0, candidate, B0 again: (1 + 3) each; the candidate adds 2 probes and its 2 seeds.
     assert (cost.starts, cost.b0.most, cost.candidate_requests.most) == (3, 8, 8)
-    lines = describe({"5s-lossy": dataclasses.replace(plan, latency=old)}, MEDIAN)
+    lines = describe({"5s-lossy": dataclasses.replace(plan, latency=old)}, PRICES)
     assert lines[0].startswith("protocol: request design: ABA")
 
 
-def test_without_frozen_medians_no_host_time_is_invented(host_plans) -> None:  # type: ignore[no-untyped-def]
-    lines = describe(host_plans, None)
-    assert all("h /" not in line for line in lines)
-    assert "no preflight medians frozen" in lines[-1]
-    lines = describe(host_plans, MEDIAN)
-    assert "26.0 h at the target ratio" in lines[-1]
+def test_the_host_campaign_prices_its_whole_search_and_the_confirmation(host_plans) -> None:  # type: ignore[no-untyped-def]
+    campaign = load_campaign(HOST)
+    found = search_cost(campaign, host_plans, Prices.of(campaign))
+    assert found is not None and found.directions == 12
+    assert found.screened == {"5s-lossy": 5, "5s-lossless": 7}
+    assert found.worst_s is not None and found.mix_s is not None
+    assert found.mix_s < found.worst_s  # half the directions stop at their gate
+    assert found.confirmation_s is not None and found.confirmation_s > 0
+    # Worst case: B0 (2 gate + 3 latency starts) per track, 1 + 3 per direction.
+    assert found.starts == 2 * 5 + 12 * 4
+    # The break-even start: the worst case at that start time is exactly the ceiling.
+    start, _ = found.break_even(found.worst_s + 58 * 10)
+    assert start == pytest.approx(found.start_s + 10)
+
+
+def test_a_search_naming_a_track_the_campaign_lacks_is_refused(tmp_path: Path) -> None:
+    data = yaml.safe_load(HOST.read_text())
+    data["search"]["directions"][0]["tracks"] = ["5s-lossy", "7s-lossy"]
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(data))
+    from ref2va_accept.errors import CampaignError
+    with pytest.raises(CampaignError, match=r"search\.directions"):
+        load_campaign(path)
+
+
+def test_plan_prints_the_search_against_the_ceilings() -> None:
+    result = subprocess.run([sys.executable, "-m", "ref2va_accept.cli", "plan", str(HOST)],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    out = result.stdout
+    assert "every engine start, request and score priced" in out
+    assert "search: 12 candidate directions (5s-lossy 5, 5s-lossless 7)" in out
+    assert "worst case (every candidate passes its gate and sits at the target)" in out
+    assert "at the campaign's outcome mix" in out
+    assert "four-track confirmation of one final configuration per track" in out
+    as_json = subprocess.run([sys.executable, "-m", "ref2va_accept.cli", "plan", str(HOST),
+                              "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    found = json.loads(as_json.stdout)["search"]
+    assert found["directions"] == 12 and found["worst_s"] > 0

@@ -114,6 +114,9 @@ class Protocol(StrictModel):
     # only live progress reads them, to estimate the remaining time. Optional: without them the
     # estimate comes from the run's own finished requests.
     expected_request_s: dict[DurationClass, Annotated[float, Field(gt=0)]] | None = None
+    # Seconds from an engine's spawn to its first healthy answer, per duration class (the host's
+    # preflight or bring-up): `plan`, `verify` and the budget check price every start with it.
+    expected_start_s: dict[DurationClass, Annotated[float, Field(ge=0)]] | None = None
     # true: the reference engine may sleep declared device time (a launch profile's cost-model or
     # step-cost-ms, or the cost-model variable in `environment`): the harness's own tests, which
     # need slow or exactly timed requests. Every verdict of such a campaign is capped
@@ -159,10 +162,68 @@ class Protocol(StrictModel):
         # canonical form), so that campaigns frozen before the field existed do not drift.
         data: dict[str, Any] = handler(self)
         for name in ("expected_request_s", "instances_per_arm", "max_warmups", "steady_fraction",
-                     "baseline_instances", "declared_device_time"):
+                     "baseline_instances", "declared_device_time", "expected_start_s"):
             if getattr(self, name) is None:
                 data.pop(name, None)
         return data
+
+
+_DEVICE = re.compile(r"^(cpu|npu:\d+|cuda:\d+)$")
+
+
+class Scoring(StrictModel):
+    """Where the lossy gate's scorers run, and what one output costs there."""
+
+    # cpu, npu:N (torch_npu) or cuda:N: every model and its `made_with` record use it, and B0 and
+    # the candidate are always scored on the same one.
+    device: str = "cpu"
+    # Seconds to score one output of a duration class on one gated dimension (its scorer id),
+    # on `device` (benchmarks/vbench_cost.py measures them): `plan` prices scoring with these.
+    seconds_per_output: dict[DurationClass, dict[str, Annotated[float, Field(ge=0)]]] | None = None
+
+    @model_validator(mode="after")
+    def _device(self) -> Scoring:
+        if not _DEVICE.match(self.device):
+            raise_violations([(("device",), f"cpu, npu:N or cuda:N, found {self.device!r}")])
+        return self
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.seconds_per_output is None:
+            data.pop("seconds_per_output", None)
+        return data
+
+
+class SearchDirection(StrictModel):
+    """One candidate direction of the campaign's search, and the tracks it is screened on."""
+
+    id: str
+    tracks: list[TrackId] = Field(min_length=1)
+    note: str = ""
+
+
+class OutcomeMix(StrictModel):
+    """The share of directions expected to end each way (they add up to 1)."""
+
+    gate_failed: float = Field(ge=0, le=1)
+    out_of_reach: float = Field(ge=0, le=1)
+    at_target: float = Field(ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _whole(self) -> OutcomeMix:
+        total = self.gate_failed + self.out_of_reach + self.at_target
+        if abs(total - 1) > 1e-9:
+            raise_violations([((), f"shares adding up to 1, found {total:g}")])
+        return self
+
+
+class Search(StrictModel):
+    """The whole search the budget covers: every direction (a candidate may be defined later),
+    priced by `ref2va-accept plan` worst case and at the outcome mix."""
+
+    directions: list[SearchDirection] = Field(min_length=1)
+    outcome_mix: OutcomeMix | None = None
 
 
 class BudgetAuthorization(StrictModel):
@@ -345,6 +406,21 @@ class Campaign(StrictModel):
     # VBench's cache folder (~/.cache/vbench, or $VBENCH_CACHE_DIR), as VBench's own downloads
     # lay it out; relative to the campaign file when relative.
     scorer_weights_dir: str | None = None
+    # The scoring device and its price per output (absent: the CPU, unpriced).
+    scoring: Scoring = Field(default_factory=Scoring)
+    # The candidate directions the budget covers (absent: the campaign's own candidates).
+    search: Search | None = None
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out of the lock's canonical form when absent or default, so that campaigns frozen
+        # before these fields existed keep their hash.
+        data: dict[str, Any] = handler(self)
+        if self.search is None:
+            data.pop("search", None)
+        if self.scoring == Scoring():
+            data.pop("scoring", None)
+        return data
 
     @model_validator(mode="after")
     def _rules(self) -> Campaign:
@@ -363,6 +439,21 @@ class Campaign(StrictModel):
                 why = "the baseline's id" if arm.id == "b0" else "an id used earlier"
                 violations.append((("candidates", i, "id"), f"a unique id, found {why} {arm.id!r}"))
             ids.add(arm.id)
+        if self.search is not None:
+            seen: set[str] = set()
+            for i, direction in enumerate(self.search.directions):
+                if direction.id in seen:
+                    violations.append((("search", "directions", i, "id"),
+                                       f"a unique id, found {direction.id!r} again"))
+                seen.add(direction.id)
+                violations.extend(
+                    (("search", "directions", i, "tracks", j),
+                     f"a track of this campaign ({', '.join(self.tracks)}), found {t!r}")
+                    for j, t in enumerate(direction.tracks) if t not in self.tracks)
+            if len(self.search.directions) > self.budget.max_candidates:
+                violations.append(
+                    (("search", "directions"), f"at most {self.budget.max_candidates} directions "
+                     f"(budget.max_candidates), found {len(self.search.directions)}"))
         if len(self.candidates) > self.budget.max_candidates:
             violations.append(
                 (("candidates",), f"at most {self.budget.max_candidates} candidates "
