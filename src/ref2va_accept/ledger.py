@@ -111,6 +111,8 @@ def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
             "instances": len(instances),
             "verdict": verdict.verdict, "reasons": list(verdict.reasons),
             "open_checks": list(verdict.open_checks),
+            "attempt": verdict.attempt, "earlier": list(verdict.earlier),
+            "holm": verdict.holm, "p_value": verdict.p_value,
             "latency": latency_summary(_check(bundle, verdict.track, arm.id, "latency_ratio")),
             "quality": _quality(bundle, verdict.track, arm.id)})
     return found
@@ -190,13 +192,14 @@ def read_ledger(path: Path) -> Ledger:
 
 def table_lines(ledger: Iterable[Mapping[str, Any]]) -> list[str]:
     """The ledger as a plain table, oldest first."""
-    rows = [("at", "run", "status", "track", "candidate", "class", "verdict", "latency",
-             "reasons")]
+    rows = [("at", "run", "status", "track", "candidate", "class", "verdict", "attempt",
+             "Holm", "latency", "reasons")]
     for e in attempts(ledger):
         rows.append((str(e.get("at")), str(e.get("run_id")), str(e.get("run_status")),
                      str(e.get("track")), str(e.get("candidate")),
                      str(e.get("change_class") or "not declared"),
-                     str(e.get("verdict")).upper(),
+                     str(e.get("verdict")).upper(), str(e.get("attempt") or "-"),
+                     str(e.get("holm") or "-"),
                      ratio_text(e["latency"]) if e.get("latency") else "-",
                      ", ".join(e.get("reasons") or [])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

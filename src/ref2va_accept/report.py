@@ -165,6 +165,15 @@ def not_applicable(checks: Mapping[Any, str]) -> list[str]:
 
 
 
+def _attempt_cell(v: Any) -> str:
+    """Which attempt this is, and what the earlier ones gave (a rerun is a second chance at a
+    false supported: the reviewer sees it)."""
+    if v.attempt is None:
+        return "-"
+    earlier = "; ".join(v.earlier)
+    return html.escape(f"{v.attempt}" + (f" (earlier: {earlier})" if earlier else ""))
+
+
 def verdict_table_html(bundle: EvidenceBundle) -> str:
     campaign = bundle.data.get("campaign") or {}
     freeze = campaign.get("freeze", {})
@@ -178,6 +187,8 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
             f"<td>{html.escape(v.track)}</td><td>{html.escape(v.candidate or '(none)')}</td>"
             f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}</td>"
             f"<td>{latency_cell(latency.get((v.track, v.candidate)))}</td>"
+            f"<td>{html.escape(v.holm or '-')}</td>"
+            f"<td>{_attempt_cell(v)}</td>"
             f"<td>{html.escape(', '.join(v.reasons))}</td>"
             f"<td>{html.escape(', '.join(v.open_checks)) or '-'}</td>"
             f"<td>{html.escape(', '.join(not_applicable(v.checks))) or '-'}</td>"
@@ -202,7 +213,8 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
         + "<table class='ref2va-verdicts' border='1' cellpadding='4' "
         "style='border-collapse:collapse'>"
         "<tr><th>track</th><th>candidate</th><th>verdict</th>"
-        "<th>latency: ratio of medians [interval] vs target</th><th>reasons</th>"
+        "<th>latency: ratio of medians [interval] vs target</th>"
+        "<th>family-wise (Holm, the track's candidates)</th><th>attempt</th><th>reasons</th>"
         "<th>open checks</th><th>not applicable</th><th>note</th></tr>"
         + "".join(rows)
         + "</table><p>Evidence: evidence.json beside this report.</p>"

@@ -15,7 +15,7 @@ misspelt reason can never be taken for another category.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .checks import (
@@ -128,6 +128,14 @@ class TrackVerdict:
     open_checks: tuple[Check, ...]
     checks: dict[Check, CheckStatus]
     note: str = ""
+    # Several candidates on one track: this one's verdict after Holm's step-down over the
+    # track's latency p-values ("supported" / "not supported"); None with one candidate.
+    holm: str | None = None
+    p_value: float | None = None  # its latency p-value (stats.p_value), where it has one
+    # Which attempt of this candidate on this track this run is (1 + the ledger's earlier
+    # ones), and what the earlier ones gave; None when the run read no ledger.
+    attempt: int | None = None
+    earlier: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Like a check, a verdict can only speak the vocabulary (given as members or strings).
@@ -144,7 +152,8 @@ class TrackVerdict:
             "reasons": [r.value for r in self.reasons],
             "open_checks": [c.value for c in self.open_checks],
             "checks": {name.value: status for name, status in self.checks.items()},
-            "note": self.note,
+            "note": self.note, "holm": self.holm, "p_value": self.p_value,
+            "attempt": self.attempt, "earlier": list(self.earlier),
         }
 
 
@@ -222,6 +231,38 @@ def judge(
                if c.latency is not None and c.arm == candidate]
     verdict: Verdict = latency[-1].verdict if latency else "inconclusive"
     return TrackVerdict(track, candidate, verdict, (_LATENCY_REASONS[verdict],), (), summary)
+
+
+def family_wise(rows: Sequence[TrackVerdict], checks: Sequence[CheckResult], alpha: float
+                ) -> list[TrackVerdict]:
+    """The rows of one track with Holm's column: with K candidates judged against one B0,
+    a candidate stays supported family-wise only when Holm's step-down at `alpha` rejects its
+    "ratio >= target" too (its p-value is stats.p_value of its latency result; a candidate with
+    none is never rejected). Holds the chance that any of the K is falsely supported to alpha
+    (calibration shows it: the shared-B0 cells)."""
+    p: dict[str | None, float | None] = {}
+    for row in rows:
+        latency = [c.latency for c in checks if c.track == row.track and c.arm == row.candidate
+                   and c.latency is not None]
+        p[row.candidate] = latency[-1].p_value if latency else None
+    judged = [r for r in rows if r.candidate is not None]
+    if len(judged) < 2:
+        return [replace(r, p_value=p.get(r.candidate)) for r in rows]
+    def key(row: TrackVerdict) -> float:
+        value = p[row.candidate]
+        return 1.0 if value is None else value
+
+    ordered = sorted(judged, key=key)
+    rejected: set[str | None] = set()
+    for rank, row in enumerate(ordered):
+        value = p[row.candidate]
+        if value is None or value > alpha / (len(ordered) - rank):
+            break
+        rejected.add(row.candidate)
+    return [replace(r, p_value=p.get(r.candidate),
+                    holm=None if r.candidate is None else
+                    "supported" if r.verdict == "supported" and r.candidate in rejected
+                    else "not supported") for r in rows]
 
 
 _LATENCY_REASONS: dict[Verdict, Reason] = {

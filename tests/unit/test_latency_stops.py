@@ -213,3 +213,53 @@ def test_a_timing_problem_never_masks_a_quality_failure_decided_without_timing()
     timed = [CheckResult(TRACK, "c", Check.CACHING_PROBE, "fail", Reason.CACHING_SUSPECTED),
              checks[1]]
     assert judge(TRACK, "lossless", "c", timed).verdict == "inconclusive"
+
+
+# --- several candidates on one B0, and reruns ---------------------------------------------------
+
+def _supported(candidate: str, p: float) -> list[CheckResult]:
+    from ref2va_accept.stats import latency_verdict
+
+    latency = latency_verdict([300.0, 310.0, 295.0], [120.0, 124.0, 118.0], rule="welch-log/1")
+    latency = dataclasses.replace(latency, p_value=p)
+    return [CheckResult(TRACK, candidate, Check.LATENCY_RATIO, "pass", None, "", {},
+                        latency)]
+
+
+def test_holm_keeps_a_family_of_candidates_to_alpha() -> None:
+    from ref2va_accept.verdicts import family_wise
+
+    checks = [*_supported("a", 0.001), *_supported("b", 0.03), *_supported("c", 0.2)]
+    rows = [dataclasses.replace(judge(TRACK, "lossless", c, checks), verdict="supported")
+            for c in ("a", "b", "c")]
+    holm = {r.candidate: r.holm for r in family_wise(rows, checks, 0.045)}
+    # a: 0.001 <= 0.045/3; b: 0.03 > 0.045/2, so b and everything after it stay unrejected.
+    assert holm == {"a": "supported", "b": "not supported", "c": "not supported"}
+    assert [r.p_value for r in family_wise(rows, checks, 0.045)] == [0.001, 0.03, 0.2]
+    # One candidate: nothing to correct for.
+    single = family_wise(rows[:1], checks, 0.045)
+    assert single[0].holm is None and single[0].p_value == 0.001
+
+
+def test_a_rerun_is_numbered_and_names_what_the_earlier_attempts_gave() -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from tests.unit.test_latency_judgement import _run_state
+
+    state = _run_state()
+    row = judge("5s-lossless", "lossless", "lossless-text-kv", [])
+    assert state._attempt(row).attempt is None  # no ledger read: nothing claimed
+    name = state.campaign.model.name
+    state.ledger_entries = (
+        {"kind": "attempt", "campaign": name, "track": "5s-lossless",
+         "candidate": "lossless-text-kv", "run_id": "r1", "verdict": "inconclusive",
+         "reasons": ["drift"]},
+        {"kind": "run", "campaign": name, "run_id": "r1"},
+        {"kind": "attempt", "campaign": name, "track": "5s-lossy",
+         "candidate": "lossless-text-kv", "run_id": "r1", "verdict": "failed"},
+        {"kind": "attempt", "campaign": "another", "track": "5s-lossless",
+         "candidate": "lossless-text-kv", "run_id": "r0", "verdict": "failed"})
+    again = state._attempt(row)
+    assert again.attempt == 2 and again.earlier == ("r1: inconclusive (drift)",)
+    assert again.to_dict()["attempt"] == 2

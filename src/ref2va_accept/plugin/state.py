@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ from ..run_plan import ScenarioItem, plan_run
 from ..safe_write import WriteFailed, describe
 from ..sanitize import Sanitizer
 from ..server import CleanupAudit
-from ..verdicts import CheckResult, TrackVerdict, judge
+from ..verdicts import CheckResult, TrackVerdict, family_wise, judge
 from ..workload import OutcomeLog
 
 STATE = pytest.StashKey["RunState"]()
@@ -64,6 +65,9 @@ class RunState:
     memory: MemoryGuard | None = None
     _plans: Mapping[str, TrackPlan] | None = None
     _order_seed: int | None = None
+    # The ledger's entries before this run (read by the budget check): attempts are counted
+    # from them. None until read.
+    ledger_entries: tuple[dict[str, Any], ...] | None = None
     # Every request's typed outcome in this run, for the gates (never read back from evidence).
     outcomes: OutcomeLog = field(default_factory=OutcomeLog)
     # Which candidates each track's latency schedule covers, and its instances once run.
@@ -246,6 +250,7 @@ class RunState:
             line = f"ref2va: the campaign's ledger cannot be read, so its budget cannot be: {exc}"
             self._stop_with(line, tracks)
             return line
+        self.ledger_entries = tuple(earlier)
         result = budget.check(self.campaign, plans, earlier)
         bundle = self.evidence()
         bundle.set_section("budget", result.to_dict())
@@ -359,11 +364,26 @@ class RunState:
         campaign = self.campaign
         caps = self.verdict_caps
         rows: list[TrackVerdict] = []
+        alpha = 1 - campaign.model.protocol.confidence
         for track_id in TRACK_IDS:
             if track_id not in self.ran_tracks:
                 continue
             candidates = [a.id for a in campaign.arms_for(track_id) if a.id != "b0"]
             judged: list[str | None] = [*candidates] or [None]
-            for candidate in judged:
-                rows.append(judge(track_id, quality_class(track_id), candidate, checks, caps))
+            track_rows = [judge(track_id, quality_class(track_id), candidate, checks, caps)
+                          for candidate in judged]
+            rows += [self._attempt(r) for r in family_wise(track_rows, checks, alpha)]
         return rows
+
+    def _attempt(self, row: TrackVerdict) -> TrackVerdict:
+        """The row with its attempt number and the earlier attempts' verdicts (the ledger)."""
+        if self.ledger_entries is None or row.candidate is None:
+            return row
+        name = self.campaign.model.name
+        earlier = [e for e in self.ledger_entries
+                   if e.get("kind", "attempt") == "attempt" and e.get("campaign") == name
+                   and e.get("track") == row.track and e.get("candidate") == row.candidate]
+        said = tuple(f"{e.get('run_id')}: {e.get('verdict')}"
+                     + (f" ({', '.join(e.get('reasons') or [])})" if e.get("reasons") else "")
+                     for e in earlier)
+        return replace(row, attempt=len(earlier) + 1, earlier=said)
