@@ -70,7 +70,7 @@ def _score(arms: Arms, outcome: Outcome) -> tuple[Score, ...]:
                                  reference_image=plan.inputs.reference_image.path,
                                  weights=dict(scoring.weights),
                                  weight_pins=dict(scoring.weight_pins),
-                                 stand_ins=scoring.stand_ins))
+                                 stand_ins=scoring.stand_ins, device=scoring.device))
     except ScorerError as exc:
         # No scorer error escapes the gate: every dimension of this output is in error with the
         # reason, so the gate (or B0's spread) is open, never a crash and never a pass.

@@ -91,6 +91,7 @@ class LossyScoring:
     weights: Mapping[str, Path]
     weight_pins: Mapping[str, str]  # only filled pins: a placeholder pins nothing
     stand_ins: frozenset[str] = frozenset()  # names whose files are seeded stand-ins
+    device: str = "cpu"  # campaign.scoring.device: every model of B0's and the candidate's scores
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ def _gate(campaign: LoadedCampaign, track: Track) -> LosslessContract | LossySco
         gate=track.lossy_gate,
         weights=MappingProxyType(weights),
         weight_pins=MappingProxyType(campaign.scorer_weight_pins()),
-        stand_ins=campaign.scorer_stand_ins())
+        stand_ins=campaign.scorer_stand_ins(), device=campaign.model.scoring.device)
 
 
 def plan_track(campaign: LoadedCampaign, track_id: str, order_seed: int | None = None

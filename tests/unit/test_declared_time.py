@@ -107,3 +107,41 @@ def test_a_nan_relative_error_is_open_never_zero_or_broken() -> None:
     assert decide(single, 0.01) == OPEN
     assert decide(single.__class__(**{**single.__dict__, "error": math.nan,
                                       "status": "ok"}), 0.01) == OPEN
+
+
+# --- the scoring device (campaign.scoring.device) ----------------------------------------------
+
+def test_the_scoring_device_reaches_the_lossy_plan_and_defaults_to_the_cpu(tmp_path: Path
+                                                                          ) -> None:
+    from ref2va_accept.plan import plan_campaign
+
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "campaigns"
+    assert plan_campaign(load_campaign(root / "reference.yaml"))["5s-lossy"].lossy.device == "cpu"
+    path = _copy(tmp_path, None)
+    data = yaml.safe_load(path.read_text())
+    data["scoring"] = {"device": "npu:1"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert plan_campaign(load_campaign(path))["5s-lossy"].lossy.device == "npu:1"
+    data["scoring"] = {"device": "gpu"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(CampaignError, match=r"scoring\.device"):
+        load_campaign(path)
+
+
+@pytest.mark.parametrize("device", ["cuda:0", "npu:0"])
+def test_a_scoring_device_this_machine_lacks_puts_every_model_dimension_in_error(
+        tmp_path: Path, device: str) -> None:
+    import numpy as np
+
+    from ref2va_accept.quality import score_frames
+
+    weights = tmp_path / "ViT-B-32.pt"
+    weights.write_bytes(b"not loaded: the device is refused first")
+    frames = [np.zeros((16, 16, 3), np.uint8)] * 3
+    scores = {s.scorer.id: s for s in score_frames(frames, fps=24.0,
+                                                   weights={"clip_vitb32": weights},
+                                                   include_proxies=False, device=device)}
+    background = scores["vbench.background_consistency"]
+    assert background.status == "error" and device in background.detail
+    # What needs no model still scores: the device is for the models only.
+    assert scores["vbench.temporal_flickering"].status == "ok"

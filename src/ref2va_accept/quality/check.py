@@ -52,9 +52,15 @@ class FileCheck:
 
 
 def resolve_device(device: str) -> str:
-    """'cpu', or 'npu' (torch_npu must import and see a device); 'auto' picks npu when it can."""
+    """'cpu', or 'npu' (torch_npu must import and see a device); 'auto' picks npu when it can;
+    npu:N or cuda:N as a campaign's scoring.device names it (models.prepare_device)."""
     if device == "cpu":
         return "cpu"
+    if ":" in device:
+        from ref2va_accept.quality.models import prepare_device  # noqa: PLC0415
+
+        prepare_device(device)
+        return device
     try:
         import torch  # noqa: PLC0415
         import torch_npu  # noqa: F401, PLC0415

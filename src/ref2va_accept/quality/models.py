@@ -119,6 +119,30 @@ class LoadedModel:
         return result
 
 
+def prepare_device(device: str) -> None:
+    """Make ``device`` usable for the scorers (cpu, npu:N through torch_npu, cuda:N), or
+    ScorerError naming what is missing: a campaign's scoring.device is never swapped for
+    another (B0 and the candidate are always scored on the same one)."""
+    if device == "cpu":
+        return
+    kind, _, index = device.partition(":")
+    if kind not in ("npu", "cuda") or not index.isdigit():
+        raise ScorerError(f"scoring device {device!r}: cpu, npu:N or cuda:N")
+    import torch  # noqa: PLC0415
+
+    if kind == "npu":
+        try:
+            import torch_npu  # noqa: F401, PLC0415
+        except ImportError:
+            raise ScorerError(f"scoring device {device}: torch_npu does not import here") from None
+        available, count = torch.npu.is_available(), torch.npu.device_count()  # type: ignore[attr-defined]
+    else:
+        available, count = torch.cuda.is_available(), torch.cuda.device_count()
+    if not available or int(index) >= count:
+        raise ScorerError(f"scoring device {device}: {kind} sees {count if available else 0} "
+                          "device(s) here")
+
+
 def load_model(name: str, path: Path, *, stand_in: bool = False,
                device: str = "cpu") -> LoadedModel:
     """The network of weights ``name`` from VBench's checkpoint file at ``path`` (a folder for

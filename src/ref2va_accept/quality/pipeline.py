@@ -36,8 +36,9 @@ def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None
                  weights: Mapping[str, Path] | None = None,
                  weight_pins: Mapping[str, str] | None = None,
                  include_proxies: bool = True,
-                 stand_ins: frozenset[str] = frozenset()) -> list[Score]:
+                 stand_ins: frozenset[str] = frozenset(), device: str = "cpu") -> list[Score]:
     """Score RGB uint8 frames in order; the result lists every dimension, open ones included.
+    Every model runs on ``device`` (cpu, npu:N or cuda:N), and its scores' ``made_with`` say so.
 
     ``weight_pins`` maps a weights name to the sha256 the campaign pinned for it: a file that
     hashes otherwise puts its dimensions in error rather than scoring with other weights.
@@ -45,7 +46,8 @@ def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None
     if not fps > 0:
         raise ScorerError(f"fps must be positive, got {fps}")
     metrics, scores = vbench.vbench_metrics(weights, fps=fps, reference=reference_image,
-                                            pins=weight_pins, stand_ins=stand_ins)
+                                            pins=weight_pins, stand_ins=stand_ins,
+                                            device=device)
     if include_proxies:
         metrics += proxies.proxy_metrics(fps)
     metrics += consistency.consistency_metrics(reference_image)
@@ -153,7 +155,8 @@ def score_video_counted(path: str | os.PathLike[str], *, reference_image: Path |
                         weights: Mapping[str, Path] | None = None,
                         weight_pins: Mapping[str, str] | None = None,
                         include_proxies: bool = True,
-                        stand_ins: frozenset[str] = frozenset()) -> ScoredVideo:
+                        stand_ins: frozenset[str] = frozenset(),
+                        device: str = "cpu") -> ScoredVideo:
     """Decode ``path`` once and score it (see :func:`score_frames`), counting the frames."""
     reference = consistency.load_reference_image(reference_image) if reference_image else None
     fps, declared = _declared(path)
@@ -169,7 +172,7 @@ def score_video_counted(path: str | os.PathLike[str], *, reference_image: Path |
         scores = score_frames(counted(prefetched(iter_video_frames(path))), fps=fps,
                               reference_image=reference, weights=weights,
                               weight_pins=weight_pins, include_proxies=include_proxies,
-                              stand_ins=stand_ins)
+                              stand_ins=stand_ins, device=device)
     except ScorerError as exc:
         raise ScorerError(f"{Path(path).name}: {exc}") from None
     # Every score says how its frames were decoded (the colour matrix moves flicker by ~0.07%).
@@ -183,8 +186,8 @@ def score_video(path: str | os.PathLike[str], *, reference_image: Path | None = 
                 weights: Mapping[str, Path] | None = None,
                 weight_pins: Mapping[str, str] | None = None,
                 include_proxies: bool = True,
-                stand_ins: frozenset[str] = frozenset()) -> list[Score]:
+                stand_ins: frozenset[str] = frozenset(), device: str = "cpu") -> list[Score]:
     """Decode ``path`` once and score it (see :func:`score_frames`)."""
     return score_video_counted(path, reference_image=reference_image, weights=weights,
                                weight_pins=weight_pins, include_proxies=include_proxies,
-                               stand_ins=stand_ins).scores
+                               stand_ins=stand_ins, device=device).scores

@@ -336,7 +336,7 @@ def _build_metric(dimension: str, loaded: Mapping[str, models.LoadedModel], fps:
 
 def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference: U8 | None,
                    pins: Mapping[str, str] | None = None,
-                   stand_ins: frozenset[str] = frozenset()
+                   stand_ins: frozenset[str] = frozenset(), device: str = "cpu"
                    ) -> tuple[list[FrameMetric], list[Score]]:
     """The VBench metrics to run, and the dimensions that are open (or broken) and why.
 
@@ -354,6 +354,12 @@ def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference:
     closed: list[Score] = []
     loaded: dict[str, models.LoadedModel] = {}
     failed: dict[str, str] = {}
+    unusable = None
+    if any(n in weights for n in models.MODEL_NAMES):
+        try:
+            models.prepare_device(device)
+        except ScorerError as exc:
+            unusable = str(exc)
     for dimension, (names, needs_reference) in MODEL_DIMENSIONS.items():
         info = scorer(f"vbench.{dimension}")
         # A file, or for DreamSim a folder (is_file() kept i2v_background open for good).
@@ -372,11 +378,14 @@ def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference:
         if needs_reference and reference is None:
             closed.append(open_score(info, "needs the reference image (--reference)"))
             continue
+        if unusable is not None:  # no model of this dimension could run where it was asked to
+            closed.append(error_score(info, unusable))
+            continue
         for name in names:
             if name not in loaded and name not in failed:
                 try:
                     model = models.load_model(name, Path(weights[name]),
-                                              stand_in=name in stand_ins)
+                                              stand_in=name in stand_ins, device=device)
                 except ScorerError as exc:
                     failed[name] = str(exc)
                     continue
