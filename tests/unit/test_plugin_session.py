@@ -49,9 +49,9 @@ def test_verdict_scenarios_run_last_whatever_their_folder_is_called(
     result = _run(session, "-v", "--evidence-dir", str(session.path / "evidence"))
     result.assert_outcomes(passed=7)
     ran = [line.split("::")[1].split()[0] for line in result.outlines if "PASSED" in line]
-    # The harness's own tests keep their place ahead; then acceptance, perf, quality, verdicts,
-    # each group in collection order.
-    assert ran == ["test_u1", "test_a1", "test_a2", "test_p1", "test_q1", "test_v1", "test_v2"]
+    # The harness's own tests keep their place ahead; then acceptance, quality (the cheapest
+    # decisive check), perf, verdicts, each group in collection order.
+    assert ran == ["test_u1", "test_a1", "test_a2", "test_q1", "test_p1", "test_v1", "test_v2"]
 
 
 def test_a_session_without_campaign_scenarios_makes_no_run_folder_nor_report(
