@@ -1,7 +1,7 @@
 """The harness's pytest plugin, one module per concern, each with its own hooks and fixtures:
 
   selection  the campaign (--campaign, $REF2VA_CAMPAIGN), per-track parametrization and marks,
-             the scenario order (acceptance, perf, quality, profile, verdicts last; profile only
+             the scenario order (acceptance, quality, perf, profile, verdicts last; profile only
              when -m names it), the candidates each track's latency schedule covers,
              `campaign`, `track`
   engines    the session's engine registry (in `config.stash`), `arms`, `baselines`,
