@@ -21,6 +21,7 @@ from ref2va_accept.latency import LatencySchedules, quality_stop, run_latency
 from ref2va_accept.plan import TrackPlan, plan_campaign
 from ref2va_accept.verdicts import CheckResult, judge
 from ref2va_accept.workload import Outcome, OutcomeLog
+from tests.unit.test_shared_baseline import _Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACK = "5s-lossless"
@@ -46,17 +47,6 @@ class _Evidence:
 
     def note(self, text: str) -> None:
         self.notes.append(text)
-
-
-class _Engine:
-    def __init__(self, arm: str) -> None:
-        self.arm = arm
-
-    def snapshot_tree(self) -> None:
-        pass
-
-    def known_pids(self) -> set[int]:
-        return set()
 
 
 class _Registry:
