@@ -67,6 +67,8 @@ class Check(StrEnum):
     INPUTS = "inputs"
     # What an arm's enabled_path.json says of declared device time (a non-zero cost model).
     DECLARED_TIME = "declared_time"
+    # The host's one-off measurement that a cheaper warm-up is as good as a full one.
+    WARMUP_DEMONSTRATION = "warmup_demonstration"
 
 
 class Reason(StrEnum):

@@ -100,19 +100,25 @@ class Part:
     """What one arm's share of a track asks of the host: starts, requests and scored outputs."""
 
     starts: int
-    requests: Requests
+    requests: Requests  # every request, warm-ups included
     scored: int = 0
+    warmups: Requests = Requests(0, 0)  # of the requests, the warm-ups
 
     def __add__(self, other: Part) -> Part:
         return Part(self.starts + other.starts, self.requests + other.requests,
-                    self.scored + other.scored)
+                    self.scored + other.scored, self.warmups + other.warmups)
 
     def seconds(self, plan: TrackPlan, prices: Prices, speed: float, *, most: bool = True
                 ) -> float:
-        """Host seconds with requests at `speed` times B0's median (0 for what is unpriced)."""
+        """Host seconds with requests at `speed` times B0's median (0 for what is unpriced); a
+        demonstrated cheap warm-up (protocol.warmup_steps) at its share of the track's steps."""
         count = self.requests.most if most else self.requests.least
+        warm = self.warmups.most if most else self.warmups.least
+        steps = plan.latency.warmup_steps
+        share = 1.0 if steps is None else min(1.0, steps / plan.shape.num_inference_steps)
+        median = prices.request_s.get(plan.duration, 0.0)
         return (self.starts * prices.start_s.get(plan.duration, 0.0)
-                + count * prices.request_s.get(plan.duration, 0.0) * speed
+                + ((count - warm) + warm * share) * median * speed
                 + self.scored * prices.score_s(plan))
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,12 +190,13 @@ def _latency_parts(plan: TrackPlan, candidate: str) -> tuple[Part, Part]:
     settings = plan.latency
     per_instance = Requests(settings.warmups + settings.repeats,
                             settings.max_warmups + settings.repeats)
+    warm = Requests(settings.warmups, settings.max_warmups)
     b0, cand = Part(0, Requests(0, 0)), Part(0, Requests(0, 0))
     for arm in sequence(settings, candidate):
         if arm == BASELINE:
-            b0 = b0 + Part(1, per_instance)
+            b0 = b0 + Part(1, per_instance, 0, warm)
         else:
-            cand = cand + Part(1, per_instance)
+            cand = cand + Part(1, per_instance, 0, warm)
     probe = settings.caching_probe_requests
     return b0, cand + Part(0, Requests(probe, probe))
 

@@ -95,7 +95,7 @@ def _warm_up(arms: Arms, engine: EngineInstance, run: InstanceRun) -> bool:
     while not warmup_done(_latencies(run.warmups), protocol):
         w = len(run.warmups)
         outcome = arms.request(engine, run.arm, kind="warmup", index=run.position * 100 + w,
-                               seed=seeds[w % len(seeds)])
+                               seed=seeds[w % len(seeds)], steps=protocol.warmup_steps)
         run.warmups.append(outcome)
         if not outcome.complete:
             return False

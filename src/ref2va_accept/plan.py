@@ -118,6 +118,8 @@ class LatencySettings:
     device_kind: Literal["none", "npu", "cuda"]
     devices: tuple[int, ...]
     order_drawn: bool = False  # the seed was drawn for this run (protocol.order_seed: per_run)
+    # Denoising steps of every warm-up (a demonstrated cheap warm-up); None: the track's own.
+    warmup_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -240,6 +242,7 @@ def plan_track(campaign: LoadedCampaign, track_id: str, order_seed: int | None =
             order_seed=(protocol.order_seed if isinstance(protocol.order_seed, int)
                         else order_seed or 0),
             order_drawn=protocol.order_seed == "per_run", pause_s=protocol.pause_s,
+            warmup_steps=protocol.warmup_steps,
             drift_tolerance=protocol.drift_tolerance, target_ratio=protocol.target_ratio,
             confidence=protocol.confidence, decision_rule=protocol.decision_rule,
             caching_probe_requests=protocol.caching_probe_requests,

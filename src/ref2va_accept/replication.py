@@ -109,7 +109,9 @@ class InstanceTimes:
     def steady_window(self, settings: LatencySettings) -> tuple[float, ...]:
         """The requests taken in steady state: the two warm-ups that met the rule, if any, and
         the measured requests; the spread within an instance is computed over these."""
-        kept = self.warmups[-2:] if settings.steady_fraction is not None and self.steady else ()
+        # Cheap warm-ups (fewer steps) are no sample of the measured request's spread.
+        kept = (self.warmups[-2:] if settings.steady_fraction is not None and self.steady
+                and settings.warmup_steps is None else ())
         return (*kept, *self.measured)
 
 

@@ -149,6 +149,15 @@ def _profile(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit,
     return (Unit(nodeid, plan.track_id, plan.latency.warmups + 1),)
 
 
+def _warmup_demonstration(plan: TrackPlan, candidate: str | None, nodeid: str
+                          ) -> tuple[Unit, ...]:
+    # warmup_demo.demonstrate: pairs of B0 instances, each its warm-ups and one measured.
+    from .warmup_demo import DEFAULT_PAIRS, requests_per_pair  # noqa: PLC0415
+
+    return (Unit(nodeid, plan.track_id,
+                 DEFAULT_PAIRS * requests_per_pair(plan.latency.warmups)),)
+
+
 def _none(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
     return ()
 
@@ -169,6 +178,7 @@ SCENARIOS: Mapping[tuple[str, str], UnitsFor] = {
     ("test_track_verdicts.py", "test_track_verdict"): _none,
     ("test_profile.py", "test_profile_baseline"): _profile,
     ("test_profile.py", "test_profile_candidate"): _profile,
+    ("test_warmup.py", "test_cheap_warmup_is_demonstrated"): _warmup_demonstration,
 }
 
 

@@ -73,6 +73,7 @@ def build_request(
     arm: Arm,
     seed: int,
     diagnostics: Diagnostics | None = None,
+    steps: int | None = None,
 ) -> GenerationRequest:
     """The multipart request of one track for one arm: same inputs and seeds in every arm.
 
@@ -91,7 +92,8 @@ def build_request(
         "height": shape.height,
         "num_frames": plan.num_frames,
         "fps": shape.fps,
-        "num_inference_steps": shape.num_inference_steps,
+        # A demonstrated cheap warm-up (protocol.warmup_steps) runs fewer steps, same shape.
+        "num_inference_steps": shape.num_inference_steps if steps is None else steps,
         "flow_shift": shape.flow_shift,
         "guidance_scale": shape.guidance_scale,
         "negative_prompt": shape.negative_prompt,
@@ -283,8 +285,10 @@ class Arms:
         seed: int | None = None,
         record_check: Check | None = None,
         diagnostics_points: Sequence[str] = (),
+        steps: int | None = None,
     ) -> Outcome:
-        """One timed request (see `_request`), with the observer told as it starts and ends."""
+        """One timed request (see `_request`), with the observer told as it starts and ends;
+        `steps`: fewer denoising steps than the track's (a cheap warm-up)."""
         if seed is None:
             seed = self.plan.seeds[0]
         started = RequestStart(self.plan.track_id, arm_id, kind, index, seed)
@@ -292,14 +296,14 @@ class Arms:
             self.observer.on_request_start(started)
         outcome: Outcome | None = None
         try:
-            outcome = self._request(engine, started, record_check, diagnostics_points)
+            outcome = self._request(engine, started, record_check, diagnostics_points, steps)
         finally:
             if self.observer is not None:
                 self.observer.on_request_end(started, outcome)
         return outcome
 
     def _request(self, engine: EngineInstance, started: RequestStart, record_check: Check | None,
-                 diagnostics_points: Sequence[str]) -> Outcome:
+                 diagnostics_points: Sequence[str], steps: int | None = None) -> Outcome:
         """One timed request; the sample, the MP4 and its probe land in the evidence at once.
 
         With `diagnostics_points`, the engine dumps them under the run's evidence (a quality
@@ -315,7 +319,7 @@ class Arms:
                 self.evidence.dump_dir(track_id, engine.spec.instance_id, f"{kind}-{index}"),
                 tuple(diagnostics_points),
             )
-        request = build_request(plan, arm, seed, diagnostics)
+        request = build_request(plan, arm, seed, diagnostics, steps)
         with TimedClient(engine.base_url, plan.timeouts) as client:
             sample, body = client.generate(request, arm=arm_id, track=track_id, kind=kind,
                                            index=index, seed=seed)

@@ -7,6 +7,7 @@ of the file as a whole (unique arm ids, a timeout set per duration class, arms n
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -66,6 +67,29 @@ class TimeoutSet(StrictModel):
     connect_s: float = Field(default=10, gt=0)
 
 
+class WarmupFigures(StrictModel):
+    """One duration class of a warm-up demonstration: the measured request after full warm-ups
+    and after cheap ones, each on an instance of its own (seconds)."""
+
+    full_s: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
+    cheap_s: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.cheap_s) / statistics.median(self.full_s)
+
+
+class WarmupDemonstration(StrictModel):
+    """What the host measured once (`pytest -m warmup_demonstration --warmup-steps N`): the first
+    measured request after warm-ups of `warmup_steps` denoising steps against one after full
+    warm-ups, per duration class; pasted here from that run's output before freezing."""
+
+    warmup_steps: int = Field(ge=1)
+    run_id: str = Field(min_length=1)
+    measured_at: str = Field(min_length=1)
+    per_duration: dict[DurationClass, WarmupFigures] = Field(min_length=1)
+
+
 class Protocol(StrictModel):
     # The unit of replication (docs/protocol.md). "instance": `instances_per_arm` fresh server
     # instances per arm, B0 and candidate interleaved in pairs whose order the order seed draws,
@@ -117,6 +141,11 @@ class Protocol(StrictModel):
     # Seconds from an engine's spawn to its first healthy answer, per duration class (the host's
     # preflight or bring-up): `plan`, `verify` and the budget check price every start with it.
     expected_start_s: dict[DurationClass, Annotated[float, Field(ge=0)]] | None = None
+    # Warm-ups with this many denoising steps instead of the track's (the full shape otherwise):
+    # allowed only with a demonstration that the first measured request after them is within
+    # steady_fraction of one after full warm-ups (`warmup_demonstration`, measured on the host).
+    warmup_steps: int | None = Field(default=None, ge=1)
+    warmup_demonstration: WarmupDemonstration | None = None
     # true: the reference engine may sleep declared device time (a launch profile's cost-model or
     # step-cost-ms, or the cost-model variable in `environment`): the harness's own tests, which
     # need slow or exactly timed requests. Every verdict of such a campaign is capped
@@ -143,6 +172,24 @@ class Protocol(StrictModel):
             if self.instances_per_arm is not None:
                 raise ValueError("instances_per_arm applies to replication 'instance' only; the "
                                  "request design's ordering fixes its instances")
+        if self.warmup_steps is not None:
+            shown = self.warmup_demonstration
+            if shown is None:
+                raise ValueError(
+                    f"warmup_steps {self.warmup_steps}: a cheaper warm-up needs its "
+                    "demonstration (protocol.warmup_demonstration): run `pytest -m "
+                    f"warmup_demonstration --warmup-steps {self.warmup_steps}` on the host once "
+                    "and paste what it prints")
+            if shown.warmup_steps != self.warmup_steps:
+                raise ValueError(f"warmup_steps {self.warmup_steps}, but the demonstration "
+                                 f"measured warm-ups of {shown.warmup_steps} steps")
+            limit = self.steady_fraction if self.steady_fraction is not None else 0.05
+            for duration, figures in shown.per_duration.items():
+                if abs(figures.ratio - 1) > limit:
+                    raise ValueError(
+                        f"warmup_demonstration.per_duration.{duration}: the request after cheap "
+                        f"warm-ups took {figures.ratio:.3f} of one after full warm-ups, beyond "
+                        f"{limit:g} (steady_fraction): the cheap warm-up is not demonstrated")
         if self.max_warmups is not None and self.max_warmups < self.warmups:
             raise ValueError(f"max_warmups {self.max_warmups} is below warmups {self.warmups}")
         if self.steady_fraction is not None:
@@ -162,7 +209,8 @@ class Protocol(StrictModel):
         # canonical form), so that campaigns frozen before the field existed do not drift.
         data: dict[str, Any] = handler(self)
         for name in ("expected_request_s", "instances_per_arm", "max_warmups", "steady_fraction",
-                     "baseline_instances", "declared_device_time", "expected_start_s"):
+                     "baseline_instances", "declared_device_time", "expected_start_s",
+                     "warmup_steps", "warmup_demonstration"):
             if getattr(self, name) is None:
                 data.pop(name, None)
         return data
@@ -469,6 +517,13 @@ class Campaign(StrictModel):
                  "folder) to find it in VBench's layout; found neither")
                 for name, weights in self.scorer_weights.items() if weights.path is None)
         used = sorted({duration_class(t) for t in self.tracks})
+        shown = self.protocol.warmup_demonstration
+        if self.protocol.warmup_steps is not None and shown is not None:
+            lacking = [d for d in used if d not in shown.per_duration]
+            if lacking:
+                violations.append(
+                    (("protocol", "warmup_demonstration", "per_duration"), "a demonstration for "
+                     f"each duration class the tracks use, found none for {', '.join(lacking)}"))
         missing = [d for d in used if d not in self.protocol.timeouts]
         if missing:
             violations.append(

@@ -30,14 +30,19 @@ DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
 # after every other item.
 SCENARIO_ORDER = ("acceptance", "quality", "perf", "profile")
 VERDICT_MARK = "verdict"
-# Profiling scenarios run only when -m names them (`-m "profile and 5s"`).
+# Profiling scenarios and the warm-up demonstration run only when -m names them
+# (`-m "profile and 5s"`, `-m warmup_demonstration`).
 PROFILE_MARK = "profile"
+ASKED_FOR_BY_NAME = (PROFILE_MARK, "warmup_demonstration")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ref2va", "Ref2VA acceptance campaign")
     group.addoption("--campaign", default=None, metavar="PATH",
                     help=f"campaign file (default: ${CAMPAIGN_ENV}, else {DEFAULT_CAMPAIGN})")
+    group.addoption("--warmup-steps", default=None, type=int, metavar="N",
+                    help="the warm-up demonstration's cheap warm-up: N denoising steps "
+                    "(-m warmup_demonstration)")
     group.addoption("--order-seed", default=None, type=int, metavar="N",
                     help="order the latency instances by this seed instead of the campaign's "
                     "(or the one drawn for the run): replays an earlier run's order, which its "
@@ -114,13 +119,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if any(is_campaign_item(item) for item in items):
         require_campaign(config)
     items.sort(key=scenario_rank)
-    # Profiling is asked for by name: `pytest -m "lossy and 15s"` on the host must not add an
-    # instance and three requests per arm (hours there) that no verdict reads.
-    if PROFILE_MARK not in (config.getoption("markexpr", "") or ""):
-        profiled = [item for item in items if item.get_closest_marker(PROFILE_MARK)]
-        if profiled:
-            config.hook.pytest_deselected(items=profiled)
-            items[:] = [item for item in items if not item.get_closest_marker(PROFILE_MARK)]
+    # Profiling and the warm-up demonstration are asked for by name: `pytest -m "lossy and 15s"`
+    # on the host must not add instances and requests (hours there) that no verdict reads.
+    for mark in ASKED_FOR_BY_NAME:
+        if mark in (config.getoption("markexpr", "") or ""):
+            continue
+        unasked = [item for item in items if item.get_closest_marker(mark)]
+        if unasked:
+            config.hook.pytest_deselected(items=unasked)
+            items[:] = [item for item in items if not item.get_closest_marker(mark)]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
