@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ from .plan import plan_campaign
 from .review import ReviewError, ingest, write_review
 
 __all__ = ["add_record_commands"]
+
+# The cheap warm-up `plan` shows the effect of while none is demonstrated.
+WHAT_IF_WARMUP_STEPS = 4
 
 
 def _ledger_of(args: argparse.Namespace) -> Path:
@@ -43,7 +47,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         plans = {t: p for t, p in plans.items() if t in args.tracks}
     result = budget.check(campaign, plans, read_ledger(_ledger_of(args)).entries)
     # The whole search the budget covers (priced on every track, whatever --track selects).
-    searched = search_cost(campaign, plan_campaign(campaign), Prices.of(campaign))
+    everything = plan_campaign(campaign)
+    searched = search_cost(campaign, everything, Prices.of(campaign))
+    # What a demonstrated cheap warm-up would make of it (a what-if, said as one).
+    cheap = None
+    if searched is not None and campaign.model.protocol.warmup_steps is None:
+        what_if = {t: replace(p, latency=replace(p.latency, warmup_steps=WHAT_IF_WARMUP_STEPS))
+                   for t, p in everything.items()}
+        cheap = search_cost(campaign, what_if, Prices.of(campaign))
     if args.json:
         print(json.dumps({**result.to_dict(), "refused": result.refusal(),
                           "search": None if searched is None else searched.to_dict()},
@@ -54,6 +65,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         if searched is not None:
             print("\n".join(search_lines(searched, result.wall_ceiling_h,
                                          result.device_ceiling_h, result.devices)))
+        if cheap is not None and cheap.worst_s is not None:
+            print(f"  with warm-ups of {WHAT_IF_WARMUP_STEPS} steps, once the host has "
+                  f"demonstrated them (pytest -m warmup_demonstration --warmup-steps "
+                  f"{WHAT_IF_WARMUP_STEPS}): worst case {cheap.worst_s / 3600:.2f} wall-h")
         if result.refusal() is None:
             print("a run of these tracks would be allowed")
     return EXIT_PROBLEM if result.refusal() else EXIT_OK
