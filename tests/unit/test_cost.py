@@ -125,6 +125,7 @@ def test_plan_prints_the_search_against_the_ceilings() -> None:
     assert "worst case (every candidate passes its gate and sits at the target)" in out
     assert "at the campaign's outcome mix" in out
     assert "four-track confirmation of one final configuration per track" in out
+    assert "with warm-ups of 4 steps, once the host has demonstrated them" in out
     as_json = subprocess.run([sys.executable, "-m", "ref2va_accept.cli", "plan", str(HOST),
                               "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     found = json.loads(as_json.stdout)["search"]
