@@ -120,6 +120,9 @@ class Reason(StrEnum):
     LATENCY_SUPPORTED = "latency_supported", Category.DECISION
     LATENCY_FAILED = "latency_failed", Category.DECISION
     LATENCY_INCONCLUSIVE = "latency_inconclusive", Category.DECISION
+    # The protocol stopped once no values its remaining instances could measure made the
+    # candidate supported, and the values so far do not show `failed` (latency.py, futility).
+    LATENCY_OUT_OF_REACH = "latency_out_of_reach", Category.DECISION
 
 
 CHECK_REASON_CATEGORIES = frozenset({Category.VALIDITY, Category.DEFECT})

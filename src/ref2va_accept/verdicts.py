@@ -230,7 +230,10 @@ def judge(
     latency = [c.latency for c in relevant
                if c.latency is not None and c.arm == candidate]
     verdict: Verdict = latency[-1].verdict if latency else "inconclusive"
-    return TrackVerdict(track, candidate, verdict, (_LATENCY_REASONS[verdict],), (), summary)
+    reason = _LATENCY_REASONS[verdict]
+    if latency and latency[-1].reasons == ("supported_out_of_reach",):
+        reason = Reason.LATENCY_OUT_OF_REACH
+    return TrackVerdict(track, candidate, verdict, (reason,), (), summary)
 
 
 def family_wise(rows: Sequence[TrackVerdict], checks: Sequence[CheckResult], alpha: float

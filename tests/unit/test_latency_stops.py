@@ -119,6 +119,13 @@ def test_a_candidate_no_faster_than_b0_stops_once_supported_is_out_of_reach() ->
     assert check.latency is not None and check.latency.verdict in ("failed", "inconclusive")
     if check.latency.verdict == "inconclusive":
         assert check.latency.reasons == ("supported_out_of_reach",)
+        # The verdict row says why, apart from an interval that merely spans the target.
+        passed = [CheckResult(TRACK, "slow", name, "pass") for name in (
+            Check.B0_MEDIA, Check.CANDIDATE_MEDIA, Check.CLEANUP, Check.BASELINE_DETERMINISM,
+            Check.LOSSLESS_GATE, Check.ENABLED_PATH_AUDIT, Check.UNOBSERVED_OUTPUT,
+            Check.TIMED_OUTPUT, Check.RESOURCE_INTERFERENCE)]
+        verdict = judge(TRACK, "lossless", "slow", [*passed, check])
+        assert verdict.reasons == (Reason.LATENCY_OUT_OF_REACH,)
     assert check.data["futility"]["own_instances_not_started"] == 3 - started
     assert "supported out of reach" in " ".join(arms.evidence.notes)
 
