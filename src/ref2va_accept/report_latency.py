@@ -126,6 +126,10 @@ def latency_cell(check: Mapping[str, Any] | None) -> str:
     if check is None:
         return "-"
     summary = latency_summary(check)
+    stopped = (check.get("data") or {}).get("stopped_on")
+    if summary is None and stopped:  # a quality check stopped it before any instance started
+        return (f"<span style='color:#9a6700'>not measured: stopped on "
+                f"{html.escape(str(stopped))}</span>")
     if summary is None:
         reason = check.get("reason") or "no interval"
         return f"<span style='color:#9a6700'>not decided: {html.escape(str(reason))}</span>"
@@ -158,12 +162,26 @@ def _interval_text(data: Mapping[str, Any]) -> str:
         value = interval.get(key)
         return "-" if value is None else f"{value:.3f}"
 
-    return (f"<b style='color:{colour}'>{html.escape(verdict.upper())}</b>: ratio interval "
-            f"[{bound('lower')}, {bound('upper')}] at {interval.get('confidence')} per end "
-            f"(k = {interval.get('k')}, {interval.get('n_baseline')} B0 and "
-            f"{interval.get('n_candidate')} candidate values) against target "
-            f"{latency.get('target')}; ratio of medians "
-            f"{latency.get('ratio_of_medians', 0):.3f}")
+    if interval.get("rule") == "welch-log/1":
+        how = (f"Welch interval on log values [{bound('lower')}, {bound('upper')}] at "
+               f"{interval.get('confidence')} per end (df {number(interval.get('df'), '.2f')}, "
+               f"{interval.get('n_baseline')} B0 and {interval.get('n_candidate')} candidate "
+               "values)")
+    else:
+        how = (f"ratio interval [{bound('lower')}, {bound('upper')}] at "
+               f"{interval.get('confidence')} per end (k = {interval.get('k')}, "
+               f"{interval.get('n_baseline')} B0 and {interval.get('n_candidate')} candidate "
+               "values)")
+    reasons = ", ".join(str(r) for r in latency.get("reasons") or [])
+    futile = data.get("futility")
+    stop = (f"; stopped after instance #{futile.get('stopped_after_position')}, "
+            f"{futile.get('own_instances_not_started')} of its instances not started: "
+            "supported was out of reach" if isinstance(futile, Mapping) else "")
+    return (f"<b style='color:{colour}'>{html.escape(verdict.upper())}</b>: {how} against "
+            f"target {latency.get('target')}; ratio of medians "
+            f"{latency.get('ratio_of_medians', 0):.3f}; p-value of ratio &gt;= target "
+            f"{number(latency.get('p_value'), '.4f')}; {html.escape(reasons)}"
+            f"{html.escape(stop)}")
 
 
 def latency_tables_html(bundle: EvidenceBundle) -> str:

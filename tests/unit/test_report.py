@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ref2va_accept.checks import Check
 from ref2va_accept.evidence import EvidenceBundle
 from ref2va_accept.report import host_html, lossy_tables_html, summary_html, verdict_table_html
 from ref2va_accept.sanitize import Sanitizer
@@ -195,3 +196,31 @@ def test_the_latency_chart_draws_every_request_by_instance_position() -> None:
     assert "B0 measured 6.600 s" in svg and "fast distinct 2.000 s" in svg
     assert ">0</text>" in svg and ">2</text>" in svg  # B0 before and after, by position
     assert latency_svg([], "fast") == ""
+
+
+def test_the_latency_cells_say_what_stopped_a_candidate_and_name_the_welch_rule(
+        tmp_path: Path) -> None:
+    import dataclasses
+
+    from ref2va_accept.latency import judge_latency
+    from ref2va_accept.report_latency import latency_cell
+    from tests.unit.test_latency_judgement import INSTANCE, _run
+
+    welch = dataclasses.replace(INSTANCE, decision_rule="welch-log/1", confidence=0.955)
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    runs = [_run("b0", [300]), _run("fast", [140]), _run("b0", [310]), _run("fast", [139]),
+            _run("b0", [295]), _run("fast", [142])]
+    for check in judge_latency("5s-lossless", "fast", runs, welch, futile=(4, 0)):
+        bundle.add_check(check)
+    stopped = CheckResult("5s-lossless", "slow", Check.LATENCY_RATIO, "open", None,
+                          "not measured: stopped on lossless_gate (quality_gate_failed)",
+                          {"stopped_on": "lossless_gate (quality_gate_failed)"})
+    bundle.add_check(stopped)
+    assert latency_cell(stopped.to_dict()) == ("<span style='color:#9a6700'>not measured: "
+                                               "stopped on lossless_gate (quality_gate_failed)"
+                                               "</span>")
+    section = summary_html(bundle)
+    section = section[section.index("Latency: instances and intervals"):]
+    assert "Welch interval on log values [" in section and "p-value of ratio &gt;= target" \
+        in section
+    assert "stopped after instance #4" in section
