@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .campaign import LoadedCampaign
-from .cost import Prices, campaign_costs, total_seconds, unpriced
+from .cost import Prices, campaign_costs, total_seconds, unpriced, unpriced_text
 from .plan import TrackPlan
 
 __all__ = ["BudgetCheck", "check", "device_count", "run_entry"]
@@ -92,7 +92,7 @@ class BudgetCheck:
             f"spent by {self.spent.runs} earlier run(s) (ledger): "
             f"{self.spent.wall_s / 3600:.2f} wall-h, {self.spent.device_s / 3600:.2f} device-h",
             ("planned for this run: not estimated (the campaign freezes no "
-             f"{', '.join(self.unpriced) or 'price'})") if plan is None or device is None else
+             f"{unpriced_text(self.unpriced) or 'price'})") if plan is None or device is None else
             (f"planned for this run: {plan[0] / 3600:.2f}-{plan[1] / 3600:.2f} wall-h, "
              f"{device[0] / 3600:.2f}-{device[1] / 3600:.2f} device-h (at the target ratio - no "
              f"candidate faster than B0; {self.devices} logical devices; every engine start, "

@@ -258,6 +258,25 @@ def unpriced(costs: Sequence[CandidateCost]) -> list[str]:
     return list(dict.fromkeys(name for cost in costs for name in cost.unpriced))
 
 
+def unpriced_text(names: Sequence[str]) -> str:
+    """The missing prices in brief: each field once, with the duration classes (and, for
+    scoring, how many gated dimensions) it lacks."""
+    grouped: dict[str, dict[str, int]] = {}
+    for name in names:
+        parts = name.split(".")
+        field_name, duration = ".".join(parts[:2]), parts[2] if len(parts) > 2 else ""
+        per = grouped.setdefault(field_name, {})
+        per[duration] = per.get(duration, 0) + 1
+    said = []
+    for field_name, per in grouped.items():
+        if field_name == "scoring.seconds_per_output":
+            counts = ", ".join(f"{d}: {n} gated dimension(s)" for d, n in per.items())
+            said.append(f"{field_name} ({counts})")
+        else:
+            said.append(f"{field_name} ({', '.join(per)})")
+    return "; ".join(said)
+
+
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
@@ -304,7 +323,7 @@ def describe(plans: Mapping[str, TrackPlan], prices: Prices) -> list[str]:
                  for c in costs)
     if total is None:
         lines.append(f"total: {starts} engine starts; host time not priced: the campaign "
-                     f"freezes no {', '.join(unpriced(costs))}")
+                     f"freezes no {unpriced_text(unpriced(costs))}")
     else:
         lines.append(f"total: {starts} engine starts, every request, start and score priced; "
                      f"{_hours(total[0])} at the target ratio, {_hours(total[1])} if no "
@@ -417,7 +436,7 @@ def search_lines(found: SearchCost, wall_ceiling_h: float, device_ceiling_h: flo
     lines = [f"search: {found.directions} candidate directions ({per_track})"]
     if found.worst_s is None:
         return [*lines, "search: not priced: the campaign freezes no "
-                + ", ".join(found.unpriced)]
+                + unpriced_text(found.unpriced)]
 
     def against(label: str, seconds: float) -> str:
         wall, device = seconds / 3600, seconds * devices / 3600

@@ -67,7 +67,7 @@ def test_what_is_not_priced_is_named_never_left_out(host_plans) -> None:  # type
     assert no_starts.unpriced == ("protocol.expected_start_s.5s",)
     lines = describe(host_plans, Prices(MEDIAN))
     assert all("h /" not in line for line in lines)
-    assert "host time not priced: the campaign freezes no protocol.expected_start_s.5s" \
+    assert "host time not priced: the campaign freezes no protocol.expected_start_s (5s" \
         in lines[-1]
     assert not any("not included" in line for line in lines)
 
