@@ -21,7 +21,7 @@ def _arms_and_outcome(tmp_path: Path) -> tuple[Any, Any]:
     media.write_bytes(b"not scored here")
     plan = SimpleNamespace(
         track_id="5s-lossy",
-        lossy=SimpleNamespace(weights={}, weight_pins={}, stand_ins=frozenset()),
+        lossy=SimpleNamespace(weights={}, weight_pins={}, stand_ins=frozenset(), device="cpu"),
         inputs=SimpleNamespace(reference_image=SimpleNamespace(path=tmp_path / "ref.png")))
     outcome = SimpleNamespace(complete=True, media_path=media,
                               sample=SimpleNamespace(arm="b0", seed=42))
