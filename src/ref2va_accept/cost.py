@@ -34,13 +34,14 @@ from .plan import TrackPlan
 from .replication import BASELINE, sequence
 from .run_plan import (
     lossless_baseline_requests,
+    lossless_baseline_starts,
     lossless_candidate_requests,
+    lossless_candidate_starts,
     lossy_baseline_requests,
+    lossy_baseline_starts,
     lossy_candidate_requests,
+    lossy_candidate_starts,
 )
-
-# Engine starts of each quality gate: B0 on two independent instances, a candidate on one.
-GATE_STARTS_B0, GATE_STARTS_CANDIDATE = 2, 1
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,15 @@ class Prices:
             missing.append(f"protocol.expected_request_s.{plan.duration}")
         if plan.duration not in self.start_s:
             missing.append(f"protocol.expected_start_s.{plan.duration}")
-        if plan.quality == "lossy":
-            known = self.scoring_s.get(plan.duration, {})
-            missing += [f"scoring.seconds_per_output.{plan.duration}.{dim}"
-                        for dim in plan.lossy.gate.gated if dim not in known]
-        return missing
+        return missing + self.unscored(plan)
+
+    def unscored(self, plan: TrackPlan) -> list[str]:
+        """The scoring prices of this track's gated dimensions the campaign does not freeze."""
+        if plan.quality != "lossy":
+            return []
+        known = self.scoring_s.get(plan.duration, {})
+        return [f"scoring.seconds_per_output.{plan.duration}.{dim}"
+                for dim in plan.lossy.gate.gated if dim not in known]
 
     def score_s(self, plan: TrackPlan) -> float:
         """Scoring one output of this track on every gated dimension (0 on a lossless track)."""
@@ -178,11 +183,12 @@ class CandidateCost:
 def _gate_parts(plan: TrackPlan) -> tuple[Part, Part]:
     """(B0's, a candidate's) quality gate."""
     if plan.quality == "lossless":
-        return (Part(GATE_STARTS_B0, Requests(*(lossless_baseline_requests(),) * 2)),
-                Part(GATE_STARTS_CANDIDATE, Requests(*(lossless_candidate_requests(),) * 2)))
+        return (Part(lossless_baseline_starts(), Requests(*(lossless_baseline_requests(),) * 2)),
+                Part(lossless_candidate_starts(),
+                     Requests(*(lossless_candidate_requests(),) * 2)))
     b0, cand = lossy_baseline_requests(plan.seeds), lossy_candidate_requests(plan.seeds)
-    return (Part(GATE_STARTS_B0, Requests(b0, b0), b0),
-            Part(GATE_STARTS_CANDIDATE, Requests(cand, cand), cand))
+    return (Part(lossy_baseline_starts(), Requests(b0, b0), b0),
+            Part(lossy_candidate_starts(), Requests(cand, cand), cand))
 
 
 def _latency_parts(plan: TrackPlan, candidate: str) -> tuple[Part, Part]:

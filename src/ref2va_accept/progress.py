@@ -23,6 +23,7 @@ from typing import Any, Literal
 import pytest
 
 from .campaign import LoadedCampaign, duration_class
+from .cost import Prices
 from .errors import Ref2VAError
 from .plan import TrackPlan
 from .run_plan import PREFIX, Progress, ScenarioItem, fmt_duration, plan_run
@@ -149,6 +150,10 @@ class ProgressReporter:
         return f"run ETA {self.progress.eta(running, elapsed)}"
 
     # RequestObserver
+    def on_engine_start(self, track: str, arm: str) -> None:
+        with self._lock:
+            self.progress.engine_started()
+
     def on_request_start(self, request: RequestStart) -> None:
         with self._lock:
             if not self._announced:
@@ -269,8 +274,13 @@ class ProgressPlugin:
             return
         terminal = Terminal(tr, self.config.pluginmanager.get_plugin("capturemanager"))
         medians = campaign.model.protocol.expected_request_s
+        prices = Prices.of(campaign)
+        scoring = {track: prices.score_s(p) for track, p in plans.items()
+                   if p.quality == "lossy" and not prices.unscored(p)}
         self.observer = ProgressReporter(
-            Progress(plan, dict(medians.items()) if medians else None), terminal,
+            Progress(plan, dict(medians.items()) if medians else None,
+                     {str(d): s for d, s in prices.start_s.items()} or None, scoring or None),
+            terminal,
             "tty" if terminal.isatty else "plain")
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:

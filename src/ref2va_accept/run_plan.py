@@ -9,7 +9,11 @@ scenario sends, and the run's remaining time. No I/O; live progress (progress.py
   they send exactly what is planned, so the plan cannot drift from them unnoticed.
 - Expected seconds per request: the campaign's frozen preflight medians
   (`protocol.expected_request_s`) when given, else the median of the run's own finished requests
-  of that duration class. Engine starts, scoring and comparisons are not in the estimate.
+  of that duration class. Each scenario's engine starts and scored outputs are counted too, and
+  priced at the campaign's frozen start time (`protocol.expected_start_s`) and scoring time
+  (`scoring.seconds_per_output`, summed over the gated dimensions), as `plan` prices them; one
+  the campaign does not freeze is named as not in the estimate. Comparisons are not priced
+  (seconds, against minutes for a request).
 """
 
 from __future__ import annotations
@@ -33,6 +37,16 @@ PREFIX = "[ref2va]"  # every live-progress line starts with it
 def lossless_baseline_requests() -> int:
     """lossless.run_baseline: watched + unobserved on one B0 instance, watched on a second."""
     return 3
+
+
+def lossless_baseline_starts() -> int:
+    """lossless.run_baseline: two independent B0 instances."""
+    return 2
+
+
+def lossless_candidate_starts() -> int:
+    """lossless.run_candidate: one candidate instance."""
+    return 1
 
 
 def lossless_candidate_requests() -> int:
@@ -60,6 +74,16 @@ def lossy_candidate_requests(seeds: Sequence[int]) -> int:
     return len(seeds)
 
 
+def lossy_baseline_starts() -> int:
+    """lossy.run_baseline: two independent B0 instances (every output of them is scored)."""
+    return 2
+
+
+def lossy_candidate_starts() -> int:
+    """lossy.run_candidate: one candidate instance (every output of it is scored)."""
+    return 1
+
+
 def latency_requests(protocol: LatencySettings, candidate: str) -> int:
     """latency.run_schedule for one candidate: per instance of its pairs (B0's and its own), the
     least warm-ups (more only while the steady-state rule is not met) and the measured requests;
@@ -77,6 +101,13 @@ def latency_arm_requests(protocol: LatencySettings, candidate: str) -> tuple[int
     return b0, (len(order) * per_instance - b0) + protocol.caching_probe_requests
 
 
+def latency_arm_starts(protocol: LatencySettings, candidate: str) -> tuple[int, int]:
+    """(B0's, the candidate's) fresh instances of latency.run_schedule for one candidate."""
+    order = sequence(protocol, candidate)
+    b0 = sum(1 for arm in order if arm == BASELINE)
+    return b0, len(order) - b0
+
+
 @dataclass(frozen=True)
 class Unit:
     """Requests one scenario sends; `key` is shared by scenarios that share them (B0's runs)."""
@@ -85,6 +116,8 @@ class Unit:
     track: str
     requests: int
     dumps: int = 0  # of which ask the engine to dump the comparison points (disk.py sizes them)
+    starts: int = 0  # engine instances it starts
+    scored: int = 0  # outputs it scores on every gated dimension (lossy gates)
 
     @property
     def duration(self) -> DurationClass:
@@ -106,7 +139,16 @@ UnitsFor = Callable[[TrackPlan, str | None, str], tuple[Unit, ...]]
 
 
 def _one(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
-    return (Unit(nodeid, plan.track_id, 1),)
+    return (Unit(nodeid, plan.track_id, 1, starts=1),)
+
+
+def _restart(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+    # Two instances, one after the other, and no timed request.
+    return (Unit(nodeid, plan.track_id, 0, starts=2),)
+
+
+def _one_start(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+    return (Unit(nodeid, plan.track_id, 0, starts=1),)
 
 
 def _lossless_baseline(plan: TrackPlan, candidate: str | None, nodeid: str
@@ -114,39 +156,45 @@ def _lossless_baseline(plan: TrackPlan, candidate: str | None, nodeid: str
     # Shared through the session's Baselines: made by whichever of the track's items runs first.
     track = plan.track_id
     return (Unit(f"lossless-baseline/{track}", track, lossless_baseline_requests(),
-                 lossless_baseline_dumps()),)
+                 lossless_baseline_dumps(), lossless_baseline_starts()),)
 
 
 def _lossless_candidate(plan: TrackPlan, candidate: str | None, nodeid: str
                         ) -> tuple[Unit, ...]:
     return (*_lossless_baseline(plan, candidate, nodeid),
             Unit(nodeid, plan.track_id, lossless_candidate_requests(),
-                 lossless_candidate_dumps()))
+                 lossless_candidate_dumps(), lossless_candidate_starts()))
 
 
 def _lossy_baseline(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
     track = plan.track_id
-    return (Unit(f"lossy-baseline/{track}", track, lossy_baseline_requests(plan.seeds)),)
+    requests = lossy_baseline_requests(plan.seeds)
+    return (Unit(f"lossy-baseline/{track}", track, requests, starts=lossy_baseline_starts(),
+                 scored=requests),)
 
 
 def _lossy_candidate(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
     return (*_lossy_baseline(plan, candidate, nodeid),
-            Unit(nodeid, plan.track_id, lossy_candidate_requests(plan.seeds)))
+            Unit(nodeid, plan.track_id, lossy_candidate_requests(plan.seeds),
+                 starts=lossy_candidate_starts(),
+                 scored=lossy_candidate_requests(plan.seeds)))
 
 
 def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
     assert candidate is not None  # parametrized per candidate
+    b0_starts, own_starts = latency_arm_starts(plan.latency, candidate)
     if plan.latency.baseline_instances != "shared":
-        return (Unit(nodeid, plan.track_id, latency_requests(plan.latency, candidate)),)
+        return (Unit(nodeid, plan.track_id, latency_requests(plan.latency, candidate),
+                     starts=b0_starts + own_starts),)
     # Shared: B0's instances run once per track, in whichever candidate's scenario runs first.
     b0, own = latency_arm_requests(plan.latency, candidate)
-    return (Unit(f"latency-b0/{plan.track_id}", plan.track_id, b0),
-            Unit(nodeid, plan.track_id, own))
+    return (Unit(f"latency-b0/{plan.track_id}", plan.track_id, b0, starts=b0_starts),
+            Unit(nodeid, plan.track_id, own, starts=own_starts))
 
 
 def _profile(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
     # The protocol's warm-ups, then the one profiled request (profile_run.py).
-    return (Unit(nodeid, plan.track_id, plan.latency.warmups + 1),)
+    return (Unit(nodeid, plan.track_id, plan.latency.warmups + 1, starts=1),)
 
 
 def _warmup_demonstration(plan: TrackPlan, candidate: str | None, nodeid: str
@@ -155,7 +203,8 @@ def _warmup_demonstration(plan: TrackPlan, candidate: str | None, nodeid: str
     from .warmup_demo import DEFAULT_PAIRS, requests_per_pair  # noqa: PLC0415
 
     return (Unit(nodeid, plan.track_id,
-                 DEFAULT_PAIRS * requests_per_pair(plan.latency.warmups)),)
+                 DEFAULT_PAIRS * requests_per_pair(plan.latency.warmups),
+                 starts=DEFAULT_PAIRS * 2),)
 
 
 def _none(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
@@ -168,8 +217,8 @@ SCENARIOS: Mapping[tuple[str, str], UnitsFor] = {
     ("test_b0_output.py", "test_b0_returns_complete_mp4"): _one,
     # Its other requests are raw HTTP (bad input, the async job): short, not timed.
     ("test_lifecycle.py", "test_cancelled_async_job_leaves_server_able_to_serve"): _one,
-    ("test_lifecycle.py", "test_bad_request_gets_400_and_server_stays_healthy"): _none,
-    ("test_lifecycle.py", "test_stop_leaves_nothing_and_restart_works"): _none,
+    ("test_lifecycle.py", "test_bad_request_gets_400_and_server_stays_healthy"): _one_start,
+    ("test_lifecycle.py", "test_stop_leaves_nothing_and_restart_works"): _restart,
     ("test_lossless.py", "test_baseline_reproduces_itself"): _lossless_baseline,
     ("test_lossless.py", "test_candidate_is_bit_exact"): _lossless_candidate,
     ("test_lossy.py", "test_baseline_variability_leaves_room_to_decide"): _lossy_baseline,
@@ -236,38 +285,47 @@ def fmt_duration(seconds: float) -> str:
 
 @dataclass
 class Progress:
-    """The plan, what has run of it, and the remaining time; no I/O."""
+    """The plan, what has run of it, and the remaining time; no I/O.
+
+    `start_s` (per duration class) and `score_s` (per track: one output on every gated
+    dimension) are the campaign's frozen prices; without them starts and scoring are named as
+    not in the estimate, never silently left out."""
 
     plan: Plan
     medians: Mapping[str, float] | None = None
+    start_s: Mapping[str, float] | None = None
+    score_s: Mapping[str, float] | None = None
     started: int = 0
     finished: dict[str, list[float]] = field(default_factory=dict)  # duration -> seconds (ok)
     done_units: set[str] = field(default_factory=set)
     done_items: set[str] = field(default_factory=set)
     current_item: str | None = None
     sent_in_item: int = 0
+    starts_in_item: int = 0
 
     def item_started(self, nodeid: str) -> None:
-        self.current_item, self.sent_in_item = nodeid, 0
+        self.current_item, self.sent_in_item, self.starts_in_item = nodeid, 0, 0
 
     def item_finished(self, nodeid: str) -> None:
         # Whatever it sent, its units are over (a failed B0 makes its candidates send nothing).
         self.done_items.add(nodeid)
         self.done_units |= {u.key for u in self.plan.items.get(nodeid, ())}
         if self.current_item == nodeid:
-            self.current_item, self.sent_in_item = None, 0
+            self.current_item, self.sent_in_item, self.starts_in_item = None, 0, 0
 
     def request_started(self) -> int:
         self.started += 1
         self.sent_in_item += 1
         return self.started
 
+    def engine_started(self) -> None:
+        self.starts_in_item += 1
+
     def request_finished(self, duration: str, seconds: float, ok: bool) -> None:
         if ok:  # a fast failure says nothing about how long a request takes
             self.finished.setdefault(duration, []).append(seconds)
 
-    def remaining_requests(self) -> dict[str, int]:
-        """Requests still to start, per duration class (the running one excluded)."""
+    def _pending(self) -> dict[str, Unit]:
         pending: dict[str, Unit] = {}
         for nodeid, units in self.plan.items.items():
             if nodeid in self.done_items:
@@ -275,16 +333,35 @@ class Progress:
             for unit in units:
                 if unit.key not in self.done_units:
                     pending.setdefault(unit.key, unit)
+        return pending
+
+    def _remaining(self, what: str, done_in_item: int, by: str = "duration") -> dict[str, int]:
+        """Of `what` (a Unit count), how many are still to come, per duration class (or track);
+        `done_in_item`: how many the running scenario has done already."""
+        pending = self._pending()
         counts: dict[str, int] = {}
         for unit in pending.values():
-            counts[unit.duration] = counts.get(unit.duration, 0) + unit.requests
+            key = getattr(unit, by)
+            counts[key] = counts.get(key, 0) + getattr(unit, what)
         current = self.plan.items.get(self.current_item or "", ())
-        if current and self.sent_in_item:
+        if current and done_in_item:
             # Every unit of one scenario is of its track, so of one duration class.
-            duration = current[0].duration
-            own = sum(u.requests for u in current if u.key in pending)
-            counts[duration] = counts.get(duration, 0) - min(self.sent_in_item, own)
-        return {d: n for d, n in counts.items() if n > 0}
+            key = getattr(current[0], by)
+            own = sum(getattr(u, what) for u in current if u.key in pending)
+            counts[key] = counts.get(key, 0) - min(done_in_item, own)
+        return {k: n for k, n in counts.items() if n > 0}
+
+    def remaining_requests(self) -> dict[str, int]:
+        """Requests still to start, per duration class (the running one excluded)."""
+        return self._remaining("requests", self.sent_in_item)
+
+    def remaining_starts(self) -> dict[str, int]:
+        """Engine starts still to come, per duration class."""
+        return self._remaining("starts", self.starts_in_item)
+
+    def remaining_scored(self) -> dict[str, int]:
+        """Outputs still to score, per track (the running scenario's until it ends)."""
+        return self._remaining("scored", 0, by="track")
 
     @property
     def total(self) -> int:
@@ -306,8 +383,9 @@ class Progress:
         return f"estimate from {_count(n, 'finished request')}"
 
     def eta(self, running: str | None = None, elapsed: float = 0.0) -> str:
-        """The run's remaining request time as text, e.g. "~3h10m (from the frozen ...)"."""
-        total, unknown = 0.0, []
+        """The run's remaining time as text, e.g. "~3h10m (from the frozen ...)": requests,
+        engine starts and scoring, each at its frozen price; what has none is named."""
+        total, unknown, unpriced = 0.0, [], []
         remaining = self.remaining_requests()
         for duration, count in sorted(remaining.items()):
             expected = self.expected_s(duration)
@@ -321,12 +399,29 @@ class Progress:
                 unknown.append(f"the running {running} request")
             else:
                 total += max(0.0, expected - elapsed)
-        if not remaining and running is None:
+        starts, scored = self.remaining_starts(), self.remaining_scored()
+        for duration, count in sorted(starts.items()):
+            price = (self.start_s or {}).get(duration)
+            if price is None:
+                unpriced.append(f"{_count(count, 'engine start')} ({duration})")
+            else:
+                total += count * price
+        for track, count in sorted(scored.items()):
+            price = (self.score_s or {}).get(track)
+            if price is None:
+                unpriced.append(f"scoring {_count(count, 'output')} ({track})")
+            else:
+                total += count * price
+        if not remaining and running is None and not starts and not scored:
             return "none left"
-        if unknown and not total:
+        if (unknown or unpriced) and not total:
             return f"unknown ({self.source()})"
-        text = f"{'>=' if unknown else '~'}{fmt_duration(total)} ({self.source()}"
-        return text + (f"; not yet timed: {', '.join(unknown)})" if unknown else ")")
+        text = f"{'>=' if unknown or unpriced else '~'}{fmt_duration(total)} ({self.source()}"
+        if unknown:
+            text += f"; not yet timed: {', '.join(unknown)}"
+        if unpriced:
+            text += f"; not priced: {', '.join(unpriced)}"
+        return text + ")"
 
     def summary(self) -> str:
         counts = self.plan.per_duration()
@@ -340,7 +435,28 @@ class Progress:
             text += f"; expected per request {medians} from the frozen preflight medians"
         else:
             text += "; expected time per request estimated from this run's finished requests"
-        return text + "; engine starts and scoring not included"
+        return text + "; " + self._priced_text()
+
+    def _priced_text(self) -> str:
+        """What the starts and the scoring of the plan add, and at what price."""
+        units = self.plan.units().values()
+        starts: dict[str, int] = {}
+        scored: dict[str, int] = {}
+        for unit in units:
+            if unit.starts:
+                starts[unit.duration] = starts.get(unit.duration, 0) + unit.starts
+            if unit.scored:
+                scored[unit.track] = scored.get(unit.track, 0) + unit.scored
+        said = []
+        for duration, count in starts.items():
+            price = (self.start_s or {}).get(duration)
+            said.append(f"{_count(count, 'engine start')} ({duration}) "
+                        + (f"at {price:g} s" if price is not None else "not priced"))
+        for track, count in scored.items():
+            price = (self.score_s or {}).get(track)
+            said.append(f"{_count(count, 'scored output')} ({track}) "
+                        + (f"at {price:.0f} s" if price is not None else "not priced"))
+        return ", ".join(said) or "no engine start or scoring planned"
 
 
 # -- writing it ---------------------------------------------------------------------------------

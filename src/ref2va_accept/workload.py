@@ -150,7 +150,10 @@ class RequestStart:
 
 
 class RequestObserver(Protocol):
-    """Told as each request starts and ends (outcome None when the request raised)."""
+    """Told as each engine instance starts, and as each request starts and ends (outcome None
+    when the request raised)."""
+
+    def on_engine_start(self, track: str, arm: str) -> None: ...
 
     def on_request_start(self, request: RequestStart) -> None: ...
 
@@ -247,6 +250,8 @@ class Arms:
             raise CampaignError(f"{self.campaign.path}: cannot start an engine while fields are "
                                 f"unfilled: {', '.join(unfilled)}")
         spec = self.launch_spec(self.plan.arm(arm_id), profiler_config)
+        if self.observer is not None:
+            self.observer.on_engine_start(track_id, arm_id)
         record = spec.to_dict() | {"track": track_id, "run": self.evidence.run_id}
         self.evidence.add_instance(record)
         try:

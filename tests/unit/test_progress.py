@@ -8,6 +8,8 @@ against a counting stand-in of Arms):
 - perf: per instance of the frozen ordering (ABA, AB, ABBA) warmups + repeats, plus the caching
   probe's distinct requests on the candidate's instances;
 - verdicts and the other lifecycle scenarios: none through Arms.
+Engine starts are counted the same way (the stand-in counts `start`), and scored outputs are the
+lossy gates' requests; the remaining time prices both at the campaign's frozen figures.
 """
 
 from __future__ import annotations
@@ -40,13 +42,18 @@ from ref2va_accept.run_plan import (
     Progress,
     ScenarioItem,
     Unit,
+    latency_arm_starts,
     latency_requests,
     lossless_baseline_dumps,
     lossless_baseline_requests,
+    lossless_baseline_starts,
     lossless_candidate_dumps,
     lossless_candidate_requests,
+    lossless_candidate_starts,
     lossy_baseline_requests,
+    lossy_baseline_starts,
     lossy_candidate_requests,
+    lossy_candidate_starts,
     plan_run,
 )
 from ref2va_accept.workload import Outcome, OutcomeLog, RequestStart
@@ -172,20 +179,30 @@ def _calls_of_arms_request(function: str, path: Path) -> int:
     return body.count("arms.request(")
 
 
-@pytest.mark.parametrize(("rel", "function", "count"), [
-    ("tests/acceptance/test_b0_output.py", "test_b0_returns_complete_mp4", 1),
+def _calls_of_arms_start(function: str, path: Path) -> int:
+    source = path.read_text()
+    body = source.split(f"def {function}(", 1)[1].split("\ndef ", 1)[0]
+    return body.count("arms.start(")
+
+
+@pytest.mark.parametrize(("rel", "function", "count", "starts"), [
+    ("tests/acceptance/test_b0_output.py", "test_b0_returns_complete_mp4", 1, 1),
     ("tests/acceptance/test_lifecycle.py",
-     "test_cancelled_async_job_leaves_server_able_to_serve", 1),
-    ("tests/acceptance/test_lifecycle.py", "test_bad_request_gets_400_and_server_stays_healthy", 0),
-    ("tests/acceptance/test_lifecycle.py", "test_stop_leaves_nothing_and_restart_works", 0),
-    ("tests/verdicts/test_track_verdicts.py", "test_track_verdict", 0),
+     "test_cancelled_async_job_leaves_server_able_to_serve", 1, 1),
+    ("tests/acceptance/test_lifecycle.py", "test_bad_request_gets_400_and_server_stays_healthy",
+     0, 1),
+    ("tests/acceptance/test_lifecycle.py", "test_stop_leaves_nothing_and_restart_works", 0, 2),
+    ("tests/verdicts/test_track_verdicts.py", "test_track_verdict", 0, 0),
 ])
 def test_acceptance_counts_match_the_scenarios_own_requests(
-        rel: str, function: str, count: int, campaign: LoadedCampaign) -> None:
-    # These scenarios send their requests inline, once each (no loop): count the calls.
+        rel: str, function: str, count: int, starts: int, campaign: LoadedCampaign) -> None:
+    # These scenarios send their requests and start their engines inline, once each (no loop):
+    # count the calls.
     assert _calls_of_arms_request(function, ROOT / rel) == count
+    assert _calls_of_arms_start(function, ROOT / rel) == starts
     units = SCENARIOS[(Path(rel).name, function)](plan_track(campaign, "5s-lossless"), None, "x")
     assert sum(u.requests for u in units) == count
+    assert sum(u.starts for u in units) == starts
 
 
 class _Engine:
@@ -210,12 +227,14 @@ class CountingArms:
         self.latency_s = latency_s
         self.outcomes = OutcomeLog()
         self.requests: list[tuple[str, str]] = []
+        self.starts: list[str] = []  # the arm of each engine started
         self.dumps = 0  # requests that asked for comparison points
         self.evidence = SimpleNamespace(add_check=lambda check: None, note=lambda text: None,
                                         checks=[])
         self.registry = SimpleNamespace(stop=lambda engine: None)
 
     def start(self, arm_id: str = "b0") -> _Engine:
+        self.starts.append(arm_id)
         return _Engine(f"{self.plan.track_id}.{arm_id}")
 
     def request(self, engine: _Engine, arm_id: str, *, kind: str, index: int,
@@ -244,11 +263,14 @@ def test_lossless_counts_match_the_gate(track: str, campaign: LoadedCampaign) ->
     baseline = lossless.run_baseline(arms)  # type: ignore[arg-type]
     assert len(arms.requests) == lossless_baseline_requests()
     assert arms.dumps == lossless_baseline_dumps() == 2  # the disk estimate sizes these
+    assert len(arms.starts) == lossless_baseline_starts() == 2
     arms.requests.clear()
+    arms.starts.clear()
     arms.dumps = 0
     lossless.run_candidate(arms, "lossless-text-kv", baseline)  # type: ignore[arg-type]
     assert len(arms.requests) == lossless_candidate_requests()
     assert arms.dumps == lossless_candidate_dumps() == 1
+    assert arms.starts == ["lossless-text-kv"] and lossless_candidate_starts() == 1
 
 
 @pytest.mark.parametrize("track", ["5s-lossy", "15s-lossy"])
@@ -259,11 +281,14 @@ def test_lossy_counts_match_the_gate(track: str, campaign: LoadedCampaign) -> No
     arms = CountingArms(plan)
     baseline = lossy.run_baseline(arms)  # type: ignore[arg-type]
     assert len(arms.requests) == lossy_baseline_requests(seeds) == 4
+    assert len(arms.starts) == lossy_baseline_starts() == 2
     arms.requests.clear()
+    arms.starts.clear()
     # The candidate runs B0's seeds (a baseline whose requests failed still carries them).
     assert tuple(run.seed for run in baseline.runs) == seeds
     lossy.run_candidate(arms, "cache-dit-mild", baseline)  # type: ignore[arg-type]
     assert len(arms.requests) == lossy_candidate_requests(seeds) == 2
+    assert arms.starts == ["cache-dit-mild"] and lossy_candidate_starts() == 1
     assert arms.dumps == 0  # no lossy request dumps (the plan sizes none)
 
 
@@ -284,6 +309,10 @@ def test_latency_counts_match_the_protocol(design: str, instances: int | None, w
     assert len(arms.requests) == latency_requests(protocol, "lossless-text-kv")
     started = 2 * instances if instances else {"ABA": 3, "AB": 2, "ABBA": 4}[design]
     assert len(arms.requests) == started * (warmups + repeats) + probe
+    b0_starts, own_starts = latency_arm_starts(protocol, "lossless-text-kv")
+    assert arms.starts.count("b0") == b0_starts
+    assert arms.starts.count("lossless-text-kv") == own_starts
+    assert b0_starts + own_starts == started
     assert arms.dumps == 0  # timed requests never dump (it perturbs timing)
 
 
@@ -325,6 +354,37 @@ def test_eta_from_the_runs_own_finished_requests() -> None:
     assert progress.eta() == (">=3m20s (estimate from 2 finished requests; "
                               "not yet timed: 1 x 15s)")
     assert progress.total == 3 + 3
+
+
+def test_eta_prices_engine_starts_and_scoring() -> None:
+    plan = Plan({
+        "a": (Unit("lossy-baseline/5s-lossy", "5s-lossy", 4, starts=2, scored=4),),
+        "b": (Unit("b", "5s-lossless", 2, starts=1),),
+    })
+    progress = Progress(plan, {"5s": 100.0}, {"5s": 600.0}, {"5s-lossy": 50.0})
+    # 6 requests x 100 s + 3 starts x 600 s + 4 scored x 50 s
+    assert progress.eta() == "~43m20s (from the frozen preflight medians)"
+    assert progress.summary().endswith(
+        "3 engine starts (5s) at 600 s, 4 scored outputs (5s-lossy) at 50 s")
+    progress.item_started("a")
+    progress.engine_started()
+    progress.request_started()
+    # one start and one request of a's are behind it; its scoring is still to come
+    assert progress.remaining_starts() == {"5s": 2}
+    assert progress.remaining_scored() == {"5s-lossy": 4}
+    assert progress.eta() == "~31m40s (from the frozen preflight medians)"
+    progress.item_finished("a")
+    assert progress.remaining_scored() == {}
+    assert progress.eta() == "~13m20s (from the frozen preflight medians)"
+
+
+def test_eta_names_the_starts_and_scoring_it_cannot_price() -> None:
+    plan = Plan({"a": (Unit("a", "5s-lossy", 2, starts=1, scored=2),)})
+    progress = Progress(plan, {"5s": 100.0})
+    assert progress.eta() == (">=3m20s (from the frozen preflight medians; not priced: "
+                              "1 engine start (5s), scoring 2 outputs (5s-lossy))")
+    assert progress.summary().endswith(
+        "1 engine start (5s) not priced, 2 scored outputs (5s-lossy) not priced")
 
 
 def test_a_scenario_that_sends_less_than_planned_shrinks_n() -> None:
@@ -503,6 +563,8 @@ def test_b0_returns_complete_mp4(arms, track_id, monkeypatch):
     monkeypatch.setattr(workload, "TimedClient", Client)
     engine = SimpleNamespace(base_url="http://fake", snapshot_tree=lambda: None,
                              spec=SimpleNamespace(instance_id=track_id + ".b0.1"))
+    if arms.observer is not None:  # as Arms.start tells it
+        arms.observer.on_engine_start(track_id, "b0")
     outcome = arms.request(engine, "b0", kind="smoke", index=0)
     assert not outcome.sample.ok
 
