@@ -14,7 +14,7 @@ from typing import Any
 
 from . import budget
 from .campaign import load_campaign
-from .cost import Prices, search_cost, search_lines
+from .cost import Prices, SearchCost, search_cost, search_lines
 from .errors import EXIT_OK, EXIT_PROBLEM, CampaignError
 from .lanes import campaign_lanes
 from .ledger import LEDGER_ENV, LedgerError, ledger_path, read_ledger, table_lines
@@ -68,10 +68,25 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         if cheap is not None and cheap.worst_s is not None:
             print(f"  with warm-ups of {WHAT_IF_WARMUP_STEPS} steps, once the host has "
                   f"demonstrated them (pytest -m warmup_demonstration --warmup-steps "
-                  f"{WHAT_IF_WARMUP_STEPS}): worst case {cheap.worst_s / 3600:.2f} wall-h")
+                  f"{WHAT_IF_WARMUP_STEPS}): worst case {cheap.worst_s / 3600:.2f} wall-h"
+                  + _fits_when(cheap, result.wall_ceiling_h, result.device_ceiling_h,
+                               result.devices, campaign.model.scoring.device))
         if result.refusal() is None:
             print("a run of these tracks would be allowed")
     return EXIT_PROBLEM if result.refusal() else EXIT_OK
+
+
+def _fits_when(found: SearchCost, wall_h: float, device_h: float, devices: int,
+               scoring_device: str) -> str:
+    """What scoring one output may cost for a search to fit (said only when it is over)."""
+    ceiling = min(wall_h, device_h / max(devices, 1)) * 3600
+    if found.worst_s is None or found.worst_s <= ceiling:
+        return " (within the ceilings)"
+    _, score = found.break_even(ceiling)
+    if score is None:
+        return "; still over whatever scoring costs"
+    return (f"; it fits if scoring one output takes at most {score:.0f} s (now {found.score_s:.0f}"
+            f" s on {scoring_device}: the host's scoring device measures it)")
 
 
 def _cmd_ledger(args: argparse.Namespace) -> int:

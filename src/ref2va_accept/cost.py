@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .campaign import DurationClass, LoadedCampaign, TrackId
-from .plan import TrackPlan
+from .campaign import DurationClass, LoadedCampaign
+from .plan import TrackPlan, baseline_groups
 from .replication import BASELINE, sequence
 from .run_plan import (
     lossless_baseline_requests,
@@ -227,26 +227,54 @@ def candidate_cost(plan: TrackPlan, candidate: str, prices: Prices) -> Candidate
     return _priced(cost, plan, prices)
 
 
-def track_costs(plan: TrackPlan, candidates: Sequence[str], prices: Prices
-                ) -> list[CandidateCost]:
+def track_costs(plan: TrackPlan, candidates: Sequence[str], prices: Prices,
+                *, b0_latency_paid: bool = False) -> list[CandidateCost]:
     """Per candidate; B0's gate runs once per track and a shared B0's latency instances too
-    (baseline_instances: shared), so both are counted on the track's first candidate only."""
+    (baseline_instances: shared), so both are counted on the track's first candidate only.
+    `b0_latency_paid`: another track of its baseline group (plan.baseline_groups) already
+    counts the B0 latency instances these candidates are judged on."""
     shared = plan.latency.baseline_instances == "shared"
     costs = []
+    none = Part(0, Requests(0, 0))
     for index, candidate in enumerate(candidates):
         cost = candidate_cost(plan, candidate, prices)
-        if index:
-            none = Part(0, Requests(0, 0))
-            cost = _priced(replace(cost, b0_gate=none,
-                                   b0_latency=none if shared else cost.b0_latency), plan, prices)
+        if index or b0_latency_paid:
+            skip_latency = b0_latency_paid or shared
+            cost = _priced(replace(cost, b0_gate=none if index else cost.b0_gate,
+                                   b0_latency=none if skip_latency else cost.b0_latency),
+                           plan, prices)
         costs.append(cost)
     return costs
 
 
-def campaign_costs(plans: Mapping[str, TrackPlan], prices: Prices) -> list[CandidateCost]:
-    """Every track's candidates as the campaign names them."""
-    return [cost for plan in plans.values()
-            for cost in track_costs(plan, [a.id for a in plan.candidates], prices)]
+def _grouped(plans: Mapping[str, TrackPlan], candidates: Mapping[str, Sequence[str]],
+             prices: Prices, share: bool) -> list[list[CandidateCost]]:
+    """Per track (in `candidates`' order), its costs; with `share`, a B0 latency set counted
+    once per baseline group of the tracks that have candidates, on the group's first track."""
+    groups = baseline_groups({t: plans[t] for t in candidates if candidates[t]}) if share else {}
+    paid: set[tuple[str, ...]] = set()
+    out = []
+    for track_id, ids in candidates.items():
+        group = groups.get(track_id, (track_id,))
+        out.append(track_costs(plans[track_id], ids, prices,
+                               b0_latency_paid=bool(ids) and group in paid))
+        if ids:
+            paid.add(group)
+    return out
+
+
+def campaign_costs(plans: Mapping[str, TrackPlan], prices: Prices, *, share: bool = True
+                   ) -> list[CandidateCost]:
+    """Every track's candidates as the campaign names them; with `share` (one session runs
+    them all), B0's latency instances once per baseline group (plan.baseline_groups)."""
+    candidates = {t: [a.id for a in plan.candidates] for t, plan in plans.items()}
+    return [cost for costs in _grouped(plans, candidates, prices, share) for cost in costs]
+
+
+def shared_groups(plans: Mapping[str, TrackPlan]) -> list[tuple[str, ...]]:
+    """The baseline groups of more than one track with candidates, as `plan` names them."""
+    groups = baseline_groups({t: p for t, p in plans.items() if p.candidates})
+    return list(dict.fromkeys(g for g in groups.values() if len(g) > 1))
 
 
 def total_seconds(costs: Sequence[CandidateCost]) -> tuple[float, float] | None:
@@ -310,6 +338,11 @@ def describe(plans: Mapping[str, TrackPlan], prices: Prices) -> list[str]:
     if shared:
         lines.append("B0's gate and (shared) latency instances counted on each track's first "
                      "candidate: " + ", ".join(shared))
+    across = shared_groups(plans)
+    if across:
+        lines.append("B0's latency instances shared across tracks (the same server asked the "
+                     "same timed request; counted on the first): "
+                     + "; ".join(" + ".join(g) for g in across))
     costs = campaign_costs(plans, prices)
     width = max([len("candidate"), *(len(c.candidate) for c in costs)])
     lines.append(f"{'track':<13} {'candidate':<{width}} {'starts':>6} {'B0 req':>7} "
@@ -401,17 +434,16 @@ def search_cost(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan], prices
     search = campaign.model.search
     if search is None:
         return None
-    screened: dict[TrackId, list[str]] = {}
+    screened: dict[str, list[str]] = {}
     for direction in search.directions:
-        for track_id in direction.tracks:
-            screened.setdefault(track_id, []).append(direction.id)
+        for track in direction.tracks:
+            screened.setdefault(track, []).append(direction.id)
     worst = mix = 0.0
     missing: list[str] = []
     starts = scored = 0
     start_s = score_s = 0.0
-    for track_id, ids in screened.items():
+    for track_id, costs in zip(screened, _grouped(plans, screened, prices, True), strict=True):
         plan = plans[track_id]
-        costs = track_costs(plan, ids, prices)
         missing += unpriced(costs)
         for cost in costs:
             parts = cost.gate + cost.latency + cost.b0_gate + cost.b0_latency
@@ -424,7 +456,8 @@ def search_cost(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan], prices
             worst += total[0]
             if search.outcome_mix is not None:
                 mix += _mix_seconds(costs, plans[track_id], prices, search.outcome_mix)
-    confirm = [c for plan in plans.values() for c in track_costs(plan, ["final"], prices)]
+    confirm = [c for costs in _grouped(plans, {t: ["final"] for t in plans}, prices, True)
+               for c in costs]
     missing += unpriced(confirm)
     confirmed = total_seconds(confirm)
     priced = not missing

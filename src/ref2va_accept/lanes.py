@@ -45,7 +45,8 @@ def track_weights(campaign: LoadedCampaign,
     plans = plan_campaign(campaign) if plans is None else plans
     expected = campaign.model.protocol.expected_request_s
     requests: dict[str, int] = dict.fromkeys(plans, 0)
-    for cost in campaign_costs(plans, Prices.of(campaign)):
+    # Lanes are sessions of their own: each measures its own B0, shared with no other lane.
+    for cost in campaign_costs(plans, Prices.of(campaign), share=False):
         # B0's quality-gate requests are on the track's first candidate, once per track.
         requests[cost.track] += (cost.b0.least + cost.b0_gate.requests.least
                                  + cost.candidate_requests.least)

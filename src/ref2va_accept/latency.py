@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -273,6 +273,18 @@ def distinct_plan(settings: LatencySettings, order: Sequence[str], candidates: S
     return plan
 
 
+GROUP_SEPARATOR = ":"  # "<track>:<candidate>" in a schedule shared by several tracks
+
+
+def member_label(track_id: str, candidate: str) -> str:
+    """A candidate's arm in a schedule whose B0 serves several tracks (track ids hold no ':')."""
+    return f"{track_id}{GROUP_SEPARATOR}{candidate}"
+
+
+def _plain(label: str) -> str:
+    return label if label == BASELINE else label.split(GROUP_SEPARATOR, 1)[-1]
+
+
 @dataclass
 class ScheduleRun:
     """What a track's latency schedule gave: every instance run, and per arm the error that
@@ -285,17 +297,24 @@ class ScheduleRun:
     futile: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def for_candidate(self, candidate: str) -> list[InstanceRun]:
-        """The instances one candidate is judged on: B0's (its own or the shared ones) and its
-        own; the error that stopped B0's or its own instance, raised for its scenario."""
+        """The instances one candidate (its label in a schedule shared by several tracks) is
+        judged on: B0's (its own or the shared ones) and its own, under their plain arm ids;
+        the error that stopped B0's or its own instance, raised for its scenario."""
         for arm in (BASELINE, candidate):
             if arm in self.errors:
                 raise self.errors[arm]
-        return [r for r in self.runs if r.arm in (BASELINE, candidate)]
+        return [r if r.arm == _plain(r.arm) else replace(r, arm=_plain(r.arm))
+                for r in self.runs if r.arm in (BASELINE, candidate)]
 
 
-def run_schedule(arms: Arms, candidates: Sequence[str]) -> ScheduleRun:
+def run_schedule(arms: Arms, candidates: Sequence[str],
+                 members: Mapping[str, Arms] | None = None) -> ScheduleRun:
     """Every latency instance of the track for `candidates`, in the frozen order, recorded as
     it goes (replication.schedule: B0 per candidate, or shared by all of them).
+
+    `members`: a schedule whose B0 serves the candidates of several tracks (plan.baseline_groups):
+    the candidates are labels `<track>:<candidate>`, each run through its own track's Arms (B0
+    through `arms`), and the order is drawn for the tracks together.
 
     An instance that failed a request or whose warm-up never became steady decides its arm
     (docs/protocol.md): that arm's remaining instances are not started, and when B0 is decided,
@@ -307,7 +326,9 @@ def run_schedule(arms: Arms, candidates: Sequence[str]) -> ScheduleRun:
     plan: TrackPlan = arms.plan
     protocol = plan.latency
     probe = probe_for(protocol.device_kind, protocol.devices)
-    order = schedule(protocol, plan.track_id, candidates)
+    tracks = plan.track_id if members is None else "+".join(
+        dict.fromkeys([plan.track_id, *(m.plan.track_id for m in members.values())]))
+    order = schedule(protocol, tracks, candidates)
     distinct = distinct_plan(protocol, order, candidates)
     runs: list[InstanceRun] = []
     errors: dict[str, Exception] = {}
@@ -321,12 +342,14 @@ def run_schedule(arms: Arms, candidates: Sequence[str]) -> ScheduleRun:
                      else list(decided)[-1])
             skipped[cause] = skipped.get(cause, 0) + 1
             continue
+        runner = arms if members is None or arm_id == BASELINE else members[arm_id]
         try:
-            run = run_instance(arms, arm_id, position, probe, distinct[position])
+            run = run_instance(runner, _plain(arm_id), position, probe, distinct[position])
         except Exception as exc:  # kept for its own scenario and raised there
             errors[arm_id] = exc
             decided[arm_id] = f"{arm_id}#{position}"
             continue
+        run.arm = arm_id  # its label in this schedule
         runs.append(run)
         if run.failed() or not run.steady:
             decided[arm_id] = f"{arm_id}#{position}"
@@ -338,7 +361,7 @@ def run_schedule(arms: Arms, candidates: Sequence[str]) -> ScheduleRun:
     for arm_id, left in skipped.items():
         who = ", ".join(candidates) if arm_id == BASELINE else arm_id
         why = " (supported out of reach)" if arm_id in futile else ""
-        arms.evidence.note(f"{plan.track_id} {who}: latency protocol ended after "
+        arms.evidence.note(f"{tracks} {who}: latency protocol ended after "
                            f"{decided[arm_id]}{why}; {left} instance(s) not started")
     return ScheduleRun(runs, errors, {c: (p, sum(1 for a in order[p + 1:] if a == c))
                                       for c, p in futile.items()})
@@ -364,13 +387,20 @@ class LatencySchedules:
 
     With a shared B0 the first candidate's scenario runs the whole track's schedule, interleaved
     as frozen, and each candidate is then judged on its part; with B0 per candidate each
-    candidate's scenario runs its own pairs.
+    candidate's scenario runs its own pairs. Tracks whose B0 is the same server asked the same
+    timed request (plan.baseline_groups, set by the plugin with `share`) run one schedule for
+    all their covered candidates: one set of B0 instances serves them all.
     """
 
     def __init__(self) -> None:
         self._covered: dict[str, tuple[str, ...]] = {}
-        self._ran: dict[tuple[str, tuple[str, ...]], ScheduleRun] = {}
-        self._schedule_of: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._ran: dict[tuple[tuple[str, ...], tuple[str, ...]], ScheduleRun] = {}
+        # (track, candidate) -> (the key of the schedule that judged it, its label there)
+        self._schedule_of: dict[tuple[str, str],
+                                tuple[tuple[tuple[str, ...], tuple[str, ...]], str]] = {}
+        self._members: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+        self._groups: Mapping[str, tuple[str, ...]] = {}
+        self._plans: Mapping[str, TrackPlan] = {}
 
     def cover(self, track_id: str, candidates: Sequence[str]) -> None:
         self._covered[track_id] = tuple(dict.fromkeys(candidates))
@@ -378,29 +408,69 @@ class LatencySchedules:
     def covered(self, track_id: str) -> tuple[str, ...]:
         return self._covered.get(track_id, ())
 
+    def share(self, groups: Mapping[str, tuple[str, ...]], plans: Mapping[str, TrackPlan]
+              ) -> None:
+        """Which tracks' B0 latency instances may serve each other's candidates."""
+        self._groups, self._plans = groups, plans
+
+    def group(self, track_id: str) -> tuple[str, ...]:
+        """The tracks whose covered candidates this track's schedule runs with (itself
+        included): its baseline group, restricted to the tracks this session measures."""
+        tracks = tuple(t for t in self._groups.get(track_id, (track_id,))
+                       if t == track_id or self.covered(t))
+        return tracks if len(tracks) > 1 else (track_id,)
+
     def shared_with(self, track_id: str, candidate: str) -> tuple[str, ...]:
-        """The other candidates whose schedule shared B0's instances with this one."""
-        covered = self._schedule_of.get((track_id, candidate), (candidate,))
-        return tuple(c for c in covered if c != candidate)
+        """The other candidates whose schedule shared B0's instances with this one (labelled
+        `<track>:<candidate>` when they came from several tracks)."""
+        found = self._schedule_of.get((track_id, candidate))
+        if found is None:
+            return ()
+        (_, labels), label = found
+        return tuple(c for c in labels if c != label)
 
     def runs(self, arms: Arms, candidate: str) -> list[InstanceRun]:
         track_id = arms.plan.track_id
-        # Candidates a quality check already stopped take no place in the shared schedule.
-        covered = tuple(c for c in self.covered(track_id)
-                        if quality_stop(arms.evidence.checks, track_id, c) is None)
-        if arms.plan.latency.baseline_instances != "shared" or candidate not in covered:
-            covered = (candidate,)
-        key = (track_id, covered)
-        self._schedule_of[(track_id, candidate)] = covered
+        checks = arms.evidence.checks
+        shared = arms.plan.latency.baseline_instances == "shared"
+        tracks = self.group(track_id) if shared else (track_id,)
+        # Candidates a quality check already stopped take no place in the shared schedule. Taken
+        # once, when the schedule first runs: what its own instances record later (an engine
+        # that did not start) must not make the next candidate's scenario run a second one.
+        if tracks not in self._members:
+            self._members[tracks] = [(t, c) for t in tracks for c in self.covered(t)
+                                     if quality_stop(checks, t, c) is None]
+        members = self._members[tracks]
+        if not shared or (track_id, candidate) not in members:
+            members = [(track_id, candidate)]
+        several = len({t for t, _ in members}) > 1
+        labels = tuple(member_label(t, c) if several else c for t, c in members)
+        key = (tracks if several else (track_id,), labels)
+        label = member_label(track_id, candidate) if several else candidate
+        self._schedule_of[(track_id, candidate)] = (key, label)
         if key not in self._ran:
-            self._ran[key] = run_schedule(arms, covered)
-        return self._ran[key].for_candidate(candidate)
+            runners = None
+            if several:
+                own = {t: arms if t == track_id else arms.for_track(self._plans[t])
+                       for t in key[0]}
+                runners = {member_label(t, c): own[t] for t, c in members}
+            self._ran[key] = run_schedule(arms, labels, runners)
+        return self._ran[key].for_candidate(label)
 
     def futility(self, track_id: str, candidate: str) -> tuple[int, int] | None:
         """Where the candidate's protocol stopped with `supported` out of reach, if it did."""
-        covered = self._schedule_of.get((track_id, candidate), (candidate,))
-        ran = self._ran.get((track_id, covered))
-        return None if ran is None else ran.futile.get(candidate)
+        found = self._schedule_of.get((track_id, candidate))
+        if found is None:
+            return None
+        key, label = found
+        ran = self._ran.get(key)
+        return None if ran is None else ran.futile.get(label)
+
+    def tracks_of(self, track_id: str, candidate: str) -> tuple[str, ...]:
+        """The tracks whose candidates the schedule that judged this one ran (one, unless B0
+        was shared across tracks)."""
+        found = self._schedule_of.get((track_id, candidate))
+        return (track_id,) if found is None else found[0][0]
 
 
 # Checks the latency protocol itself records: what they find never stops it before it runs.
@@ -448,9 +518,12 @@ def run_latency(arms: Arms, candidate: str,
     checks = judge_latency(plan.track_id, candidate, runs, plan.latency,
                            schedules.futility(plan.track_id, candidate))
     others = list(schedules.shared_with(plan.track_id, candidate))
+    tracks = schedules.tracks_of(plan.track_id, candidate)
     for check in checks:
         if check.name == Check.LATENCY_RATIO and others:
             check.data["baseline_shared_with"] = others
+        if check.name == Check.LATENCY_RATIO and len(tracks) > 1:
+            check.data["baseline_tracks"] = list(tracks)
     for check in checks:
         arms.evidence.add_check(check)
     timed = timed_output_for(plan, arms.outcomes, candidate)

@@ -267,3 +267,31 @@ def plan_option(campaign: Path | None, track_id: str | None) -> TrackPlan | None
         raise CampaignError("--campaign and --track go together: a campaign file and one of "
                             "its tracks")
     return plan_track(load_campaign(campaign), track_id)
+
+
+def baseline_key(plan: TrackPlan) -> str | None:
+    """What makes B0's latency instances of this track interchangeable with another track's:
+    the duration class, the launch (B0's profile and request overrides), the measured request
+    (model, shape, frames, inputs and its seed, the track's first) and the protocol itself.
+    None when the track's B0 is not shared (per-candidate pairs or the request design)."""
+    latency = plan.latency
+    if latency.replication != "instance" or latency.baseline_instances != "shared":
+        return None
+    b0 = plan.arm("b0").spec
+    shape = {k: v for k, v in plan.shape.model_dump().items() if k != "seeds"}
+    return repr((plan.duration, plan.model, b0.profile, sorted(b0.request.items()), shape,
+                 plan.num_frames, plan.inputs, plan.seeds[0], plan.timeouts, latency))
+
+
+def baseline_groups(plans: Mapping[str, TrackPlan]) -> dict[str, tuple[str, ...]]:
+    """Per track, the tracks (itself among them, in campaign order) whose candidates one
+    set of B0 latency instances may serve: same duration class, same B0 launch line and the
+    same measured request under the same protocol (`baseline_key`). A track alone is its own
+    group. The lossless and lossy tracks of one duration class usually are one group: their
+    B0 is the same server asked the same timed request."""
+    keys = {track_id: baseline_key(plan) for track_id, plan in plans.items()}
+    groups: dict[str, tuple[str, ...]] = {}
+    for track_id, key in keys.items():
+        groups[track_id] = ((track_id,) if key is None else
+                            tuple(t for t, k in keys.items() if k == key))
+    return groups

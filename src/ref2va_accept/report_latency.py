@@ -27,6 +27,10 @@ def _unit_text(data: Mapping[str, Any]) -> str:
         shared = data.get("baseline_shared_with")
         b0 = (f"; B0's instances shared with {', '.join(map(str, shared))}"
               if isinstance(shared, list) and shared else "")
+        tracks = data.get("baseline_tracks")
+        if isinstance(tracks, list) and len(tracks) > 1:
+            b0 += (f" (one B0 for the tracks {' + '.join(map(str, tracks))}: the same server "
+                   "asked the same timed request)")
         return (f"unit: server instance ({data.get('instances_per_arm')} fresh instances per "
                 f"arm, one value each: the median of its measured requests{b0})")
     if data.get("unit") == "request":

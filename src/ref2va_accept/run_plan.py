@@ -21,15 +21,16 @@ from __future__ import annotations
 import logging
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .campaign import DurationClass, duration_class
-from .plan import LatencySettings, TrackPlan
+from .plan import LatencySettings, TrackPlan, baseline_groups
 from .replication import BASELINE, sequence
 
 log = logging.getLogger(__name__)
 
 PREFIX = "[ref2va]"  # every live-progress line starts with it
+_B0_LATENCY = "latency-b0/"  # the key of a shared B0's latency instances, then its tracks
 
 
 # -- how many requests each scenario sends ------------------------------------------------------
@@ -188,7 +189,7 @@ def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit,
                      starts=b0_starts + own_starts),)
     # Shared: B0's instances run once per track, in whichever candidate's scenario runs first.
     b0, own = latency_arm_requests(plan.latency, candidate)
-    return (Unit(f"latency-b0/{plan.track_id}", plan.track_id, b0, starts=b0_starts),
+    return (Unit(f"{_B0_LATENCY}{plan.track_id}", plan.track_id, b0, starts=b0_starts),
             Unit(nodeid, plan.track_id, own, starts=own_starts))
 
 
@@ -266,6 +267,13 @@ def plan_run(items: Iterable[ScenarioItem], plans: Mapping[str, TrackPlan]) -> P
                         item.nodeid)
             units_for = _none
         planned[item.nodeid] = units_for(plans[item.track], item.candidate, item.nodeid)
+    # A B0 whose latency instances serve several tracks (plan.baseline_groups, as the session's
+    # latency schedules run it) is one unit for them all.
+    groups = baseline_groups(plans)
+    for nodeid, units in planned.items():
+        planned[nodeid] = tuple(
+            replace(u, key=f"{_B0_LATENCY}{'+'.join(groups.get(u.track, (u.track,)))}")
+            if u.key.startswith(_B0_LATENCY) else u for u in units)
     return Plan(planned, tuple(unknown))
 
 

@@ -200,6 +200,15 @@ class Arms:
         # Set by whoever shows progress (the pytest plugin); the judge itself never needs one.
         self.observer: RequestObserver | None = None
 
+    def for_track(self, plan: TrackPlan) -> Arms:
+        """Arms for another track of this run, sharing its evidence, registry, outcome log,
+        observer and list of started instances (so this scenario's teardown audits what it
+        starts): a B0 shared across tracks runs one schedule for both tracks' candidates."""
+        other = Arms(self.campaign, plan, self.evidence, self.registry, self.outcomes)
+        other.started = self.started
+        other.observer = self.observer
+        return other
+
     def launch_spec(self, arm: Arm, profiler_config: Mapping[str, Any] | None = None
                     ) -> LaunchSpec:
         """How one instance of ``arm`` starts; with ``profiler_config``, with vLLM's torch

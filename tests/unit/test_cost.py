@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,15 @@ import pytest
 import yaml
 
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.cost import Prices, candidate_cost, describe, search_cost, track_costs
-from ref2va_accept.plan import plan_campaign
+from ref2va_accept.cost import (
+    Prices,
+    campaign_costs,
+    candidate_cost,
+    describe,
+    search_cost,
+    track_costs,
+)
+from ref2va_accept.plan import baseline_groups, plan_campaign
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / "fixtures/campaigns/910c.yaml"
@@ -99,11 +107,42 @@ def test_the_host_campaign_prices_its_whole_search_and_the_confirmation(host_pla
     assert found.worst_s is not None and found.mix_s is not None
     assert found.mix_s < found.worst_s  # half the directions stop at their gate
     assert found.confirmation_s is not None and found.confirmation_s > 0
-    # Worst case: B0 (2 gate + 3 latency starts) per track, 1 + 3 per direction.
-    assert found.starts == 2 * 5 + 12 * 4
+    # Worst case: B0's 2 gate starts per track, its 3 latency starts once for the two 5 s
+    # tracks (one server asked the same timed request), 1 + 3 per direction.
+    assert found.starts == 2 * 2 + 3 + 12 * 4 == 55
     # The break-even start: the worst case at that start time is exactly the ceiling.
-    start, _ = found.break_even(found.worst_s + 58 * 10)
+    start, _ = found.break_even(found.worst_s + 55 * 10)
     assert start == pytest.approx(found.start_s + 10)
+
+
+def test_a_b0_shared_across_tracks_is_counted_once_and_named(host_plans) -> None:  # type: ignore[no-untyped-def]
+    campaign = load_campaign(HOST)
+    prices = Prices.of(campaign)
+    shared = campaign_costs(host_plans, prices)
+    alone = campaign_costs(host_plans, prices, share=False)
+    b0_starts = {t: sum(c.b0_latency.starts for c in shared if c.track == t) for t in host_plans}
+    assert b0_starts == {"5s-lossless": 3, "5s-lossy": 0, "15s-lossless": 3, "15s-lossy": 0}
+    assert sum(c.b0_latency.starts for c in alone) == 4 * 3  # lanes: each session its own
+    lines = describe(host_plans, prices)
+    assert ("B0's latency instances shared across tracks (the same server asked the same timed "
+            "request; counted on the first): 5s-lossless + 5s-lossy; 15s-lossless + 15s-lossy"
+            ) in lines
+    # A different B0 launch line, or a different timed request, is not shared.
+    for changed in (
+            dataclasses.replace(host_plans["5s-lossy"], seeds=(7, 43)),
+            dataclasses.replace(host_plans["5s-lossy"], latency=dataclasses.replace(
+                host_plans["5s-lossy"].latency, instances_per_arm=4))):
+        plans = dict(host_plans, **{"5s-lossy": changed})
+        assert baseline_groups(plans)["5s-lossy"] == ("5s-lossy",)
+    b0 = host_plans["5s-lossy"].arm("b0")
+    other = dataclasses.replace(b0, spec=b0.spec.model_copy(update={"profile": "other.yaml"}))
+    arms = tuple(other if a.is_baseline else a for a in host_plans["5s-lossy"].arms)
+    plans = dict(host_plans, **{"5s-lossy": dataclasses.replace(host_plans["5s-lossy"],
+                                                               arms=arms)})
+    assert baseline_groups(plans)["5s-lossless"] == ("5s-lossless",)
+    # Seeds past the first (the lossy gate's) are no part of the timed request.
+    assert baseline_groups(host_plans)["5s-lossy"] == ("5s-lossless", "5s-lossy")
+    assert host_plans["5s-lossy"].seeds != host_plans["5s-lossless"].seeds
 
 
 def test_a_search_naming_a_track_the_campaign_lacks_is_refused(tmp_path: Path) -> None:
@@ -126,6 +165,11 @@ def test_plan_prints_the_search_against_the_ceilings() -> None:
     assert "at the campaign's outcome mix" in out
     assert "four-track confirmation of one final configuration per track" in out
     assert "with warm-ups of 4 steps, once the host has demonstrated them" in out
+    # ... and what scoring one output may then cost for the worst case to fit the ceilings.
+    fits = re.search(r"it fits if scoring one output takes at most (\d+) s \(now 2278 s on "
+                     r"cpu", out)
+    assert fits is not None, out
+    assert 0 < int(fits.group(1)) < 2278
     as_json = subprocess.run([sys.executable, "-m", "ref2va_accept.cli", "plan", str(HOST),
                               "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     found = json.loads(as_json.stdout)["search"]

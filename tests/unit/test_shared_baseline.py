@@ -16,7 +16,13 @@ from ref2va_accept import latency
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cost import Prices, campaign_costs
 from ref2va_accept.errors import CampaignError, EngineStartError
-from ref2va_accept.plan import LatencySettings, TrackPlan, plan_campaign, plan_track
+from ref2va_accept.plan import (
+    LatencySettings,
+    TrackPlan,
+    baseline_groups,
+    plan_campaign,
+    plan_track,
+)
 from ref2va_accept.replication import BASELINE, schedule, sequence
 from ref2va_accept.run_plan import ScenarioItem, latency_requests, plan_run
 from ref2va_accept.workload import Outcome, OutcomeLog, Sample
@@ -129,6 +135,13 @@ class ScriptedArms:
                                         checks=self.checks)
         self.registry = SimpleNamespace(stop=lambda engine: None)
 
+    def for_track(self, plan: TrackPlan) -> ScriptedArms:
+        """As Arms.for_track: another track's arms, sharing what this one records."""
+        other = ScriptedArms(plan, self.seconds, self.failing, self.not_starting)
+        other.outcomes, other.starts, other.requests = self.outcomes, self.starts, self.requests
+        other.notes, other.checks, other.evidence = self.notes, self.checks, self.evidence
+        return other
+
     def _jitter(self) -> float:
         # A 1% spread that repeats every three requests: each arm spreads (the Welch rule
         # decides nothing on values that do not), and the ratios stay what SECONDS says.
@@ -197,6 +210,58 @@ def test_a_shared_schedule_runs_b0_once_per_track_and_judges_each_candidate(
     b0_per_candidate = latency_requests(plan.latency, "lossless-text-kv") - 3 * (
         plan.latency.warmups + plan.latency.repeats) - plan.latency.caching_probe_requests
     assert Counter(a for a, _ in arms.requests)[BASELINE] == b0_per_candidate
+
+
+LOSSY = ("cache-dit-mild", "frame-hold")
+
+
+def test_one_b0_serves_the_lossless_and_lossy_tracks_of_one_duration() -> None:
+    plans = plan_campaign(load_campaign(CAMPAIGN))
+    lossless_plan, lossy_plan = plans["5s-lossless"], plans["5s-lossy"]
+    seconds = {**SECONDS, "cache-dit-mild": 3.0, "frame-hold": 2.5}
+    arms = ScriptedArms(lossless_plan, seconds)
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossless", THREE)
+    schedules.cover("5s-lossy", LOSSY)
+    schedules.share(baseline_groups(plans), plans)
+    results = {("5s-lossless", c): _judge(arms, schedules, c) for c in THREE}
+    lossy_arms = arms.for_track(lossy_plan)
+    results |= {("5s-lossy", c): _judge(lossy_arms, schedules, c) for c in LOSSY}
+    started = Counter(arms.starts)
+    # Three B0 instances for five candidates of two tracks, run once.
+    assert started[BASELINE] == 3
+    assert all(started[c] == 3 for c in ("lossless-text-kv", "mislabelled-cache", *LOSSY))
+    tracks = ("5s-lossless", "5s-lossy")
+    frozen = schedule(lossless_plan.latency, "+".join(tracks),
+                      [f"{t}:{c}" for t, cs in zip(tracks, (THREE, LOSSY), strict=True)
+                       for c in cs])
+    # Started in the order drawn for the two tracks together (reduction-order, no faster than
+    # B0, stopped early: left out of the comparison).
+    assert [a.split(":")[-1] for a in frozen if not a.endswith(":reduction-order")] == [
+        a for a in arms.starts if a != "reduction-order"]
+    b0_values = None
+    for (track, candidate), check in results.items():
+        data = check["data"]
+        assert check["track"] == track
+        assert set(data["sequence"]) == {BASELINE, candidate}
+        assert data["sequence"].count(BASELINE) == 3
+        assert data["baseline_tracks"] == list(tracks)
+        assert len(data["baseline_shared_with"]) == 4
+        assert f"{track}:{candidate}" not in data["baseline_shared_with"]
+        assert b0_values in (None, data["baseline_s"])  # the same B0 values for every one
+        b0_values = data["baseline_s"]
+    assert results[("5s-lossy", "frame-hold")]["latency"].verdict == "supported"
+    # Each candidate's requests are its own track's: the lossy candidates' through its arms.
+    assert len(arms.outcomes.of("5s-lossy", "frame-hold", "measured")) == 3
+    assert arms.outcomes.of("5s-lossless", "frame-hold", "measured") == []
+    # The progress plan counts that B0 once for both tracks.
+    items = [ScenarioItem(f"tests/perf/test_latency.py::t[{t}:{c}]", "test_latency.py",
+                          "test_latency_against_matched_b0", t, c)
+             for t, cs in zip(tracks, (THREE, LOSSY), strict=True) for c in cs]
+    counted = plan_run(items, plans)
+    per_instance = lossless_plan.latency.warmups + lossless_plan.latency.repeats
+    own = 3 * per_instance + lossless_plan.latency.caching_probe_requests
+    assert counted.total == 3 * per_instance + 5 * own
 
 
 def test_a_failed_candidate_stops_only_its_own_instances(plan: TrackPlan) -> None:
@@ -303,3 +368,15 @@ def test_cost_counts_b0_on_the_first_candidate_only() -> None:
     costs = [c for c in campaign_costs(plans, Prices()) if c.track == "5s-lossless"]
     assert [c.starts for c in costs] == [6, 3, 3]
     assert [c.b0.least for c in costs] == [9, 0, 0]
+
+
+def test_the_report_names_a_b0_shared_across_tracks() -> None:
+    from ref2va_accept.report_latency import _unit_text
+
+    data = {"unit": "instance", "instances_per_arm": 3,
+            "baseline_shared_with": ["5s-lossy:frame-hold"],
+            "baseline_tracks": ["5s-lossless", "5s-lossy"]}
+    text = _unit_text(data)
+    assert "B0's instances shared with 5s-lossy:frame-hold" in text
+    assert "one B0 for the tracks 5s-lossless + 5s-lossy" in text
+    assert "one B0 for the tracks" not in _unit_text({**data, "baseline_tracks": ["5s-lossy"]})

@@ -18,7 +18,7 @@ import pytest
 
 from ..campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
 from ..errors import CampaignError, Ref2VAError
-from ..plan import TrackPlan
+from ..plan import TrackPlan, baseline_groups
 from ..progress import scenario_item
 from .state import run_state
 
@@ -140,9 +140,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 and scenario.candidate is not None):
             covered.setdefault(scenario.track, []).append(scenario.candidate)
     if covered:
-        latency = run_state(session.config).latency
+        state = run_state(session.config)
         for track_id, candidates in covered.items():
-            latency.cover(track_id, candidates)
+            state.latency.cover(track_id, candidates)
+        # Tracks whose B0 is the same server asked the same timed request share its instances.
+        state.latency.share(baseline_groups(state.plans), state.plans)
 
 
 def require_campaign(config: pytest.Config) -> None:
