@@ -78,7 +78,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 def _fits_when(found: SearchCost, wall_h: float, device_h: float, devices: int,
                scoring_device: str) -> str:
-    """What scoring one output may cost for a search to fit (said only when it is over)."""
+    """Whether the search fits, and if not, what scoring one output may cost for it to."""
     ceiling = min(wall_h, device_h / max(devices, 1)) * 3600
     if found.worst_s is None or found.worst_s <= ceiling:
         return " (within the ceilings)"

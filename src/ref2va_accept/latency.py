@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .campaign import TRACK_IDS
 from .checks import Check, Reason
 from .devices import DeviceProbe, foreign_processes, probe_for
 from .gates import GateResult
@@ -282,7 +283,9 @@ def member_label(track_id: str, candidate: str) -> str:
 
 
 def _plain(label: str) -> str:
-    return label if label == BASELINE else label.split(GROUP_SEPARATOR, 1)[-1]
+    """The arm id of a schedule label: a candidate id itself may hold ':', a track id never."""
+    track, sep, candidate = label.partition(GROUP_SEPARATOR)
+    return candidate if sep and track in TRACK_IDS else label
 
 
 @dataclass

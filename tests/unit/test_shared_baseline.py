@@ -380,3 +380,9 @@ def test_the_report_names_a_b0_shared_across_tracks() -> None:
     assert "B0's instances shared with 5s-lossy:frame-hold" in text
     assert "one B0 for the tracks 5s-lossless + 5s-lossy" in text
     assert "one B0 for the tracks" not in _unit_text({**data, "baseline_tracks": ["5s-lossy"]})
+
+
+def test_a_candidate_id_with_a_colon_is_no_track_label() -> None:
+    assert latency._plain("5s-lossy:frame-hold") == "frame-hold"
+    assert latency._plain("mine:v2") == "mine:v2"
+    assert latency._plain(BASELINE) == BASELINE
