@@ -386,3 +386,31 @@ def test_a_candidate_id_with_a_colon_is_no_track_label() -> None:
     assert latency._plain("5s-lossy:frame-hold") == "frame-hold"
     assert latency._plain("mine:v2") == "mine:v2"
     assert latency._plain(BASELINE) == BASELINE
+
+
+def test_a_start_failure_recorded_by_the_schedule_runs_no_second_schedule(
+        plan: TrackPlan) -> None:
+    # Arms.start records a failed engine start as a check; the next candidate's scenario must
+    # be judged on the schedule already run, not draw a new one without that candidate.
+    from ref2va_accept.checks import Check, Reason
+    from ref2va_accept.verdicts import CheckResult
+
+    arms = ScriptedArms(plan, SECONDS, not_starting="reduction-order")
+    real_start = arms.start
+
+    def start(arm_id: str = "b0") -> _Engine:
+        try:
+            return real_start(arm_id)
+        except EngineStartError as exc:
+            arms.checks.append(CheckResult("5s-lossless", arm_id, Check.ENGINE_START, "fail",
+                                           Reason.ENGINE_START_FAILED, str(exc)))
+            raise
+
+    arms.start = start  # type: ignore[method-assign]
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossless", THREE)
+    _judge(arms, schedules, "lossless-text-kv")
+    started = list(arms.starts)
+    _judge(arms, schedules, "mislabelled-cache")
+    assert arms.starts == started  # nothing started again
+    assert started.count(BASELINE) == 3
