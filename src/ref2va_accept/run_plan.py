@@ -278,6 +278,18 @@ def plan_run(items: Iterable[ScenarioItem], plans: Mapping[str, TrackPlan]) -> P
 
 
 # -- where the run stands -----------------------------------------------------------------------
+def _tally(units: Iterable[Unit], what: str, by: str) -> dict[str, int]:
+    """Of `what` (a Unit count: requests, starts, scored), the sum per `by` (duration, track),
+    keys with none left out."""
+    counts: dict[str, int] = {}
+    for unit in units:
+        n = getattr(unit, what)
+        if n:
+            key = getattr(unit, by)
+            counts[key] = counts.get(key, 0) + n
+    return counts
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -347,10 +359,7 @@ class Progress:
         """Of `what` (a Unit count), how many are still to come, per duration class (or track);
         `done_in_item`: how many the running scenario has done already."""
         pending = self._pending()
-        counts: dict[str, int] = {}
-        for unit in pending.values():
-            key = getattr(unit, by)
-            counts[key] = counts.get(key, 0) + getattr(unit, what)
+        counts = _tally(pending.values(), what, by)
         current = self.plan.items.get(self.current_item or "", ())
         if current and done_in_item:
             # Every unit of one scenario is of its track, so of one duration class.
@@ -408,18 +417,14 @@ class Progress:
             else:
                 total += max(0.0, expected - elapsed)
         starts, scored = self.remaining_starts(), self.remaining_scored()
-        for duration, count in sorted(starts.items()):
-            price = (self.start_s or {}).get(duration)
-            if price is None:
-                unpriced.append(f"{_count(count, 'engine start')} ({duration})")
-            else:
-                total += count * price
-        for track, count in sorted(scored.items()):
-            price = (self.score_s or {}).get(track)
-            if price is None:
-                unpriced.append(f"scoring {_count(count, 'output')} ({track})")
-            else:
-                total += count * price
+        for counts, prices, verb, noun in ((starts, self.start_s, "", "engine start"),
+                                           (scored, self.score_s, "scoring ", "output")):
+            for key, count in sorted(counts.items()):
+                price = (prices or {}).get(key)
+                if price is None:
+                    unpriced.append(f"{verb}{_count(count, noun)} ({key})")
+                else:
+                    total += count * price
         if not remaining and running is None and not starts and not scored:
             return "none left"
         if (unknown or unpriced) and not total:
@@ -448,22 +453,14 @@ class Progress:
     def _priced_text(self) -> str:
         """What the starts and the scoring of the plan add, and at what price."""
         units = self.plan.units().values()
-        starts: dict[str, int] = {}
-        scored: dict[str, int] = {}
-        for unit in units:
-            if unit.starts:
-                starts[unit.duration] = starts.get(unit.duration, 0) + unit.starts
-            if unit.scored:
-                scored[unit.track] = scored.get(unit.track, 0) + unit.scored
         said = []
-        for duration, count in starts.items():
-            price = (self.start_s or {}).get(duration)
-            said.append(f"{_count(count, 'engine start')} ({duration}) "
-                        + (f"at {price:g} s" if price is not None else "not priced"))
-        for track, count in scored.items():
-            price = (self.score_s or {}).get(track)
-            said.append(f"{_count(count, 'scored output')} ({track}) "
-                        + (f"at {price:.0f} s" if price is not None else "not priced"))
+        for what, by, prices, noun, shown in (
+                ("starts", "duration", self.start_s, "engine start", "g"),
+                ("scored", "track", self.score_s, "scored output", ".0f")):
+            for key, count in _tally(units, what, by).items():
+                price = (prices or {}).get(key)
+                said.append(f"{_count(count, noun)} ({key}) "
+                            + (f"at {price:{shown}} s" if price is not None else "not priced"))
         return ", ".join(said) or "no engine start or scoring planned"
 
 
