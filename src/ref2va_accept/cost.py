@@ -30,9 +30,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .campaign import DurationClass, LoadedCampaign
-from .plan import TrackPlan, baseline_groups
+from .plan import TrackPlan, baseline_groups, gate_groups
 from .replication import BASELINE, sequence
 from .run_plan import (
+    gate_units,
     lossless_baseline_requests,
     lossless_baseline_starts,
     lossless_candidate_requests,
@@ -227,20 +228,31 @@ def candidate_cost(plan: TrackPlan, candidate: str, prices: Prices) -> Candidate
     return _priced(cost, plan, prices)
 
 
+def b0_gate_part(track_id: str, group: Mapping[str, TrackPlan]) -> Part:
+    """This track's share of its gate group's B0 gate instances (b0_gate.py, counted as
+    run_plan.gate_units counts them): the two starts on the group's first track, each request
+    on the track that makes it."""
+    unit = next(u for u in gate_units(group) if u.track == track_id)
+    return Part(unit.starts, Requests(unit.requests, unit.requests), unit.scored)
+
+
 def track_costs(plan: TrackPlan, candidates: Sequence[str], prices: Prices,
-                *, b0_latency_paid: bool = False) -> list[CandidateCost]:
+                *, b0_latency_paid: bool = False, b0_gate: Part | None = None
+                ) -> list[CandidateCost]:
     """Per candidate; B0's gate runs once per track and a shared B0's latency instances too
     (baseline_instances: shared), so both are counted on the track's first candidate only.
     `b0_latency_paid`: another track of its baseline group (plan.baseline_groups) already
-    counts the B0 latency instances these candidates are judged on."""
+    counts the B0 latency instances these candidates are judged on. `b0_gate`: the track's
+    share of B0 gate instances it shares with others (b0_gate_part), else its own."""
     shared = plan.latency.baseline_instances == "shared"
     costs = []
     none = Part(0, Requests(0, 0))
     for index, candidate in enumerate(candidates):
         cost = candidate_cost(plan, candidate, prices)
-        if index or b0_latency_paid:
-            skip_latency = b0_latency_paid or shared
-            cost = _priced(replace(cost, b0_gate=none if index else cost.b0_gate,
+        if index or b0_latency_paid or b0_gate is not None:
+            skip_latency = b0_latency_paid or (shared and index > 0)
+            gate = none if index else cost.b0_gate if b0_gate is None else b0_gate
+            cost = _priced(replace(cost, b0_gate=gate,
                                    b0_latency=none if skip_latency else cost.b0_latency),
                            plan, prices)
         costs.append(cost)
@@ -251,13 +263,18 @@ def _grouped(plans: Mapping[str, TrackPlan], candidates: Mapping[str, Sequence[s
              prices: Prices, share: bool) -> list[list[CandidateCost]]:
     """Per track (in `candidates`' order), its costs; with `share`, a B0 latency set counted
     once per baseline group of the tracks that have candidates, on the group's first track."""
-    groups = baseline_groups({t: plans[t] for t in candidates if candidates[t]}) if share else {}
+    measured = {t: plans[t] for t in candidates if candidates[t]}
+    groups = baseline_groups(measured) if share else {}
+    gates = gate_groups(measured) if share else {}
     paid: set[tuple[str, ...]] = set()
     out = []
     for track_id, ids in candidates.items():
         group = groups.get(track_id, (track_id,))
+        gate = gates.get(track_id, (track_id,))
         out.append(track_costs(plans[track_id], ids, prices,
-                               b0_latency_paid=bool(ids) and group in paid))
+                               b0_latency_paid=bool(ids) and group in paid,
+                               b0_gate=b0_gate_part(track_id, {t: plans[t] for t in gate})
+                               if len(gate) > 1 else None))
         if ids:
             paid.add(group)
     return out
@@ -271,9 +288,12 @@ def campaign_costs(plans: Mapping[str, TrackPlan], prices: Prices, *, share: boo
     return [cost for costs in _grouped(plans, candidates, prices, share) for cost in costs]
 
 
-def shared_groups(plans: Mapping[str, TrackPlan]) -> list[tuple[str, ...]]:
-    """The baseline groups of more than one track with candidates, as `plan` names them."""
-    groups = baseline_groups({t: p for t, p in plans.items() if p.candidates})
+def shared_groups(plans: Mapping[str, TrackPlan], *, gates: bool = False
+                  ) -> list[tuple[str, ...]]:
+    """The baseline groups (`gates`: the gate groups) of more than one track with candidates,
+    as `plan` names them."""
+    measured = {t: p for t, p in plans.items() if p.candidates}
+    groups = gate_groups(measured) if gates else baseline_groups(measured)
     return list(dict.fromkeys(g for g in groups.values() if len(g) > 1))
 
 
@@ -343,6 +363,11 @@ def describe(plans: Mapping[str, TrackPlan], prices: Prices) -> list[str]:
         lines.append("B0's latency instances shared across tracks (the same server asked the "
                      "same timed request; counted on the first): "
                      + "; ".join(" + ".join(g) for g in across))
+    gated = shared_groups(plans, gates=True)
+    if gated:
+        lines.append("B0's gate instances shared across tracks (one pair answers both gates; "
+                     "its starts counted on the first): " + "; ".join(" + ".join(g)
+                                                                     for g in gated))
     costs = campaign_costs(plans, prices)
     width = max([len("candidate"), *(len(c.candidate) for c in costs)])
     lines.append(f"{'track':<13} {'candidate':<{width}} {'starts':>6} {'B0 req':>7} "

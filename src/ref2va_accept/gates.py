@@ -21,6 +21,7 @@ from .checks import Category
 from .verdicts import CheckResult, GateChecks, TrackVerdict
 
 if TYPE_CHECKING:
+    from .b0_gate import GateRuns
     from .workload import Arms
 
 T = TypeVar("T")
@@ -88,9 +89,12 @@ def expect(result: GateResult) -> None:
 
 
 class BaselineCache(Protocol):
-    """B0's reference runs, made once per gate and track and shared by its candidates."""
+    """B0's reference runs, made once per gate and track and shared by its candidates, and the
+    B0 instances they come from (once per gate group: b0_gate.py)."""
 
     def get_or_make(self, gate: str, track_id: str, make: Callable[[], T]) -> T: ...
+
+    def gate_runs(self, arms: Arms) -> GateRuns: ...
 
 
 class Gate(Protocol):

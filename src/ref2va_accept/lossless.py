@@ -14,6 +14,7 @@ Each comparison records its seed and, per point, whether it is equal and how it 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -32,6 +33,8 @@ from ref2va_contract.diagnostics import (
     REUSED_STEPS_KEY,
 )
 
+from .b0_gate import GateRuns, run_gate_instances
+from .b0_gate import describe as describe_shared
 from .checks import Check, Reason
 from .decoded import compare_decoded_mp4
 from .errors import MediaError, TensorFileError
@@ -297,23 +300,26 @@ def _describe(point: PointComparison) -> str:
             f"{point.first_index}, max |diff| {point.max_abs_diff:.3g}, max ULP {point.max_ulp}")
 
 
-def run_baseline(arms: Arms) -> Baseline:
-    """B0 on two fresh instances: watched + unobserved on the first, watched on the second.
+def run_baseline(arms: Arms, runs: GateRuns | None = None) -> Baseline:
+    """B0 on two fresh instances: watched + unobserved on the first, watched on the second
+    (b0_gate.py; `runs`: the instances this track shares with others of its gate group).
 
-    Every check lands in the evidence before this returns; the instances are stopped here.
+    Every check lands in the evidence before this returns; the instances are stopped by then.
     """
     plan = arms.plan
-    contract = plan.lossless
-    first_engine = arms.start("b0")
-    first = arms.request(first_engine, "b0", kind="quality", index=0,
-                         diagnostics_points=contract.diagnostics, record_check=Check.B0_MEDIA)
-    unobserved = arms.request(first_engine, "b0", kind="unobserved", index=0)
-    arms.registry.stop(first_engine)
-    second_engine = arms.start("b0")
-    second = arms.request(second_engine, "b0", kind="quality", index=1,
-                          diagnostics_points=contract.diagnostics)
-    arms.registry.stop(second_engine)
-    baseline = judge_baseline(plan.track_id, contract, first, unobserved, second)
+    if runs is None:
+        runs = run_gate_instances({plan.track_id: arms})
+    first, second = runs.watched[plan.track_id]
+    unobserved = runs.plain[0][plan.seeds[0]]
+    baseline = judge_baseline(plan.track_id, plan.lossless, first, unobserved, second)
+    shared = describe_shared(runs)
+    if shared:
+        baseline = dataclasses.replace(baseline, checks=tuple(
+            dataclasses.replace(check, detail=f"{check.detail} ({shared})", data={
+                **check.data, "gate_instances_served": list(runs.tracks),
+                "unobserved_request": {"track": unobserved.sample.track,
+                                       "kind": unobserved.sample.kind}})
+            for check in baseline.checks))
     for check in baseline.checks:
         arms.evidence.add_check(check)
     return baseline
@@ -348,7 +354,7 @@ class LosslessGateRunner(BaselineGateRunner[Baseline]):
     name = "lossless"
 
     def make_baseline(self, arms: Arms) -> Baseline:
-        return run_baseline(arms)
+        return run_baseline(arms, self.baselines.gate_runs(arms))
 
     def judge(self, arms: Arms, candidate: str, baseline: Baseline) -> Sequence[CheckResult]:
         return run_candidate(arms, candidate, baseline)

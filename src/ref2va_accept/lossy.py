@@ -20,6 +20,7 @@ whether its same-seed spread is below the limit.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Sequence
@@ -27,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .b0_gate import GateRuns, run_gate_instances
+from .b0_gate import describe as describe_shared
 from .campaign import LossyGate
 from .checks import Check, Reason
 from .errors import MediaError, Ref2VAError
@@ -131,19 +134,31 @@ class LossyBaseline(GateChecks):
     runs: tuple[ScoredOutcome, ...]  # the reference run, one per seed
 
 
-def run_baseline(arms: Arms) -> LossyBaseline:
-    baseline = _baseline(arms)
+def run_baseline(arms: Arms, runs: GateRuns | None = None) -> LossyBaseline:
+    """B0 twice (independent instances, the track's seeds on each), scored; `runs`: the
+    instances this track shares with others of its gate group (b0_gate.py)."""
+    plan = arms.plan
+    if runs is None:
+        runs = run_gate_instances({plan.track_id: arms})
+    first, second = ([ScoredOutcome(seed, made[seed], _score(arms, made[seed]))
+                      for seed in plan.seeds] for made in runs.plain)
+    baseline = _baseline(arms, first, second)
+    shared = describe_shared(runs)
+    if shared:
+        baseline = dataclasses.replace(baseline, checks=tuple(
+            dataclasses.replace(check, detail=f"{check.detail} ({shared})",
+                                data={**check.data, "gate_instances_served": list(runs.tracks)})
+            for check in baseline.checks))
     for check in baseline.checks:
         arms.evidence.add_check(check)
     return baseline
 
 
-def _baseline(arms: Arms) -> LossyBaseline:
+def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome]
+              ) -> LossyBaseline:
     """B0 twice (independent instances, same seeds); its spread decides whether the gate can."""
     plan = arms.plan
-    track_id, gate, seeds = plan.track_id, plan.lossy.gate, plan.seeds
-    first = _run_seeds(arms, "b0", seeds, 0, Check.B0_MEDIA)
-    second = _run_seeds(arms, "b0", seeds, 1, None)
+    track_id, gate = plan.track_id, plan.lossy.gate
     failed = [r.outcome for r in (*first, *second) if not r.outcome.complete]
     if failed:
         check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "fail",
@@ -340,7 +355,7 @@ class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
     name = "lossy"
 
     def make_baseline(self, arms: Arms) -> LossyBaseline:
-        return run_baseline(arms)
+        return run_baseline(arms, self.baselines.gate_runs(arms))
 
     def judge(self, arms: Arms, candidate: str, baseline: LossyBaseline) -> Sequence[CheckResult]:
         return [run_candidate(arms, candidate, baseline)]

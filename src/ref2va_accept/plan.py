@@ -295,3 +295,24 @@ def baseline_groups(plans: Mapping[str, TrackPlan]) -> dict[str, tuple[str, ...]
         groups[track_id] = ((track_id,) if key is None else
                             tuple(t for t, k in keys.items() if k == key))
     return groups
+
+
+def gate_key(plan: TrackPlan) -> str:
+    """What makes B0's quality-gate requests of this track the same as another track's: the
+    duration class, the launch (B0's profile and request overrides) and the request at the
+    track's first seed (model, shape, frames, inputs, timeouts). The latency protocol plays no
+    part: the gates' requests are not timed."""
+    b0 = plan.arm("b0").spec
+    shape = {k: v for k, v in plan.shape.model_dump().items() if k != "seeds"}
+    return repr((plan.duration, plan.model, b0.profile, sorted(b0.request.items()), shape,
+                 plan.num_frames, plan.inputs, plan.seeds[0], plan.timeouts))
+
+
+def gate_groups(plans: Mapping[str, TrackPlan]) -> dict[str, tuple[str, ...]]:
+    """Per track, the tracks (itself among them, in campaign order) whose B0 quality gates one
+    pair of B0 instances may serve (`gate_key`; b0_gate.py runs them). A track alone is its own
+    group; the lossless and lossy tracks of one duration class usually are one."""
+    keys = {track_id: gate_key(plan) for track_id, plan in plans.items()}
+    return {track_id: tuple(t for t, k in keys.items() if k == key)
+            for track_id, key in keys.items()}
+

@@ -23,14 +23,16 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from .b0_gate import needs
 from .campaign import DurationClass, duration_class
-from .plan import LatencySettings, TrackPlan, baseline_groups
+from .plan import LatencySettings, TrackPlan, baseline_groups, gate_groups
 from .replication import BASELINE, sequence
 
 log = logging.getLogger(__name__)
 
 PREFIX = "[ref2va]"  # every live-progress line starts with it
 _B0_LATENCY = "latency-b0/"  # the key of a shared B0's latency instances, then its tracks
+_GATE_BASELINES = ("lossless-baseline/", "lossy-baseline/")  # a track's B0 gate alone
 
 
 # -- how many requests each scenario sends ------------------------------------------------------
@@ -274,7 +276,40 @@ def plan_run(items: Iterable[ScenarioItem], plans: Mapping[str, TrackPlan]) -> P
         planned[nodeid] = tuple(
             replace(u, key=f"{_B0_LATENCY}{'+'.join(groups.get(u.track, (u.track,)))}")
             if u.key.startswith(_B0_LATENCY) else u for u in units)
+    # B0's gate instances serve every quality track of their gate group that this run has
+    # (plan.gate_groups, as b0_gate.GateInstances runs them): one set of units for the group.
+    gated = [u.track for units in planned.values() for u in units
+             if u.key.startswith(_GATE_BASELINES)]
+    gate = gate_groups(plans)
+    for nodeid, units in planned.items():
+        regrouped: list[Unit] = []
+        for u in units:
+            if u.key.startswith(_GATE_BASELINES):
+                group = tuple(t for t in gate.get(u.track, (u.track,)) if t in gated)
+                regrouped += gate_units({t: plans[t] for t in group})
+            else:
+                regrouped.append(u)
+        planned[nodeid] = tuple(regrouped)
     return Plan(planned, tuple(unknown))
+
+
+def gate_units(plans: Mapping[str, TrackPlan]) -> tuple[Unit, ...]:
+    """B0's gate instances of one gate group (b0_gate.run_gate_instances), a unit per track:
+    the two starts on the first track's, each request on the track that makes it, each lossy
+    track's scored outputs (all its seeds, on both instances) on its own. A track alone gets
+    lossless_/lossy_baseline_* (test_progress.py checks both against the code)."""
+    need = needs(plans)
+    tracks = list(plans)
+    key = f"b0-gate/{'+'.join(tracks)}/"
+    made = {t: sum(1 for plain in need.plain for _, maker, *_ in plain if maker == t)
+            for t in tracks}
+    units = []
+    for n, track in enumerate(tracks):
+        watched = 2 if track in need.watched else 0
+        scored = 2 * len(plans[track].seeds) if plans[track].quality == "lossy" else 0
+        units.append(Unit(key + track, track, watched + made[track], dumps=watched,
+                          starts=0 if n else 2, scored=scored))
+    return tuple(units)
 
 
 # -- where the run stands -----------------------------------------------------------------------

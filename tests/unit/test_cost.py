@@ -107,11 +107,11 @@ def test_the_host_campaign_prices_its_whole_search_and_the_confirmation(host_pla
     assert found.worst_s is not None and found.mix_s is not None
     assert found.mix_s < found.worst_s  # half the directions stop at their gate
     assert found.confirmation_s is not None and found.confirmation_s > 0
-    # Worst case: B0's 2 gate starts per track, its 3 latency starts once for the two 5 s
-    # tracks (one server asked the same timed request), 1 + 3 per direction.
-    assert found.starts == 2 * 2 + 3 + 12 * 4 == 55
+    # Worst case: B0's 2 gate starts and its 3 latency starts once for the two 5 s tracks (one
+    # server asked the same requests), 1 + 3 per direction.
+    assert found.starts == 2 + 3 + 12 * 4 == 53
     # The break-even start: the worst case at that start time is exactly the ceiling.
-    start, _ = found.break_even(found.worst_s + 55 * 10)
+    start, _ = found.break_even(found.worst_s + 53 * 10)
     assert start == pytest.approx(found.start_s + 10)
 
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from ..b0_gate import GateInstances, GateRuns
 from ..campaign import LoadedCampaign
 from ..errors import EngineStartError
 from ..evidence import EvidenceBundle
@@ -141,10 +142,15 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
 
 
 class Baselines:
-    """B0's reference runs, made once per track and gate and shared by the track's candidates."""
+    """B0's reference runs, made once per track and gate and shared by the track's candidates;
+    their B0 instances made once per gate group (`instances`, b0_gate.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, instances: GateInstances | None = None) -> None:
         self._made: dict[tuple[str, str], Any] = {}
+        self.instances = instances if instances is not None else GateInstances()
+
+    def gate_runs(self, arms: Arms) -> GateRuns:
+        return self.instances.runs(arms)
 
     def get_or_make(self, gate: str, track_id: str, make: Callable[[], T]) -> T:
         key = (gate, track_id)
@@ -161,6 +167,6 @@ def latency_schedules(pytestconfig: pytest.Config) -> LatencySchedules:
 
 
 @pytest.fixture(scope="session")
-def baselines() -> Baselines:
-    """The session's B0 reference runs (see Baselines)."""
-    return Baselines()
+def baselines(pytestconfig: pytest.Config) -> Baselines:
+    """The session's B0 reference runs (see Baselines), on the session's gate instances."""
+    return Baselines(run_state(pytestconfig).gate_instances)

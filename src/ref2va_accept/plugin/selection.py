@@ -18,7 +18,7 @@ import pytest
 
 from ..campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
 from ..errors import CampaignError, Ref2VAError
-from ..plan import TrackPlan, baseline_groups
+from ..plan import TrackPlan, baseline_groups, gate_groups
 from ..progress import scenario_item
 from .state import run_state
 
@@ -134,11 +134,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # After deselection: a track's latency schedule covers the candidates whose perf scenario
     # this session runs (with a shared B0 they are interleaved in one schedule).
     covered: dict[str, list[str]] = {}
+    gated: list[str] = []  # tracks with a quality scenario (each needs B0's gate instances)
     for item in session.items:
         scenario = scenario_item(item)
         if (item.get_closest_marker("perf") is not None and scenario.track is not None
                 and scenario.candidate is not None):
             covered.setdefault(scenario.track, []).append(scenario.candidate)
+        if item.get_closest_marker("quality") is not None and scenario.track is not None:
+            gated.append(scenario.track)
+    if gated:
+        # Tracks whose B0 gates ask the same request share one pair of B0 gate instances.
+        state = run_state(session.config)
+        state.gate_instances.share(gate_groups(state.plans), state.plans, gated)
     if covered:
         state = run_state(session.config)
         for track_id, candidates in covered.items():

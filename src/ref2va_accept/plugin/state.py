@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from .. import budget, disk, ledger
+from ..b0_gate import GateInstances
 from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
 from ..checks import Check, Reason
 from ..device_memory import MemoryGuard
@@ -72,6 +73,8 @@ class RunState:
     outcomes: OutcomeLog = field(default_factory=OutcomeLog)
     # Which candidates each track's latency schedule covers, and its instances once run.
     latency: LatencySchedules = field(default_factory=LatencySchedules)
+    # B0's quality-gate instances, one pair per gate group of the session's quality tracks.
+    gate_instances: GateInstances = field(default_factory=GateInstances)
     # Stops this run's engines if the judge dies outright (leftovers.start_reaper).
     reaper: subprocess.Popen[bytes] | None = None
 

@@ -1,0 +1,131 @@
+"""B0's quality-gate instances, made once for every track that asks B0 the same gate request.
+
+Alone, the lossless gate starts two B0 instances (a watched request with the comparison points
+on each, and an unobserved one on the first) and the lossy gate two more (the track's seeds on
+each). Where a lossless and a lossy track of one duration class send B0 the same request
+(plan.gate_groups: the same launch line, model, shape, frames, inputs, first seed and timeouts),
+one pair of B0 instances serves both gates: each instance answers every lossless track's watched
+request, then the plain requests (no comparison points) every track needs, each seed once. The
+lossless unobserved request and the lossy first-seed request of the first instance are the same
+request, made once (by the lossy track, so it is recorded and scored there). That is two engine
+starts and one request fewer per pair of tracks; run_plan and cost.py count it so.
+
+Each track still judges its own B0 (lossless.judge_baseline, lossy's spread) from these
+outcomes, and each check says which tracks the instances served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .checks import Check
+
+if TYPE_CHECKING:  # run_plan reads `needs` without the harness's I/O modules
+    from .plan import TrackPlan
+    from .workload import Arms, Outcome
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one pair of B0 gate instances answers: the lossless tracks' watched requests and,
+    per instance, the plain seeds and which track makes each (kind, index, whether it records
+    the B0 media check)."""
+
+    watched: tuple[str, ...]  # lossless tracks, in group order
+    plain: tuple[tuple[tuple[int, str, str, int, bool], ...], ...]  # per instance
+
+
+def needs(plans: Mapping[str, TrackPlan]) -> Need:
+    """The requests of a group's B0 gate instances, from its tracks' plans in group order."""
+    lossless = tuple(t for t, p in plans.items() if p.quality == "lossless")
+    lossy = [t for t, p in plans.items() if p.quality == "lossy"]
+    per_instance = []
+    for instance in (0, 1):
+        made: dict[int, tuple[int, str, str, int, bool]] = {}
+        for track in lossy:
+            for n, seed in enumerate(plans[track].seeds):
+                if seed not in made:
+                    made[seed] = (seed, track, "quality", instance * 100 + n,
+                                  instance == 0 and n == 0)
+        if instance == 0:
+            for track in lossless:
+                seed = plans[track].seeds[0]
+                made.setdefault(seed, (seed, track, "unobserved", 0, False))
+        per_instance.append(tuple(made.values()))
+    return Need(lossless, tuple(per_instance))
+
+
+@dataclass
+class GateRuns:
+    """What a pair of B0 gate instances answered: per lossless track its two watched requests,
+    and per instance each plain seed's output (who made it is in its sample)."""
+
+    tracks: tuple[str, ...]
+    watched: dict[str, list[Outcome]] = field(default_factory=dict)
+    plain: list[dict[int, Outcome]] = field(default_factory=lambda: [{}, {}])
+
+    @property
+    def shared(self) -> bool:
+        return len(self.tracks) > 1
+
+
+def run_gate_instances(runners: Mapping[str, Arms]) -> GateRuns:
+    """The group's two B0 gate instances, one after the other, each stopped before the next
+    starts (and when a request raises); every request lands in its own track's evidence."""
+    tracks = tuple(runners)
+    need = needs({t: a.plan for t, a in runners.items()})
+    first = runners[tracks[0]]
+    runs = GateRuns(tracks, {t: [] for t in need.watched})
+    for instance, plain in enumerate(need.plain):
+        engine = first.start("b0")
+        try:
+            for track in need.watched:
+                arms = runners[track]
+                runs.watched[track].append(arms.request(
+                    engine, "b0", kind="quality", index=instance,
+                    diagnostics_points=arms.plan.lossless.diagnostics,
+                    record_check=Check.B0_MEDIA if instance == 0 else None))
+            for seed, track, kind, index, record in plain:
+                runs.plain[instance][seed] = runners[track].request(
+                    engine, "b0", kind=kind, index=index, seed=seed,
+                    record_check=Check.B0_MEDIA if record else None)
+        finally:
+            first.registry.stop(engine)
+    return runs
+
+
+def describe(runs: GateRuns) -> str:
+    """How the check says it was shared ('' when its track's instances were its own)."""
+    return f"B0's gate instances served {'+'.join(runs.tracks)}" if runs.shared else ""
+
+
+class GateInstances:
+    """The session's B0 gate instances: per gate group of the tracks whose quality scenarios
+    the session runs (set by the plugin with `share`), made once, by whichever of those
+    scenarios runs first. Without `share` every track is its own group."""
+
+    def __init__(self) -> None:
+        self._groups: Mapping[str, tuple[str, ...]] = {}
+        self._plans: Mapping[str, TrackPlan] = {}
+        self._made: dict[tuple[str, ...], GateRuns] = {}
+
+    def share(self, groups: Mapping[str, tuple[str, ...]], plans: Mapping[str, TrackPlan],
+              tracks: Sequence[str]) -> None:
+        """plan.gate_groups, restricted to `tracks` (those with a quality scenario here)."""
+        self._groups = {t: tuple(m for m in g if m in tracks) for t, g in groups.items()
+                        if t in tracks}
+        self._plans = plans
+
+    def group(self, track_id: str) -> tuple[str, ...]:
+        return self._groups.get(track_id) or (track_id,)
+
+    def runs(self, arms: Arms) -> GateRuns:
+        track_id = arms.plan.track_id
+        group = self.group(track_id)
+        if group not in self._made:
+            runners = {t: arms if t == track_id else arms.for_track(self._plans[t])
+                       for t in group}
+            self._made[group] = run_gate_instances(runners)
+        return self._made[group]
