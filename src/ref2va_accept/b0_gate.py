@@ -16,15 +16,19 @@ outcomes, and each check says which tracks the instances served.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checks import Check
 
 if TYPE_CHECKING:  # run_plan reads `needs` without the harness's I/O modules
+    from .latency import LatencySchedules
     from .plan import TrackPlan
+    from .verdicts import CheckResult
     from .workload import Arms, Outcome
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -129,3 +133,30 @@ class GateInstances:
                        for t in group}
             self._made[group] = run_gate_instances(runners)
         return self._made[group]
+
+
+class Baselines:
+    """B0's reference runs, made once per track and gate and shared by the track's candidates
+    (gates.BaselineCache); their B0 instances made once per gate group (`instances`); with the
+    session's latency `schedules`, a candidate's gate hosted by its first latency instance."""
+
+    def __init__(self, instances: GateInstances | None = None,
+                 schedules: LatencySchedules | None = None) -> None:
+        self._made: dict[tuple[str, str], Any] = {}
+        self.instances = instances if instances is not None else GateInstances()
+        self.schedules = schedules
+
+    def gate_runs(self, arms: Arms) -> GateRuns:
+        return self.instances.runs(arms)
+
+    def hosted_gate(self, arms: Arms, candidate: str) -> list[CheckResult] | None:
+        if self.schedules is None:
+            return None
+        return self.schedules.hosted_gate(arms, candidate)
+
+    def get_or_make(self, gate: str, track_id: str, make: Callable[[], T]) -> T:
+        key = (gate, track_id)
+        if key not in self._made:
+            self._made[key] = make()
+        made: T = self._made[key]
+        return made

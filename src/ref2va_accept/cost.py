@@ -34,6 +34,8 @@ from .plan import TrackPlan, baseline_groups, gate_groups
 from .replication import BASELINE, sequence
 from .run_plan import (
     gate_units,
+    hosted_gate_requests,
+    hosts_gate,
     lossless_baseline_requests,
     lossless_baseline_starts,
     lossless_candidate_requests,
@@ -182,18 +184,22 @@ class CandidateCost:
 
 
 def _gate_parts(plan: TrackPlan) -> tuple[Part, Part]:
-    """(B0's, a candidate's) quality gate."""
+    """(B0's, a candidate's) quality gate. Hosted by the candidate's first latency instance
+    (run_plan.hosts_gate: a session measures and judges it), the candidate's gate starts no
+    instance (that start is the latency part's) and sends hosted_gate_requests."""
+    hosted = hosts_gate(plan)
     if plan.quality == "lossless":
+        own = hosted_gate_requests(plan) if hosted else lossless_candidate_requests()
         return (Part(lossless_baseline_starts(), Requests(*(lossless_baseline_requests(),) * 2)),
-                Part(lossless_candidate_starts(),
-                     Requests(*(lossless_candidate_requests(),) * 2)))
+                Part(0 if hosted else lossless_candidate_starts(), Requests(own, own)))
     b0, cand = lossy_baseline_requests(plan.seeds), lossy_candidate_requests(plan.seeds)
     return (Part(lossy_baseline_starts(), Requests(b0, b0), b0),
-            Part(lossy_candidate_starts(), Requests(cand, cand), cand))
+            Part(0 if hosted else lossy_candidate_starts(), Requests(cand, cand), cand))
 
 
 def _latency_parts(plan: TrackPlan, candidate: str) -> tuple[Part, Part]:
-    """(B0's, the candidate's) latency instances, from the frozen sequence."""
+    """(B0's, the candidate's) latency instances, from the frozen sequence; the first of the
+    candidate's hosts its gate where run_plan.hosts_gate."""
     settings = plan.latency
     per_instance = Requests(settings.warmups + settings.repeats,
                             settings.max_warmups + settings.repeats)
@@ -350,9 +356,9 @@ def describe(plans: Mapping[str, TrackPlan], prices: Prices) -> list[str]:
             else f"{settings.warmups} warm-ups")
     lines = [f"protocol: {design}; per instance {warm} and {settings.repeats} measured; "
              f"caching probe {settings.caching_probe_requests} distinct per candidate",
-             "quality gates first: a candidate that fails one starts no latency instance, and "
-             "a latency protocol stops once supported is out of reach (priced here as if "
-             "neither happened)"]
+             "quality gates first, each on its candidate's first latency instance before "
+             "the warm-ups: a candidate that fails one starts no other, and a latency protocol "
+             "stops once supported is out of reach (priced here as if neither happened)"]
     shared = [t for t, p in plans.items()
               if p.latency.baseline_instances == "shared" and len(p.candidates) > 1]
     if shared:
@@ -442,9 +448,11 @@ def _mix_seconds(costs: Sequence[CandidateCost], plan: TrackPlan, prices: Prices
     at the target its whole protocol. B0's part is priced whole."""
     total = 0.0
     n = plan.latency.instances_per_arm or 1
+    # A gate hosted by the candidate's first latency instance costs that instance's start.
+    hosting = Part(1 if hosts_gate(plan) else 0, Requests(0, 0))
     for cost in costs:
         b0 = (cost.b0_gate + cost.b0_latency).seconds(plan, prices, 1.0)
-        gate = cost.gate.seconds(plan, prices, 1.0)
+        gate = (cost.gate + hosting).seconds(plan, prices, 1.0)
         latency_slow = cost.latency.seconds(plan, prices, 1.0) * (n - 1) / n
         full = (cost.gate + cost.latency).seconds(plan, prices, cost.target_ratio)
         total += b0 + mix.gate_failed * gate + mix.out_of_reach * (gate + latency_slow) \

@@ -96,6 +96,10 @@ class BaselineCache(Protocol):
 
     def gate_runs(self, arms: Arms) -> GateRuns: ...
 
+    def hosted_gate(self, arms: Arms, candidate: str) -> list[CheckResult] | None:
+        """The candidate's gate checks as its first latency instance hosted them, or None when
+        its gate runs on an instance of its own (latency.LatencySchedules.hosted_gate)."""
+
 
 class Gate(Protocol):
     """Judge one candidate of the arm runner's track; every check lands in the evidence."""
@@ -126,21 +130,32 @@ class BaselineGateRunner(Generic[B]):
     def judge(self, arms: Arms, candidate: str, baseline: B) -> Sequence[CheckResult]:
         raise NotImplementedError
 
-    def _baseline(self, arms: Arms) -> B:
+    def prepare(self, arms: Arms) -> None:
+        """B0's reference run made now (its checks recorded), before a schedule that hosts
+        candidates' gates chooses whom it measures."""
+        self.made(arms)
+
+    def made(self, arms: Arms) -> B:
+        """B0's reference run of the arm runner's track, made on first use."""
         return self.baselines.get_or_make(self.name, arms.plan.track_id,
                                           lambda: self.make_baseline(arms))
 
+
     def baseline(self, arms: Arms) -> GateResult:
-        made = self._baseline(arms)
+        made = self.made(arms)
         if not made.judgeable:
             return GateResult.inconclusive(made.explain())
         return GateResult.from_checks(made.checks)
 
     def candidate(self, arms: Arms, candidate: str) -> GateResult:
-        made = self._baseline(arms)
+        made = self.made(arms)
         if not made.judgeable:
             return GateResult.inconclusive(f"B0 cannot be judged against: {made.explain()}")
         # A B0 check left open (e.g. a spread that could not be computed) keeps the candidate's
         # outcome open too, unless the candidate decided something worse itself.
         opened = [c for c in made.checks if c.status == "open"]
-        return GateResult.from_checks([*self.judge(arms, candidate, made), *opened])
+        # On its first latency instance when the session measures it too (docs/protocol.md),
+        # else on an instance of its own.
+        hosted = self.baselines.hosted_gate(arms, candidate)
+        checks = hosted if hosted is not None else self.judge(arms, candidate, made)
+        return GateResult.from_checks([*checks, *opened])

@@ -23,9 +23,9 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from .campaign import TRACK_IDS
 from .checks import Check, Reason
@@ -54,6 +54,18 @@ log = logging.getLogger(__name__)
 CACHING_SEED_OFFSET = 1_000_003
 
 
+class GateHost(Protocol):
+    """A candidate's quality gate run on its first latency instance (docs/protocol.md): its
+    gate requests before the instance's warm-ups, judged there (a failure ends the instance
+    and the candidate's protocol), and what the gate takes from the measured requests after
+    them. Each records its checks in the evidence and returns them."""
+
+    def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]: ...
+
+    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
+        ...
+
+
 @dataclass
 class InstanceRun:
     arm: str
@@ -63,6 +75,10 @@ class InstanceRun:
     interference: list[str] = field(default_factory=list)
     warmups: list[Outcome] = field(default_factory=list)
     steady: bool = True
+    # The candidate's quality gate, when this instance hosted it (GateHost): its checks, and
+    # why the instance measured nothing after it (the gate stopped it).
+    gate: list[CheckResult] = field(default_factory=list)
+    stopped_on: str | None = None
 
     def failed(self) -> list[Outcome]:
         return [o for o in (*self.warmups, *self.measured, *self.distinct) if not o.complete]
@@ -73,10 +89,13 @@ class InstanceRun:
 
     def to_dict(self) -> dict[str, Any]:
         measured = _latencies(self.measured)
-        return {"arm": self.arm, "position": self.position,
-                "warmups_s": _latencies(self.warmups), "steady": self.steady,
-                "measured_s": measured, "distinct_s": _latencies(self.distinct),
-                "value_s": statistics.median(measured) if measured else None}
+        found = {"arm": self.arm, "position": self.position,
+                 "warmups_s": _latencies(self.warmups), "steady": self.steady,
+                 "measured_s": measured, "distinct_s": _latencies(self.distinct),
+                 "value_s": statistics.median(measured) if measured else None}
+        if self.gate:
+            found["hosted_gate"] = sorted({c.name.value for c in self.gate})
+        return found
 
 
 def _probe(probe: DeviceProbe, arms: Arms, engine: EngineInstance | None, devices: Sequence[int],
@@ -105,9 +124,12 @@ def _warm_up(arms: Arms, engine: EngineInstance, run: InstanceRun) -> bool:
 
 
 def run_instance(arms: Arms, arm_id: str, position: int, probe: DeviceProbe,
-                 distinct_indexes: Sequence[int] = ()) -> InstanceRun:
+                 distinct_indexes: Sequence[int] = (), host: GateHost | None = None
+                 ) -> InstanceRun:
     """One fresh instance: warm-ups, the measured requests, and after measured request i the
-    caching probe's distinct request distinct_indexes[i] (any left over at the end)."""
+    caching probe's distinct request distinct_indexes[i] (any left over at the end). With
+    `host`, the candidate's quality gate first: a gate that stops it (quality_stop) leaves the
+    instance unmeasured, and what the gate takes from the measured requests is judged last."""
     protocol = arms.plan.latency
     devices = protocol.devices
     seeds = arms.plan.seeds
@@ -124,7 +146,10 @@ def run_instance(arms: Arms, arm_id: str, position: int, probe: DeviceProbe,
         return outcome.complete
 
     try:
-        if _warm_up(arms, engine, run) and run.steady:
+        if host is not None:
+            run.gate = host.before(arms, engine)
+            run.stopped_on = quality_stop(run.gate, arms.plan.track_id, arm_id)
+        if run.stopped_on is None and _warm_up(arms, engine, run) and run.steady:
             for r in range(protocol.repeats):
                 outcome = arms.request(engine, arm_id, kind="measured",
                                        index=position * 100 + r, seed=seeds[r % len(seeds)])
@@ -137,6 +162,10 @@ def run_instance(arms: Arms, arm_id: str, position: int, probe: DeviceProbe,
                     time.sleep(protocol.pause_s)
             while pending and not run.failed():
                 distinct()
+        if host is not None:
+            run.gate += host.after(arms, engine, run)
+            run.stopped_on = run.stopped_on or quality_stop(run.gate, arms.plan.track_id,
+                                                            arm_id)
     finally:
         arms.registry.stop(engine)
     run.interference += _probe(probe, arms, None, devices, f"after {arm_id}#{position}")
@@ -298,6 +327,8 @@ class ScheduleRun:
     # candidate -> (the position after which `supported` was out of reach, its own instances
     # then not started)
     futile: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # candidate -> the checks of the quality gate its first instance hosted (GateHost)
+    gates: dict[str, list[CheckResult]] = field(default_factory=dict)
 
     def for_candidate(self, candidate: str) -> list[InstanceRun]:
         """The instances one candidate (its label in a schedule shared by several tracks) is
@@ -311,7 +342,8 @@ class ScheduleRun:
 
 
 def run_schedule(arms: Arms, candidates: Sequence[str],
-                 members: Mapping[str, Arms] | None = None) -> ScheduleRun:
+                 members: Mapping[str, Arms] | None = None,
+                 hosts: Mapping[str, GateHost] | None = None) -> ScheduleRun:
     """Every latency instance of the track for `candidates`, in the frozen order, recorded as
     it goes (replication.schedule: B0 per candidate, or shared by all of them).
 
@@ -325,6 +357,10 @@ def run_schedule(arms: Arms, candidates: Sequence[str],
     not change a verdict. Each skip is a note in the evidence. An instance whose engine did not
     start (recorded by Arms.start) decides its arm too: the error is kept and raised in that
     candidate's scenario (every candidate's, for B0), never in another candidate's.
+
+    `hosts`: per candidate label, its quality gate, run on the candidate's first instance
+    before its warm-ups (GateHost); a gate that fails (or stays open) decides the candidate
+    there, so its other instances are not started.
     """
     plan: TrackPlan = arms.plan
     protocol = plan.latency
@@ -338,6 +374,9 @@ def run_schedule(arms: Arms, candidates: Sequence[str],
     futile: dict[str, int] = {}  # candidate -> the position after which supported was out of reach
     decided: dict[str, str] = {}  # arm -> the instance that decided it, in the order decided
     skipped: dict[str, int] = {}  # decided arm -> instances not started because of it
+    gates: dict[str, list[CheckResult]] = {}
+    stopped: dict[str, str] = {}  # candidate -> the quality check its hosted gate stopped on
+    hosts = hosts or {}
     for position, arm_id in enumerate(order):
         open_candidates = [c for c in candidates if c not in decided]
         if arm_id in decided or BASELINE in decided or not open_candidates:
@@ -346,14 +385,22 @@ def run_schedule(arms: Arms, candidates: Sequence[str],
             skipped[cause] = skipped.get(cause, 0) + 1
             continue
         runner = arms if members is None or arm_id == BASELINE else members[arm_id]
+        host = hosts.get(arm_id) if arm_id not in gates else None
         try:
-            run = run_instance(runner, _plain(arm_id), position, probe, distinct[position])
+            run = run_instance(runner, _plain(arm_id), position, probe, distinct[position],
+                               host)
         except Exception as exc:  # kept for its own scenario and raised there
             errors[arm_id] = exc
             decided[arm_id] = f"{arm_id}#{position}"
             continue
+        if host is not None:
+            gates[arm_id] = run.gate
         run.arm = arm_id  # its label in this schedule
         runs.append(run)
+        if run.stopped_on is not None:
+            decided[arm_id] = f"{arm_id}#{position}"
+            stopped[arm_id] = run.stopped_on
+            continue
         if run.failed() or not run.steady:
             decided[arm_id] = f"{arm_id}#{position}"
             continue
@@ -363,11 +410,13 @@ def run_schedule(arms: Arms, candidates: Sequence[str],
                 futile[candidate] = position
     for arm_id, left in skipped.items():
         who = ", ".join(candidates) if arm_id == BASELINE else arm_id
-        why = " (supported out of reach)" if arm_id in futile else ""
+        why = (" (supported out of reach)" if arm_id in futile
+               else f" (its gate there stopped on {stopped[arm_id]})" if arm_id in stopped
+               else "")
         arms.evidence.note(f"{tracks} {who}: latency protocol ended after "
                            f"{decided[arm_id]}{why}; {left} instance(s) not started")
     return ScheduleRun(runs, errors, {c: (p, sum(1 for a in order[p + 1:] if a == c))
-                                      for c, p in futile.items()})
+                                      for c, p in futile.items()}, gates)
 
 
 def _out_of_reach(settings: LatencySettings, runs: Sequence[InstanceRun], rest: Sequence[str],
@@ -404,6 +453,11 @@ class LatencySchedules:
         self._members: dict[tuple[str, ...], list[tuple[str, str]]] = {}
         self._groups: Mapping[str, tuple[str, ...]] = {}
         self._plans: Mapping[str, TrackPlan] = {}
+        # (track, candidate) whose quality gate its first latency instance hosts, and how
+        # each one's GateHost is made (set by the plugin with `host`)
+        self._hosted: frozenset[tuple[str, str]] = frozenset()
+        self._make_host: Callable[[TrackPlan, str], GateHost] | None = None
+        self._prepare: Callable[[Arms], None] | None = None
 
     def cover(self, track_id: str, candidates: Sequence[str]) -> None:
         self._covered[track_id] = tuple(dict.fromkeys(candidates))
@@ -415,6 +469,19 @@ class LatencySchedules:
               ) -> None:
         """Which tracks' B0 latency instances may serve each other's candidates."""
         self._groups, self._plans = groups, plans
+
+    def host(self, pairs: Iterable[tuple[str, str]],
+             make: Callable[[TrackPlan, str], GateHost],
+             prepare: Callable[[Arms], None]) -> None:
+        """These (track, candidate) pairs have their quality gate run on their first latency
+        instance (their quality and perf scenarios are both in the session, on a track with a
+        shared B0); `make` builds each one's GateHost, and `prepare` makes B0's gate of a
+        track (its checks recorded) before the schedule chooses whom it measures."""
+        self._hosted = frozenset(pairs)
+        self._make_host, self._prepare = make, prepare
+
+    def hosts_gate(self, track_id: str, candidate: str) -> bool:
+        return (track_id, candidate) in self._hosted and self._make_host is not None
 
     def group(self, track_id: str) -> tuple[str, ...]:
         """The tracks whose covered candidates this track's schedule runs with (itself
@@ -433,14 +500,41 @@ class LatencySchedules:
         return tuple(c for c in labels if c != label)
 
     def runs(self, arms: Arms, candidate: str) -> list[InstanceRun]:
+        key, label = self._ensure(arms, candidate)
+        return self._ran[key].for_candidate(label)
+
+    def hosted_gate(self, arms: Arms, candidate: str) -> list[CheckResult] | None:
+        """The checks of the candidate's quality gate as its first latency instance hosted it
+        (running the schedule if it has not run); None when it hosts none, or when the schedule
+        never started that instance (B0 decided first): its gate then runs on an instance of
+        its own. The error of an engine that did not start is raised, as for its perf
+        scenario."""
+        if not self.hosts_gate(arms.plan.track_id, candidate):
+            return None
+        key, label = self._ensure(arms, candidate)
+        ran = self._ran[key]
+        if label in ran.errors:
+            raise ran.errors[label]
+        return ran.gates.get(label)
+
+    def _ensure(self, arms: Arms, candidate: str
+                ) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], str]:
+        """The schedule that judges the candidate, run once: (its key, the candidate's label)."""
         track_id = arms.plan.track_id
-        checks = arms.evidence.checks
         shared = arms.plan.latency.baseline_instances == "shared"
         tracks = self.group(track_id) if shared else (track_id,)
+        runners = {t: arms if t == track_id else arms.for_track(self._plans[t]) for t in tracks}
         # Candidates a quality check already stopped take no place in the shared schedule. Taken
         # once, when the schedule first runs: what its own instances record later (an engine
         # that did not start) must not make the next candidate's scenario run a second one.
+        # B0's gates of the tracks whose candidates host theirs are made first, so that a B0
+        # that fails one stops them here.
         if tracks not in self._members:
+            hosting = {t for t in tracks for c in self.covered(t) if self.hosts_gate(t, c)}
+            for t in hosting:
+                assert self._prepare is not None
+                self._prepare(runners[t])
+            checks = arms.evidence.checks
             self._members[tracks] = [(t, c) for t in tracks for c in self.covered(t)
                                      if quality_stop(checks, t, c) is None]
         members = self._members[tracks]
@@ -452,13 +546,13 @@ class LatencySchedules:
         label = member_label(track_id, candidate) if several else candidate
         self._schedule_of[(track_id, candidate)] = (key, label)
         if key not in self._ran:
-            runners = None
-            if several:
-                own = {t: arms if t == track_id else arms.for_track(self._plans[t])
-                       for t in key[0]}
-                runners = {member_label(t, c): own[t] for t, c in members}
-            self._ran[key] = run_schedule(arms, labels, runners)
-        return self._ran[key].for_candidate(label)
+            by_label = {member_label(t, c) if several else c: (t, c) for t, c in members}
+            hosts = {lab: self._make_host(runners[t].plan, c) for lab, (t, c) in by_label.items()
+                     if self._make_host is not None and self.hosts_gate(t, c)}
+            self._ran[key] = run_schedule(
+                arms, labels, {lab: runners[t] for lab, (t, _) in by_label.items()}
+                if several else None, hosts)
+        return key, label
 
     def futility(self, track_id: str, candidate: str) -> tuple[int, int] | None:
         """Where the candidate's protocol stopped with `supported` out of reach, if it did."""

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ref2va_contract.diagnostics import (
     APPROXIMATE_KEY,
@@ -51,6 +51,10 @@ from .tensors import (
 from .timed_output import timed_output_check
 from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
+
+if TYPE_CHECKING:
+    from .latency import InstanceRun
+    from .server import EngineInstance
 
 log = logging.getLogger(__name__)
 
@@ -231,11 +235,18 @@ def judge_candidate(
     unobserved: Outcome,
 ) -> list[CheckResult]:
     """The candidate's lossless checks; each failing one names its reason code."""
+    checks = judge_gate(track, candidate, contract, baseline, watched)
+    if not watched.sample.ok:
+        return checks
+    return [*checks, judge_unobserved(track, candidate, contract, watched, unobserved)]
+
+
+def judge_watched(track: str, candidate: str, contract: LosslessContract, baseline: Baseline,
+                  watched: Outcome) -> list[CheckResult]:
+    """The checks of a watched request that came back: its points against B0's, declared time
+    and the enabled-path audit."""
     checks: list[CheckResult] = []
     missing = contract_problems(watched, contract)
-    if not watched.sample.ok:
-        return [CheckResult(track, candidate, Check.LOSSLESS_GATE, "fail",
-                            Reason.CANDIDATE_REQUEST_FAILED, watched.explain())]
     comparison = compare(baseline.watched, watched, contract)
     table = {"seed": watched.sample.seed, "points": [p.to_dict() for p in comparison.points],
              "first_divergence": comparison.first_divergence}
@@ -276,21 +287,35 @@ def judge_candidate(
                 "; ".join(problems) or "no approximate path ran",
                 {"approximate": cand_path.get("approximate"), "dtype": cand_path.get("dtype")}))
 
-    if not unobserved.sample.ok or unobserved.media_path is None or watched.media_path is None:
-        checks.append(CheckResult(track, candidate, Check.UNOBSERVED_OUTPUT, "fail",
-                                  Reason.CANDIDATE_REQUEST_FAILED, unobserved.explain()))
-    else:
-        wanted = contract.mp4 or _MP4_POINTS
-        same = compare_mp4(watched.media_path, unobserved.media_path, wanted)
-        differing = [name for name, p in same.items() if not p.equal]
-        differing += [f"{name} (not compared)" for name in wanted if same and name not in same]
-        checks.append(CheckResult(
-            track, candidate, Check.UNOBSERVED_OUTPUT, "fail" if differing or not same else "pass",
-            Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED if differing or not same else None,
-            (f"decoded output differs when no diagnostics are asked: {', '.join(differing)}"
-             if differing else "could not decode both outputs" if not same
-             else "decoded output identical watched and unobserved")))
     return checks
+
+
+def judge_gate(track: str, candidate: str, contract: LosslessContract, baseline: Baseline,
+               watched: Outcome) -> list[CheckResult]:
+    """The checks of the candidate's watched request alone (bit-exactness with B0, declared
+    time, the enabled-path audit): what decides a hosted gate before any warm-up."""
+    if not watched.sample.ok:
+        return [CheckResult(track, candidate, Check.LOSSLESS_GATE, "fail",
+                            Reason.CANDIDATE_REQUEST_FAILED, watched.explain())]
+    return judge_watched(track, candidate, contract, baseline, watched)
+
+
+def judge_unobserved(track: str, candidate: str, contract: LosslessContract, watched: Outcome,
+                     unobserved: Outcome) -> CheckResult:
+    """The candidate's decoded output with no diagnostics asked against its watched one."""
+    if not unobserved.sample.ok or unobserved.media_path is None or watched.media_path is None:
+        return CheckResult(track, candidate, Check.UNOBSERVED_OUTPUT, "fail",
+                           Reason.CANDIDATE_REQUEST_FAILED, unobserved.explain())
+    wanted = contract.mp4 or _MP4_POINTS
+    same = compare_mp4(watched.media_path, unobserved.media_path, wanted)
+    differing = [name for name, p in same.items() if not p.equal]
+    differing += [f"{name} (not compared)" for name in wanted if same and name not in same]
+    return CheckResult(
+        track, candidate, Check.UNOBSERVED_OUTPUT, "fail" if differing or not same else "pass",
+        Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED if differing or not same else None,
+        (f"decoded output differs when no diagnostics are asked: {', '.join(differing)}"
+         if differing else "could not decode both outputs" if not same
+         else "decoded output identical watched and unobserved"))
 
 
 def _describe(point: PointComparison) -> str:
@@ -356,5 +381,49 @@ class LosslessGateRunner(BaselineGateRunner[Baseline]):
     def make_baseline(self, arms: Arms) -> Baseline:
         return run_baseline(arms, self.baselines.gate_runs(arms))
 
+    def host(self, candidate: str) -> HostedGate:
+        return HostedGate(self, candidate)
+
     def judge(self, arms: Arms, candidate: str, baseline: Baseline) -> Sequence[CheckResult]:
         return run_candidate(arms, candidate, baseline)
+
+
+class HostedGate:
+    """The lossless gate on the candidate's first latency instance (latency.GateHost): the
+    watched request before the warm-ups, judged against B0 at once; the unobserved output is
+    the instance's first measured request (the same request, timed and never watched), or an
+    unobserved request of its own when no measured one came back (a gate that stopped the
+    instance, a warm-up that failed)."""
+
+    def __init__(self, runner: LosslessGateRunner, candidate: str) -> None:
+        self.runner, self.candidate = runner, candidate
+        self.watched: Outcome | None = None
+
+    def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]:
+        plan = arms.plan
+        baseline = self.runner.made(arms)
+        self.watched = arms.request(engine, self.candidate, kind="quality", index=0,
+                                    seed=plan.seeds[0],
+                                    diagnostics_points=plan.lossless.diagnostics,
+                                    record_check=Check.CANDIDATE_MEDIA)
+        checks = judge_gate(plan.track_id, self.candidate, plan.lossless, baseline,
+                            self.watched)
+        for check in checks:
+            arms.evidence.add_check(check)
+        return checks
+
+    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
+        plan = arms.plan
+        watched = self.watched
+        if watched is None or not watched.sample.ok:
+            return []  # the gate check already says the request failed
+        measured = [o for o in run.measured if o.sample.ok and o.media_path is not None
+                    and o.sample.seed == watched.sample.seed]
+        unobserved = measured[0] if measured else arms.request(
+            engine, self.candidate, kind="unobserved", index=0, seed=watched.sample.seed)
+        check = judge_unobserved(plan.track_id, self.candidate, plan.lossless, watched,
+                                 unobserved)
+        check = dataclasses.replace(check, data={
+            **check.data, "unobserved_request": "measured" if measured else "unobserved"})
+        arms.evidence.add_check(check)
+        return [check]

@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .b0_gate import GateRuns, run_gate_instances
 from .b0_gate import describe as describe_shared
@@ -43,6 +43,10 @@ from .quality.scoring import RelativeError, check_comparable, relative_errors
 from .timed_output import lossy_timed_output_check
 from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
+
+if TYPE_CHECKING:
+    from .latency import InstanceRun
+    from .server import EngineInstance
 
 log = logging.getLogger(__name__)
 
@@ -357,5 +361,32 @@ class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
     def make_baseline(self, arms: Arms) -> LossyBaseline:
         return run_baseline(arms, self.baselines.gate_runs(arms))
 
+    def host(self, candidate: str) -> HostedGate:
+        return HostedGate(self, candidate)
+
     def judge(self, arms: Arms, candidate: str, baseline: LossyBaseline) -> Sequence[CheckResult]:
         return [run_candidate(arms, candidate, baseline)]
+
+
+class HostedGate:
+    """The lossy gate on the candidate's first latency instance (latency.GateHost): B0's seeds
+    before the warm-ups, scored and judged at once (a failed gate ends the instance there).
+    The measured requests are not scored: the timed-output check compares them with these."""
+
+    def __init__(self, runner: LossyGateRunner, candidate: str) -> None:
+        self.runner, self.candidate = runner, candidate
+
+    def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]:
+        baseline = self.runner.made(arms)
+        scored = []
+        for n, seed in enumerate(run.seed for run in baseline.runs):
+            outcome = arms.request(engine, self.candidate, kind="quality", index=n, seed=seed,
+                                   record_check=Check.CANDIDATE_MEDIA if n == 0 else None)
+            scored.append(ScoredOutcome(seed, outcome, _score(arms, outcome)))
+        check = judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, self.candidate,
+                                baseline, scored)
+        arms.evidence.add_check(check)
+        return [check]
+
+    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
+        return []

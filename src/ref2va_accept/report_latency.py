@@ -46,7 +46,8 @@ def _instances_table(instances: Sequence[Mapping[str, Any]], candidate: str) -> 
         steady = "yes" if i.get("steady") else "NO"
         rows.append(
             "<tr" + (" style='background:#f6f8fa'" if arm == "b0" else "") + ">"
-            + cells((i.get("position"), "B0" if arm == "b0" else candidate,
+            + cells((i.get("position"), "B0" if arm == "b0" else candidate + (
+                " (its quality gate first)" if i.get("hosted_gate") else ""),
                      _seconds(i.get("warmups_s") or []), steady,
                      _seconds(i.get("measured_s") or []), _seconds(i.get("distinct_s") or []),
                      number(i.get("value_s"), ".3f")))

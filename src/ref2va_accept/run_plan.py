@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 PREFIX = "[ref2va]"  # every live-progress line starts with it
 _B0_LATENCY = "latency-b0/"  # the key of a shared B0's latency instances, then its tracks
 _GATE_BASELINES = ("lossless-baseline/", "lossy-baseline/")  # a track's B0 gate alone
+_LATENCY = "latency/"  # a candidate's own part of a shared schedule: then track/candidate
+_PERF = ("test_latency.py", "test_latency_against_matched_b0")
+_CANDIDATE_GATES = {("test_lossless.py", "test_candidate_is_bit_exact"),
+                    ("test_lossy.py", "test_candidate_within_the_lossy_gate")}
 
 
 # -- how many requests each scenario sends ------------------------------------------------------
@@ -109,6 +113,20 @@ def latency_arm_starts(protocol: LatencySettings, candidate: str) -> tuple[int, 
     order = sequence(protocol, candidate)
     b0 = sum(1 for arm in order if arm == BASELINE)
     return b0, len(order) - b0
+
+
+def hosts_gate(plan: TrackPlan) -> bool:
+    """Whether a candidate of this track measured and judged in one session has its quality
+    gate on its first latency instance (latency.run_schedule): the instance design with a
+    shared B0, the design both shipped campaigns freeze."""
+    return plan.latency.replication == "instance" and plan.latency.baseline_instances == "shared"
+
+
+def hosted_gate_requests(plan: TrackPlan) -> int:
+    """lossless.HostedGate / lossy.HostedGate: the watched request (its unobserved output is
+    the instance's first measured one) or B0's seeds, on the candidate's first latency
+    instance; no start of its own."""
+    return 1 if plan.quality == "lossless" else len(plan.seeds)
 
 
 @dataclass(frozen=True)
@@ -189,10 +207,12 @@ def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit,
     if plan.latency.baseline_instances != "shared":
         return (Unit(nodeid, plan.track_id, latency_requests(plan.latency, candidate),
                      starts=b0_starts + own_starts),)
-    # Shared: B0's instances run once per track, in whichever candidate's scenario runs first.
+    # Shared: B0's instances run once per track, in whichever candidate's scenario runs first;
+    # so does every candidate's part (the first scenario runs the whole schedule).
     b0, own = latency_arm_requests(plan.latency, candidate)
     return (Unit(f"{_B0_LATENCY}{plan.track_id}", plan.track_id, b0, starts=b0_starts),
-            Unit(nodeid, plan.track_id, own, starts=own_starts))
+            Unit(f"{_LATENCY}{plan.track_id}/{candidate}", plan.track_id, own,
+                 starts=own_starts))
 
 
 def _profile(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
@@ -290,7 +310,35 @@ def plan_run(items: Iterable[ScenarioItem], plans: Mapping[str, TrackPlan]) -> P
             else:
                 regrouped.append(u)
         planned[nodeid] = tuple(regrouped)
+    _host_gates(list(items), plans, planned, groups)
     return Plan(planned, tuple(unknown))
+
+
+def _host_gates(items: Sequence[ScenarioItem], plans: Mapping[str, TrackPlan],
+                planned: dict[str, tuple[Unit, ...]], groups: Mapping[str, tuple[str, ...]]
+                ) -> None:
+    """A candidate whose quality and perf scenarios are both collected has its gate on its
+    first latency instance (hosts_gate; as plugin/selection.py sets it): its quality scenario
+    starts no instance of its own, sends hosted_gate_requests, and runs the whole latency
+    schedule its candidates share (so it carries that schedule's units)."""
+    perf = [i for i in items if (i.file, i.function) == _PERF and i.candidate is not None
+            and i.track is not None]
+    measured = {(i.track, i.candidate) for i in perf}
+    perf_tracks = {i.track for i in perf}
+    for item in items:
+        if (item.file, item.function) not in _CANDIDATE_GATES or item.track is None:
+            continue
+        plan = plans[item.track]
+        if (item.track, item.candidate) not in measured or not hosts_gate(plan):
+            continue
+        tracks = {t for t in groups.get(item.track, (item.track,))
+                  if t == item.track or t in perf_tracks}
+        schedule = {u.key: u for i in perf if i.track in tracks for u in planned[i.nodeid]}
+        lossy = plan.quality == "lossy"
+        own = Unit(item.nodeid, item.track, hosted_gate_requests(plan), dumps=0 if lossy else 1,
+                   scored=hosted_gate_requests(plan) if lossy else 0)
+        planned[item.nodeid] = (*(u for u in planned[item.nodeid] if u.key != item.nodeid),
+                                own, *schedule.values())
 
 
 def gate_units(plans: Mapping[str, TrackPlan]) -> tuple[Unit, ...]:

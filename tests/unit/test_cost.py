@@ -43,14 +43,15 @@ def test_instance_design_prices_every_start_request_and_score(host_plans) -> Non
     # 3 B0 + 3 candidate latency instances, each 2..3 warm-ups and 1 measured.
     assert cost.starts == 6
     assert (cost.b0.least, cost.b0.most) == (9, 12)
-    # The candidate's: 9..12 in the protocol, 2 caching-probe requests, 2 lossless-gate requests.
-    assert (cost.candidate_requests.least, cost.candidate_requests.most) == (13, 16)
-    # B0's gate: two instances, three requests; the candidate's: one instance.
-    assert (cost.b0_gate.starts, cost.b0_gate.requests.most, cost.gate.starts) == (2, 3, 1)
+    # The candidate's: 9..12 in the protocol, 2 caching-probe requests, 1 lossless-gate request
+    # (on its first latency instance, whose first measured output is its unobserved one).
+    assert (cost.candidate_requests.least, cost.candidate_requests.most) == (12, 15)
+    # B0's gate: two instances, three requests; the candidate's: no instance of its own.
+    assert (cost.b0_gate.starts, cost.b0_gate.requests.most, cost.gate.starts) == (2, 3, 0)
     at_target, upper = cost.host_seconds()  # type: ignore[misc]
-    starts = (2 + 3 + 1 + 3) * 900.0
-    assert at_target == pytest.approx(starts + (12 + 3) * 1702.939 + 16 * 1702.939 * 0.5)
-    assert upper == pytest.approx(starts + (12 + 3 + 16) * 1702.939)
+    starts = (2 + 3 + 0 + 3) * 900.0
+    assert at_target == pytest.approx(starts + (12 + 3) * 1702.939 + 15 * 1702.939 * 0.5)
+    assert upper == pytest.approx(starts + (12 + 3 + 15) * 1702.939)
 
 
 def test_a_lossy_track_prices_its_scores(host_plans) -> None:  # type: ignore[no-untyped-def]
@@ -84,7 +85,8 @@ def test_a_shared_b0_is_counted_once_per_track(host_plans) -> None:  # type: ign
     costs = track_costs(host_plans["5s-lossless"], ["a", "b", "c"], Prices.of(load_campaign(HOST)))
     assert [c.b0_latency.starts for c in costs] == [3, 0, 0]
     assert [c.b0_gate.starts for c in costs] == [2, 0, 0]
-    assert [c.latency.starts + c.gate.starts for c in costs] == [4, 4, 4]
+    # The gate on each candidate's first latency instance: no start of its own.
+    assert [c.latency.starts + c.gate.starts for c in costs] == [3, 3, 3]
 
 
 def test_request_design_as_before_costs_less_and_is_labelled(host_plans) -> None:  # type: ignore[no-untyped-def]
@@ -108,10 +110,10 @@ def test_the_host_campaign_prices_its_whole_search_and_the_confirmation(host_pla
     assert found.mix_s < found.worst_s  # half the directions stop at their gate
     assert found.confirmation_s is not None and found.confirmation_s > 0
     # Worst case: B0's 2 gate starts and its 3 latency starts once for the two 5 s tracks (one
-    # server asked the same requests), 1 + 3 per direction.
-    assert found.starts == 2 + 3 + 12 * 4 == 53
+    # server asked the same requests), 3 per direction (its gate on the first of them).
+    assert found.starts == 2 + 3 + 12 * 3 == 41
     # The break-even start: the worst case at that start time is exactly the ceiling.
-    start, _ = found.break_even(found.worst_s + 53 * 10)
+    start, _ = found.break_even(found.worst_s + 41 * 10)
     assert start == pytest.approx(found.start_s + 10)
 
 

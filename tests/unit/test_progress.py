@@ -42,6 +42,8 @@ from ref2va_accept.run_plan import (
     Progress,
     ScenarioItem,
     Unit,
+    hosted_gate_requests,
+    hosts_gate,
     latency_arm_starts,
     latency_requests,
     lossless_baseline_dumps,
@@ -146,17 +148,19 @@ def test_plan_of_5s_lossless_with_one_candidate_counts_every_request(
     protocol = campaign.model.protocol
     assert (protocol.replication, protocol.instances_per_arm, protocol.warmups,
             protocol.repeats, protocol.caching_probe_requests) == ("instance", 3, 2, 1, 2)
-    # b0 smoke 1 + after_cancel 1 + lossless B0 3 + candidate 2 + perf 6 instances x (2 + 1) + 2
-    # + the profiling scenario of B0 and of the candidate: each 2 warm-ups and 1 profiled
-    assert plan.total == 1 + 1 + 3 + 2 + 6 * 3 + 2 + 2 * (2 + 1) == 33
-    assert plan.per_duration() == {"5s": 33}
+    # b0 smoke 1 + after_cancel 1 + lossless B0 3 + candidate 1 (its watched request, on its
+    # first latency instance) + perf 6 instances x (2 + 1) + 2 + the profiling scenario of B0
+    # and of the candidate: each 2 warm-ups and 1 profiled
+    assert plan.total == 1 + 1 + 3 + 1 + 6 * 3 + 2 + 2 * (2 + 1) == 32
+    assert plan.per_duration() == {"5s": 32}
     assert plan.unknown == ()
     # With every candidate of the track, B0's lossless runs are still planned once, and so are
     # its latency instances (shared by the track's candidates): 3 x (2 + 1) requests; each arm
-    # (B0 and every candidate) is profiled once: 2 warm-ups and 1 profiled request.
+    # (B0 and every candidate) is profiled once: 2 warm-ups and 1 profiled request; each
+    # candidate's gate is its watched request.
     every = plan_run([i for i in collected if i.track == "5s-lossless"], plan_campaign(campaign))
     candidates = len(campaign.arms_for("5s-lossless")) - 1
-    assert every.total == 1 + 1 + 3 + 9 + candidates * (2 + 11) + (candidates + 1) * 3
+    assert every.total == 1 + 1 + 3 + 9 + candidates * (1 + 11) + (candidates + 1) * 3
 
 
 def test_every_campaign_scenario_of_the_suite_has_a_known_request_count(
@@ -290,6 +294,38 @@ def test_lossy_counts_match_the_gate(track: str, campaign: LoadedCampaign) -> No
     assert len(arms.requests) == lossy_candidate_requests(seeds) == 2
     assert arms.starts == ["cache-dit-mild"] and lossy_candidate_starts() == 1
     assert arms.dumps == 0  # no lossy request dumps (the plan sizes none)
+
+
+@pytest.mark.parametrize("track", ["5s-lossless", "15s-lossless", "5s-lossy", "15s-lossy"])
+def test_hosted_gate_counts_match_the_gate(track: str, campaign: LoadedCampaign,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # The gate on the candidate's first latency instance (lossless/lossy.HostedGate), judged as
+    # passing, its instance's first measured output back: exactly hosted_gate_requests, and no
+    # start of its own (the instance is the latency protocol's).
+    plan = plan_track(campaign, track)
+    assert hosts_gate(plan)
+    arms = CountingArms(plan, latency_s=1.0)
+    passed = [SimpleNamespace(status="pass", reason=None, name="x")]
+    monkeypatch.setattr(lossless, "judge_gate", lambda *a: [])
+    monkeypatch.setattr(lossless, "judge_unobserved", lambda *a: lossless.CheckResult(
+        plan.track_id, "c", "unobserved_output", "pass", None, "stand-in"))
+    monkeypatch.setattr(lossy, "judge_candidate", lambda *a: passed[0])
+    monkeypatch.setattr(lossy, "_score", lambda arms, outcome: ())
+    runner = SimpleNamespace(made=lambda arms: SimpleNamespace(
+        runs=[SimpleNamespace(seed=s) for s in plan.seeds]))
+    gate_class = lossless.HostedGate if plan.quality == "lossless" else lossy.HostedGate
+    gate = gate_class(runner, "c")  # type: ignore[arg-type]
+    engine = arms.start("c")
+    arms.starts.clear()
+    gate.before(arms, engine)  # type: ignore[arg-type]
+    sample = Sample("s", "c", track, "measured", 0, plan.seeds[0], "t", ok=True, status=200,
+                    latency_s=1.0)
+    run = latency.InstanceRun("c", 0, measured=[Outcome(sample, {"video": {}}, (),
+                                                        media_path=Path("m.mp4"))])
+    gate.after(arms, engine, run)  # type: ignore[arg-type]
+    assert len(arms.requests) == hosted_gate_requests(plan)
+    assert arms.dumps == (1 if plan.quality == "lossless" else 0)
+    assert arms.starts == []
 
 
 @pytest.mark.parametrize(("design", "instances", "warmups", "repeats", "probe"), [

@@ -130,6 +130,8 @@ def _latency_bundle(tmp_path: Path) -> EvidenceBundle:
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
     runs = [_run("b0", [300], warmups=[340, 305]), _run("fast", [140], [150]),
             _run("b0", [310]), _run("fast", [139]), _run("b0", [295]), _run("fast", [142])]
+    # The candidate's first instance hosted its quality gate.
+    runs[1].gate = [CheckResult("5s-lossless", "fast", "lossless_gate", "pass", None, "exact")]
     for check in judge_latency("5s-lossless", "fast", runs, INSTANCE):
         bundle.add_check(check)
     unsteady: list[InstanceRun] = [_run("b0", [], warmups=[400, 300, 250, 200], steady=False)]
@@ -144,6 +146,7 @@ def test_latency_section_shows_instances_interval_and_b0_spread(tmp_path: Path) 
     assert "SUPPORTED" in section and "ratio interval [0.448, 0.481]" in section
     assert "unit: server instance (3 fresh instances per arm" in section
     assert "340.000, 305.000" in section  # every warm-up
+    assert section.count("fast (its quality gate first)") == 1  # the instance that hosted it
     assert "between instances 2.53%" in section and "within an instance" in section
     assert "not decided: warmup_not_steady" in section and "NO" in section
     assert page.index("Latency: instances") < page.index("Timed requests")

@@ -15,7 +15,7 @@ package (`pytest_plugins`), which loads the four modules.
 
 from __future__ import annotations
 
-from .engines import Baselines
+from ..b0_gate import Baselines
 
 __all__ = ["Baselines"]
 

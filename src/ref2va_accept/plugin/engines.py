@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from ..b0_gate import GateInstances, GateRuns
+from ..b0_gate import Baselines
 from ..campaign import LoadedCampaign
 from ..errors import EngineStartError
 from ..evidence import EvidenceBundle
@@ -27,7 +27,6 @@ from ..server import CleanupAudit, InstanceRegistry
 from ..workload import Arms
 from .state import run_state
 
-T = TypeVar("T")
 REGISTRY = pytest.StashKey[InstanceRegistry]()
 
 
@@ -141,25 +140,6 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
             f"{a.instance_id}: {', '.join(a.problems)}" for a in dirty), pytrace=False)
 
 
-class Baselines:
-    """B0's reference runs, made once per track and gate and shared by the track's candidates;
-    their B0 instances made once per gate group (`instances`, b0_gate.py)."""
-
-    def __init__(self, instances: GateInstances | None = None) -> None:
-        self._made: dict[tuple[str, str], Any] = {}
-        self.instances = instances if instances is not None else GateInstances()
-
-    def gate_runs(self, arms: Arms) -> GateRuns:
-        return self.instances.runs(arms)
-
-    def get_or_make(self, gate: str, track_id: str, make: Callable[[], T]) -> T:
-        key = (gate, track_id)
-        if key not in self._made:
-            self._made[key] = make()
-        made: T = self._made[key]
-        return made
-
-
 @pytest.fixture(scope="session")
 def latency_schedules(pytestconfig: pytest.Config) -> LatencySchedules:
     """The session's latency schedules: a shared B0 runs once per track for every candidate."""
@@ -168,5 +148,6 @@ def latency_schedules(pytestconfig: pytest.Config) -> LatencySchedules:
 
 @pytest.fixture(scope="session")
 def baselines(pytestconfig: pytest.Config) -> Baselines:
-    """The session's B0 reference runs (see Baselines), on the session's gate instances."""
-    return Baselines(run_state(pytestconfig).gate_instances)
+    """The session's B0 reference runs (b0_gate.Baselines): on the session's gate instances,
+    a candidate's gate hosted by its first latency instance where the session measures it."""
+    return run_state(pytestconfig).baselines

@@ -16,10 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from ..b0_gate import Baselines
 from ..campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
 from ..errors import CampaignError, Ref2VAError
+from ..lossless import LosslessGateRunner
+from ..lossy import LossyGateRunner
 from ..plan import TrackPlan, baseline_groups, gate_groups
 from ..progress import scenario_item
+from ..run_plan import hosts_gate
 from .state import run_state
 
 CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
@@ -135,6 +139,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # this session runs (with a shared B0 they are interleaved in one schedule).
     covered: dict[str, list[str]] = {}
     gated: list[str] = []  # tracks with a quality scenario (each needs B0's gate instances)
+    judged: set[tuple[str, str]] = set()  # (track, candidate) with a quality scenario
     for item in session.items:
         scenario = scenario_item(item)
         if (item.get_closest_marker("perf") is not None and scenario.track is not None
@@ -142,6 +147,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             covered.setdefault(scenario.track, []).append(scenario.candidate)
         if item.get_closest_marker("quality") is not None and scenario.track is not None:
             gated.append(scenario.track)
+            if scenario.candidate is not None:
+                judged.add((scenario.track, scenario.candidate))
     if gated:
         # Tracks whose B0 gates ask the same request share one pair of B0 gate instances.
         state = run_state(session.config)
@@ -152,6 +159,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             state.latency.cover(track_id, candidates)
         # Tracks whose B0 is the same server asked the same timed request share its instances.
         state.latency.share(baseline_groups(state.plans), state.plans)
+        # A candidate measured and judged in this session has its gate on its first latency
+        # instance (run_plan.hosts_gate says where).
+        hosted = {(t, c) for t, cs in covered.items() for c in cs
+                  if (t, c) in judged and hosts_gate(state.plans[t])}
+        baselines = state.baselines
+        state.latency.host(hosted, lambda plan, candidate: gate_runner(plan, baselines)
+                           .host(candidate),
+                           lambda arms: gate_runner(arms.plan, baselines).prepare(arms))
+
+
+def gate_runner(plan: TrackPlan, baselines: Baselines) -> LosslessGateRunner | LossyGateRunner:
+    """The track's quality gate as the scenarios run it."""
+    if plan.quality == "lossless":
+        return LosslessGateRunner(baselines)
+    return LossyGateRunner(baselines)
 
 
 def require_campaign(config: pytest.Config) -> None:

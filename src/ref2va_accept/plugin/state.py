@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .. import budget, disk, ledger
-from ..b0_gate import GateInstances
+from ..b0_gate import Baselines, GateInstances
 from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
 from ..checks import Check, Reason
 from ..device_memory import MemoryGuard
@@ -75,8 +75,13 @@ class RunState:
     latency: LatencySchedules = field(default_factory=LatencySchedules)
     # B0's quality-gate instances, one pair per gate group of the session's quality tracks.
     gate_instances: GateInstances = field(default_factory=GateInstances)
+    # B0's gate results per track, on those instances; candidates' gates hosted by `latency`.
+    baselines: Baselines = field(init=False)
     # Stops this run's engines if the judge dies outright (leftovers.start_reaper).
     reaper: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        self.baselines = Baselines(self.gate_instances, self.latency)
 
     @property
     def campaign(self) -> LoadedCampaign:
