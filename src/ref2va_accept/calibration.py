@@ -58,6 +58,10 @@ class Noise:
     candidate_instance_sd: float | None = None  # the candidates' own spread; None: instance_sd
     tail_df: float | None = None  # heavy tails: t-distributed instance effects (df > 2)
     drawn_order: bool = False  # the order within each block drawn anew per run (per trial)
+    # Each candidate's first instance (the one that hosts its quality gate, whose requests come
+    # before its warm-ups) this many times its latency: 1.0 is the protocol's assumption that
+    # the warm-up rule absorbs them; below 1 the instance is left faster (a broken assumption).
+    first_instance_factor: float = 1.0
 
     @property
     def candidate_sd(self) -> float:
@@ -116,6 +120,13 @@ def draw(settings: LatencySettings, candidate: str | Sequence[str], noise: Noise
     is_candidate = np.array([a != replication.BASELINE for a in arms])
     positions = _positions(settings, arms, len(candidates), trials, noise.drawn_order, rng)
     scale = np.where(is_candidate, true_ratio, 1.0) * (1 + noise.drift_per_instance * positions)
+    if noise.first_instance_factor != 1.0:
+        # Blocks keep their order (only the order inside a block is drawn), so a candidate's
+        # first instance in time is its first in the schedule.
+        first = np.zeros(count)
+        for c in candidates:
+            first[arms.index(c)] = 1.0
+        scale = scale * np.where(first > 0, noise.first_instance_factor, 1.0)
     sds = np.where(is_candidate, noise.candidate_sd, noise.instance_sd)
     instance = scale * np.exp(_effects(rng, 1.0, noise.tail_df, (trials, count)) * sds)
     requests = np.exp(rng.normal(0.0, noise.within_sd, (trials, count, warm + settings.repeats)))
@@ -508,6 +519,27 @@ def format_cells(results: Sequence[CellResult], ratios: Sequence[float], target:
 
 # --- the futility stop: what it saves, and that it loses no supported --------------------------
 
+def hosting_lines(settings: LatencySettings, within_sd: float, ratios: Sequence[float],
+                  trials: int, seed: int, exact: bool) -> list[str]:
+    """What the gate on a candidate's first latency instance rests on, shown: false supported
+    at the target and power at the chosen ratios if its requests before the warm-ups left that
+    instance faster than the warm-up rule makes it (B0 and candidate 3% instance sd)."""
+    base = Noise(within_sd=within_sd, instance_sd=0.03, drawn_order=True)
+    cells = [Cell("gate first", dataclasses.replace(base, first_instance_factor=f))
+             for f in (1.0, 0.99, 0.98, 0.95)]
+    results = run_cells(settings, cells, ratios, trials, seed, exact=exact)
+    lines = ["gate on the first latency instance (its requests before that instance's warm-ups; "
+             "B0 and candidate 3% instance sd): false supported at the target, and power, if "
+             "they left that instance faster than the warm-up rule does"]
+    for factor, result in zip((1.0, 0.99, 0.98, 0.95), results, strict=True):
+        what = "as assumed (no effect)" if factor == 1.0 else f"{1 - factor:.0%} faster"
+        power = ", ".join(f"{r:g}: {_pct(p.supported)}" for r, p in
+                          zip(ratios, result.power, strict=True))
+        lines.append(f"  first instance {what}: {_pct(result.at_target.supported)} "
+                     f"(power {power})")
+    return lines
+
+
 @dataclass(frozen=True)
 class Futility:
     true_ratio: float
@@ -643,6 +675,9 @@ def run_command(args: argparse.Namespace) -> list[str]:
             *(f"a rerun after an inconclusive result is a second chance at a false supported "
               f"({_pct(r.at_target.supported)} over two attempts): the verdict, the report and "
               "the ledger name every attempt and what the earlier ones gave" for r in reruns)]
+    if not args.no_cells:
+        cell_lines += ["", *hosting_lines(settings, within, ratios, args.trials, args.seed,
+                                          args.exact)]
     if args.futility_trials > 0:
         noise_3 = dataclasses.replace(noise, instance_sd=0.03)
         stops = [futility(settings, noise_3, r, args.futility_trials,

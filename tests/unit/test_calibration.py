@@ -107,6 +107,28 @@ def test_the_draws_follow_the_documented_noise_model() -> None:
     assert first == pytest.approx(1.5, rel=0.01)
 
 
+def test_a_first_instance_factor_moves_only_each_candidates_first_instance() -> None:
+    s = _settings()
+    noise = cal.Noise(within_sd=0.0, instance_sd=0.0, first_instance_factor=0.9,
+                      drawn_order=True)
+    ids = ("c1", "c2")
+    d = cal.draw(s, ids, noise, 0.5, 50, np.random.default_rng(3))
+    for c in ids:
+        where = [i for i, a in enumerate(d.arms) if a == c]
+        assert np.allclose(d.measured[:, where[0], :], 0.45)  # its gate's instance
+        assert np.allclose(d.measured[:, where[1:], :], 0.5)
+    assert np.allclose(d.measured[:, [i for i, a in enumerate(d.arms) if a == "b0"], :], 1.0)
+
+
+def test_a_faster_first_instance_raises_false_supported_and_calibrate_shows_it() -> None:
+    s = _settings()
+    lines = cal.hosting_lines(s, 0.01, (0.45,), 20_000, 5, False)
+    rates = [float(line.split(": ")[1].split("%")[0]) for line in lines[1:]]
+    assert len(rates) == 4 and rates[0] <= 5.0  # as assumed: within the claim
+    assert rates[0] < rates[2] < rates[3]  # 2% and 5% faster: more false supported
+    assert "first instance 5% faster" in lines[-1]
+
+
 def test_the_steady_state_rule_runs_on_the_simulated_warmups() -> None:
     s = _settings()  # 2..3 warm-ups, the last two within 5%
     calm = cal.simulate(s, "c", cal.Noise(within_sd=0.01), 0.5, 2000, 5)
@@ -178,6 +200,7 @@ def test_calibrate_prints_the_protocol_and_the_table_for_the_910c_campaign() -> 
                            "shared B0", "rerun"}
     assert "B0 5.0% / cand 0.0%" in out and "12 candidates" in out and "t3 tails" in out
     assert "worst false supported at the target, one attempt:" in out
+    assert "gate on the first latency instance" in out and "first instance 5% faster" in out
 
 
 @pytest.mark.parametrize(("args", "says"), [
