@@ -500,7 +500,7 @@ class LatencySchedules:
         return tuple(c for c in labels if c != label)
 
     def runs(self, arms: Arms, candidate: str) -> list[InstanceRun]:
-        key, label = self._ensure(arms, candidate)
+        key, label, _ = self._ensure(arms, candidate)
         return self._ran[key].for_candidate(label)
 
     def hosted_gate(self, arms: Arms, candidate: str) -> list[CheckResult] | None:
@@ -509,17 +509,22 @@ class LatencySchedules:
         never started that instance (B0 decided first): its gate then runs on an instance of
         its own. The error of an engine that did not start is raised, as for its perf
         scenario."""
-        if not self.hosts_gate(arms.plan.track_id, candidate):
+        track_id = arms.plan.track_id
+        if not self.hosts_gate(track_id, candidate):
             return None
-        key, label = self._ensure(arms, candidate)
+        key, label, member = self._ensure(arms, candidate, members_only=True)
+        if not member:
+            return None  # a quality check stopped it before the schedule: no instance of it
         ran = self._ran[key]
         if label in ran.errors:
             raise ran.errors[label]
         return ran.gates.get(label)
 
-    def _ensure(self, arms: Arms, candidate: str
-                ) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], str]:
-        """The schedule that judges the candidate, run once: (its key, the candidate's label)."""
+    def _ensure(self, arms: Arms, candidate: str, *, members_only: bool = False
+                ) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], str, bool]:
+        """The schedule that judges the candidate, run once: (its key, the candidate's label,
+        whether it is one of the shared schedule's members). `members_only`: a candidate that
+        is not one runs nothing here."""
         track_id = arms.plan.track_id
         shared = arms.plan.latency.baseline_instances == "shared"
         tracks = self.group(track_id) if shared else (track_id,)
@@ -538,12 +543,15 @@ class LatencySchedules:
             self._members[tracks] = [(t, c) for t in tracks for c in self.covered(t)
                                      if quality_stop(checks, t, c) is None]
         members = self._members[tracks]
-        if not shared or (track_id, candidate) not in members:
+        member = (track_id, candidate) in members
+        if not shared or not member:
             members = [(track_id, candidate)]
         several = len({t for t, _ in members}) > 1
         labels = tuple(member_label(t, c) if several else c for t, c in members)
         key = (tracks if several else (track_id,), labels)
         label = member_label(track_id, candidate) if several else candidate
+        if members_only and not member:
+            return key, label, member
         self._schedule_of[(track_id, candidate)] = (key, label)
         if key not in self._ran:
             by_label = {member_label(t, c) if several else c: (t, c) for t, c in members}
@@ -552,7 +560,7 @@ class LatencySchedules:
             self._ran[key] = run_schedule(
                 arms, labels, {lab: runners[t] for lab, (t, _) in by_label.items()}
                 if several else None, hosts)
-        return key, label
+        return key, label, member
 
     def futility(self, track_id: str, candidate: str) -> tuple[int, int] | None:
         """Where the candidate's protocol stopped with `supported` out of reach, if it did."""

@@ -223,3 +223,14 @@ def test_progress_plans_a_hosted_gate_inside_the_schedule(plan: TrackPlan) -> No
     assert [(u.starts, u.requests) for u in own] == [(1, 2)]
     starts = sum(u.starts for u in both.units().values())
     assert starts == 2 + 3 + 3 * 3  # B0's gate pair, B0's latency, the candidates' instances
+
+
+def test_a_candidate_stopped_before_the_schedule_hosts_nothing(plan: TrackPlan) -> None:
+    arms = ScriptedArms(plan, SECONDS)
+    # Its cleanup failed in an earlier scenario: it takes no place in the schedule.
+    arms.checks.append(CheckResult("5s-lossless", "reduction-order", Check.CLEANUP, "fail",
+                                   Reason.INCOMPLETE_CLEANUP, "left a worker"))
+    schedules = _schedules({c: Host(c) for c in THREE})
+    assert schedules.hosted_gate(arms, "reduction-order") is None  # type: ignore[arg-type]
+    assert schedules.hosted_gate(arms, "lossless-text-kv") is not None  # type: ignore[arg-type]
+    assert "reduction-order" not in arms.starts  # no instance of it, no schedule of its own
