@@ -448,8 +448,13 @@ def _mix_seconds(costs: Sequence[CandidateCost], plan: TrackPlan, prices: Prices
     at the target its whole protocol. B0's part is priced whole."""
     total = 0.0
     n = plan.latency.instances_per_arm or 1
-    # A gate hosted by the candidate's first latency instance costs that instance's start.
-    hosting = Part(1 if hosts_gate(plan) else 0, Requests(0, 0))
+    # A gate hosted by the candidate's first latency instance costs that instance's start, and
+    # its warm-ups and measured requests too when the scoring waits for the instance to stop
+    # (a lossy gate scored on a device the engine may hold).
+    settings = plan.latency
+    waits = plan.quality == "lossy" and plan.lossy.device != "cpu"
+    ran = settings.max_warmups + settings.repeats if waits else 0
+    hosting = Part(1 if hosts_gate(plan) else 0, Requests(ran, ran))
     for cost in costs:
         b0 = (cost.b0_gate + cost.b0_latency).seconds(plan, prices, 1.0)
         gate = (cost.gate + hosting).seconds(plan, prices, 1.0)

@@ -65,6 +65,10 @@ class GateHost(Protocol):
     def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
         ...
 
+    def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
+        """What the gate judges once the instance is stopped (scoring on a device the engine
+        may hold); its failure ends the candidate's protocol there."""
+
 
 @dataclass
 class InstanceRun:
@@ -169,6 +173,9 @@ def run_instance(arms: Arms, arm_id: str, position: int, probe: DeviceProbe,
     finally:
         arms.registry.stop(engine)
     run.interference += _probe(probe, arms, None, devices, f"after {arm_id}#{position}")
+    if host is not None:
+        run.gate += host.settle(arms, run)
+        run.stopped_on = run.stopped_on or quality_stop(run.gate, arms.plan.track_id, arm_id)
     return run
 
 

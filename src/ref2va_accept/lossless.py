@@ -427,3 +427,6 @@ class HostedGate:
             **check.data, "unobserved_request": "measured" if measured else "unobserved"})
         arms.evidence.add_check(check)
         return [check]
+
+    def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
+        return []

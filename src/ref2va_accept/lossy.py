@@ -46,6 +46,7 @@ from .workload import Arms, Outcome
 
 if TYPE_CHECKING:
     from .latency import InstanceRun
+    from .plan import TrackPlan
     from .server import EngineInstance
 
 log = logging.getLogger(__name__)
@@ -89,14 +90,29 @@ def _score(arms: Arms, outcome: Outcome) -> tuple[Score, ...]:
 
 def _run_seeds(arms: Arms, arm_id: str, seeds: Sequence[int],
                index: int, record_check: Check | None) -> list[ScoredOutcome]:
+    """The seeds on a fresh instance, scored once it is stopped: a scoring device may be one
+    the engine holds, and the instance would only idle while the CPU scores."""
     engine = arms.start(arm_id)
-    scored = []
-    for n, seed in enumerate(seeds):
-        outcome = arms.request(engine, arm_id, kind="quality", index=index * 100 + n,
-                               seed=seed, record_check=record_check if n == 0 else None)
-        scored.append(ScoredOutcome(seed, outcome, _score(arms, outcome)))
-    arms.registry.stop(engine)
-    return scored
+    try:
+        outcomes = _requests(arms, engine, arm_id, seeds, index, record_check)
+    finally:
+        arms.registry.stop(engine)
+    return [ScoredOutcome(seed, o, _score(arms, o)) for seed, o in zip(seeds, outcomes,
+                                                                        strict=True)]
+
+
+def _requests(arms: Arms, engine: EngineInstance, arm_id: str, seeds: Sequence[int],
+              index: int, record_check: Check | None) -> list[Outcome]:
+    return [arms.request(engine, arm_id, kind="quality", index=index * 100 + n, seed=seed,
+                         record_check=record_check if n == 0 else None)
+            for n, seed in enumerate(seeds)]
+
+
+def scores_beside_the_engine(plan: TrackPlan) -> bool:
+    """Whether a hosted lossy gate may score while its instance runs: only on the CPU. A
+    scoring device the engine may hold (npu:N, cuda:N) waits until the instance has stopped
+    and its device memory is released."""
+    return plan.lossy.device == "cpu"
 
 
 def _gated_errors(errors: Sequence[RelativeError], gate: LossyGate) -> list[RelativeError]:
@@ -370,23 +386,35 @@ class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
 
 class HostedGate:
     """The lossy gate on the candidate's first latency instance (latency.GateHost): B0's seeds
-    before the warm-ups, scored and judged at once (a failed gate ends the instance there).
-    The measured requests are not scored: the timed-output check compares them with these."""
+    before the warm-ups. Scored on the CPU, they are judged at once (a failed gate ends the
+    instance there); on a device the engine may hold, once the instance has stopped (settle:
+    a failed gate then starts none of the candidate's other instances). The measured
+    requests are not scored: the timed-output check compares them with these."""
 
     def __init__(self, runner: LossyGateRunner, candidate: str) -> None:
         self.runner, self.candidate = runner, candidate
+        self.pending: list[Outcome] = []
 
     def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]:
+        seeds = [run.seed for run in self.runner.made(arms).runs]
+        outcomes = _requests(arms, engine, self.candidate, seeds, 0, Check.CANDIDATE_MEDIA)
+        if not scores_beside_the_engine(arms.plan):
+            self.pending = outcomes
+            return []
+        return self._judge(arms, outcomes)
+
+    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
+        return []
+
+    def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
+        pending, self.pending = self.pending, []
+        return self._judge(arms, pending) if pending else []
+
+    def _judge(self, arms: Arms, outcomes: Sequence[Outcome]) -> list[CheckResult]:
         baseline = self.runner.made(arms)
-        scored = []
-        for n, seed in enumerate(run.seed for run in baseline.runs):
-            outcome = arms.request(engine, self.candidate, kind="quality", index=n, seed=seed,
-                                   record_check=Check.CANDIDATE_MEDIA if n == 0 else None)
-            scored.append(ScoredOutcome(seed, outcome, _score(arms, outcome)))
+        scored = [ScoredOutcome(run.seed, o, _score(arms, o))
+                  for o, run in zip(outcomes, baseline.runs, strict=True)]
         check = judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, self.candidate,
                                 baseline, scored)
         arms.evidence.add_check(check)
         return [check]
-
-    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
-        return []

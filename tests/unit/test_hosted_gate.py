@@ -59,6 +59,9 @@ class Host:
         self.calls.append(("after", len(run.measured)))
         return [self._check(arms, Check.UNOBSERVED_OUTPUT, self.differs)]
 
+    def settle(self, arms: Any, run: latency.InstanceRun) -> list[CheckResult]:
+        return []
+
 
 def _schedules(hosts: dict[str, Host], prepared: list[str] | None = None
                ) -> latency.LatencySchedules:
@@ -234,3 +237,42 @@ def test_a_candidate_stopped_before_the_schedule_hosts_nothing(plan: TrackPlan) 
     assert schedules.hosted_gate(arms, "reduction-order") is None  # type: ignore[arg-type]
     assert schedules.hosted_gate(arms, "lossless-text-kv") is not None  # type: ignore[arg-type]
     assert "reduction-order" not in arms.starts  # no instance of it, no schedule of its own
+
+
+@pytest.mark.parametrize("device", ["cpu", "npu:0"])
+def test_a_lossy_gate_scores_beside_the_engine_only_on_the_cpu(
+        device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from ref2va_accept import lossy
+
+    plan = plan_campaign(load_campaign(CAMPAIGN))["5s-lossy"]
+    plan = dataclasses.replace(plan, gate=dataclasses.replace(plan.lossy, device=device))
+    two = ("cache-dit-aggressive", "cache-dit-mild")
+    arms = ScriptedArms(plan, {**SECONDS, two[0]: 2.0, two[1]: 3.0})
+    stopped: list[str] = []
+    arms.registry = SimpleNamespace(stop=lambda engine: stopped.append(engine.arm))
+    engine_up_when_scored: list[bool] = []
+    monkeypatch.setattr(lossy, "_score", lambda a, o: (
+        engine_up_when_scored.append(stopped.count(two[0]) == 0), ())[1])
+    monkeypatch.setattr(lossy, "judge_candidate", lambda track, gate, c, b, runs: CheckResult(
+        track, c, Check.LOSSY_GATE, "fail", Reason.QUALITY_GATE_FAILED, "planted"))
+    runner = SimpleNamespace(made=lambda a: SimpleNamespace(
+        runs=[SimpleNamespace(seed=s) for s in plan.seeds]))
+    host = lossy.HostedGate(runner, two[0])  # type: ignore[arg-type]
+    schedules = latency.LatencySchedules()
+    schedules.cover("5s-lossy", two)
+    schedules.host({("5s-lossy", two[0])}, lambda p, c: host, lambda a: None)
+    gate = schedules.hosted_gate(arms, two[0])  # type: ignore[arg-type]
+    assert gate is not None and gate[0].reason == Reason.QUALITY_GATE_FAILED
+    assert len(engine_up_when_scored) == len(plan.seeds)
+    kinds = [k for a, k in arms.requests if a == two[0]]
+    assert kinds[:len(plan.seeds)] == ["quality"] * len(plan.seeds)
+    if device == "cpu":
+        # Scored while its instance ran, before any warm-up: the failure ended it there.
+        assert all(engine_up_when_scored) and kinds == ["quality"] * len(plan.seeds)
+    else:
+        # Scored once the instance had stopped (the device is free): that instance ran its
+        # warm-ups and measured request, and the failure started none of its others.
+        assert not any(engine_up_when_scored) and "measured" in kinds
+    assert Counter(arms.starts)[two[0]] == 1 and Counter(arms.starts)[two[1]] == 3
