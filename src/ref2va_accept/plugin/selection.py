@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ..b0_gate import Baselines
 from ..campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
 from ..errors import CampaignError, Ref2VAError
-from ..lossless import LosslessGateRunner
-from ..lossy import LossyGateRunner
 from ..plan import TrackPlan, baseline_groups, gate_groups
 from ..progress import scenario_item
 from ..run_plan import hosts_gate
+
+if TYPE_CHECKING:
+    from ..lossless import LosslessGateRunner
+    from ..lossy import LossyGateRunner
 from .state import run_state
 
 CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
@@ -170,9 +173,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def gate_runner(plan: TrackPlan, baselines: Baselines) -> LosslessGateRunner | LossyGateRunner:
-    """The track's quality gate as the scenarios run it."""
+    """The track's quality gate as the scenarios run it. Imported here: the lossy gate pulls in
+    the scoring stack (OpenCV, SciPy), which loading the plugin must not."""
     if plan.quality == "lossless":
+        from ..lossless import LosslessGateRunner  # noqa: PLC0415
+
         return LosslessGateRunner(baselines)
+    from ..lossy import LossyGateRunner  # noqa: PLC0415
+
     return LossyGateRunner(baselines)
 
 
