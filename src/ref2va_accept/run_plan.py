@@ -34,6 +34,7 @@ PREFIX = "[ref2va]"  # every live-progress line starts with it
 _B0_LATENCY = "latency-b0/"  # the key of a shared B0's latency instances, then its tracks
 _GATE_BASELINES = ("lossless-baseline/", "lossy-baseline/")  # a track's B0 gate alone
 _LATENCY = "latency/"  # a candidate's own part of a shared schedule: then track/candidate
+_HOSTED = "hosted-gate/"  # a candidate's gate on its first latency instance: then the same
 _PERF = ("test_latency.py", "test_latency_against_matched_b0")
 _CANDIDATE_GATES = {("test_lossless.py", "test_candidate_is_bit_exact"),
                     ("test_lossy.py", "test_candidate_within_the_lossy_gate")}
@@ -325,20 +326,25 @@ def _host_gates(items: Sequence[ScenarioItem], plans: Mapping[str, TrackPlan],
             and i.track is not None]
     measured = {(i.track, i.candidate) for i in perf}
     perf_tracks = {i.track for i in perf}
+    hosted: dict[str, Unit] = {}  # nodeid of a hosted gate scenario -> its gate's requests
     for item in items:
         if (item.file, item.function) not in _CANDIDATE_GATES or item.track is None:
             continue
         plan = plans[item.track]
-        if (item.track, item.candidate) not in measured or not hosts_gate(plan):
-            continue
-        tracks = {t for t in groups.get(item.track, (item.track,))
-                  if t == item.track or t in perf_tracks}
+        if (item.track, item.candidate) in measured and hosts_gate(plan):
+            lossy = plan.quality == "lossy"
+            hosted[item.nodeid] = Unit(f"{_HOSTED}{item.track}/{item.candidate}", item.track,
+                                       hosted_gate_requests(plan), dumps=0 if lossy else 1,
+                                       scored=hosted_gate_requests(plan) if lossy else 0)
+    by_id = {i.nodeid: i for i in items}
+    for nodeid, own in hosted.items():
+        track = own.track
+        tracks = {t for t in groups.get(track, (track,)) if t == track or t in perf_tracks}
+        # Whichever of them runs first runs the schedule, every hosted gate in it included.
         schedule = {u.key: u for i in perf if i.track in tracks for u in planned[i.nodeid]}
-        lossy = plan.quality == "lossy"
-        own = Unit(item.nodeid, item.track, hosted_gate_requests(plan), dumps=0 if lossy else 1,
-                   scored=hosted_gate_requests(plan) if lossy else 0)
-        planned[item.nodeid] = (*(u for u in planned[item.nodeid] if u.key != item.nodeid),
-                                own, *schedule.values())
+        gates = {u.key: u for n, u in hosted.items() if by_id[n].track in tracks}
+        planned[nodeid] = (*(u for u in planned[nodeid] if u.key != nodeid),
+                           *gates.values(), *schedule.values())
 
 
 def gate_units(plans: Mapping[str, TrackPlan]) -> tuple[Unit, ...]:

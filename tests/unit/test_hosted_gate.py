@@ -216,10 +216,13 @@ def test_progress_plans_a_hosted_gate_inside_the_schedule(plan: TrackPlan) -> No
     first = both.items[gate[0].nodeid]
     # The first gate scenario runs the whole schedule: it carries every latency unit, and its
     # own unit starts nothing and sends the watched request.
-    mine = next(u for u in first if u.key == gate[0].nodeid)
+    mine = next(u for u in first if u.key == f"hosted-gate/5s-lossless/{THREE[0]}")
     assert (mine.starts, mine.requests, mine.dumps) == (0, hosted_gate_requests(plan), 1)
     latency_keys = {u.key for p in perf for u in both.items[p.nodeid]}
     assert latency_keys <= {u.key for u in first}
+    # ... and every candidate's hosted gate, which that schedule runs.
+    assert {f"hosted-gate/5s-lossless/{c}" for c in THREE} <= {u.key for u in first}
+    assert both.total == sum(u.requests for u in both.units().values())
     # A quality-only session: each candidate's gate on its own instance (one start, two
     # requests), and no latency unit.
     own = [u for u in alone.items[gate[0].nodeid] if u.key == gate[0].nodeid]
