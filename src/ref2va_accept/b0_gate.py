@@ -16,6 +16,7 @@ outcomes, and each check says which tracks the instances served.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -100,9 +101,15 @@ def run_gate_instances(runners: Mapping[str, Arms]) -> GateRuns:
     return runs
 
 
-def describe(runs: GateRuns) -> str:
-    """How the check says it was shared ('' when its track's instances were its own)."""
-    return f"B0's gate instances served {'+'.join(runs.tracks)}" if runs.shared else ""
+def mark_shared(checks: Sequence[CheckResult], runs: GateRuns, **data: object
+                ) -> tuple[CheckResult, ...]:
+    """A track's B0 checks, saying (in the detail, and `gate_instances_served` with `data` in
+    the data) that their instances served other tracks too; as they are when they did not."""
+    if not runs.shared:
+        return tuple(checks)
+    said = f"B0's gate instances served {'+'.join(runs.tracks)}"
+    return tuple(dataclasses.replace(check, detail=f"{check.detail} ({said})", data={
+        **check.data, "gate_instances_served": list(runs.tracks), **data}) for check in checks)
 
 
 class GateInstances:

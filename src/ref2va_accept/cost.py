@@ -44,6 +44,7 @@ from .run_plan import (
     lossy_baseline_starts,
     lossy_candidate_requests,
     lossy_candidate_starts,
+    scores_beside_the_engine,
 )
 
 
@@ -254,14 +255,12 @@ def track_costs(plan: TrackPlan, candidates: Sequence[str], prices: Prices,
     costs = []
     none = Part(0, Requests(0, 0))
     for index, candidate in enumerate(candidates):
-        cost = candidate_cost(plan, candidate, prices)
-        if index or b0_latency_paid or b0_gate is not None:
-            skip_latency = b0_latency_paid or (shared and index > 0)
-            gate = none if index else cost.b0_gate if b0_gate is None else b0_gate
-            cost = _priced(replace(cost, b0_gate=gate,
-                                   b0_latency=none if skip_latency else cost.b0_latency),
-                           plan, prices)
-        costs.append(cost)
+        alone = candidate_cost(plan, candidate, prices)
+        gate = none if index else alone.b0_gate if b0_gate is None else b0_gate
+        paid = b0_latency_paid or (shared and index > 0)
+        costs.append(_priced(replace(alone, b0_gate=gate,
+                                     b0_latency=none if paid else alone.b0_latency),
+                             plan, prices))
     return costs
 
 
@@ -452,7 +451,7 @@ def _mix_seconds(costs: Sequence[CandidateCost], plan: TrackPlan, prices: Prices
     # its warm-ups and measured requests too when the scoring waits for the instance to stop
     # (a lossy gate scored on a device the engine may hold).
     settings = plan.latency
-    waits = plan.quality == "lossy" and plan.lossy.device != "cpu"
+    waits = plan.quality == "lossy" and not scores_beside_the_engine(plan)
     ran = settings.max_warmups + settings.repeats if waits else 0
     hosting = Part(1 if hosts_gate(plan) else 0, Requests(ran, ran))
     for cost in costs:

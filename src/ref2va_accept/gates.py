@@ -140,7 +140,6 @@ class BaselineGateRunner(Generic[B]):
         return self.baselines.get_or_make(self.name, arms.plan.track_id,
                                           lambda: self.make_baseline(arms))
 
-
     def baseline(self, arms: Arms) -> GateResult:
         made = self.made(arms)
         if not made.judgeable:

@@ -535,7 +535,9 @@ class LatencySchedules:
         track_id = arms.plan.track_id
         shared = arms.plan.latency.baseline_instances == "shared"
         tracks = self.group(track_id) if shared else (track_id,)
-        runners = {t: arms if t == track_id else arms.for_track(self._plans[t]) for t in tracks}
+
+        def runner(t: str) -> Arms:
+            return arms if t == track_id else arms.for_track(self._plans[t])
         # Candidates a quality check already stopped take no place in the shared schedule. Taken
         # once, when the schedule first runs: what its own instances record later (an engine
         # that did not start) must not make the next candidate's scenario run a second one.
@@ -545,7 +547,7 @@ class LatencySchedules:
             hosting = {t for t in tracks for c in self.covered(t) if self.hosts_gate(t, c)}
             for t in hosting:
                 assert self._prepare is not None
-                self._prepare(runners[t])
+                self._prepare(runner(t))
             checks = arms.evidence.checks
             self._members[tracks] = [(t, c) for t in tracks for c in self.covered(t)
                                      if quality_stop(checks, t, c) is None]
@@ -561,7 +563,8 @@ class LatencySchedules:
             return key, label, member
         self._schedule_of[(track_id, candidate)] = (key, label)
         if key not in self._ran:
-            by_label = {member_label(t, c) if several else c: (t, c) for t, c in members}
+            by_label = dict(zip(labels, members, strict=True))
+            runners = {t: runner(t) for t in key[0]}
             hosts = {lab: self._make_host(runners[t].plan, c) for lab, (t, c) in by_label.items()
                      if self._make_host is not None and self.hosts_gate(t, c)}
             self._ran[key] = run_schedule(

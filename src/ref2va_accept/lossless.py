@@ -33,8 +33,7 @@ from ref2va_contract.diagnostics import (
     REUSED_STEPS_KEY,
 )
 
-from .b0_gate import GateRuns, run_gate_instances
-from .b0_gate import describe as describe_shared
+from .b0_gate import GateRuns, mark_shared, run_gate_instances
 from .checks import Check, Reason
 from .decoded import compare_decoded_mp4
 from .errors import MediaError, TensorFileError
@@ -241,10 +240,13 @@ def judge_candidate(
     return [*checks, judge_unobserved(track, candidate, contract, watched, unobserved)]
 
 
-def judge_watched(track: str, candidate: str, contract: LosslessContract, baseline: Baseline,
-                  watched: Outcome) -> list[CheckResult]:
-    """The checks of a watched request that came back: its points against B0's, declared time
-    and the enabled-path audit."""
+def judge_gate(track: str, candidate: str, contract: LosslessContract, baseline: Baseline,
+               watched: Outcome) -> list[CheckResult]:
+    """The checks of the candidate's watched request alone (bit-exactness with B0, declared
+    time, the enabled-path audit): what decides a hosted gate before any warm-up."""
+    if not watched.sample.ok:
+        return [CheckResult(track, candidate, Check.LOSSLESS_GATE, "fail",
+                            Reason.CANDIDATE_REQUEST_FAILED, watched.explain())]
     checks: list[CheckResult] = []
     missing = contract_problems(watched, contract)
     comparison = compare(baseline.watched, watched, contract)
@@ -290,16 +292,6 @@ def judge_watched(track: str, candidate: str, contract: LosslessContract, baseli
     return checks
 
 
-def judge_gate(track: str, candidate: str, contract: LosslessContract, baseline: Baseline,
-               watched: Outcome) -> list[CheckResult]:
-    """The checks of the candidate's watched request alone (bit-exactness with B0, declared
-    time, the enabled-path audit): what decides a hosted gate before any warm-up."""
-    if not watched.sample.ok:
-        return [CheckResult(track, candidate, Check.LOSSLESS_GATE, "fail",
-                            Reason.CANDIDATE_REQUEST_FAILED, watched.explain())]
-    return judge_watched(track, candidate, contract, baseline, watched)
-
-
 def judge_unobserved(track: str, candidate: str, contract: LosslessContract, watched: Outcome,
                      unobserved: Outcome) -> CheckResult:
     """The candidate's decoded output with no diagnostics asked against its watched one."""
@@ -337,14 +329,9 @@ def run_baseline(arms: Arms, runs: GateRuns | None = None) -> Baseline:
     first, second = runs.watched[plan.track_id]
     unobserved = runs.plain[0][plan.seeds[0]]
     baseline = judge_baseline(plan.track_id, plan.lossless, first, unobserved, second)
-    shared = describe_shared(runs)
-    if shared:
-        baseline = dataclasses.replace(baseline, checks=tuple(
-            dataclasses.replace(check, detail=f"{check.detail} ({shared})", data={
-                **check.data, "gate_instances_served": list(runs.tracks),
-                "unobserved_request": {"track": unobserved.sample.track,
-                                       "kind": unobserved.sample.kind}})
-            for check in baseline.checks))
+    baseline = dataclasses.replace(baseline, checks=mark_shared(
+        baseline.checks, runs, unobserved_request={"track": unobserved.sample.track,
+                                                   "kind": unobserved.sample.kind}))
     for check in baseline.checks:
         arms.evidence.add_check(check)
     return baseline

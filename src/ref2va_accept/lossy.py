@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .b0_gate import GateRuns, run_gate_instances
-from .b0_gate import describe as describe_shared
+from .b0_gate import GateRuns, mark_shared, run_gate_instances
 from .campaign import LossyGate
 from .checks import Check, Reason
 from .errors import MediaError, Ref2VAError
@@ -40,13 +39,13 @@ from .quality.fidelity import compare_videos
 from .quality.pipeline import score_video
 from .quality.registry import SCORERS, Score, ScorerError, error_score
 from .quality.scoring import RelativeError, check_comparable, relative_errors
+from .run_plan import scores_beside_the_engine
 from .timed_output import lossy_timed_output_check
 from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
 
 if TYPE_CHECKING:
     from .latency import InstanceRun
-    from .plan import TrackPlan
     from .server import EngineInstance
 
 log = logging.getLogger(__name__)
@@ -108,11 +107,6 @@ def _requests(arms: Arms, engine: EngineInstance, arm_id: str, seeds: Sequence[i
             for n, seed in enumerate(seeds)]
 
 
-def scores_beside_the_engine(plan: TrackPlan) -> bool:
-    """Whether a hosted lossy gate may score while its instance runs: only on the CPU. A
-    scoring device the engine may hold (npu:N, cuda:N) waits until the instance has stopped
-    and its device memory is released."""
-    return plan.lossy.device == "cpu"
 
 
 def _gated_errors(errors: Sequence[RelativeError], gate: LossyGate) -> list[RelativeError]:
@@ -163,12 +157,7 @@ def run_baseline(arms: Arms, runs: GateRuns | None = None) -> LossyBaseline:
     first, second = ([ScoredOutcome(seed, made[seed], _score(arms, made[seed]))
                       for seed in plan.seeds] for made in runs.plain)
     baseline = _baseline(arms, first, second)
-    shared = describe_shared(runs)
-    if shared:
-        baseline = dataclasses.replace(baseline, checks=tuple(
-            dataclasses.replace(check, detail=f"{check.detail} ({shared})",
-                                data={**check.data, "gate_instances_served": list(runs.tracks)})
-            for check in baseline.checks))
+    baseline = dataclasses.replace(baseline, checks=mark_shared(baseline.checks, runs))
     for check in baseline.checks:
         arms.evidence.add_check(check)
     return baseline

@@ -269,18 +269,31 @@ def plan_option(campaign: Path | None, track_id: str | None) -> TrackPlan | None
     return plan_track(load_campaign(campaign), track_id)
 
 
+def _request_identity(plan: TrackPlan) -> tuple[object, ...]:
+    """What B0 is asked at the track's first seed, on which launch line: the duration class,
+    B0's profile and request overrides, the model, shape (seeds aside), frames, inputs, that
+    seed and the timeouts."""
+    b0 = plan.arm("b0").spec
+    shape = {k: v for k, v in plan.shape.model_dump().items() if k != "seeds"}
+    return (plan.duration, plan.model, b0.profile, sorted(b0.request.items()), shape,
+            plan.num_frames, plan.inputs, plan.seeds[0], plan.timeouts)
+
+
+def _groups(keys: Mapping[str, str | None]) -> dict[str, tuple[str, ...]]:
+    """Per track, the tracks (itself among them, in campaign order) of the same key; a track
+    whose key is None is its own group."""
+    return {track_id: (track_id,) if key is None else
+            tuple(t for t, k in keys.items() if k == key) for track_id, key in keys.items()}
+
+
 def baseline_key(plan: TrackPlan) -> str | None:
     """What makes B0's latency instances of this track interchangeable with another track's:
-    the duration class, the launch (B0's profile and request overrides), the measured request
-    (model, shape, frames, inputs and its seed, the track's first) and the protocol itself.
+    the measured request on its launch line (`_request_identity`) and the protocol itself.
     None when the track's B0 is not shared (per-candidate pairs or the request design)."""
     latency = plan.latency
     if latency.replication != "instance" or latency.baseline_instances != "shared":
         return None
-    b0 = plan.arm("b0").spec
-    shape = {k: v for k, v in plan.shape.model_dump().items() if k != "seeds"}
-    return repr((plan.duration, plan.model, b0.profile, sorted(b0.request.items()), shape,
-                 plan.num_frames, plan.inputs, plan.seeds[0], plan.timeouts, latency))
+    return repr((*_request_identity(plan), latency))
 
 
 def baseline_groups(plans: Mapping[str, TrackPlan]) -> dict[str, tuple[str, ...]]:
@@ -289,30 +302,18 @@ def baseline_groups(plans: Mapping[str, TrackPlan]) -> dict[str, tuple[str, ...]
     same measured request under the same protocol (`baseline_key`). A track alone is its own
     group. The lossless and lossy tracks of one duration class usually are one group: their
     B0 is the same server asked the same timed request."""
-    keys = {track_id: baseline_key(plan) for track_id, plan in plans.items()}
-    groups: dict[str, tuple[str, ...]] = {}
-    for track_id, key in keys.items():
-        groups[track_id] = ((track_id,) if key is None else
-                            tuple(t for t, k in keys.items() if k == key))
-    return groups
+    return _groups({track_id: baseline_key(plan) for track_id, plan in plans.items()})
 
 
 def gate_key(plan: TrackPlan) -> str:
     """What makes B0's quality-gate requests of this track the same as another track's: the
-    duration class, the launch (B0's profile and request overrides) and the request at the
-    track's first seed (model, shape, frames, inputs, timeouts). The latency protocol plays no
-    part: the gates' requests are not timed."""
-    b0 = plan.arm("b0").spec
-    shape = {k: v for k, v in plan.shape.model_dump().items() if k != "seeds"}
-    return repr((plan.duration, plan.model, b0.profile, sorted(b0.request.items()), shape,
-                 plan.num_frames, plan.inputs, plan.seeds[0], plan.timeouts))
+    request at its first seed on its launch line (`_request_identity`). The latency protocol
+    plays no part: the gates' requests are not timed."""
+    return repr(_request_identity(plan))
 
 
 def gate_groups(plans: Mapping[str, TrackPlan]) -> dict[str, tuple[str, ...]]:
     """Per track, the tracks (itself among them, in campaign order) whose B0 quality gates one
     pair of B0 instances may serve (`gate_key`; b0_gate.py runs them). A track alone is its own
     group; the lossless and lossy tracks of one duration class usually are one."""
-    keys = {track_id: gate_key(plan) for track_id, plan in plans.items()}
-    return {track_id: tuple(t for t, k in keys.items() if k == key)
-            for track_id, key in keys.items()}
-
+    return _groups({track_id: gate_key(plan) for track_id, plan in plans.items()})

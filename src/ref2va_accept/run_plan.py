@@ -123,6 +123,14 @@ def hosts_gate(plan: TrackPlan) -> bool:
     return plan.latency.replication == "instance" and plan.latency.baseline_instances == "shared"
 
 
+def scores_beside_the_engine(plan: TrackPlan) -> bool:
+    """Whether a hosted lossy gate may score while its instance runs (lossy.HostedGate): only
+    on the CPU. A scoring device the engine may hold (npu:N, cuda:N) waits until the instance
+    has stopped and its device memory is released, so that instance runs its warm-ups and
+    measured requests before the gate decides."""
+    return plan.lossy.device == "cpu"
+
+
 def hosted_gate_requests(plan: TrackPlan) -> int:
     """lossless.HostedGate / lossy.HostedGate: the watched request (its unobserved output is
     the instance's first measured one) or B0's seeds, on the candidate's first latency

@@ -23,11 +23,11 @@ from ..errors import CampaignError, Ref2VAError
 from ..plan import TrackPlan, baseline_groups, gate_groups
 from ..progress import scenario_item
 from ..run_plan import hosts_gate
+from .state import run_state
 
 if TYPE_CHECKING:
     from ..lossless import LosslessGateRunner
     from ..lossy import LossyGateRunner
-from .state import run_state
 
 CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
 DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
@@ -152,12 +152,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             gated.append(scenario.track)
             if scenario.candidate is not None:
                 judged.add((scenario.track, scenario.candidate))
+    if not gated and not covered:
+        return
+    state = run_state(session.config)
     if gated:
         # Tracks whose B0 gates ask the same request share one pair of B0 gate instances.
-        state = run_state(session.config)
         state.gate_instances.share(gate_groups(state.plans), state.plans, gated)
     if covered:
-        state = run_state(session.config)
         for track_id, candidates in covered.items():
             state.latency.cover(track_id, candidates)
         # Tracks whose B0 is the same server asked the same timed request share its instances.
