@@ -226,13 +226,17 @@ def _priced(cost: CandidateCost, plan: TrackPlan, prices: Prices) -> CandidateCo
     return replace(cost, seconds_at_target=at, seconds_upper=upper)
 
 
-def candidate_cost(plan: TrackPlan, candidate: str, prices: Prices) -> CandidateCost:
-    """One candidate with B0's whole part (a track of one candidate)."""
+def _parts(plan: TrackPlan, candidate: str) -> CandidateCost:
+    """One candidate with B0's whole part, not priced yet."""
     b0_gate, gate = _gate_parts(plan)
     b0_latency, latency = _latency_parts(plan, candidate)
-    cost = CandidateCost(plan.track_id, candidate, gate, latency, b0_gate, b0_latency,
+    return CandidateCost(plan.track_id, candidate, gate, latency, b0_gate, b0_latency,
                          plan.latency.target_ratio)
-    return _priced(cost, plan, prices)
+
+
+def candidate_cost(plan: TrackPlan, candidate: str, prices: Prices) -> CandidateCost:
+    """One candidate with B0's whole part (a track of one candidate)."""
+    return _priced(_parts(plan, candidate), plan, prices)
 
 
 def b0_gate_part(track_id: str, group: Mapping[str, TrackPlan]) -> Part:
@@ -255,7 +259,7 @@ def track_costs(plan: TrackPlan, candidates: Sequence[str], prices: Prices,
     costs = []
     none = Part(0, Requests(0, 0))
     for index, candidate in enumerate(candidates):
-        alone = candidate_cost(plan, candidate, prices)
+        alone = _parts(plan, candidate)
         gate = none if index else alone.b0_gate if b0_gate is None else b0_gate
         paid = b0_latency_paid or (shared and index > 0)
         costs.append(_priced(replace(alone, b0_gate=gate,
