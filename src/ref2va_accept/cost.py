@@ -35,6 +35,8 @@ from .replication import BASELINE, sequence
 from .run_plan import (
     gate_units,
     hosted_gate_requests,
+    hosted_gate_warmups,
+    hosted_warmup_requests,
     hosts_gate,
     lossless_baseline_requests,
     lossless_baseline_starts,
@@ -44,7 +46,6 @@ from .run_plan import (
     lossy_baseline_starts,
     lossy_candidate_requests,
     lossy_candidate_starts,
-    scores_beside_the_engine,
 )
 
 
@@ -205,12 +206,17 @@ def _latency_parts(plan: TrackPlan, candidate: str) -> tuple[Part, Part]:
     per_instance = Requests(settings.warmups + settings.repeats,
                             settings.max_warmups + settings.repeats)
     warm = Requests(settings.warmups, settings.max_warmups)
+    # The hosting instance does not send again the warm-ups its gate's requests were.
+    least, most = hosted_warmup_requests(settings, hosted_gate_warmups(plan)) \
+        if hosts_gate(plan) else (settings.warmups, settings.max_warmups)
+    hosting = Part(1, Requests(least + settings.repeats, most + settings.repeats), 0,
+                   Requests(least, most))
     b0, cand = Part(0, Requests(0, 0)), Part(0, Requests(0, 0))
     for arm in sequence(settings, candidate):
         if arm == BASELINE:
             b0 = b0 + Part(1, per_instance, 0, warm)
         else:
-            cand = cand + Part(1, per_instance, 0, warm)
+            cand = cand + (Part(1, per_instance, 0, warm) if cand.starts else hosting)
     probe = settings.caching_probe_requests
     return b0, cand + Part(0, Requests(probe, probe))
 
@@ -452,11 +458,12 @@ def _mix_seconds(costs: Sequence[CandidateCost], plan: TrackPlan, prices: Prices
     total = 0.0
     n = plan.latency.instances_per_arm or 1
     # A gate hosted by the candidate's first latency instance costs that instance's start, and
-    # its warm-ups and measured requests too when the scoring waits for the instance to stop
-    # (a lossy gate scored on a device the engine may hold).
+    # a lossy one its remaining warm-ups and measured requests too: it is scored once that
+    # instance has stopped.
     settings = plan.latency
-    waits = plan.quality == "lossy" and not scores_beside_the_engine(plan)
-    ran = settings.max_warmups + settings.repeats if waits else 0
+    waits = plan.quality == "lossy" and hosts_gate(plan)
+    ran = hosted_warmup_requests(settings, hosted_gate_warmups(plan))[1] + settings.repeats \
+        if waits else 0
     hosting = Part(1 if hosts_gate(plan) else 0, Requests(ran, ran))
     for cost in costs:
         b0 = (cost.b0_gate + cost.b0_latency).seconds(plan, prices, 1.0)

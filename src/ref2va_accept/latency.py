@@ -62,6 +62,11 @@ class GateHost(Protocol):
 
     def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]: ...
 
+    def warmups(self, arms: Arms) -> list[Outcome]:
+        """Those of the gate's requests that are the instance's first warm-ups (the very
+        requests they would send, and nothing judged in between: run_plan.hosted_gate_warmups);
+        the instance does not send them again."""
+
     def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
         ...
 
@@ -83,6 +88,7 @@ class InstanceRun:
     # why the instance measured nothing after it (the gate stopped it).
     gate: list[CheckResult] = field(default_factory=list)
     stopped_on: str | None = None
+    warmups_from_gate: int = 0  # the first of `warmups` are the gate's own requests
 
     def failed(self) -> list[Outcome]:
         return [o for o in (*self.warmups, *self.measured, *self.distinct) if not o.complete]
@@ -99,6 +105,8 @@ class InstanceRun:
                  "value_s": statistics.median(measured) if measured else None}
         if self.gate:
             found["hosted_gate"] = sorted({c.name.value for c in self.gate})
+        if self.warmups_from_gate:
+            found["warmups_from_gate"] = self.warmups_from_gate
         return found
 
 
@@ -153,7 +161,11 @@ def run_instance(arms: Arms, arm_id: str, position: int, probe: DeviceProbe,
         if host is not None:
             run.gate = host.before(arms, engine)
             run.stopped_on = quality_stop(run.gate, arms.plan.track_id, arm_id)
-        if run.stopped_on is None and _warm_up(arms, engine, run) and run.steady:
+            run.warmups = list(host.warmups(arms))
+            run.warmups_from_gate = len(run.warmups)
+        # A gate request that failed as a warm-up fails the instance as any warm-up would.
+        if run.stopped_on is None and not run.failed() and _warm_up(arms, engine, run) \
+                and run.steady:
             for r in range(protocol.repeats):
                 outcome = arms.request(engine, arm_id, kind="measured",
                                        index=position * 100 + r, seed=seeds[r % len(seeds)])

@@ -399,6 +399,9 @@ class HostedGate:
             arms.evidence.add_check(check)
         return checks
 
+    def warmups(self, arms: Arms) -> list[Outcome]:
+        return []  # the watched request dumps the comparison points: its timing is not a warm-up
+
     def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
         plan = arms.plan
         watched = self.watched

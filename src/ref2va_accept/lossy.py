@@ -39,7 +39,7 @@ from .quality.fidelity import compare_videos
 from .quality.pipeline import score_video
 from .quality.registry import SCORERS, Score, ScorerError, error_score
 from .quality.scoring import RelativeError, check_comparable, relative_errors
-from .run_plan import scores_beside_the_engine
+from .run_plan import hosted_gate_warmups
 from .timed_output import lossy_timed_output_check
 from .verdicts import CheckResult, GateChecks
 from .workload import Arms, Outcome
@@ -375,10 +375,12 @@ class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
 
 class HostedGate:
     """The lossy gate on the candidate's first latency instance (latency.GateHost): B0's seeds
-    before the warm-ups. Scored on the CPU, they are judged at once (a failed gate ends the
-    instance there); on a device the engine may hold, once the instance has stopped (settle:
-    a failed gate then starts none of the candidate's other instances). The measured
-    requests are not scored: the timed-output check compares them with these."""
+    before the warm-ups, scored once the instance has stopped (settle), on any scoring device:
+    nothing waits between these requests and the warm-ups, so where they are the very
+    requests the warm-ups would send (run_plan.hosted_gate_warmups) they are the instance's
+    warm-ups, and the hosting instance has the history of the candidate's others. A failed
+    gate starts none of the candidate's other instances. The measured requests are not
+    scored: the timed-output check compares them with these."""
 
     def __init__(self, runner: LossyGateRunner, candidate: str) -> None:
         self.runner, self.candidate = runner, candidate
@@ -386,11 +388,17 @@ class HostedGate:
 
     def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]:
         seeds = [run.seed for run in self.runner.made(arms).runs]
-        outcomes = _requests(arms, engine, self.candidate, seeds, 0, Check.CANDIDATE_MEDIA)
-        if not scores_beside_the_engine(arms.plan):
-            self.pending = outcomes
-            return []
-        return self._judge(arms, outcomes)
+        self.pending = _requests(arms, engine, self.candidate, seeds, 0, Check.CANDIDATE_MEDIA)
+        return []
+
+    def warmups(self, arms: Arms) -> list[Outcome]:
+        plan = arms.plan
+        credited = hosted_gate_warmups(plan)
+        seeds = [o.sample.seed for o in self.pending[:credited]]
+        if len(seeds) < credited or seeds != [plan.seeds[w % len(plan.seeds)]
+                                              for w in range(credited)]:
+            return []  # not the warm-ups' own requests: the instance warms up in full
+        return list(self.pending[:credited])
 
     def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
         return []

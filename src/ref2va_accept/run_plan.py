@@ -123,12 +123,17 @@ def hosts_gate(plan: TrackPlan) -> bool:
     return plan.latency.replication == "instance" and plan.latency.baseline_instances == "shared"
 
 
-def scores_beside_the_engine(plan: TrackPlan) -> bool:
-    """Whether a hosted lossy gate may score while its instance runs (lossy.HostedGate): only
-    on the CPU. A scoring device the engine may hold (npu:N, cuda:N) waits until the instance
-    has stopped and its device memory is released, so that instance runs its warm-ups and
-    measured requests before the gate decides."""
-    return plan.lossy.device == "cpu"
+def hosted_gate_warmups(plan: TrackPlan) -> int:
+    """How many of a hosted gate's requests are its instance's first warm-ups (latency.GateHost
+    .warmups): a lossy gate's, when they are the very requests those warm-ups would send (full
+    denoising steps, and the gate's seeds the warm-ups' seeds in their order), so the hosting
+    instance has the same history as the candidate's others and sends none of them twice. A
+    lossless gate's watched request dumps the comparison points, which perturbs its timing:
+    it is not a warm-up."""
+    settings = plan.latency
+    if plan.quality != "lossy" or settings.warmup_steps is not None or not plan.seeds:
+        return 0
+    return len(plan.seeds)
 
 
 def hosted_gate_requests(plan: TrackPlan) -> int:
@@ -136,6 +141,12 @@ def hosted_gate_requests(plan: TrackPlan) -> int:
     the instance's first measured one) or B0's seeds, on the candidate's first latency
     instance; no start of its own."""
     return 1 if plan.quality == "lossless" else len(plan.seeds)
+
+
+def hosted_warmup_requests(settings: LatencySettings, credited: int) -> tuple[int, int]:
+    """(least, most) warm-ups the hosting instance still sends after `credited` of them came
+    from its gate (replication.warmup_done decides, as for any instance)."""
+    return max(0, settings.warmups - credited), max(0, settings.max_warmups - credited)
 
 
 @dataclass(frozen=True)
@@ -345,6 +356,16 @@ def _host_gates(items: Sequence[ScenarioItem], plans: Mapping[str, TrackPlan],
                                        hosted_gate_requests(plan), dumps=0 if lossy else 1,
                                        scored=hosted_gate_requests(plan) if lossy else 0)
     by_id = {i.nodeid: i for i in items}
+    # The gate's requests that are its instance's warm-ups are not sent again there (once per
+    # candidate: its latency unit is one, however many scenarios carry it).
+    for track, candidate in {(u.track, by_id[n].candidate) for n, u in hosted.items()}:
+        plan = plans[track]
+        credited = hosted_gate_warmups(plan)
+        saved = plan.latency.warmups - hosted_warmup_requests(plan.latency, credited)[0]
+        key = f"{_LATENCY}{track}/{candidate}"
+        for n, units in planned.items():
+            planned[n] = tuple(replace(u, requests=u.requests - saved) if u.key == key else u
+                               for u in units)
     for nodeid, own in hosted.items():
         track = own.track
         tracks = {t for t in groups.get(track, (track,)) if t == track or t in perf_tracks}

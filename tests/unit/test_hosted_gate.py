@@ -20,7 +20,13 @@ from ref2va_accept.gates import BaselineGateRunner
 from ref2va_accept.gates import Outcome as GateOutcome
 from ref2va_accept.plan import TrackPlan, plan_campaign, plan_track
 from ref2va_accept.replication import BASELINE, schedule
-from ref2va_accept.run_plan import ScenarioItem, hosted_gate_requests, hosts_gate, plan_run
+from ref2va_accept.run_plan import (
+    ScenarioItem,
+    hosted_gate_requests,
+    hosted_gate_warmups,
+    hosts_gate,
+    plan_run,
+)
 from ref2va_accept.verdicts import CheckResult, GateChecks
 from tests.unit.suite_runner import ROOT
 from tests.unit.test_shared_baseline import SECONDS, THREE, ScriptedArms
@@ -54,6 +60,9 @@ class Host:
         self.calls.append(("before", len(arms.requests)))
         arms.request(engine, self.candidate, kind="quality", index=0)
         return [self._check(arms, Check.LOSSLESS_GATE, self.fails)]
+
+    def warmups(self, arms: Any) -> list[Any]:
+        return []  # a watched request: not a warm-up
 
     def after(self, arms: Any, engine: Any, run: latency.InstanceRun) -> list[CheckResult]:
         self.calls.append(("after", len(run.measured)))
@@ -242,40 +251,85 @@ def test_a_candidate_stopped_before_the_schedule_hosts_nothing(plan: TrackPlan) 
     assert "reduction-order" not in arms.starts  # no instance of it, no schedule of its own
 
 
-@pytest.mark.parametrize("device", ["cpu", "npu:0"])
-def test_a_lossy_gate_scores_beside_the_engine_only_on_the_cpu(
-        device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def _lossy_host(device: str, monkeypatch: pytest.MonkeyPatch, *, fails: bool,
+                warmup_steps: int | None = None) -> tuple[Any, list[bool], list[str]]:
+    """A schedule of two lossy candidates whose first hosts a lossy.HostedGate (scores and
+    verdict planted); (the arms, whether the engine was up at each score, the stops)."""
     from types import SimpleNamespace
 
     from ref2va_accept import lossy
 
     plan = plan_campaign(load_campaign(CAMPAIGN))["5s-lossy"]
-    plan = dataclasses.replace(plan, gate=dataclasses.replace(plan.lossy, device=device))
-    two = ("cache-dit-aggressive", "cache-dit-mild")
-    arms = ScriptedArms(plan, {**SECONDS, two[0]: 2.0, two[1]: 3.0})
+    plan = dataclasses.replace(plan, gate=dataclasses.replace(plan.lossy, device=device),
+                               latency=dataclasses.replace(plan.latency,
+                                                           warmup_steps=warmup_steps))
+    arms = ScriptedArms(plan, {**SECONDS, LOSSY[0]: 2.0, LOSSY[1]: 3.0})
     stopped: list[str] = []
     arms.registry = SimpleNamespace(stop=lambda engine: stopped.append(engine.arm))
     engine_up_when_scored: list[bool] = []
     monkeypatch.setattr(lossy, "_score", lambda a, o: (
-        engine_up_when_scored.append(stopped.count(two[0]) == 0), ())[1])
+        engine_up_when_scored.append(stopped.count(LOSSY[0]) == 0), ())[1])
     monkeypatch.setattr(lossy, "judge_candidate", lambda track, gate, c, b, runs: CheckResult(
-        track, c, Check.LOSSY_GATE, "fail", Reason.QUALITY_GATE_FAILED, "planted"))
+        track, c, Check.LOSSY_GATE, "fail" if fails else "pass",
+        Reason.QUALITY_GATE_FAILED if fails else None, "planted"))
     runner = SimpleNamespace(made=lambda a: SimpleNamespace(
         runs=[SimpleNamespace(seed=s) for s in plan.seeds]))
-    host = lossy.HostedGate(runner, two[0])  # type: ignore[arg-type]
+    host = lossy.HostedGate(runner, LOSSY[0])  # type: ignore[arg-type]
     schedules = latency.LatencySchedules()
-    schedules.cover("5s-lossy", two)
-    schedules.host({("5s-lossy", two[0])}, lambda p, c: host, lambda a: None)
-    gate = schedules.hosted_gate(arms, two[0])  # type: ignore[arg-type]
-    assert gate is not None and gate[0].reason == Reason.QUALITY_GATE_FAILED
-    assert len(engine_up_when_scored) == len(plan.seeds)
-    kinds = [k for a, k in arms.requests if a == two[0]]
-    assert kinds[:len(plan.seeds)] == ["quality"] * len(plan.seeds)
-    if device == "cpu":
-        # Scored while its instance ran, before any warm-up: the failure ended it there.
-        assert all(engine_up_when_scored) and kinds == ["quality"] * len(plan.seeds)
-    else:
-        # Scored once the instance had stopped (the device is free): that instance ran its
-        # warm-ups and measured request, and the failure started none of its others.
-        assert not any(engine_up_when_scored) and "measured" in kinds
-    assert Counter(arms.starts)[two[0]] == 1 and Counter(arms.starts)[two[1]] == 3
+    schedules.cover("5s-lossy", LOSSY)
+    schedules.host({("5s-lossy", LOSSY[0])}, lambda p, c: host, lambda a: None)
+    gate = schedules.hosted_gate(arms, LOSSY[0])  # type: ignore[arg-type]
+    assert gate is not None
+    assert (gate[0].reason == Reason.QUALITY_GATE_FAILED) is fails
+    arms.schedules = schedules
+    return arms, engine_up_when_scored, stopped
+
+
+LOSSY = ("cache-dit-aggressive", "cache-dit-mild")
+
+
+@pytest.mark.parametrize("device", ["cpu", "npu:0"])
+def test_a_failed_lossy_gate_is_scored_once_its_instance_stopped_on_any_device(
+        device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    arms, engine_up_when_scored, _ = _lossy_host(device, monkeypatch, fails=True)
+    seeds = arms.plan.seeds
+    assert len(engine_up_when_scored) == len(seeds)
+    # Scored once the instance had stopped, whatever the device: nothing waited between its
+    # requests and the warm-ups; that instance measured, and the failure started none of its
+    # others.
+    assert not any(engine_up_when_scored)
+    kinds = [k for a, k in arms.requests if a == LOSSY[0]]
+    assert kinds[:len(seeds)] == ["quality"] * len(seeds) and "measured" in kinds
+    assert Counter(arms.starts)[LOSSY[0]] == 1 and Counter(arms.starts)[LOSSY[1]] == 3
+
+
+def test_a_lossy_gates_requests_are_its_instances_warmups(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    arms, _, _ = _lossy_host("cpu", monkeypatch, fails=False)
+    plan = arms.plan
+    settings = plan.latency
+    assert hosted_gate_warmups(plan) == len(plan.seeds) >= settings.warmups
+    # (the caching probe's distinct requests aside)
+    kinds = [k for a, k in arms.requests if a == LOSSY[0] and k != "distinct"]
+    # The hosting instance sends B0's seeds (the very requests its warm-ups would be), then
+    # its measured request with no warm-up of its own (they were steady); the candidate's
+    # other instances warm up in full.
+    per_instance = ["warmup"] * settings.warmups + ["measured"] * settings.repeats
+    assert kinds == ["quality"] * len(plan.seeds) + ["measured"] * settings.repeats \
+        + per_instance * 2
+    runs = arms.schedules.runs(arms, LOSSY[0])
+    hosting = next(r for r in runs if r.gate)
+    assert hosting.warmups_from_gate == len(plan.seeds)
+    assert len(hosting.warmups) == len(plan.seeds) and hosting.steady
+    assert hosting.to_dict()["warmups_from_gate"] == len(plan.seeds)
+    assert all(r.warmups_from_gate == 0 for r in runs if r is not hosting)
+
+
+def test_cheap_warmups_are_not_the_gates_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With warm-ups of fewer steps the gate's full requests are not what the warm-ups send:
+    # the hosting instance warms up as the candidate's others do.
+    arms, _, _ = _lossy_host("cpu", monkeypatch, fails=False, warmup_steps=4)
+    assert hosted_gate_warmups(arms.plan) == 0
+    kinds = [k for a, k in arms.requests if a == LOSSY[0] and k != "distinct"]
+    per_instance = ["warmup"] * arms.plan.latency.warmups + ["measured"]
+    assert kinds == ["quality"] * len(arms.plan.seeds) + per_instance * 3
