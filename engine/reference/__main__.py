@@ -38,12 +38,13 @@ class _Server(uvicorn.Server):
 
     The signal handler itself only sets flags and schedules the cancellation on the event loop.
     It must take no lock: a Python signal handler runs in the main thread between two bytecodes,
-    so a second SIGTERM (the judge sends one to the process group, then one to each process it
-    knows, milliseconds apart) can land while the first handler is inside ``cancel_all``'s
-    ``with lock:``. A nested handler that takes the same non-reentrant lock then waits forever on
-    its own thread: the event loop never runs again, uvicorn never logs "Shutting down", and the
-    judge has to SIGKILL an engine that had no request in flight. That was issue 13's "engine
-    that outlived its stop".
+    so a second SIGTERM (the judge sends one to the main process and, if anything of the
+    instance is still alive when it has exited or its grace is out, one to the process group and
+    one to each process it knows, milliseconds apart) can land while the first handler is inside
+    ``cancel_all``'s ``with lock:``. A nested handler that takes the same non-reentrant lock
+    then waits forever on its own thread: the event loop never runs again, uvicorn never logs
+    "Shutting down", and the judge has to SIGKILL an engine that had no request in flight. That
+    was issue 13's "engine that outlived its stop".
     """
 
     def __init__(self, config: uvicorn.Config, on_exit: list[Callable[[], None]]) -> None:

@@ -17,6 +17,23 @@ class ProcessRecord:
 
 
 @dataclass(frozen=True)
+class StopStep:
+    """One step of stopping an instance, in order: what was signalled (the server's main
+    process, then its group and every process of it found outside, then whatever is left), when
+    (seconds since the stop began) and how many of its processes were alive when the step's
+    wait ended (`waited_s`: how long that wait was)."""
+
+    action: str  # "SIGTERM main", "SIGTERM group", "SIGKILL"
+    at_s: float
+    waited_s: float
+    alive_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "at_s": round(self.at_s, 3),
+                "waited_s": round(self.waited_s, 3), "alive_after": self.alive_after}
+
+
+@dataclass(frozen=True)
 class CleanupAudit:
     """What stopping one instance took and what it left behind."""
 
@@ -33,6 +50,7 @@ class CleanupAudit:
     # Spawn to stopped: what the instance cost in wall time (the budget charges it times the
     # campaign's logical devices). None when no process was ever started.
     lifetime_s: float | None = None
+    steps: tuple[StopStep, ...] = ()
 
     @property
     def clean(self) -> bool:
@@ -52,4 +70,5 @@ class CleanupAudit:
             "lifetime_s": None if self.lifetime_s is None else round(self.lifetime_s, 3),
             "clean": self.clean,
             "problems": list(self.problems),
+            "steps": [step.to_dict() for step in self.steps],
         }

@@ -31,7 +31,7 @@ from ref2va_contract.launch import (
     PROJECT_ENV_PREFIX,
 )
 
-from .audit import CleanupAudit, ProcessRecord
+from .audit import CleanupAudit, ProcessRecord, StopStep
 from .errors import EngineStartError, ForeignServerError
 from .leftovers import die_with_parent, judge_identity, tagged_processes
 from .ownership import foreign_server_problem
@@ -42,6 +42,13 @@ log = logging.getLogger(__name__)
 __all__ = ["LOOPBACK", "CleanupAudit", "EngineInstance", "InstanceRegistry", "LaunchSpec",
            "free_port", "port_is_free", "start_instance"]
 _KILL_WAIT_S = 10.0
+# After the main process has exited (or its grace ran out), how long the rest of the group has
+# after its own SIGTERM: at most this, and at most the campaign's grace.
+_GROUP_GRACE_S = 5.0
+# Search-path variables a launch prepends to the inherited value instead of replacing it:
+# whatever the host's environment script put there (CANN's set_env.sh puts its Python
+# packages on PYTHONPATH) stays reachable in the server.
+PREPENDED_PATHS = ("PYTHONPATH", "LD_LIBRARY_PATH", "PATH")
 _LOG_TAIL_LINES = 20
 
 
@@ -98,9 +105,15 @@ def _record(proc: psutil.Process) -> ProcessRecord:
 
 def engine_environment(spec: LaunchSpec, inherited: Mapping[str, str]) -> dict[str, str]:
     """The engine's environment: the caller's, less the project's own variables (those reach an
-    engine only as the campaign, the profile or the judge sets them), plus the launch's."""
+    engine only as the campaign, the profile or the judge sets them), plus the launch's; a
+    launch's search path (PREPENDED_PATHS) goes ahead of the inherited one."""
     env = {k: v for k, v in inherited.items() if not k.startswith(PROJECT_ENV_PREFIX)}
-    env.update(spec.env)
+    for name, value in spec.env.items():
+        before = env.get(name)
+        if name in PREPENDED_PATHS and before and before != value:
+            env[name] = os.pathsep.join((value, before))
+        else:
+            env[name] = value
     env[INSTANCE_TAG_ENV] = spec.process_tag
     env[JUDGE_ENV] = judge_identity()
     if spec.nonce is not None:
@@ -241,7 +254,10 @@ class EngineInstance:
 
     # -- stop ------------------------------------------------------------------------------------
     def stop(self) -> CleanupAudit:
-        """SIGTERM to the group, grace, SIGKILL to whatever is left, then audit. Idempotent."""
+        """Upstream's order (its test launcher's): SIGTERM to the server's main process, which
+        shuts its workers down itself, and a wait of up to the grace for it to exit; then SIGTERM
+        to the group and every process of the instance found outside it, and a short wait;
+        SIGKILL to whatever is left; then audit, every step in it. Idempotent."""
         if self.audit is not None:
             return self.audit
         spec = self.spec
@@ -254,12 +270,26 @@ class EngineInstance:
             return self.audit
         self.snapshot_tree()
         pgid = self._popen.pid
+        steps: list[StopStep] = []
+
+        def step(action: str, at: float) -> None:
+            now = time.monotonic()
+            steps.append(StopStep(action, at - started, now - at, len(self._living())))
+
+        at = time.monotonic()
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
-        for proc in self._living():
-            with contextlib.suppress(psutil.Error):
-                proc.send_signal(signal.SIGTERM)
-        self._wait_gone(spec.shutdown_grace_s, interruptible=True)
+            self._popen.send_signal(signal.SIGTERM)
+        self._wait_main(spec.shutdown_grace_s)
+        step("SIGTERM main", at)
+        if self._living():
+            at = time.monotonic()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
+            for proc in self._living():
+                with contextlib.suppress(psutil.Error):
+                    proc.send_signal(signal.SIGTERM)
+            self._wait_gone(min(_GROUP_GRACE_S, spec.shutdown_grace_s), interruptible=True)
+            step("SIGTERM group", at)
         if self.hurry:
             problems.append("stopped at once with SIGKILL on a repeated interrupt")
         stubborn = self._living()
@@ -274,16 +304,18 @@ class EngineInstance:
             )
         if stubborn and not self.hurry:
             problems.append(
-                f"{len(stubborn)} process(es) still alive {spec.shutdown_grace_s:g} s after "
-                f"SIGTERM, killed: " + ", ".join(f"{r.name}[{r.pid}]" for r in needed_kill)
+                f"{len(stubborn)} process(es) still alive {time.monotonic() - started:.1f} s "
+                f"after SIGTERM, killed: " + ", ".join(f"{r.name}[{r.pid}]" for r in needed_kill)
             )
         if stubborn:
+            at = time.monotonic()
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
             for proc in stubborn:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
             self._wait_gone(_KILL_WAIT_S)
+            step("SIGKILL", at)
         exit_code = self._reap()
         survivors = tuple(_record(p) for p in self._living())
         if survivors:
@@ -306,9 +338,19 @@ class EngineInstance:
             stop_s=time.monotonic() - started,
             problems=tuple(problems),
             lifetime_s=None if self._spawned is None else time.monotonic() - self._spawned,
+            steps=tuple(steps),
         )
         log.info("stopped %s: %s", spec.instance_id, "clean" if not problems else problems)
         return self.audit
+
+    def _wait_main(self, timeout_s: float) -> None:
+        """Until the main process has exited (reaped), the grace is out, or a repeated
+        interrupt asks for haste."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self.hurry:
+            if self._popen is None or self._popen.poll() is not None:
+                return
+            time.sleep(0.05)
 
     def _wait_gone(self, timeout_s: float, *, interruptible: bool = False) -> None:
         deadline = time.monotonic() + timeout_s

@@ -194,7 +194,9 @@ def test_a_b0_run_on_the_host_path_starts_with_the_preflight_and_waits_for_memor
     assert "--trust-remote-code" in argv and "--enforce-eager" in argv
     assert argv[argv.index("--worker-extension-cls") + 1] == \
         "engine.vllm_omni.extension.Ref2VADiagnostics"
-    assert launched["pythonpath"] == f"{ROOT}:{ROOT}/src"
+    # The profile's entries first, then what the host's environment had (its site packages,
+    # as CANN's set_env.sh leaves them): prepended, never replaced.
+    assert launched["pythonpath"] == f"{ROOT}:{ROOT}/src:{tmp_path / 'site'}"
     instance = evidence["instances"][0]
     assert instance["env"]["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3"
     assert instance["env"]["VLLM_OMNI_DLO_DP_WAVE_TIMEOUT"] == "3720"

@@ -32,6 +32,23 @@ FAKE_ENGINE = textwrap.dedent('''
         sys.exit(3)
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if mode == "leaves-worker":
+        # A worker in the group that exits on SIGTERM, noting it; the main process exits on its
+        # own SIGTERM without stopping it, noting whether the worker had been signalled first.
+        marks = sys.argv[3]
+        subprocess.Popen([sys.executable, "-c",
+            "import signal, sys, time\\n"
+            "def term(*_):\\n"
+            "    open(sys.argv[1] + '.worker', 'w').close(); sys.exit(0)\\n"
+            "signal.signal(signal.SIGTERM, term)\\n"
+            "open(sys.argv[1] + '.ready', 'w').close()\\n"
+            "time.sleep(600)\\n", marks])
+        while not os.path.exists(marks + ".ready"):  # healthy only once the worker listens
+            time.sleep(0.01)
+        def main_term(*_):
+            open(marks + ".main", "w").write(str(os.path.exists(marks + ".worker")))
+            os._exit(0)
+        signal.signal(signal.SIGTERM, main_term)
     if mode == "escaping-child":
         # A worker that leaves the process group and ignores SIGTERM, as leaked workers do.
         subprocess.Popen([sys.executable, "-c",
@@ -134,6 +151,34 @@ def test_engine_ignoring_sigterm_is_killed_and_audit_says_so(tmp_path: Path,
     assert [p.pid for p in audit.needed_sigkill] == [instance.pid]
     assert audit.survivors == () and audit.port_free
     assert "after SIGTERM" in audit.problems[0]
+    # Every step is in the audit: the main process had its whole grace (1 s), the group its own.
+    assert [s.action for s in audit.steps] == ["SIGTERM main", "SIGTERM group", "SIGKILL"]
+    assert audit.steps[0].waited_s >= 1.0 and audit.steps[-1].alive_after == 0
+
+
+def test_stop_follows_upstreams_order_main_first_then_the_group(tmp_path: Path,
+                                                                fake_engine: Path) -> None:
+    # Upstream's launcher: SIGTERM to the server's main process, a wait, then the rest. The main
+    # process is signalled alone (its worker had not been), and the worker it left behind gets
+    # its SIGTERM from the second step; nothing needed SIGKILL, so the stop is clean.
+    marks = tmp_path / "marks"
+    instance = start_instance(_spec(tmp_path, fake_engine, "leaves-worker", str(marks),
+                                    grace=5.0), InstanceRegistry())
+    audit = instance.stop()
+    assert (tmp_path / "marks.main").read_text() == "False"
+    assert (tmp_path / "marks.worker").exists()
+    assert audit.clean, audit.problems
+    assert [s.action for s in audit.steps] == ["SIGTERM main", "SIGTERM group"]
+    main, group = audit.steps
+    assert main.alive_after == 1 and group.alive_after == 0
+    assert main.waited_s < 5.0  # it ended when the main process exited, not at the grace
+    assert audit.to_dict()["steps"][0]["action"] == "SIGTERM main"
+
+
+def test_a_server_that_stops_on_its_own_needs_one_step(tmp_path: Path, fake_engine: Path) -> None:
+    audit = start_instance(_spec(tmp_path, fake_engine, "healthy"), InstanceRegistry()).stop()
+    assert audit.clean and [(s.action, s.alive_after) for s in audit.steps] == [
+        ("SIGTERM main", 0)]
 
 
 def test_worker_that_left_the_group_is_found_and_killed(tmp_path: Path,
@@ -251,3 +296,16 @@ def test_the_callers_project_variables_do_not_reach_the_engine(tmp_path: Path,
     assert "REF2VA_REFERENCE_COST_MODEL" not in env and "REF2VA_REFERENCE_FAULT" not in env
     assert env["PATH"] == "/bin" and env["OTHER"] == "campaign"
     assert env["REF2VA_DIAGNOSTICS_ROOT"] == "/d" and env["REF2VA_INSTANCE"] == spec.process_tag
+
+
+def test_a_launch_search_path_goes_ahead_of_the_inherited_one(tmp_path: Path,
+                                                               fake_engine: Path) -> None:
+    # CANN's environment script puts its packages on PYTHONPATH: the profile's own entries (the
+    # worker extension's checkout) go first, and what the host had stays reachable.
+    spec = dataclasses.replace(_spec(tmp_path, fake_engine, "healthy"),
+                               env={"PYTHONPATH": "/w:/w/src", "OTHER": "profile"})
+    env = engine_environment(spec, {"PYTHONPATH": "/cann/python", "OTHER": "shell"})
+    assert env["PYTHONPATH"] == os.pathsep.join(("/w:/w/src", "/cann/python"))
+    assert env["OTHER"] == "profile"  # any other variable the launch sets replaces the caller's
+    assert engine_environment(spec, {})["PYTHONPATH"] == "/w:/w/src"
+    assert engine_environment(spec, {"PYTHONPATH": "/w:/w/src"})["PYTHONPATH"] == "/w:/w/src"
