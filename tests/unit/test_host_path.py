@@ -86,7 +86,8 @@ def _script(path: Path, text: str) -> None:
 ALL_TOOLS = ("npu-smi", "ffmpeg", "ffprobe")
 
 
-def _host(tmp_path: Path, *, tools: tuple[str, ...] = ALL_TOOLS) -> dict[str, str]:
+def _host(tmp_path: Path, *, tools: tuple[str, ...] = ALL_TOOLS,
+          broken: tuple[str, ...] = ()) -> dict[str, str]:
     """The stand-in host: tools on PATH, package metadata on PYTHONPATH, CANN's install info."""
     bin_dir, site, cann = tmp_path / "bin", tmp_path / "site", tmp_path / "cann"
     bin_dir.mkdir()
@@ -104,6 +105,12 @@ def _host(tmp_path: Path, *, tools: tuple[str, ...] = ALL_TOOLS) -> dict[str, st
             (info / "direct_url.json").write_text(json.dumps(
                 {"url": "file:///wheels/vllm_omni-0.30.0-py3-none-any.whl",
                  "archive_info": {"hashes": {"sha256": WHEEL_SHA256}}}))
+    # The platform and backend packages import (the preflight imports them where the server
+    # runs); `broken` names those that raise on import, as a half-installed one does.
+    for module in ("vllm_ascend", "torch_npu", "mindiesd"):
+        (site / f"{module}.py").write_text(
+            f"raise ImportError('{module}: libascend_hal.so: cannot open shared object file')\n"
+            if module in broken else "")
     arch = os.uname().machine
     (cann / f"{arch}-linux").mkdir(parents=True)
     (cann / f"{arch}-linux/ascend_toolkit_install.info").write_text(
@@ -205,13 +212,20 @@ def test_a_b0_run_on_the_host_path_starts_with_the_preflight_and_waits_for_memor
 
 def test_a_drifted_host_and_memory_still_held_make_the_track_inconclusive(
         tmp_path: Path) -> None:
-    env = _host(tmp_path) | {"FAKE_NPU_HOLD": "1"}
+    # ... and MindIE-SD installed (its version matches the pin) but failing to import.
+    env = _host(tmp_path, broken=("mindiesd",)) | {"FAKE_NPU_HOLD": "1"}
     result, evidence = _run(tmp_path, _campaign(tmp_path, npu_driver="24.1.0"), env)
     assert evidence is not None, result.stdout[-3000:]
     identity = _checks(evidence, "host_identity")
     assert identity and {c["reason"] for c in identity} == {"protocol_deviation"}
     assert "npu_driver" in identity[0]["detail"] and "24.1.0" in identity[0]["detail"]
     assert "25.2.0" in identity[0]["detail"]
+    detail = identity[0]["detail"]
+    assert "import mindiesd: not found" in detail and "libascend_hal.so" in detail, detail
+    assert "import torch_npu" not in detail and "import vllm_ascend" not in detail
+    rows = {r["field"]: r for r in evidence["host_identity"]["rows"]}
+    assert rows["import torch_npu"]["status"] == "match"
+    assert rows["mindiesd"]["status"] == "match"  # the metadata alone would have passed it
     held = [c for c in _checks(evidence, "device_memory_release") if c["status"] == "fail"]
     assert held and held[0]["reason"] == "device_memory_not_released"
     assert "device 3: 30000 MB above idle" in held[0]["detail"]

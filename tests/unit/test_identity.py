@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from ref2va_accept.identity import (
     read_host,
     vllm_omni_origin,
 )
+from ref2va_accept.identity.host_check import import_rows
 from ref2va_accept.stats import latency_verdict
 from ref2va_accept.verdicts import CheckResult, judge
 
@@ -467,3 +469,26 @@ def test_a_run_records_the_preflight_and_a_drift_caps_every_verdict(tmp_path: Pa
     assert all("protocol_deviation" in v["reasons"] for v in run["verdicts"])
     assert run["device_memory"]["status"] == "not_applicable"
     assert "device_memory_release" not in {c["name"] for c in run["checks"]}
+
+
+def test_the_platform_packages_must_import_where_the_server_runs(tmp_path: Path) -> None:
+    # The server's interpreter is the one `vllm` names in its first line.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "vllm").write_text("#!/opt/venv/bin/python3.11\nimport sys\n")
+    (bin_dir / "vllm").chmod(0o755)
+    outputs = {"/opt/venv/bin/python3.11 -c import torch_npu": "",
+               "/opt/venv/bin/python3.11 -c import vllm_ascend": ""}
+    probes = HostProbes(run=_runner(outputs), env={"PATH": str(bin_dir)})
+    assert probes.server_python() == "/opt/venv/bin/python3.11"
+    frozen = _omni()
+    rows = {r.field: r for r in import_rows(frozen, probes)}
+    assert set(rows) == {"import vllm_ascend", "import torch_npu", "import mindiesd"}
+    assert rows["import torch_npu"].status == "match"
+    broken = rows["import mindiesd"]
+    assert broken.status == "not found" and broken.host is None
+    assert broken.source.startswith("import mindiesd in the interpreter of `vllm` on PATH failed")
+    assert str(tmp_path) not in broken.source
+    # Not pinned, not imported; no `vllm` on PATH: the harness's own interpreter.
+    assert import_rows({"python": "3.11.13"}, probes) == ()
+    assert HostProbes(env={"PATH": str(tmp_path / "none")}).server_python() == sys.executable

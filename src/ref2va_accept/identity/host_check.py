@@ -87,6 +87,23 @@ def compare(kind: str, frozen: Mapping[str, str], host: Mapping[str, HostValue])
     return Preflight(kind, tuple(rows))
 
 
+# Pinned packages that must also import in the server's environment, by their module name.
+IMPORTED = {"vllm_ascend": "vllm_ascend", "torch_npu": "torch_npu", "mindiesd": "mindiesd"}
+
+
+def import_rows(frozen: Mapping[str, str], probes: HostProbes) -> tuple[IdentityRow, ...]:
+    """A row per pinned platform or backend package: it must import where the server runs."""
+    rows = []
+    for name, module in IMPORTED.items():
+        if name not in frozen:
+            continue
+        seen = probes.importable(module)
+        status: Status = "match" if seen.value == "importable" else "not found"
+        rows.append(IdentityRow(f"import {module}", "importable", seen.value, status,
+                                seen.source))
+    return tuple(rows)
+
+
 def preflight(campaign: LoadedCampaign, probes: HostProbes | None = None) -> Preflight:
     """Compare the campaign's pin with the host; raises IdentityToolMissing for a missing tool."""
     engine = campaign.model.engine
@@ -96,6 +113,7 @@ def preflight(campaign: LoadedCampaign, probes: HostProbes | None = None) -> Pre
     frozen = flatten_pin(engine.source_pin)
     host = read_host(engine.kind, frozen, probes, campaign.model.devices.visible)
     result = compare(engine.kind, frozen, host)
+    result = Preflight(result.kind, result.rows + import_rows(frozen, probes))
     log.info("host identity: %s", "all match" if result.ok else result.detail())
     return result
 

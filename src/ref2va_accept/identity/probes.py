@@ -113,6 +113,35 @@ class HostProbes:
         value = self.packages.version(dist)
         return HostValue(value, f"installed {dist}" if value else f"{dist} is not installed")
 
+    def server_python(self) -> str:
+        """The interpreter the server runs on: the one `vllm` on PATH names in its first line
+        (pip's console scripts do), else the harness's own."""
+        script = shutil.which("vllm", path=self.env.get("PATH"))
+        try:
+            with open(script or "", "rb") as handle:
+                first = handle.readline(512).decode(errors="replace")
+        except OSError:
+            return sys.executable
+        words = first[2:].split() if first.startswith("#!") else []
+        if words and Path(words[0]).name == "env" and len(words) > 1:
+            return shutil.which(words[1], path=self.env.get("PATH")) or sys.executable
+        return words[0] if words and "python" in Path(words[0]).name else sys.executable
+
+    def importable(self, module: str) -> HostValue:
+        """Whether `import MODULE` succeeds in the server's interpreter and the environment the
+        server inherits: a version in the metadata does not show that the package loads
+        (vLLM's NPU platform imports vllm-ascend; the FLASH_ATTN backend imports MindIE-SD only
+        at the first request)."""
+        where = "in the interpreter of `vllm` on PATH"
+        try:
+            out, why = self.run([self.server_python(), "-c", f"import {module}"])
+        except FileNotFoundError:
+            return HostValue(None, f"import {module}: the server's interpreter is not there")
+        if out is not None:
+            return HostValue("importable", f"import {module} {where}")
+        reason = why.split(": ", 1)[1] if ": " in why else why
+        return HostValue(None, f"import {module} {where} failed: {reason}")
+
     def vllm_omni(self) -> dict[str, HostValue]:
         version = self.package("vllm_omni")
         sha, commit, note = vllm_omni_origin(self.packages.read_text("vllm-omni",
