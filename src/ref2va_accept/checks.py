@@ -69,6 +69,8 @@ class Check(StrEnum):
     DECLARED_TIME = "declared_time"
     # The host's one-off measurement that a cheaper warm-up is as good as a full one.
     WARMUP_DEMONSTRATION = "warmup_demonstration"
+    # Which weights files made an arm's model-based scores in a lossy gate, stand-ins named.
+    SCORER_WEIGHTS = "scorer_weights"
 
 
 class Reason(StrEnum):
@@ -104,6 +106,9 @@ class Reason(StrEnum):
     # The engine slept a declared device time (a campaign that allows it, or an arm whose
     # enabled_path.json reports a non-zero cost model): its latencies are no measurement.
     DECLARED_DEVICE_TIME = "declared_device_time", Category.VALIDITY
+    # A lossy gate's scores came from seeded stand-in weights (recognised by their bytes) that
+    # the campaign does not declare: they are not VBench's scores and decide nothing.
+    UNDECLARED_STAND_IN_WEIGHTS = "undeclared_stand_in_weights", Category.VALIDITY
     # defect: the candidate is wrong
     CANDIDATE_REQUEST_FAILED = "candidate_request_failed", Category.DEFECT
     INVALID_MEDIA = "invalid_media", Category.DEFECT

@@ -81,7 +81,9 @@ def _line(check: Any) -> str:
                ", pin matches" if check.pin.lower() == check.sha256 else ", PIN DIFFERS")
         parts.append(f"sha256 {check.sha256[:16]}...{pin}")
     if check.stand_in:
-        parts.append("stand-in")
+        parts.append("STAND-IN (seeded random weights, not VBench's; "
+                     + ("declared by the campaign)" if check.declared
+                        else "recognised by its sha256)"))
     if check.library:
         parts.append(check.library)
     if check.forward:

@@ -29,6 +29,7 @@ from .evidence import EvidenceBundle
 from .evidence_log import utc_now
 from .report_cells import latency_summary, ratio_text
 from .safe_write import WriteFailed
+from .verdicts import stand_in_label
 
 __all__ = ["LEDGER_ENV", "LEDGER_SCHEMA", "LedgerError", "append", "attempts", "entries",
            "ledger_path", "read_ledger", "run_entry", "table_lines"]
@@ -113,6 +114,7 @@ def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
             "open_checks": list(verdict.open_checks),
             "attempt": verdict.attempt, "earlier": list(verdict.earlier),
             "holm": verdict.holm, "p_value": verdict.p_value,
+            "stand_in_weights": list(verdict.stand_in_weights),
             "latency": latency_summary(_check(bundle, verdict.track, arm.id, "latency_ratio")),
             "quality": _quality(bundle, verdict.track, arm.id)})
     return found
@@ -198,7 +200,9 @@ def table_lines(ledger: Iterable[Mapping[str, Any]]) -> list[str]:
         rows.append((str(e.get("at")), str(e.get("run_id")), str(e.get("run_status")),
                      str(e.get("track")), str(e.get("candidate")),
                      str(e.get("change_class") or "not declared"),
-                     str(e.get("verdict")).upper(), str(e.get("attempt") or "-"),
+                     " ".join(filter(None, (str(e.get("verdict")).upper(),
+                                            stand_in_label(e.get("stand_in_weights"))))),
+                     str(e.get("attempt") or "-"),
                      str(e.get("holm") or "-"),
                      ratio_text(e["latency"]) if e.get("latency") else "-",
                      ", ".join(e.get("reasons") or [])))

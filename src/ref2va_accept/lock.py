@@ -34,6 +34,7 @@ from ref2va_accept.campaign import (
 )
 from ref2va_accept.errors import CampaignError, FreezeError
 from ref2va_accept.hashing import file_sha256, tree_sha256
+from ref2va_accept.known_standins import stand_in_name
 from ref2va_accept.placeholder import is_placeholder
 from ref2va_accept.safe_write import WriteFailed, atomic_write
 
@@ -119,7 +120,9 @@ def scorer_weight_identities(campaign: LoadedCampaign
         if not where.exists():
             continue
         sha = tree_sha256(where)
-        found[name] = {"name": where.name, "sha256": sha, "stand_in": name in stand_ins}
+        # A stand-in's bytes are one whether or not the campaign declares them (known_standins).
+        found[name] = {"name": where.name, "sha256": sha,
+                       "stand_in": name in stand_ins or stand_in_name(sha, where) is not None}
         pinned = pins.get(name)
         if pinned is not None and pinned.lower() != sha:
             problems.append(f"scorer_weights.{name}: {where.name} has sha256 {_short(sha)}, "

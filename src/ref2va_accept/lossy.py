@@ -37,7 +37,7 @@ from .media import probe
 from .quality.audio import compare_audio_files
 from .quality.fidelity import compare_videos
 from .quality.pipeline import score_video
-from .quality.registry import SCORERS, Score, ScorerError, error_score
+from .quality.registry import SCORERS, Score, ScorerError, WeightIdentity, error_score
 from .quality.scoring import RelativeError, check_comparable, relative_errors
 from .run_plan import hosted_gate_warmups
 from .timed_output import lossy_timed_output_check
@@ -157,6 +157,10 @@ def run_baseline(arms: Arms, runs: GateRuns | None = None) -> LossyBaseline:
     first, second = ([ScoredOutcome(seed, made[seed], _score(arms, made[seed]))
                       for seed in plan.seeds] for made in runs.plain)
     baseline = _baseline(arms, first, second)
+    weights = weights_check(plan.track_id, "b0", [*first, *second])
+    if weights is not None:
+        # A part of B0's reference: scores that decide nothing leave it not judged against.
+        baseline = dataclasses.replace(baseline, checks=(*baseline.checks, weights))
     baseline = dataclasses.replace(baseline, checks=mark_shared(baseline.checks, runs))
     for check in baseline.checks:
         arms.evidence.add_check(check)
@@ -216,6 +220,40 @@ def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome
                             f"B0 same-seed spread at most {worst:.4%} over "
                             f"{len(below)} gated scores (limit {limit:.4%})", data)
     return LossyBaseline(checks=(check,), runs=tuple(first))
+
+
+def weights_check(track_id: str, arm: str, runs: Sequence[ScoredOutcome]
+                  ) -> CheckResult | None:
+    """Which weights files made the arm's model-based scores (None: no model scored). A seeded
+    stand-in (declared by the campaign, or recognised by its bytes: known_standins) is named;
+    one the campaign does not declare fails the check with a validity reason, since its scores
+    are not VBench's and can decide no lossy verdict."""
+    seen: dict[tuple[str, str], WeightIdentity] = {}
+    for run in runs:
+        for score in run.scores:
+            for identity in score.scorer.weights:
+                seen.setdefault((identity.name, identity.sha256), identity)
+    if not seen:
+        return None
+    files = sorted(seen.values(), key=lambda w: (w.name, w.sha256))
+    undeclared = [w for w in files if w.stand_in and not w.declared]
+    stand_ins = [w.name for w in files if w.stand_in]
+    data = {"weights": [w.to_dict() for w in files], "stand_ins": stand_ins,
+            "undeclared": [w.name for w in undeclared]}
+    if undeclared:
+        return CheckResult(
+            track_id, arm, Check.SCORER_WEIGHTS, "fail", Reason.UNDECLARED_STAND_IN_WEIGHTS,
+            "scored with seeded stand-in weights the campaign does not mark stand_in: true ("
+            + ", ".join(f"{w.name}, sha256 {w.sha256[:12]}..." for w in undeclared)
+            + "): random weights, not VBench's, so no lossy verdict is better than "
+            "inconclusive; pin the real files", data)
+    if stand_ins:
+        return CheckResult(track_id, arm, Check.SCORER_WEIGHTS, "pass", None,
+                           "scored with the campaign's declared stand-in weights (seeded "
+                           f"random, not VBench's): {', '.join(stand_ins)}", data)
+    return CheckResult(track_id, arm, Check.SCORER_WEIGHTS, "pass", None,
+                       f"scored with {', '.join(w.name for w in files)}; none is a stand-in",
+                       data)
 
 
 def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: LossyBaseline,
@@ -342,20 +380,32 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
     return out
 
 
-def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> CheckResult:
+def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> list[CheckResult]:
     """The candidate on a fresh instance with the track's seeds, judged against B0 (and its
-    timed outputs against its scored ones, when the latency protocol ran first)."""
+    timed outputs against its scored ones, when the latency protocol ran first); the gate's
+    check first, then which weights scored it."""
     seeds = [run.seed for run in baseline.runs]
     runs = _run_seeds(arms, candidate, seeds, 0, Check.CANDIDATE_MEDIA)
-    check = judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, candidate, baseline, runs)
-    arms.evidence.add_check(check)
+    checks = _judged(arms, candidate, baseline, runs)
     # When this run's timed requests of the candidate are in already (the latency protocol ran
     # first), they are compared with the scored outputs here; it counts for the verdict only.
     timed = lossy_timed_output_check(arms.outcomes, arms.plan.track_id, candidate,
                                      arms.plan.lossy.gate)
     if timed is not None:
         arms.evidence.add_check(timed)
-    return check
+    return checks
+
+
+def _judged(arms: Arms, candidate: str, baseline: LossyBaseline,
+            runs: Sequence[ScoredOutcome]) -> list[CheckResult]:
+    """The lossy gate's check of the candidate and its weights check, each recorded."""
+    checks = [judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, candidate, baseline,
+                              runs)]
+    weights = weights_check(arms.plan.track_id, candidate, runs)
+    checks += [weights] if weights is not None else []
+    for check in checks:
+        arms.evidence.add_check(check)
+    return checks
 
 
 class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
@@ -370,7 +420,7 @@ class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
         return HostedGate(self, candidate)
 
     def judge(self, arms: Arms, candidate: str, baseline: LossyBaseline) -> Sequence[CheckResult]:
-        return [run_candidate(arms, candidate, baseline)]
+        return run_candidate(arms, candidate, baseline)
 
 
 class HostedGate:
@@ -411,7 +461,4 @@ class HostedGate:
         baseline = self.runner.made(arms)
         scored = [ScoredOutcome(run.seed, o, _score(arms, o))
                   for o, run in zip(outcomes, baseline.runs, strict=True)]
-        check = judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, self.candidate,
-                                baseline, scored)
-        arms.evidence.add_check(check)
-        return [check]
+        return _judged(arms, self.candidate, baseline, scored)

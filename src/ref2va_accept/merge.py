@@ -32,6 +32,7 @@ from .evidence_log import read_bundle_file
 from .report_cells import TABLE, VERDICT_COLOURS, latency_summary
 from .report_latency import latency_cell
 from .safe_write import atomic_write
+from .verdicts import stand_in_label
 
 __all__ = ["MergeInputError", "MergeRefused", "Run", "load_run", "merge", "merged_html"]
 
@@ -146,7 +147,10 @@ def _cell(verdict: Mapping[str, Any] | None, latency: Mapping[str, Any] | None) 
     colour = VERDICT_COLOURS.get(name, "#000")
     reasons = ", ".join(verdict.get("reasons") or [])
     opened = ", ".join(verdict.get("open_checks") or [])
-    return (f"<td><b style='color:{colour}'>{html.escape(name.upper())}</b><br>"
+    label = stand_in_label(verdict.get("stand_in_weights"))
+    return (f"<td><b style='color:{colour}'>{html.escape(name.upper())}</b>"
+            + (f" <span class='ref2va-stand-in' style='color:#9a6700'>{html.escape(label)}"
+               "</span>" if label else "") + "<br>"
             f"{latency_cell(latency) if latency is not None else 'no latency check'}<br>"
             f"<small>{html.escape(reasons)}"
             + (f"; open: {html.escape(opened)}" if opened else "") + "</small></td>")
@@ -179,6 +183,7 @@ def merged_json(runs: Sequence[Run], notes: Sequence[str], *, lanes: bool = Fals
                 per_run[run.label] = None if found is None else {
                     "verdict": found.get("verdict"), "reasons": found.get("reasons"),
                     "open_checks": found.get("open_checks"),
+                    "stand_in_weights": list(found.get("stand_in_weights") or []),
                     "latency": latency_summary(latency[run.label].get((track, candidate)))}
             rows.append({"track": track, "candidate": candidate, "runs": per_run})
     return {"schema": "ref2va-merge/1",

@@ -174,6 +174,12 @@ def _attempt_cell(v: Any) -> str:
     return html.escape(f"{v.attempt}" + (f" (earlier: {earlier})" if earlier else ""))
 
 
+def _stand_in_mark(label: str) -> str:
+    """Under the verdict: its lossy scores came from stand-in weights, not VBench's."""
+    return (f"<br><span class='ref2va-stand-in' style='color:#9a6700;font-weight:normal'>"
+            f"{html.escape(label)}: seeded random weights, not VBench's</span>" if label else "")
+
+
 def verdict_table_html(bundle: EvidenceBundle) -> str:
     campaign = bundle.data.get("campaign") or {}
     freeze = campaign.get("freeze", {})
@@ -185,7 +191,8 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
         rows.append(
             "<tr>"
             f"<td>{html.escape(v.track)}</td><td>{html.escape(v.candidate or '(none)')}</td>"
-            f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}</td>"
+            f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}"
+            f"{_stand_in_mark(v.stand_in_label)}</td>"
             f"<td>{latency_cell(latency.get((v.track, v.candidate)))}</td>"
             f"<td>{html.escape(v.holm or '-')}</td>"
             f"<td>{_attempt_cell(v)}</td>"

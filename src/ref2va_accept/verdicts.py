@@ -136,6 +136,9 @@ class TrackVerdict:
     # ones), and what the earlier ones gave; None when the run read no ledger.
     attempt: int | None = None
     earlier: tuple[str, ...] = ()
+    # The seeded stand-in weights files that made this row's lossy scores (B0's or the
+    # candidate's; the scorer_weights checks): labelled wherever the verdict is shown.
+    stand_in_weights: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Like a check, a verdict can only speak the vocabulary (given as members or strings).
@@ -154,7 +157,24 @@ class TrackVerdict:
             "checks": {name.value: status for name, status in self.checks.items()},
             "note": self.note, "holm": self.holm, "p_value": self.p_value,
             "attempt": self.attempt, "earlier": list(self.earlier),
+            "stand_in_weights": list(self.stand_in_weights),
         }
+
+    @property
+    def stand_in_label(self) -> str:
+        """"" for scores of real weights; else the label every view of the verdict shows."""
+        return stand_in_label(self.stand_in_weights)
+
+
+def stand_in_label(files: Sequence[str] | None) -> str:
+    """The label of a verdict whose lossy scores came from stand-in weights (`files`, their
+    names), for the report, the terminal, the ledger and merge alike; "" without any."""
+    return f"STAND-IN scores ({', '.join(files)})" if files else ""
+
+
+def _stand_ins(checks: Sequence[CheckResult]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(str(name) for c in checks if c.name is Check.SCORER_WEIGHTS
+                               for name in c.data.get("stand_ins") or ()))
 
 
 # Checks that measure time: a validity problem they find concerns the timing only.
@@ -179,8 +199,19 @@ def judge(
     Checks of the baseline arm ("b0") count for every candidate; a candidate's own checks only for
     itself. `cap_reason` (an unfrozen or drifted protocol, a validity reason) caps the verdict at
     inconclusive. Failed checks are sorted by their reason's category, never by guesswork.
+    The row names the stand-in weights its lossy scores came from (labelled wherever shown).
     """
     relevant = [c for c in checks if c.track == track and c.arm in ("b0", candidate)]
+    row = _judge(track, quality_class, candidate, relevant, cap_reason)
+    said = [c.detail for c in relevant if c.reason is Reason.UNDECLARED_STAND_IN_WEIGHTS]
+    if said and not row.note:  # why the scores decide nothing, in one line
+        row = replace(row, note=said[0])
+    return replace(row, stand_in_weights=_stand_ins(relevant))
+
+
+def _judge(track: str, quality_class: str, candidate: str | None,
+           relevant: Sequence[CheckResult], cap_reason: str | Sequence[str] | None
+           ) -> TrackVerdict:
     summary: dict[Check, CheckStatus] = {}
     for check in relevant:
         # fail > open > pass > not_applicable: one failing instance fails the check, one open

@@ -106,6 +106,24 @@ def test_a_track_runs_the_models_of_the_dimensions_it_gates_only(tmp_path: Path)
     assert dict(fifteen.weights) == {}  # gates no model-based dimension: runs no model
 
 
+def test_a_stand_in_the_campaign_does_not_declare_is_labelled_in_every_score(
+        tmp_path: Path) -> None:
+    from ref2va_accept.known_standins import WRITTEN_LIST
+
+    made = make_standins(tmp_path / "cache", ["clip_vitb32"])[0]
+    (tmp_path / "cache" / WRITTEN_LIST).unlink()  # by its bytes alone (a shipped hash)
+    frames = [np.full((64, 112, 3), i, np.uint8) for i in range(3)]
+    for declared, expected in ((frozenset(), False), (frozenset({"clip_vitb32"}), True)):
+        score = {s.scorer.id: s for s in score_frames(
+            frames, fps=24, weights={"clip_vitb32": made.path}, stand_ins=declared)}[
+            "vbench.background_consistency"]
+        assert score.status == "ok", score.detail
+        (identity,) = score.scorer.weights
+        assert identity.sha256 == PINNED and identity.stand_in
+        assert identity.declared is expected
+        assert identity.to_dict()["declared"] is expected
+
+
 def test_a_missing_stand_in_says_how_to_make_it(tmp_path: Path) -> None:
     frames = [np.full((64, 112, 3), i, np.uint8) for i in range(3)]
     scores = {s.scorer.id: s for s in score_frames(

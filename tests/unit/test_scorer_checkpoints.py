@@ -66,6 +66,50 @@ def test_standins_are_laid_out_as_vbench_cache_and_built_by_the_libraries(cache:
     assert not rows["aesthetic_quality"]  # ViT-L/14 was not made: one file short is not ready
 
 
+def test_standins_are_the_bytes_whose_hashes_ship_and_are_recognised_without_a_campaign(
+        cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ref2va_accept.hashing import tree_sha256
+    from ref2va_accept.known_standins import SHIPPED, WRITTEN_LIST
+
+    for name in CPU_NAMES:
+        assert tree_sha256(cache / VBENCH_LAYOUT[name]) == SHIPPED[name], name
+    # Recognised by their bytes alone: the folder's own list is not what says so here.
+    (cache / WRITTEN_LIST).rename(cache / "list.json")
+    try:
+        checks = check_weights(default_paths(cache), {}, names=CPU_NAMES)
+        assert main(["scorers", "check", "--dir", str(cache)]) == 1  # ViT-L/14 etc. missing
+    finally:
+        (cache / "list.json").rename(cache / WRITTEN_LIST)
+    for name in CPU_NAMES:
+        assert checks[name].ready and checks[name].stand_in and not checks[name].declared, name
+        assert checks[name].to_dict()["stand_in_declared"] is False
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    for name in CPU_NAMES:  # a file is listed under each dimension it serves
+        found = [line for line in lines if line.startswith(f"{name} ")]
+        assert found and all("STAND-IN (seeded random weights, not VBench's; recognised by "
+                             "its sha256)" in line for line in found), name
+
+
+def test_a_campaign_that_pins_a_stand_in_without_declaring_it_is_not_ready(
+        cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ref2va_accept.known_standins import SHIPPED
+
+    data = yaml.safe_load(Path("fixtures/campaigns/reference.yaml").read_text())
+    data["scorer_weights_dir"] = str(cache)
+    data["scorer_weights"] = {"amt_s": {"sha256": SHIPPED["amt_s"]},  # not declared
+                              "raft": {"sha256": SHIPPED["raft"], "stand_in": True}}
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(yaml.safe_dump(data))
+    assert main(["scorers", "check", "--campaign", str(campaign), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    amt, raft = report["weights"]["amt_s"], report["weights"]["raft"]
+    assert not amt["ready"] and amt["stand_in"] is True and amt["stand_in_declared"] is False
+    assert "amt-s.pth is a seeded stand-in" in amt["problem"]
+    assert "does not mark it stand_in: true" in amt["problem"]
+    assert raft["ready"] and raft["stand_in_declared"] is True
+    assert report["dimensions"]["motion_smoothness"]["ready"] is False
+
+
 def test_standins_are_the_same_bytes_every_time(tmp_path: Path, cache: Path) -> None:
     import torch
 
@@ -101,7 +145,10 @@ def test_model_based_scores_from_standins_carry_their_identity(cache: Path) -> N
     # The same frames, the same weights: the same score (nothing random at scoring time).
     again = _by_id(score_frames(_frames(), fps=24, weights={"amt_s": paths["amt_s"]}))
     assert again["vbench.motion_smoothness"].value == scores["vbench.motion_smoothness"].value
-    assert not again["vbench.motion_smoothness"].scorer.weights[0].stand_in
+    # Not declared, still a stand-in: its bytes say so (known_standins), the campaign did not.
+    undeclared = again["vbench.motion_smoothness"].scorer.weights[0]
+    assert undeclared.stand_in and not undeclared.declared
+    assert scores["vbench.motion_smoothness"].scorer.weights[0].declared
 
 
 def test_a_file_in_another_format_is_an_error_naming_it(cache: Path, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ref2va_accept import h3_limits
 from ref2va_accept.errors import CampaignError
+from ref2va_accept.known_standins import stand_in_name
 from ref2va_accept.placeholder import is_placeholder
 from ref2va_accept.weight_names import VBENCH_LAYOUT
 from ref2va_contract.launch import DECLARED_TIME_ENV, DECLARED_TIME_FLAGS
@@ -70,6 +71,18 @@ class LoadedCampaign:
     def scorer_stand_ins(self) -> frozenset[str]:
         """The names whose files are seeded stand-ins (`stand_in: true`)."""
         return frozenset(name for name, w in self.model.scorer_weights.items() if w.stand_in)
+
+    def scorer_undeclared_stand_ins(self) -> dict[str, str]:
+        """The names whose pin is a stand-in's bytes (known_standins: a shipped hash, or one the
+        list of the folder it is read from records) although the campaign does not mark them
+        `stand_in: true`: weights name -> the stand-in those bytes are."""
+        paths, declared = self.scorer_weight_paths(), self.scorer_stand_ins()
+        found: dict[str, str] = {}
+        for name, pin in self.scorer_weight_pins().items():
+            which = stand_in_name(pin, paths.get(name))
+            if name not in declared and which is not None:
+                found[name] = which
+        return found
 
     def display(self, rel: str) -> str:
         """A campaign-relative path as the user would type it (relative if the campaign was)."""

@@ -116,6 +116,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
               and "track_id" in item.callspec.params]
     state.selected_tracks.update(tracks)
     try:
+        state.warn_stand_ins(dict.fromkeys(tracks))
         stop = state.check_inputs(dict.fromkeys(tracks))
         if stop is None:
             stop = state.check_disk([scenario_item(item) for item in session.items],

@@ -98,7 +98,8 @@ def short_report(bundle: EvidenceBundle) -> str:
     the verdict table, as plain HTML (no media, no per-request tables, no script)."""
     rows = "".join(
         f"<tr><td>{escape(v.track)}</td><td>{escape(v.candidate or '(none)')}</td>"
-        f"<td>{escape(v.verdict)}</td><td>{escape(', '.join(v.reasons))}</td>"
+        f"<td>{escape(' '.join(filter(None, (v.verdict, v.stand_in_label))))}</td>"
+        f"<td>{escape(', '.join(v.reasons))}</td>"
         f"<td>{escape(', '.join(v.open_checks))}</td></tr>" for v in bundle.verdicts)
     failures = "".join(f"<li>{escape(bundle.sanitizer.text(str(f)))}</li>"
                        for f in bundle.failures)
@@ -180,8 +181,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         opened = f" open: {', '.join(v.open_checks)}" if v.open_checks else ""
         unchecked = [c for c, status in v.checks.items() if status == "not_applicable"]
         skipped = f" not applicable: {', '.join(unchecked)}" if unchecked else ""
+        label = f" {v.stand_in_label}" if v.stand_in_label else ""
         tr.write_line(f"{v.track:13} {v.candidate or '(none)':20} {v.verdict.upper():13} "
-                      f"{reasons}{opened}{skipped}")
+                      f"{reasons}{opened}{skipped}{label}")
     if state.bundle.status == WRITE_FAILED:
         for failure in state.bundle.failures:
             tr.write_line(f"ref2va: status {WRITE_FAILED}: {state.failure_line(failure)}")

@@ -28,7 +28,7 @@ from ..input_pins import input_problems, problem_lines
 from ..latency import LatencySchedules
 from ..leftovers import DONE, start_reaper, stop_leftovers
 from ..lock import FreezeStatus, canonical_campaign, verify
-from ..plan import TrackPlan, plan_campaign
+from ..plan import LossyScoring, TrackPlan, plan_campaign
 from ..run_plan import ScenarioItem, plan_run
 from ..safe_write import WriteFailed, describe
 from ..sanitize import Sanitizer
@@ -195,6 +195,24 @@ class RunState:
             track, audit.arm_id, Check.CLEANUP, "pass" if audit.clean else "fail",
             None if audit.clean else Reason.INCOMPLETE_CLEANUP, "; ".join(audit.problems),
             {"instance": audit.instance_id, "stop_s": round(audit.stop_s, 3)}))
+
+    def warn_stand_ins(self, tracks: Iterable[str]) -> None:
+        """A note and a terminal line, before any engine, for each scorer pin that is a seeded
+        stand-in's bytes on a campaign that does not declare it, where a selected lossy track
+        scores with it: its scores fail the scorer_weights check (lossy.weights_check), so
+        that track's verdicts can be no better than inconclusive."""
+        undeclared = self.campaign.scorer_undeclared_stand_ins()
+        used = {name for track_id in tracks if (plan := self.plans.get(track_id)) is not None
+                and isinstance(plan.gate, LossyScoring) for name in plan.gate.weights}
+        hit = sorted(set(undeclared) & used)
+        if not hit:
+            return
+        line = ("ref2va: scorer_weights " + ", ".join(
+            f"{name} (pinned to the sha256 of {undeclared[name]}'s seeded stand-in)"
+            for name in hit) + ": the campaign does not mark them stand_in: true, so no lossy "
+            "verdict scored with them will be better than inconclusive; pin the real files")
+        self.evidence().note(line)
+        self._say(line)
 
     def check_inputs(self, tracks: Iterable[str]) -> str | None:
         """Every track's inputs against their pins, before any engine starts (every run).

@@ -32,7 +32,8 @@ class FileCheck:
     found: bool = False
     sha256: str | None = None
     pin: str | None = None
-    stand_in: bool = False
+    stand_in: bool = False  # declared so by the campaign, or recognised by its bytes
+    declared: bool = False  # the campaign marks it `stand_in: true`
     library: str | None = None
     forward: str | None = None  # the output's shape and the seconds it took
     problem: str | None = None
@@ -47,7 +48,8 @@ class FileCheck:
                 "found": self.found, "sha256": self.sha256, "pin": self.pin,
                 "pin_matches": None if self.pin is None or self.sha256 is None
                 else self.pin.lower() == self.sha256,
-                "stand_in": self.stand_in, "network": self.library, "forward": self.forward,
+                "stand_in": self.stand_in, "stand_in_declared": self.declared,
+                "network": self.library, "forward": self.forward,
                 "ready": self.ready, "problem": self.problem}
 
 
@@ -117,7 +119,7 @@ def check_weights(paths: Mapping[str, Path], pins: Mapping[str, str],
     for name in names:
         path = paths.get(name)
         check = checks[name] = FileCheck(name, path, pin=pins.get(name),
-                                         stand_in=name in stand_ins)
+                                         stand_in=name in stand_ins, declared=name in stand_ins)
         if path is None:
             check.problem = "no file named (scorer_weights)"
             continue
@@ -128,9 +130,18 @@ def check_weights(paths: Mapping[str, Path], pins: Mapping[str, str],
         try:
             model = models.load_model(name, path, stand_in=check.stand_in, device=device)
             check.sha256, check.library = model.identity.sha256, model.library
+            check.stand_in = model.identity.stand_in
             if check.pin is not None and check.pin.lower() != check.sha256:
                 check.problem = (f"sha256 {check.sha256[:12]}... differs from the pin "
                                  f"{check.pin[:12]}...")
+                continue
+            if check.pin is not None and check.stand_in and not check.declared:
+                # A campaign pins a stand-in's bytes as if they were VBench's weights.
+                check.problem = (f"{path.name} is a seeded stand-in (its sha256 "
+                                 f"{check.sha256[:12]}... is a stand-in's), not VBench's "
+                                 "weights, and the campaign does not mark it stand_in: true: "
+                                 "no lossy verdict scored with it would be better than "
+                                 "inconclusive; pin the real file, or mark it")
                 continue
             check.forward = _forward(model)
         except ScorerError as exc:

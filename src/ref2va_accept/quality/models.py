@@ -152,9 +152,9 @@ def load_model(name: str, path: Path, *, stand_in: bool = False,
     path = Path(path)
     if not path.exists():
         raise ScorerError(f"{name}: weights file {path.name} not found")
-    identity = weight_identity(path)
+    identity = weight_identity(path)  # a stand-in's bytes are recognised by themselves
     if stand_in:
-        identity = dataclasses.replace(identity, stand_in=True)
+        identity = dataclasses.replace(identity, stand_in=True, declared=True)
     from ref2va_accept.quality.loaders import build_network  # noqa: PLC0415 - needs torch
 
     with warnings.catch_warnings():

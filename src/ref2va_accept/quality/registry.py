@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from ref2va_accept.errors import Ref2VAError
 from ref2va_accept.hashing import tree_sha256
+from ref2va_accept.known_standins import stand_in_name
 
 __all__ = [
     "SCORERS",
@@ -47,11 +48,14 @@ class WeightIdentity:
     name: str  # the file's basename: evidence must not leak the host's directory layout
     sha256: str
     stand_in: bool = False  # seeded random weights in the official format, not the real model
+    # The campaign marks it `stand_in: true`; a stand-in recognised by its bytes alone is not.
+    declared: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         record: dict[str, Any] = {"name": self.name, "sha256": self.sha256}
         if self.stand_in:
             record["stand_in"] = True
+            record["declared"] = self.declared
         return record
 
 
@@ -158,14 +162,18 @@ def weight_identity(path: Path) -> WeightIdentity:
     a lossy track loads the same gigabyte-sized weights for every video it scores."""
     resolved = Path(path).resolve()
     if resolved.is_dir():  # DreamSim's checkpoint folder: its manifest, never cached
-        return WeightIdentity(name=resolved.name, sha256=tree_sha256(resolved))
-    stat = resolved.stat()
-    return _identity(resolved, stat.st_size, stat.st_mtime_ns)
+        sha = tree_sha256(resolved)
+    else:
+        stat = resolved.stat()
+        sha = _sha256(resolved, stat.st_size, stat.st_mtime_ns)
+    # A stand-in's bytes are one wherever they are and whatever the campaign says of them.
+    return WeightIdentity(name=resolved.name, sha256=sha,
+                          stand_in=stand_in_name(sha, resolved) is not None)
 
 
 @functools.lru_cache(maxsize=32)
-def _identity(path: Path, size: int, mtime_ns: int) -> WeightIdentity:
-    return WeightIdentity(name=path.name, sha256=tree_sha256(path))
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+    return tree_sha256(path)
 
 
 def ok_score(info: ScorerInfo, value: float, detail: str = "",

@@ -11,6 +11,7 @@ cache of DINO's repository and weights). Files land where VBench's
 cache keeps them (:data:`ref2va_accept.weight_names.VBENCH_LAYOUT`), so the folder is laid out like
 an operator's ``~/.cache/vbench``. Scores made with them are labelled stand-in wherever they
 appear; they exercise the path from a model-based score to a verdict, never VBench's values.
+Their bytes are recognised wherever they are (:mod:`ref2va_accept.known_standins`).
 """
 
 from __future__ import annotations
@@ -288,8 +289,11 @@ def _dreamsim_here(folder: Path, seed: int) -> None:
 def make_standins(folder: Path, names: Iterable[str], *, seed: int = STANDIN_SEED,
                   force: bool = False) -> list[Standin]:
     """Write the stand-ins for ``names`` into ``folder`` in VBench's layout (an existing file is
-    kept unless ``force``); their paths and sha256."""
+    kept unless ``force``); their paths and sha256. The folder's list of stand-ins
+    (known_standins.WRITTEN_LIST) records each, so that bytes other library versions build are
+    recognised as a stand-in's wherever they are below it."""
     from ref2va_accept.hashing import tree_sha256  # noqa: PLC0415
+    from ref2va_accept.known_standins import record_written  # noqa: PLC0415
 
     made = []
     for name in names:
@@ -297,6 +301,7 @@ def make_standins(folder: Path, names: Iterable[str], *, seed: int = STANDIN_SEE
         if force or not path.exists():
             _build(name, path, seed)
         made.append(Standin(name, path, tree_sha256(path)))
+        record_written(Path(folder), [(name, made[-1].sha256)])
     return made
 
 
