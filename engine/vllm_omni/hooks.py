@@ -15,7 +15,8 @@ rather than silently writing no comparison point on the host. Kinds:
   (``_prepare_encoder_conditioning_inputs`` returns the request context as a dict).
 
 Third-party names (Cache-DiT, pinned by the wheel as ``cache-dit==1.5.0``) are listed apart in
-:data:`CACHE_DIT_NAMES`, with paths inside the cache-dit wheel.
+:data:`CACHE_DIT_NAMES`, with paths inside the cache-dit wheel, which the contract test reads
+the same way.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tests.contract.base_vllm import CALL_ORDER, serve_parser_flags
 from tests.contract.relied_on import Item, LimitSource
 from tests.contract.upstream import (
     API_SERVER_MODULE,
@@ -35,6 +36,13 @@ def _flag(up: Upstream, item: Item) -> str | None:
     return None
 
 
+def _released(up: Upstream, which: str) -> Upstream | str:
+    other: Upstream | str | None = up.base if which == "base" else up.cache_dit
+    if other is None:
+        return f"the {'vLLM' if which == 'base' else 'Cache-DiT'} wheel was not read"
+    return other
+
+
 def _base_flag(up: Upstream, item: Item) -> str | None:
     # vLLM defines it; if the wheel's omni group added it too, argparse would refuse the
     # duplicate at startup (or the wheel would shadow vLLM's meaning): either way, re-read.
@@ -42,7 +50,41 @@ def _base_flag(up: Upstream, item: Item) -> str | None:
     if flag is not None:
         return (f"{item.key} is listed as a base-vLLM flag ({item.expected}), but the wheel's "
                 f"serve parser defines it too at {flag.where}: re-read its meaning there")
+    base = _released(up, "base")
+    if isinstance(base, str):
+        return f"{item.key} cannot be checked against vLLM's own parser: {base}"
+    try:
+        defined = _base_flags(up, base)
+    except LookupError as exc:
+        return f"{item.key}: vLLM's `vllm serve` parser cannot be read: {exc}"
+    if item.key not in defined:
+        return (f"{item.key} ({item.expected}): vLLM 0.30.0's `vllm serve` parser "
+                "(make_arg_parser, FrontendArgs and AsyncEngineArgs) defines no such option")
     return None
+
+
+def _base_flags(up: Upstream, base: Upstream) -> dict[str, str]:
+    cached = getattr(base, "_serve_parser_flags", None)
+    if cached is None:
+        cached = serve_parser_flags(up, base)
+        base._serve_parser_flags = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _cache_dit(up: Upstream, item: Item) -> str | None:
+    released = _released(up, "cache_dit")
+    if isinstance(released, str):
+        return f"{item.origin} relies on {item.expected} {item.key}: {released}"
+    missing = released.defines(item.upstream, item.expected, item.key.split("[")[0])
+    if missing is not None:
+        return f"{item.origin} relies on {item.expected} {item.key}; cache-dit 1.5.0: {missing}"
+    return None
+
+
+def _order(up: Upstream, item: Item) -> str | None:
+    what, read = CALL_ORDER[item.key]
+    problem = read(up)
+    return None if problem is None else f"the extension relies on this: {what}; {problem}"
 
 
 def _needs_source(up: Upstream, item: Item) -> str | None:
@@ -166,6 +208,7 @@ def _hook(up: Upstream, item: Item) -> str | None:
 CHECKS: dict[str, Callable[[Upstream, Item], str | None]] = {
     "flag": _flag, "base-flag": _base_flag, "needs-source": _needs_source, "route": _route,
     "form": _form, "header": _header, "env": _env, "limit": _limit, "hook": _hook,
+    "cache-dit": _cache_dit, "order": _order,
 }
 
 

@@ -11,10 +11,14 @@ a flag or a client that sends a new field is checked without anyone remembering 
 - response headers: client.SERVER_HEADERS;
 - environment variables and their defaults: h3_limits.SERVER_TIME_BOUNDS;
 - limits: h3_limits' constants, each mapped below to where upstream defines the same limit;
-- hooks: engine/vllm_omni/hooks.py UPSTREAM_NAMES.
+- hooks: engine/vllm_omni/hooks.py UPSTREAM_NAMES; Cache-DiT's names: its CACHE_DIT_NAMES, read
+  in the cache-dit 1.5.0 wheel the vLLM-Omni wheel pins;
+- base-vLLM flags: the profiles' flags that vLLM's own parser defines, read in the vLLM 0.30.0
+  wheel (tests/contract/base_vllm.py);
+- call order: what the extension counts on about when upstream calls what (base_vllm.CALL_ORDER).
 
-What cannot be derived is listed here with the reason: the base-vLLM flags (defined outside the
-wheel), the upstream module of each environment variable, and the upstream place of each limit.
+What cannot be derived is listed here with the reason: why each base-vLLM flag is used, the
+upstream module of each environment variable, and the upstream place of each limit.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from typing import Any
 
 import httpx
 
+from tests.contract.base_vllm import CALL_ORDER
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROFILES_DIR = REPO_ROOT / "engine" / "profiles" / "vllm-omni"
 CAMPAIGN_910C = REPO_ROOT / "fixtures" / "campaigns" / "910c.yaml"
@@ -37,13 +43,14 @@ HOOKS_MODULE = "engine.vllm_omni.hooks"
 LIMITS_MODULE = "ref2va_accept.h3_limits"
 
 CATEGORIES = ("flag", "base-flag", "needs-source", "form", "route", "header", "env", "limit",
-              "hook")
+              "hook", "cache-dit", "order")
 
 # Flags of `vllm serve` that vLLM itself defines (vllm/entrypoints/launchers/cli_args.py
 # make_arg_parser and vLLM's EngineArgs), which vllm_omni/entrypoints/cli/serve.py starts from
-# before adding its OmniConfig group. They are not in the wheel, so the wheel cannot confirm them;
-# what the contract does check is that the wheel does not define them too (argparse would refuse
-# the duplicate, which is why serve.py wraps --enable-sleep-mode in try/except).
+# before adding its OmniConfig group. They are not in the vLLM-Omni wheel: the contract reads them
+# in vLLM 0.30.0's own wheel (base_vllm.serve_parser_flags), and checks that the vLLM-Omni wheel
+# does not define them too (argparse would refuse the duplicate, which is why serve.py wraps
+# --enable-sleep-mode in try/except). Why each is used stays here, for the message.
 BASE_VLLM_FLAGS: dict[str, str] = {
     "dtype": "vLLM ModelConfig.dtype; consumed as OmniDiffusionConfig.dtype",
     "trust-remote-code": "vLLM ModelConfig.trust_remote_code; H3's VAEs load checkpoint code",
@@ -316,12 +323,31 @@ def _hook_items() -> list[Item]:
     return list(items.values())
 
 
+def _cache_dit_items() -> list[Item]:
+    names = getattr(_import(HOOKS_MODULE), "CACHE_DIT_NAMES", None)
+    if not names:
+        raise LookupError(f"{HOOKS_MODULE}.CACHE_DIT_NAMES: a non-empty tuple of "
+                          f"(file inside the cache-dit wheel, kind, name), found {names!r}")
+    items: dict[str, Item] = {}
+    for path, kind, name in names:
+        key = name if name not in items else f"{name}[{kind}]"
+        items[key] = Item("cache-dit", key, f"{HOOKS_MODULE}.CACHE_DIT_NAMES", kind, path)
+    return list(items.values())
+
+
+def _order_items() -> list[Item]:
+    return [Item("order", key, "engine/vllm_omni/extension.py", what)
+            for key, (what, _) in CALL_ORDER.items()]
+
+
 _DERIVERS: dict[str, Callable[[], list[Item]]] = {
     "flag": _profile_flag_items,  # also yields base-flag and needs-source items
     "client": _client_items,  # form, route, header
     "env": _env_items,
     "limit": _limit_items,
     "hook": _hook_items,
+    "cache-dit": _cache_dit_items,
+    "order": _order_items,
 }
 
 

@@ -2,7 +2,9 @@
 
 One test per relied-on item (its id is the item: `flag:--ulysses-degree`, `form:extra_params`,
 `env:VLLM_OMNI_DLO_DP_WAVE_TIMEOUT=600`, `limit:MINIMAX_H3_MAX_AUDIO_BYTES`,
-`hook:DiffusionWorker.execute_model`, ...), read statically from the pinned release wheel. A
+`hook:DiffusionWorker.execute_model`, `base-flag:--worker-extension-cls`, `cache-dit:summary`,
+`order:extension-first`, ...), read statically from the pinned release wheel and, for base-vLLM
+flags and Cache-DiT's names, from the vLLM 0.30.0 and cache-dit 1.5.0 wheels it is built on. A
 wheel that cannot be obtained is a failure with one line saying how to provide it offline.
 """
 
@@ -43,11 +45,21 @@ def pinned_wheel() -> Path | WheelError:
         return exc
 
 
+def _released(pin: wheel_mod.Pin) -> Upstream | str:
+    """The vLLM or Cache-DiT release read like the wheel, or why it could not be obtained (its
+    items then fail with that line)."""
+    try:
+        return Upstream(SourceTree(wheel_mod.obtain(pin=pin), pin.package))
+    except WheelError as exc:
+        return str(exc)
+
+
 @pytest.fixture(scope="session")
 def upstream(pinned_wheel: Path | WheelError) -> Upstream:
     if isinstance(pinned_wheel, WheelError):
         pytest.fail(str(pinned_wheel), pytrace=False)
-    return Upstream(SourceTree(pinned_wheel))
+    return Upstream(SourceTree(pinned_wheel), base=_released(wheel_mod.VLLM),
+                    cache_dit=_released(wheel_mod.CACHE_DIT))
 
 
 def test_pinned_wheel_is_obtained_and_verified(pinned_wheel: Path | WheelError) -> None:
@@ -127,7 +139,8 @@ def test_checker_reports_exactly_the_names_removed_from_a_copy(
         assert text.count(old) == 1, f"{path}: the mutation's anchor text is not there once"
         file.write_text(text.replace(old, new), encoding="utf-8")
     before = check_all(upstream, DERIVED.items)
-    after = check_all(Upstream(copy), DERIVED.items)
+    after = check_all(Upstream(copy, base=upstream.base, cache_dit=upstream.cache_dit),
+                      DERIVED.items)
     new_findings = {k: v for k, v in after.items() if k not in before}
     assert set(new_findings) == {m[0] for m in MUTATIONS}, new_findings
     for item_id, message in new_findings.items():
@@ -135,6 +148,97 @@ def test_checker_reports_exactly_the_names_removed_from_a_copy(
     assert "vllm_omni/entrypoints/cli/serve.py" in new_findings[MUTATIONS[0][0]]
     assert "helpers.py _parse_video_form" in new_findings[MUTATIONS[1][0]]
     assert "DiffusionWorker" in new_findings[MUTATIONS[2][0]]
+
+
+def _mutated(tree: SourceTree, dest: Path,
+             edits: tuple[tuple[str, str, str], ...]) -> SourceTree:
+    """An extracted copy of `tree` with each (path, text found exactly once, replacement)."""
+    copy = SourceTree(tree.extract_to(dest), tree.package)
+    for path, old, new in edits:
+        file = copy.root / path
+        text = file.read_text(encoding="utf-8")
+        assert text.count(old) == 1, f"{path}: the mutation's anchor text is not there once"
+        file.write_text(text.replace(old, new), encoding="utf-8")
+    return copy
+
+
+def _read(other: Upstream | str | None) -> Upstream:
+    if not isinstance(other, Upstream):
+        pytest.fail(f"a release the contract reads is missing: {other}", pytrace=False)
+    return other
+
+
+def _new_findings(upstream: Upstream, mutated: Upstream) -> dict[str, str]:
+    before = check_all(upstream, DERIVED.items)
+    return {k: v for k, v in check_all(mutated, DERIVED.items).items() if k not in before}
+
+
+_LOOP = "vllm_omni/diffusion/models/minimax_h3/denoise_loop.py"
+_PUBLISH = "            minimax_h3_publish_denoise_progress(step, s_v, num_steps)\n"
+_DIT_CALL = "                v_video, v_audio = model(**fk)\n"
+
+
+def test_base_flags_are_read_in_vllms_own_parser_and_a_copy_without_one_fails(
+        upstream: Upstream, tmp_path: Path) -> None:
+    base = _read(upstream.base)
+    assert check(upstream, Item("base-flag", "--worker-extension-cls", "x", "why")) is None
+    assert "defines no such option" in str(
+        check(upstream, Item("base-flag", "--no-such-vllm-flag", "x", "why")))
+    copy = _mutated(base.tree, tmp_path / "vllm", (
+        ("vllm/engine/arg_utils.py", '"--worker-extension-cls", **parallel_kwargs',
+         '"--worker-extension-class", **parallel_kwargs'),
+        # A generated one: FrontendArgs' field `port` is the option --port.
+        ("vllm/entrypoints/launchers/cli_args.py", "    port: int = 8000",
+         "    listen_port: int = 8000")))
+    found = _new_findings(upstream, Upstream(upstream.tree, base=Upstream(copy),
+                                             cache_dit=upstream.cache_dit))
+    assert set(found) == {"base-flag:--worker-extension-cls", "base-flag:--port"}, found
+    assert "vLLM 0.30.0's `vllm serve` parser" in found["base-flag:--worker-extension-cls"]
+    # Not read at all is a failure saying so, never a pass.
+    unread = check(Upstream(upstream.tree), Item("base-flag", "--dtype", "x", "why"))
+    assert unread is not None and "the vLLM wheel was not read" in unread
+
+
+def test_cache_dit_names_are_read_in_its_wheel_and_a_copy_without_them_fails(
+        upstream: Upstream, tmp_path: Path) -> None:
+    released = _read(upstream.cache_dit)
+    copy = _mutated(released.tree, tmp_path / "cache-dit", (
+        ("cache_dit/summary.py", "def summary(", "def summarize("),
+        ("cache_dit/summary.py", "  cached_steps: list[int] = dataclasses",
+         "  steps_cached: list[int] = dataclasses")))
+    found = _new_findings(upstream, Upstream(upstream.tree, base=upstream.base,
+                                             cache_dit=Upstream(copy)))
+    assert set(found) == {"cache-dit:summary", "cache-dit:summary.details",
+                          "cache-dit:summary.logging", "cache-dit:CacheStats.cached_steps"}, found
+    assert "cache-dit 1.5.0: cache_dit/summary.py: no top-level function summary" in \
+        found["cache-dit:summary"]
+    unread = check(Upstream(upstream.tree), Item("cache-dit", "summary", "x", "function",
+                                                 "cache_dit/summary.py"))
+    assert unread is not None and "the Cache-DiT wheel was not read" in unread
+
+
+@pytest.mark.parametrize(("item", "edits", "said"), [
+    ("order:extension-first", (("vllm_omni/diffusion/worker/diffusion_worker.py",
+                                "(worker_extension_cls, worker_class)",
+                                "(worker_class, worker_extension_cls)"),),
+     "the extension is not first"),
+    ("order:step-published-before-dit", ((_LOOP, _PUBLISH, ""),
+                                         (_LOOP, _DIT_CALL, _DIT_CALL + _PUBLISH)),
+     "the step is published after the DiT call"),
+    ("order:forward-diffuse-decode", (("vllm_omni/diffusion/models/minimax_h3/"
+                                       "pipeline_minimax_h3.py",
+                                       "video_rows, audio_rows = minimax_h3_denoise_loop(",
+                                       "video_rows, audio_rows = run_steps("),),
+     "does not run minimax_h3_denoise_loop"),
+])
+def test_the_call_order_the_extension_relies_on_fails_on_a_copy_that_changes_it(
+        upstream: Upstream, tmp_path: Path, item: str,
+        edits: tuple[tuple[str, str, str], ...], said: str) -> None:
+    copy = _mutated(upstream.tree, tmp_path / "omni", edits)
+    found = _new_findings(upstream, Upstream(copy, base=upstream.base,
+                                             cache_dit=upstream.cache_dit))
+    assert set(found) == {item}, found
+    assert said in found[item] and found[item].startswith(f"{item}: the extension relies on")
 
 
 def test_checker_flags_wrong_values_and_kinds(upstream: Upstream) -> None:

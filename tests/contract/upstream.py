@@ -165,8 +165,13 @@ class _FlagCollector(_Scoped):
 class Upstream:
     """Questions about one source tree of vllm_omni, each answered from its syntax trees."""
 
-    def __init__(self, tree: SourceTree) -> None:
+    def __init__(self, tree: SourceTree, *, base: Upstream | str | None = None,
+                 cache_dit: Upstream | str | None = None) -> None:
+        """`base`, `cache_dit`: the vLLM and Cache-DiT releases the wheel is built on, read the
+        same way (base-flag and cache-dit items are checked there), or why they could not be
+        obtained (those items then fail saying so)."""
         self.tree = tree
+        self.base, self.cache_dit = base, cache_dit
         self._modules: dict[str, ast.Module | None] = {}
 
     # ----------------------------------------------------------------------- modules

@@ -1,4 +1,5 @@
-"""The vLLM-Omni 0.30.0 release wheel, obtained once and verified by hash, read without installing.
+"""The vLLM-Omni 0.30.0 release wheel (and the vLLM and Cache-DiT releases it is built on), each
+obtained once and verified by hash, read without installing.
 
 The contract tests read upstream's sources statically: vllm_omni cannot be imported here (it needs
 vLLM, torch and an accelerator platform), and importing it would run code we only want to read.
@@ -18,25 +19,60 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-PINNED_PROJECT = "vllm-omni"
-PINNED_VERSION = "0.30.0"
-PINNED_SHA256 = "141cb0c7b9c07970e5c92a99aab9696e81682dbfa3d2bfcde359c3c1533385f4"
-WHEEL_ENV = "REF2VA_VLLM_OMNI_WHEEL"
-# The wheel is ~20 MB; a slow index gets this long before the failure says how to go offline.
+
+@dataclass(frozen=True)
+class Pin:
+    """One release wheel the contract reads: its project, version, sha256, the variable that
+    names a local copy, the package folder inside it, and pip's platform options (vLLM's wheel
+    is per platform; its Python sources are the same on every one, so one is pinned)."""
+
+    project: str
+    version: str
+    sha256: str
+    env: str
+    package: str
+    platform: tuple[str, ...] = ()
+
+    @property
+    def spec(self) -> str:
+        return f"{self.project}=={self.version}"
+
+
+# vLLM-Omni itself (~20 MB); the vLLM release it is built on, whose `vllm serve` parser defines
+# the base flags the profiles use (~315 MB, the x86_64 manylinux wheel: pip fetches it on any
+# machine with these options); and the Cache-DiT release the wheel pins (`cache-dit==1.5.0`).
+OMNI = Pin("vllm-omni", "0.30.0",
+           "141cb0c7b9c07970e5c92a99aab9696e81682dbfa3d2bfcde359c3c1533385f4",
+           "REF2VA_VLLM_OMNI_WHEEL", "vllm_omni")
+VLLM = Pin("vllm", "0.30.0", "ef52ee58c410ead0b8afb190838fa4cbcb52075596f67862a03859d984966ac4",
+           "REF2VA_VLLM_WHEEL", "vllm",
+           ("--platform", "manylinux_2_28_x86_64", "--python-version", "3.11",
+            "--implementation", "cp"))
+CACHE_DIT = Pin("cache-dit", "1.5.0",
+                "780aedb081db06eaf32bcf63de7e200603a596a5c92f78c73cacf8d32c7be895",
+                "REF2VA_CACHE_DIT_WHEEL", "cache_dit")
+
+PINNED_PROJECT = OMNI.project
+PINNED_VERSION = OMNI.version
+PINNED_SHA256 = OMNI.sha256
+WHEEL_ENV = OMNI.env
+# A slow index gets this long before the failure says how to go offline.
 DOWNLOAD_TIMEOUT_S = 600.0
-PACKAGE = "vllm_omni"
+PACKAGE = OMNI.package
 
 
 class WheelError(Exception):
     """The pinned wheel cannot be obtained or is not the pinned one (one line: what to do)."""
 
 
-def offline_hint() -> str:
+def offline_hint(pin: Pin = OMNI) -> str:
+    platform = " ".join(pin.platform)
     return (
-        f"to run offline, download {PINNED_PROJECT}=={PINNED_VERSION} "
-        f"(sha256 {PINNED_SHA256}) on a machine with index access "
+        f"to run offline, download {pin.spec} "
+        f"(sha256 {pin.sha256}) on a machine with index access "
         f"(`python -m pip download --no-deps --only-binary=:all: "
-        f"{PINNED_PROJECT}=={PINNED_VERSION} -d DIR`) and set {WHEEL_ENV}=DIR/<the .whl>"
+        + (f"{platform} " if platform else "")
+        + f"{pin.spec} -d DIR`) and set {pin.env}=DIR/<the .whl>"
     )
 
 
@@ -54,28 +90,28 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify(path: Path) -> Path:
+def verify(path: Path, pin: Pin = OMNI) -> Path:
     """The wheel at `path` if its sha256 is the pinned one; a WheelError naming both otherwise."""
     found = sha256_of(path)
-    if found != PINNED_SHA256:
+    if found != pin.sha256:
         raise WheelError(
-            f"{path.name}: expected {PINNED_PROJECT}=={PINNED_VERSION} with sha256 "
-            f"{PINNED_SHA256}, found sha256 {found}"
+            f"{path.name}: expected {pin.spec} with sha256 {pin.sha256}, found sha256 {found}"
         )
     return path
 
 
-def _cached(folder: Path) -> Path | None:
+def _cached(folder: Path, pin: Pin = OMNI) -> Path | None:
     # pip names the file itself; any matching wheel with the pinned hash will do.
-    for candidate in sorted(folder.glob(f"{PACKAGE}-{PINNED_VERSION}-*.whl")):
-        if sha256_of(candidate) == PINNED_SHA256:
+    for candidate in sorted(folder.glob(f"{pin.package}-{pin.version}-*.whl")):
+        if sha256_of(candidate) == pin.sha256:
             return candidate
     return None
 
 
-def _pip_download(folder: Path, timeout_s: float, env: Mapping[str, str]) -> None:
+def _pip_download(folder: Path, timeout_s: float, env: Mapping[str, str],
+                  pin: Pin = OMNI) -> None:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", f"{PINNED_PROJECT}=={PINNED_VERSION}", "-d", str(folder)]
+           "--disable-pip-version-check", *pin.platform, pin.spec, "-d", str(folder)]
     # Own process group: on timeout pip and anything it started are ended together.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, env=dict(env))
@@ -85,41 +121,43 @@ def _pip_download(folder: Path, timeout_s: float, env: Mapping[str, str]) -> Non
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise WheelError(
-            f"pip download of {PINNED_PROJECT}=={PINNED_VERSION} did not finish within "
-            f"{timeout_s:g} s; {offline_hint()}"
+            f"pip download of {pin.spec} did not finish within "
+            f"{timeout_s:g} s; {offline_hint(pin)}"
         ) from None
     if proc.returncode != 0:
         last = next((ln for ln in reversed(out.splitlines()) if ln.strip()), "no output")
         raise WheelError(
-            f"pip download of {PINNED_PROJECT}=={PINNED_VERSION} failed "
-            f"(exit {proc.returncode}: {last.strip()}); {offline_hint()}"
+            f"pip download of {pin.spec} failed "
+            f"(exit {proc.returncode}: {last.strip()}); {offline_hint(pin)}"
         )
 
 
 def obtain(env: Mapping[str, str] | None = None,
-           timeout_s: float = DOWNLOAD_TIMEOUT_S) -> Path:
-    """The verified pinned wheel: from `$REF2VA_VLLM_OMNI_WHEEL`, else the cache, else pip."""
+           timeout_s: float = DOWNLOAD_TIMEOUT_S, pin: Pin = OMNI) -> Path:
+    """The verified pinned wheel: from `$<pin.env>` (`$REF2VA_VLLM_OMNI_WHEEL` for vLLM-Omni),
+    else the cache, else pip."""
     env = os.environ if env is None else env
-    given = env.get(WHEEL_ENV)
+    given = env.get(pin.env)
     if given:
         path = Path(given)
         if not path.is_file():
-            raise WheelError(f"{WHEEL_ENV}: a local {PACKAGE} .whl file, found no file at {given}")
-        return verify(path)
+            raise WheelError(f"{pin.env}: a local {pin.package} .whl file, found no file at "
+                             f"{given}")
+        return verify(path, pin)
     folder = cache_dir(env)
-    found = _cached(folder) if folder.is_dir() else None
+    found = _cached(folder, pin) if folder.is_dir() else None
     if found is not None:
         return found
     folder.mkdir(parents=True, exist_ok=True)
-    _pip_download(folder, timeout_s, env)
-    wheels = sorted(folder.glob(f"{PACKAGE}-{PINNED_VERSION}-*.whl"))
+    _pip_download(folder, timeout_s, env, pin)
+    wheels = sorted(folder.glob(f"{pin.package}-{pin.version}-*.whl"))
     if not wheels:
         raise WheelError(
-            f"pip download reported success but left no {PACKAGE}-{PINNED_VERSION}-*.whl in the "
-            f"cache; {offline_hint()}"
+            f"pip download reported success but left no {pin.package}-{pin.version}-*.whl in "
+            f"the cache; {offline_hint(pin)}"
         )
     for wheel in wheels:
-        verify(wheel)
+        verify(wheel, pin)
     return wheels[0]
 
 
@@ -131,6 +169,7 @@ class SourceTree:
     """
 
     root: Path
+    package: str = PACKAGE  # the top-level folder read ("vllm", "cache_dit" for the others)
 
     def _zip(self) -> zipfile.ZipFile:
         return zipfile.ZipFile(self.root)
@@ -138,10 +177,10 @@ class SourceTree:
     def paths(self) -> list[str]:
         if self.root.is_dir():
             return sorted(p.relative_to(self.root).as_posix()
-                          for p in (self.root / PACKAGE).rglob("*.py"))
+                          for p in (self.root / self.package).rglob("*.py"))
         with self._zip() as zf:
             return sorted(n for n in zf.namelist()
-                          if n.startswith(f"{PACKAGE}/") and n.endswith(".py"))
+                          if n.startswith(f"{self.package}/") and n.endswith(".py"))
 
     def read(self, path: str) -> str | None:
         """The text of one source file, or None when the wheel has no such file."""
@@ -165,14 +204,15 @@ class SourceTree:
             return
         with self._zip() as zf:
             for name in sorted(zf.namelist()):
-                if name.startswith(f"{PACKAGE}/") and name.endswith(".py") \
+                if name.startswith(f"{self.package}/") and name.endswith(".py") \
                         and name.startswith(prefix):
                     yield name, zf.read(name).decode("utf-8")
 
     def extract_to(self, dest: Path) -> Path:
-        """A writable copy of the package sources under `dest` (for mutation tests)."""
+        """A writable copy of the package's Python sources under `dest` (for mutation tests;
+        vLLM's compiled parts are left in the wheel: nothing here reads them)."""
         with self._zip() as zf:
             for name in zf.namelist():
-                if name.startswith(f"{PACKAGE}/"):
+                if name.startswith(f"{self.package}/") and name.endswith(".py"):
                     zf.extract(name, dest)
         return dest
