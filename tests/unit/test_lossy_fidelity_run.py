@@ -16,8 +16,11 @@ from tests.unit.suite_runner import bundle, campaign_copy, run_pytest
 
 
 def _check(evidence: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = next(c for c in evidence["checks"]
-                                 if c["arm"] == arm and c["name"] == name)
+    found: dict[str, Any] | None = next((c for c in evidence["checks"]
+                                         if c["arm"] == arm and c["name"] == name), None)
+    assert found is not None, (f"no {name} check of {arm}; the run recorded: " + "; ".join(
+        f"{c['arm']}/{c['name']} {c['status']} {c['reason'] or ''} {c['detail'][:200]}"
+        for c in evidence["checks"]) + " | notes: " + "; ".join(evidence.get("notes", [])))
     return found
 
 

@@ -77,7 +77,7 @@ def test_aggressive_cache_fails_naming_the_dimensions(five_second_run: Any) -> N
     assert _verdict(five_second_run[1], "cache-dit-mild")["verdict"] == "inconclusive"
 
 
-STAND_IN_CLIP = {"name": "ViT-B-32.pt", "stand_in": True,
+STAND_IN_CLIP = {"name": "ViT-B-32.pt", "stand_in": True, "declared": True,
                  "sha256": "86a40ba7e120f39272b676a19444f0fe142060e379922b546858bfaf085fd1f0"}
 
 
@@ -98,6 +98,15 @@ def test_a_model_based_dimension_is_gated_on_stand_in_weights(five_second_run: A
     scores = _check(five_second_run[1], "b0", "baseline_variability")["data"]["baseline_scores"]
     clip = next(s for s in scores if s["scorer"] == "vbench.background_consistency")
     assert clip["status"] == "ok" and clip["weights"] == [STAND_IN_CLIP]
+    # Which weights scored each arm, and every verdict of the track labelled stand-in: the
+    # campaign declares them, so they decide, and say so.
+    for arm in ("b0", "cache-dit-mild", "cache-dit-aggressive", "frame-hold"):
+        weights = _check(five_second_run[1], arm, "scorer_weights")
+        assert weights["status"] == "pass" and weights["data"]["stand_ins"] == ["ViT-B-32.pt"]
+        assert weights["data"]["weights"] == [STAND_IN_CLIP], arm
+    for candidate in ("cache-dit-mild", "cache-dit-aggressive", "frame-hold"):
+        assert _verdict(five_second_run[1], candidate)["stand_in_weights"] == ["ViT-B-32.pt"]
+    assert "STAND-IN scores (ViT-B-32.pt)" in five_second_run[0].stdout
 
 
 def test_a_still_video_breaks_the_model_based_dimension(five_second_run: Any) -> None:
@@ -120,6 +129,7 @@ def test_report_shows_the_lossy_numbers(five_second_run: Any) -> None:
     assert "5s-lossy / cache-dit-mild: lossy gate PASS" in report
     assert "5s-lossy / frame-hold: lossy gate FAIL" in report
     assert "vbench.background_consistency [ViT-B-32.pt 86a40ba7e120] STAND-IN weights" in report
+    assert report.count("STAND-IN scores (ViT-B-32.pt): seeded random weights") == 3
     assert "fidelity to B0: PSNR" in report and "<polyline" in report
     assert "audio against B0: lag" in report
 
