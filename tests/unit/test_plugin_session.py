@@ -239,6 +239,30 @@ def test_inputs_not_matching_their_pins_stop_the_run_before_any_scenario(
     assert "Ref2VA verdicts per track" in result.stdout.str()
 
 
+@pytest.mark.parametrize(("selection", "warned"), [("5s and lossy", True),
+                                                    ("5s and lossless", False)])
+def test_pins_that_are_undeclared_stand_ins_are_said_before_any_engine(
+        session: pytest.Pytester, tmp_path: Path, selection: str, warned: bool) -> None:
+    session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
+    campaign = campaign_copy(tmp_path / "c", models=True)
+    data = yaml.safe_load(campaign.read_text())
+    data["scorer_weights"]["clip_vitb32"]["stand_in"] = False  # the stand-in's pin, undeclared
+    campaign.write_text(yaml.safe_dump(data, sort_keys=False))
+    (tmp_path / "c" / "inputs" / "prompt.txt").unlink()  # and the run stops before any engine
+    evidence = session.path / "evidence"
+    result = session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
+                                         "-m", selection, "--campaign", str(campaign),
+                                         "--evidence-dir", str(evidence))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    line = ("ref2va: scorer_weights clip_vitb32 (pinned to the sha256 of clip_vitb32's seeded "
+            "stand-in): the campaign does not mark them stand_in: true, so no lossy verdict "
+            "scored with them will be better than inconclusive; pin the real files")
+    output = "\n".join(result.outlines + result.errlines)
+    assert (line in output) is warned, output
+    notes = read_bundle((evidence / "latest").resolve())["notes"]
+    assert (line in notes) is warned
+
+
 def test_inputs_matching_their_pins_let_the_run_go_on(session: pytest.Pytester,
                                                        tmp_path: Path) -> None:
     session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
