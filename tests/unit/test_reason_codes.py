@@ -121,12 +121,14 @@ def test_comparison_point_missing(tmp_path: Path) -> None:
 
 def test_baseline_variability_too_high(tmp_path: Path) -> None:
     # Unseeded noise in the first denoising step: B0 does not repeat its own scores. At 112x64
-    # it moved the gated scores by up to 0.04%, inside the shipped limit (0.25 x 1%), so this
-    # campaign freezes a tighter one (0.01 x 1% = 0.01%); a deterministic B0 repeats every score
-    # exactly (spread 0, test_lossy_suite), so it would still pass.
+    # in 4 steps the widest gated spread was 0.03-0.10% over three runs here, inside the shipped
+    # limit (0.25 x 1%), so this campaign freezes a tighter one: 0.0001 x 1% = 0.0001%, 300
+    # times below it (0.01 x 1% = 0.01% was at the spread's edge, and a CI run of 426ad76 drew a
+    # spread below it); a deterministic B0 repeats every score exactly (spread 0,
+    # test_lossy_suite), so it would still pass.
     campaign = _campaign(tmp_path, "5s-lossy",
                          b0_args={"fault": "nondeterministic", "fault-at-step": 1},
-                         lossy_gate={"variability_fraction": 0.01})
+                         lossy_gate={"variability_fraction": 0.0001})
     result, found = _run(tmp_path, campaign, "tests/quality/test_lossy.py",
                          "-m", "lossy and 5s", "-k", "baseline")
     assert result.returncode == 1 and "INCONCLUSIVE" in result.stdout, result.stdout[-2000:]
