@@ -20,6 +20,7 @@ from .evidence import EvidenceBundle
 from .report_cells import TABLE, VERDICT_COLOURS, cells, number, ratio_text
 from .report_latency import latency_cell, latency_tables_html
 from .report_profiles import profiles_html
+from .verdicts import stand_in_label
 
 __all__ = ["audio_comparison_text", "number", "summary_html"]
 
@@ -58,7 +59,8 @@ def ledger_html(bundle: EvidenceBundle) -> str:
                      e.get("run_status"), e.get("track"), e.get("candidate"),
                      e.get("change_class") or "not declared"))
             + f"<td style='color:{VERDICT_COLOURS.get(verdict, '#000')};font-weight:bold'>"
-            f"{html.escape(verdict.upper())}</td>"
+            f"{html.escape(verdict.upper())}"
+            f"{_stand_in_mark(stand_in_label(e.get('stand_in_weights')))}</td>"
             + cells((ratio, ", ".join(e.get("reasons") or []))) + "</tr>")
     torn = (" Its last line was cut short (a run killed while appending) and is left as it is."
             if record.get("torn_tail") else "")

@@ -227,6 +227,14 @@ def test_every_view_of_a_verdict_labels_stand_in_scores(tmp_path: Path) -> None:
                                          (), {})]
     page = verdict_table_html(bundle)
     assert page.count("STAND-IN scores (ViT-B-32.pt): seeded random weights, not VBench's") == 1
+    # The campaign record in the report, from the ledger's entries.
+    from ref2va_accept.report import ledger_html
+
+    bundle.data["ledger"] = {"file": "c.ledger.jsonl", "history": [
+        {"kind": "attempt", "run_id": "run-a", "verdict": "supported", "track": T,
+         "stand_in_weights": ["ViT-B-32.pt"]},
+        {"kind": "attempt", "run_id": "run-a", "verdict": "failed", "track": "15s-lossy"}]}
+    assert ledger_html(bundle).count("STAND-IN scores (ViT-B-32.pt)") == 1
     # The ledger's table, from its entries.
     lines = table_lines([{"kind": "attempt", "verdict": "supported", "track": T,
                           "stand_in_weights": ["ViT-B-32.pt"]},
