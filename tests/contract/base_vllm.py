@@ -23,7 +23,7 @@ The order the extension relies on (engine/vllm_omni/extension.py, watch.py):
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from tests.contract.upstream import Upstream, _annotated_fields
 
@@ -43,28 +43,6 @@ def _imported_path(up: Upstream, path: str, name: str, root: str) -> str | None:
                 and any((a.asname or a.name) == name for a in node.names):
             return node.module.replace(".", "/") + ".py"
     return None
-
-
-def _classes(up: Upstream, path: str, name: str) -> Iterator[tuple[str, ast.ClassDef]]:
-    """The class `name` as `path` sees it (defined there or imported from the same package),
-    and its bases defined in that package, by name."""
-    seen: set[tuple[str, str]] = set()
-    todo = [(path, name)]
-    while todo:
-        where, wanted = todo.pop(0)
-        mod = up.module(where)
-        if mod is None or (where, wanted) in seen:
-            continue
-        seen.add((where, wanted))
-        found = next((n for n in mod.body if isinstance(n, ast.ClassDef) and n.name == wanted),
-                     None)
-        if found is None:
-            origin = _imported_path(up, where, wanted, up.tree.package)
-            if origin is not None:
-                todo.append((origin, wanted))
-            continue
-        yield where, found
-        todo += [(where, b.id) for b in found.bases if isinstance(b, ast.Name)]
 
 
 def _generates_field_flags(cls: ast.ClassDef) -> bool:
@@ -99,7 +77,7 @@ def serve_parser_flags(omni: Upstream, base: Upstream) -> dict[str, str]:
     for node in ast.walk(builder):  # X.add_cli_args(parser) for each argument class X
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "add_cli_args" and isinstance(node.func.value, ast.Name):
-            classes = list(_classes(base, cli, node.func.value.id))
+            classes = list(base._mro(cli, node.func.value.id))
             if any(_generates_field_flags(cls) for _, cls in classes):
                 for where, cls in classes:
                     for name in _annotated_fields(cls):

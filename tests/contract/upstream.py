@@ -204,10 +204,11 @@ class Upstream:
         return node if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
 
     def imported_from(self, path: str, name: str) -> str | None:
-        """The wheel path of the module that `path` imports `name` from (vllm_omni imports only)."""
+        """The wheel path of the module that `path` imports `name` from (imports from the tree's
+        own package only)."""
         for node in self._require(path).body:
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                    and node.module.split(".")[0] == "vllm_omni" \
+                    and node.module.split(".")[0] == self.tree.package \
                     and any((a.asname or a.name) == name for a in node.names):
                 base = node.module.replace(".", "/")
                 for candidate in (f"{base}.py", f"{base}/__init__.py"):
