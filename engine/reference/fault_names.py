@@ -16,7 +16,13 @@ MEDIA_FAULTS = frozenset({"wrong_frame_count", "missing_audio", "nondeterministi
 WIRE_FAULTS = frozenset({"truncated_body", "corrupt_mp4"})
 # Faults that leave processes or sockets behind.
 PROCESS_FAULTS = frozenset({"worker_ignores_sigterm", "port_held_after_exit"})
-FAULT_NAMES = frozenset(STEP_FAULTS | MEDIA_FAULTS | WIRE_FAULTS | PROCESS_FAULTS)
+# A collective the device's communication library refuses, struck only where the request runs
+# the path that calls it: Cache-DiT averages its caching decision across the sequence-parallel
+# ranks (all_reduce with ReduceOp.AVG), which HCCL on Ascend has been reported to lack; a request
+# with quality=lossless installs no cache and never calls it.
+COLLECTIVE_FAULTS = frozenset({"collective_avg_unsupported"})
+FAULT_NAMES = frozenset(STEP_FAULTS | MEDIA_FAULTS | WIRE_FAULTS | PROCESS_FAULTS
+                        | COLLECTIVE_FAULTS)
 
 
 def unknown_fault_message(name: str) -> str:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.reference.fault_names import (
+    COLLECTIVE_FAULTS,
     FAULT_ENV,
     FAULT_NAMES,
     MEDIA_FAULTS,
@@ -151,6 +152,10 @@ class _FaultMonitor:
             threading.Event().wait()
         if self._plan.name == "http_500":
             raise FaultInjected(f"injected fault http_500 at denoising step {step}")
+        if self._plan.name == "collective_avg_unsupported":
+            raise FaultInjected(
+                "HCCL all_reduce: ReduceOp.AVG is not supported (Cache-DiT's caching decision "
+                f"at denoising step {step}; injected fault collective_avg_unsupported)")
 
 
 class FaultyGenerator:
@@ -176,6 +181,11 @@ class FaultyGenerator:
             )
         if self._plan.name in STEP_FAULTS:
             return self._inner.generate(spec, _FaultMonitor(monitor, self._plan))
+        if self._plan.name in COLLECTIVE_FAULTS:
+            if spec.quality == "lossless":  # no cache installed: the collective never runs
+                return self._inner.generate(spec, monitor)
+            first = dataclasses.replace(self._plan, at_step=1)
+            return self._inner.generate(spec, _FaultMonitor(monitor, first))
         media = self._inner.generate(spec, monitor)
         if self._plan.name == "wrong_frame_count":
             count = media.num_frames - 1
@@ -188,7 +198,7 @@ class FaultyGenerator:
 
 
 def wrap_generator(generator: VideoGenerator, plan: FaultPlan | None) -> VideoGenerator:
-    if plan is None or plan.name not in STEP_FAULTS | MEDIA_FAULTS:
+    if plan is None or plan.name not in STEP_FAULTS | MEDIA_FAULTS | COLLECTIVE_FAULTS:
         return generator
     return FaultyGenerator(generator, plan)
 

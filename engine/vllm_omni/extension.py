@@ -95,6 +95,7 @@ class Ref2VADiagnostics:
         writer.note_unwritten()
         report = self._ref2va_enabled_path(req, od_config, pipeline, writer, record)
         report["dump_seconds"] = round(writer.seconds, 3)
+        report["rank"] = self.rank  # the owner that wrote: exactly one rank per request
         report["request_seconds"] = round(time.perf_counter() - started, 3)
         path = target.folder / ENABLED_PATH_FILE
         path.write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n",

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__, calibration
+from . import __version__, bringup, calibration
 from .campaign import load_campaign
 from .cli_record import add_record_commands
 from .cli_scorers import add_scorer_commands
@@ -178,6 +178,29 @@ def _cmd_fill_points(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM if result.unfilled else EXIT_OK
 
 
+def _cmd_bringup(args: argparse.Namespace) -> int:
+    campaign = load_campaign(args.campaign)
+    plan = bringup.schedule(campaign, tuple(p.resolve() for p in args.policy) or None)
+    cost = bringup.price(campaign, plan)
+    if args.dry_run:
+        sys.stdout.write(json.dumps(plan.to_dict(campaign) | {"cost": cost.to_dict()},
+                                    indent=2) + "\n" if args.json else cost.line(plan) + "\n")
+        return EXIT_OK
+    sys.stderr.write(cost.line(plan) + "\n")
+    result = bringup.run_bringup(args.campaign, args.evidence_dir, args.run_id, plan.policies)
+    if args.json:
+        sys.stdout.write(json.dumps({"folder": result.folder.name, "counts": result.counts(),
+                                     "rows": [r.to_dict() for r in result.rows]},
+                                    indent=2) + "\n")
+    else:
+        sys.stdout.write("\n".join(bringup.summary_lines(result)) + "\n")
+        where = result.folder
+        sys.stdout.write(f"page: {where.name}/bringup.html; patch: "
+                         + (f"{where.name}/{result.patch_file.name}" if result.patch_file
+                            else "nothing to change") + "\n")
+    return result.exit_code
+
+
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     sys.stdout.write("\n".join(calibration.run_command(args)) + "\n")
     return EXIT_OK
@@ -265,6 +288,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decision rule (a campaign's protocol.decision_rule)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(run=_cmd_verdict)
+
+    p = sub.add_parser("bringup", help="once on a fresh host, before freezing: answer every "
+                       "guess and risk with a row (B0 per memory policy, dumps, stop, Cache-DiT, "
+                       "bad audio, a 15 s request); writes bringup.html/.json and a patch of "
+                       "what it measured (exit 1 when a row is contradicted)")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("--evidence-dir", type=Path, default=Path("evidence"), metavar="DIR",
+                   help="where the run's folder goes (default: evidence)")
+    p.add_argument("--run-id", default=None, help="the run folder's name (default: "
+                   "bringup-<time>)")
+    p.add_argument("--policy", type=Path, action="append", default=[], metavar="PROFILE",
+                   help="a B0 memory-policy profile to try (repeatable; default: the "
+                   "baseline's and every b0*.yaml beside it)")
+    p.add_argument("--dry-run", action="store_true", help="print what it would start and send, "
+                   "and its cost; start nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_bringup)
 
     add_record_commands(sub)
     add_scorer_commands(sub)

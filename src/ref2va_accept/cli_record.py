@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from . import budget
+from .bringup import price as bringup_price
+from .bringup import schedule as bringup_schedule
 from .campaign import load_campaign
 from .cost import Prices, SearchCost, search_cost, search_lines
 from .errors import EXIT_OK, EXIT_PROBLEM, CampaignError
@@ -55,9 +57,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         what_if = {t: replace(p, latency=replace(p.latency, warmup_steps=WHAT_IF_WARMUP_STEPS))
                    for t, p in everything.items()}
         cheap = search_cost(campaign, what_if, Prices.of(campaign))
+    # The host's one-off bring-up, priced the same way (before freezing; once per host).
+    bring = bringup_schedule(campaign)
+    bring_cost = bringup_price(campaign, bring)
     if args.json:
         print(json.dumps({**result.to_dict(), "refused": result.refusal(),
-                          "search": None if searched is None else searched.to_dict()},
+                          "search": None if searched is None else searched.to_dict(),
+                          "bringup": bring.to_dict(campaign) | {"cost": bring_cost.to_dict()}},
                          indent=2))
     else:
         print(f"{args.campaign}: {', '.join(plans)}")
@@ -71,6 +77,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                   f"{WHAT_IF_WARMUP_STEPS}): worst case {cheap.worst_s / 3600:.2f} wall-h"
                   + _fits_when(cheap, result.wall_ceiling_h, result.device_ceiling_h,
                                result.devices, campaign.model.scoring.device))
+        print(bring_cost.line(bring))
         if result.refusal() is None:
             print("a run of these tracks would be allowed")
     return EXIT_PROBLEM if result.refusal() else EXIT_OK

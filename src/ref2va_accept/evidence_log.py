@@ -50,7 +50,7 @@ EventKind = Literal["start", "campaign", "instance", "audit", "sample", "media",
                     "section", "verdicts", "status"]
 EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
 # Top-level keys set whole by a `section` event; absent from the bundle until one is recorded.
-SECTIONS = frozenset({"host_identity", "device_memory", "sanitized_files", "leftovers",
+SECTIONS = frozenset({"bringup", "host_identity", "device_memory", "sanitized_files", "leftovers",
                       "disk", "ledger", "budget", "human_evaluation", "profiles"})
 # The keys a `start` event must give: the bundle's header and its empty collections.
 HEADER_KEYS = ("schema", "run_id", "status", "started_at", "finished_at", "harness_version",

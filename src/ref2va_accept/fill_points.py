@@ -68,6 +68,9 @@ class PointFill:
 class FillResult:
     fills: tuple[PointFill, ...]
     written: bool  # False for a dry run, or when nothing changed
+    # The campaign's text with the fills applied (what a write would write; the bring-up's
+    # patch is made from it).
+    text: str = ""
 
     @property
     def unfilled(self) -> tuple[PointFill, ...]:
@@ -214,7 +217,7 @@ def fill_points(campaign: str | os.PathLike[str], dump_dir: str | os.PathLike[st
         _replace(path, result_text)
     for fill in fills:
         log.info("fill-points: %s", fill.summary())
-    return FillResult(tuple(fills), changed and not dry_run)
+    return FillResult(tuple(fills), changed and not dry_run, result_text)
 
 
 def _check_loads(path: Path, text: str, fills: list[PointFill]) -> None:

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -88,19 +89,26 @@ class Dumps:
         self.folder = folder
         self.points = points
         self.written: list[str] = []
+        # Seconds spent writing, inside the request as on the host (where the worker extension
+        # reports the same key: dump writes count against the server's time bound).
+        self.seconds = 0.0
 
     def wants(self, point: str) -> bool:
         return point in self.points
 
     def put(self, point: str, tensor: torch.Tensor) -> None:
         # one tensor per file, named after the point; contiguous CPU copy for safetensors
+        started = time.perf_counter()
         save_file(
             {point: tensor.detach().to("cpu").contiguous()}, self.folder / f"{point}{DUMP_SUFFIX}"
         )
+        self.seconds += time.perf_counter() - started
         self.written.append(point)
 
     def finish(self, enabled_path: Mapping[str, Any]) -> None:
-        body = {**enabled_path, POINTS_WRITTEN_KEY: list(self.written)}
+        # One process serves every request here: it is the output owner, rank 0.
+        body = {**enabled_path, POINTS_WRITTEN_KEY: list(self.written),
+                "dump_seconds": round(self.seconds, 3), "rank": 0}
         (self.folder / ENABLED_PATH_FILE).write_text(
             json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )

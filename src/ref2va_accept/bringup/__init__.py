@@ -1,0 +1,16 @@
+"""The host bring-up: `ref2va-accept bringup CAMPAIGN`, run once on a fresh host before freezing.
+
+It answers every guess made without the host and every risk read in upstream's code with a row
+(confirmed, contradicted, measured or not checked), writes `bringup.html` and `bringup.json`, and
+turns what it measured into a patch of the campaign. `schedule` lists and prices what it does,
+so `plan` can show its cost before it runs.
+"""
+
+from __future__ import annotations
+
+from .rows import QUESTION_IDS, QUESTIONS, Row
+from .runner import BringupResult, run_bringup, summary_lines
+from .schedule import BringupCost, BringupSchedule, price, schedule
+
+__all__ = ["QUESTIONS", "QUESTION_IDS", "BringupCost", "BringupResult", "BringupSchedule", "Row",
+           "price", "run_bringup", "schedule", "summary_lines"]

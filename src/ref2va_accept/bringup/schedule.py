@@ -1,0 +1,177 @@
+"""What a bring-up does on the host, and what that costs at the campaign's prices.
+
+Every start and request is listed here before the runner makes it, so that `plan` and
+`bringup --dry-run` price exactly what a bring-up spends:
+
+- per B0 memory-policy profile: one start, one 5 s request with comparison points, one stop and
+  the wait for device memory; on the first policy that serves, also one bad-audio request
+  (refused before any compute) and one untimed 15 s request (with the 15 s points, when a 15 s
+  lossless track has them: its dump is written inside the same server bound as on a real run);
+- the Cache-DiT server (the first candidate whose profile sets `cache-backend: cache_dit`): one
+  start, two identical 5 s requests and one with quality=lossless, one stop and a wait.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..campaign import LoadedCampaign
+from ..campaign.fields import duration_class
+from ..cost import Prices
+
+CACHE_DIT_BACKEND = "cache_dit"
+
+
+@dataclass(frozen=True)
+class BringupSchedule:
+    """The starts and requests of one bring-up of a campaign."""
+
+    policies: tuple[Path, ...]  # B0 memory-policy profiles, the campaign's own first
+    cache_dit: str | None  # the candidate whose profile runs Cache-DiT, if any
+    track_5s: str | None  # the 5 s track whose request it sends (a lossless one first)
+    track_15s: str | None  # the 15 s track of the untimed long request (lossless first)
+
+    @property
+    def starts(self) -> int:
+        return len(self.policies) + (1 if self.cache_dit else 0)
+
+    @property
+    def requests_5s(self) -> int:
+        if self.track_5s is None:
+            return 0
+        return len(self.policies) + (3 if self.cache_dit else 0)
+
+    @property
+    def requests_15s(self) -> int:
+        return 1 if self.track_15s is not None and self.policies else 0
+
+    def to_dict(self, campaign: LoadedCampaign) -> dict[str, Any]:
+        return {"policies": [display(campaign, p) for p in self.policies],
+                "cache_dit": self.cache_dit, "track_5s": self.track_5s,
+                "track_15s": self.track_15s, "starts": self.starts,
+                "requests_5s": self.requests_5s, "requests_15s": self.requests_15s,
+                "bad_audio_requests": 1 if self.policies and self.track_5s else 0}
+
+
+def display(campaign: LoadedCampaign, path: Path) -> str:
+    """A profile path as an operator finds it: relative to the checkout (the engine workdir)
+    when it is in it, else relative to the campaign's folder."""
+    for base in (campaign.engine_workdir(), campaign.folder):
+        try:
+            return Path(path).relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return os.path.relpath(path, campaign.folder).replace(os.sep, "/")
+
+
+def memory_policies(campaign: LoadedCampaign) -> tuple[Path, ...]:
+    """The baseline's profile, then every other `b0*.yaml` beside it (on the host: b0.yaml and
+    b0-legacy-dlo.yaml, the two memory policies the campaign must choose between)."""
+    own = campaign.resolve(campaign.model.baseline.profile)
+    siblings = sorted(p for p in own.parent.glob("b0*.yaml") if p != own)
+    return (own, *siblings)
+
+
+def cache_dit_candidate(campaign: LoadedCampaign) -> str | None:
+    for spec in campaign.model.candidates:
+        if spec.request.get("quality") == "lossless":
+            continue  # the lossless guard: the same server, but asked for no cache
+        try:
+            profile = campaign.profile(spec)
+        except Exception:
+            continue
+        if profile.args.get("cache-backend") == CACHE_DIT_BACKEND:
+            return spec.id
+    return None
+
+
+def _track(campaign: LoadedCampaign, duration: str) -> str | None:
+    tracks = [t for t in campaign.model.tracks if duration_class(t) == duration]
+    lossless = [t for t in tracks if t.endswith("lossless")]
+    chosen = lossless or tracks
+    return str(chosen[0]) if chosen else None
+
+
+def schedule(campaign: LoadedCampaign, policies: tuple[Path, ...] | None = None
+             ) -> BringupSchedule:
+    return BringupSchedule(
+        policies=memory_policies(campaign) if policies is None else policies,
+        cache_dit=cache_dit_candidate(campaign),
+        track_5s=_track(campaign, "5s"), track_15s=_track(campaign, "15s"))
+
+
+@dataclass(frozen=True)
+class BringupCost:
+    """The bring-up priced at the campaign's start and request prices (worst case: every stop
+    takes its whole grace and every memory wait its whole timeout)."""
+
+    starts_s: float
+    requests_s: float
+    stops_s: float
+    devices: int
+    unpriced: tuple[str, ...]
+
+    @property
+    def wall_s(self) -> float:
+        return self.starts_s + self.requests_s + self.stops_s
+
+    @property
+    def device_h(self) -> float:
+        return self.wall_s * self.devices / 3600
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"wall_s": round(self.wall_s, 1), "starts_s": round(self.starts_s, 1),
+                "requests_s": round(self.requests_s, 1), "stops_s": round(self.stops_s, 1),
+                "logical_device_h": round(self.device_h, 3), "devices": self.devices,
+                "unpriced": list(self.unpriced)}
+
+    def line(self, plan: BringupSchedule) -> str:
+        text = (f"bring-up (once per host, before freezing: `ref2va-accept bringup`): "
+                f"{plan.starts} starts, {plan.requests_5s} x 5 s + {plan.requests_15s} x 15 s "
+                f"requests: {self.wall_s / 3600:.2f} wall-h, {self.device_h:.2f} "
+                f"logical-device-h worst case")
+        if self.unpriced:
+            text += f" (unpriced: {', '.join(self.unpriced)})"
+        return text
+
+
+def price(campaign: LoadedCampaign, plan: BringupSchedule,
+          prices: Prices | None = None) -> BringupCost:
+    prices = prices if prices is not None else Prices.of(campaign)
+    unpriced: list[str] = []
+
+    def get(table: Any, key: str, name: str) -> float:
+        if key in table:
+            return float(table[key])
+        unpriced.append(f"protocol.{name}.{key}")
+        return 0.0
+
+    start = get(prices.start_s, "5s", "expected_start_s")
+    requests = (plan.requests_5s * (get(prices.request_s, "5s", "expected_request_s")
+                                    if plan.requests_5s else 0.0)
+                + plan.requests_15s * (get(prices.request_s, "15s", "expected_request_s")
+                                       if plan.requests_15s else 0.0))
+    engine = campaign.model.engine
+    release = campaign.model.devices.memory_release
+    waits = release.timeout_s if campaign.model.devices.kind != "none" else 0.0
+    stops = plan.starts * (engine.shutdown_grace_s + waits)
+    devices = max(len(campaign.model.devices.visible), 1) \
+        if campaign.model.devices.kind != "none" else 1
+    return BringupCost(plan.starts * start, requests, stops, devices,
+                       tuple(dict.fromkeys(unpriced)))
+
+
+def median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def ceil_s(value: float) -> int:
+    return math.ceil(value)
