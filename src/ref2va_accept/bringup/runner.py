@@ -597,9 +597,10 @@ class _Bringup:
         if shapes_bad or missing:
             self.put(contradicted("point_shapes", "; ".join(shapes_bad + [
                 f"not written: {m}" for m in missing])))
-        elif unreadable and not checked:
-            self.put(not_checked("point_shapes", "the campaign's point lines are not one-line "
-                                 "flow mappings: " + ", ".join(unreadable)))
+        elif unreadable:
+            self.put(not_checked("point_shapes", f"{checked} point(s) compared; these lines of "
+                                 "the campaign are not one-line flow mappings (compare them by "
+                                 "hand): " + ", ".join(unreadable)))
         elif shapes_new:
             self.put(measured("point_shapes", f"{len(shapes_new)} placeholder shape(s) "
                               "measured (in the patch)", "; ".join(shapes_new)))
@@ -781,8 +782,6 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
     run_id = run_id or f"bringup-{new_run_id()}"
     sanitizer = Sanitizer.for_this_host(repo=campaign.engine_workdir(), evidence=evidence_root)
     bundle = EvidenceBundle.create(evidence_root, run_id, sanitizer)
-    bundle.set_campaign({"name": campaign.model.name, "file": campaign.path.name,
-                         "engine_kind": campaign.model.engine.kind, "bringup": True})
     work = _Bringup(campaign, bundle, plan)
     cost = price(campaign, plan)
     work.data["schedule"] = plan.to_dict(campaign)
@@ -828,9 +827,11 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
             work.data["patch_error"] = str(exc)
             log.exception("bring-up: no patch")
         write_page(result, campaign, bundle, patch_base(campaign), cost.line(plan))
-        bundle.set_section("bringup", {"rows": [r.to_dict() for r in rows],
+        bundle.set_section("bringup", {"campaign": campaign.path.name,
+                                       "rows": [r.to_dict() for r in rows],
                                        "failure": failure})
-        bundle.finish("bringup", lambda checks: [])
+        bundle.finish("interrupted" if failure == "interrupted" else "complete",
+                      lambda checks: [])
         bundle.sanitize_files()
     return result
 

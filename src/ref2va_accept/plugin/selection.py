@@ -37,10 +37,10 @@ DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
 # after every other item.
 SCENARIO_ORDER = ("acceptance", "quality", "perf", "profile")
 VERDICT_MARK = "verdict"
-# Profiling scenarios and the warm-up demonstration run only when -m names them
-# (`-m "profile and 5s"`, `-m warmup_demonstration`).
+# Profiling scenarios, the warm-up demonstration and the host bring-up run only when -m names
+# them (`-m "profile and 5s"`, `-m warmup_demonstration`, `-m bringup`).
 PROFILE_MARK = "profile"
-ASKED_FOR_BY_NAME = (PROFILE_MARK, "warmup_demonstration")
+ASKED_FOR_BY_NAME = (PROFILE_MARK, "warmup_demonstration", "bringup")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
