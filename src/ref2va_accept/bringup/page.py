@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..campaign import LoadedCampaign
 from ..evidence import EvidenceBundle
 from ..safe_write import atomic_write
-from .rows import QUESTIONS
+from .rows import QUESTIONS, ROW_STATUSES
 
 if TYPE_CHECKING:
     from .runner import BringupResult
@@ -39,7 +39,8 @@ def _e(value: Any) -> str:
 def _rows_table(result: BringupResult) -> str:
     out = ["<table><tr><th>status</th><th>question</th><th>kind</th><th>seen on the host"
            "</th><th>detail</th></tr>"]
-    for row in result.rows:
+    # What needs the operator first: contradicted, then open, then measured, then confirmed.
+    for row in sorted(result.rows, key=lambda r: ROW_STATUSES.index(r.status)):
         colour = _COLOURS[row.status]
         out.append(f"<tr id='{_e(row.id)}'><td class='status' style='color:{colour}'>"
                    f"{_e(row.status.replace('_', ' '))}</td><td><b>{_e(row.id)}</b><br>"
