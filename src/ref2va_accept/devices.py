@@ -250,11 +250,14 @@ class DeviceProbe(Protocol):
     def snapshot(self) -> DeviceSnapshot: ...
 
 
-def run_command(argv: Sequence[str], timeout_s: float) -> tuple[str | None, str]:
-    """(stdout, "") on success, (None, why) otherwise; never raises."""
+def run_command(argv: Sequence[str], timeout_s: float, *, env: Mapping[str, str] | None = None,
+                cwd: Path | None = None) -> tuple[str | None, str]:
+    """(stdout, "") on success, (None, why) otherwise; never raises. Without `env` the
+    command inherits this process's environment; standard input is closed."""
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
-                              check=False)
+                              check=False, env=None if env is None else dict(env), cwd=cwd,
+                              stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         return None, f"{argv[0]} not found"
     except subprocess.TimeoutExpired:

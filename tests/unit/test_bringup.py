@@ -130,14 +130,18 @@ def _campaign(tmp_path: Path, *, wrong_shape: bool = False) -> Path:
     return path
 
 
+def _judge_env(env: dict[str, str]) -> dict[str, str]:
+    """The stand-in host's environment with the checkout importable, as a host's shell has it."""
+    return env | {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}:{env['PYTHONPATH']}"}
+
+
 def _bringup(tmp_path: Path, campaign: Path, env: dict[str, str]
              ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], Path]:
     evidence = tmp_path / "evidence"
     done = subprocess.run(
         [sys.executable, "-m", "ref2va_accept.cli", "bringup", str(campaign), "--evidence-dir",
          str(evidence), "--run-id", "bringup-test"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, env=env | {
-            "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}:{env['PYTHONPATH']}"}, check=False)
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env=_judge_env(env), check=False)
     folder = evidence / "bringup-test"
     assert (folder / "bringup.json").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
     return done, json.loads((folder / "bringup.json").read_text()), folder
@@ -221,8 +225,7 @@ def test_the_bringup_mark_reports_each_row_as_a_test(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/bringup", "-m", "bringup", "-p", "no:randomly",
          "-q", "-rfs", "--campaign", str(campaign), "--evidence-dir", str(tmp_path / "ev")],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
-        env=env | {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}:{env['PYTHONPATH']}"})
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False, env=_judge_env(env))
     out = done.stdout
     assert done.returncode == 1, out[-3000:]
     # start_time is contradicted on the stand-in (600 s estimated), live_line open, the rest pass.
@@ -231,6 +234,5 @@ def test_the_bringup_mark_reports_each_row_as_a_test(tmp_path: Path) -> None:
     assert "not checked: needs a person at the host's terminal" in out
     unasked = subprocess.run([sys.executable, "-m", "pytest", "tests/bringup", "-q",
                               "--campaign", str(campaign)], capture_output=True, text=True,
-                             timeout=120, cwd=ROOT, check=False, env=env | {
-                                 "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}:{env['PYTHONPATH']}"})
+                             timeout=120, cwd=ROOT, check=False, env=_judge_env(env))
     assert "22 deselected" in unasked.stdout  # never run unless -m names it

@@ -6,11 +6,11 @@ from __future__ import annotations
 import io
 import os
 import re
-import subprocess
 import wave
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..devices import run_command
 from ..h3_limits import MAX_REFERENCE_AUDIO_S, MIN_REFERENCE_AUDIO_S, probe_audio
 
 HELP_TIMEOUT_S = 600.0  # importing vLLM on a fresh host takes minutes
@@ -21,38 +21,24 @@ _FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
 def help_flags(command: Sequence[str], env: Mapping[str, str], cwd: Path
                ) -> tuple[set[str] | None, str]:
     """Every `--flag` that `COMMAND serve --omni --help=all` prints, or None and why not."""
-    argv = [*command, "serve", "--omni", "--help=all"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=HELP_TIMEOUT_S,
-                              env=dict(env), cwd=cwd, check=False, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        return None, f"{command[0]}: not found on PATH"
-    except subprocess.TimeoutExpired:
-        return None, f"`{' '.join(argv)}` did not finish within {HELP_TIMEOUT_S:g} s"
-    except OSError as exc:
-        return None, f"`{' '.join(argv)}`: {exc.strerror}"
-    if done.returncode != 0:
-        last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [""]
-        return None, f"`{' '.join(argv)}` exited {done.returncode}: {last[0][:200]}"
-    return set(_FLAG.findall(done.stdout)), ""
+    out, why = run_command([*command, "serve", "--omni", "--help=all"], HELP_TIMEOUT_S,
+                           env=env, cwd=cwd)
+    return (None, why) if out is None else (set(_FLAG.findall(out)), "")
 
 
 def ffprobe_duration(path: Path, env: Mapping[str, str]) -> tuple[float | None, str]:
     """The container duration ffprobe reports (what H3 reads), or None and why not."""
-    argv = ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of",
-            "default=noprint_wrappers=1:nokey=1", str(path)]
+    out, why = run_command(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of",
+                            "default=noprint_wrappers=1:nokey=1", str(path)], FFPROBE_TIMEOUT_S,
+                           env=env)
+    if out is None:
+        if why == "ffprobe not found":
+            why = "ffprobe not found on PATH (H3 refuses every reference audio without it)"
+        return None, why
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=FFPROBE_TIMEOUT_S,
-                              env=dict(env), check=False, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        return None, "ffprobe not found on PATH (H3 refuses every reference audio without it)"
-    except (subprocess.TimeoutExpired, OSError) as exc:
-        return None, f"ffprobe on {path.name}: {exc}"
-    text = done.stdout.strip()
-    try:
-        return float(text), ""
+        return float(out.strip()), ""
     except ValueError:
-        return None, f"ffprobe on {path.name} printed {text[:80]!r} (exit {done.returncode})"
+        return None, f"ffprobe on {path.name} printed {out.strip()[:80]!r}"
 
 
 def judge_duration(path: Path) -> float | None:

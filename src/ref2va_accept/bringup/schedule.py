@@ -13,7 +13,6 @@ Every start and request is listed here before the runner makes it, so that `plan
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,14 +163,3 @@ def price(campaign: LoadedCampaign, plan: BringupSchedule,
     return BringupCost(plan.starts * start, requests, stops, devices,
                        tuple(dict.fromkeys(unpriced)))
 
-
-def median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def ceil_s(value: float) -> int:
-    return math.ceil(value)

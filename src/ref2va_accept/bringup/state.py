@@ -1,0 +1,145 @@
+"""A bring-up's state: what each step saw (policies, requests, imports), its rows so far,
+and the helpers the steps (runner.py) and the judgements (judge.py) share."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ref2va_contract.diagnostics import ENABLED_PATH_FILE
+
+from ..campaign import LoadedCampaign
+from ..campaign.schema import ArmSpec
+from ..device_memory import IdleLevel, Release
+from ..devices import probe_for
+from ..evidence import EvidenceBundle
+from ..plan import Arm, TrackPlan, plan_track
+from ..server import InstanceRegistry
+from ..workload import Arms, Outcome
+from .rows import Row
+from .schedule import BringupSchedule
+
+log = logging.getLogger(__name__)
+
+SERVER_BOUNDS = ("VLLM_OMNI_DLO_DP_WAVE_TIMEOUT", "VLLM_OMNI_VIDEO_SYNC_TIMEOUT")
+DEFAULT_BOUND_S = 600.0  # both bounds' default in vLLM-Omni 0.30.0
+# A first 15 s request is clear of the server bound with this much headroom left (run-to-run
+# spread on the host and a slower first request after a fresh start).
+BOUND_HEADROOM = 0.8
+START_TOLERANCE = 0.25  # a measured start within 25% of the estimate confirms it
+POINT_FOR_PATH = "latent.video"  # one small point: enough for enabled_path.json
+TRACK_LABEL = "bringup"
+
+
+@dataclass
+class PolicyRun:
+    """One B0 memory-policy profile: its start, request, dumps, stop and memory release."""
+
+    profile: str
+    path: Path | None = None
+    started: bool = False
+    start_s: float | None = None
+    start_error: str | None = None
+    hbm_loaded_mb: dict[str, float] | None = None
+    hbm_problem: str | None = None
+    server_env: dict[str, str] | None = None
+    request: Outcome | None = None
+    enabled_path: dict[str, Any] | None = None
+    dump_folders: int = 0
+    stop: dict[str, Any] | None = None
+    release: Release | None = None
+
+    @property
+    def served(self) -> bool:
+        return self.request is not None and self.request.complete
+
+    def to_dict(self) -> dict[str, Any]:
+        outcome = self.request
+        return {
+            "profile": self.profile, "started": self.started,
+            "start_s": None if self.start_s is None else round(self.start_s, 3),
+            "start_error": self.start_error, "hbm_loaded_mb": self.hbm_loaded_mb,
+            "hbm_problem": self.hbm_problem,
+            "request": None if outcome is None else {
+                "ok": outcome.sample.ok, "complete": outcome.complete,
+                "latency_s": outcome.sample.latency_s, "sha256": outcome.sample.sha256,
+                "explain": outcome.explain(), "sample_id": outcome.sample.sample_id},
+            "enabled_path": self.enabled_path, "dump_folders": self.dump_folders,
+            "stop": self.stop,
+            "release": None if self.release is None else self.release.to_dict(),
+        }
+
+
+
+def enabled_path_of(outcome: Outcome | None) -> dict[str, Any] | None:
+    if outcome is None or outcome.dump_dir is None:
+        return None
+    try:
+        return dict(json.loads((outcome.dump_dir / ENABLED_PATH_FILE).read_text("utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+def cache_of(path: dict[str, Any] | None) -> tuple[str, list[Any]]:
+    cache = (path or {}).get("cache") or {}
+    return str(cache.get("backend", "unknown")), list(cache.get("reused_steps") or [])
+
+
+
+@dataclass
+class BringupState:
+    """What one bring-up has seen so far, and the helpers every step and judgement use."""
+
+    campaign: LoadedCampaign
+    bundle: EvidenceBundle
+    plan: BringupSchedule
+    registry: InstanceRegistry = field(default_factory=InstanceRegistry)
+    rows: dict[str, Row] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    policies: list[PolicyRun] = field(default_factory=list)
+    idle: IdleLevel | None = None
+    imports: dict[str, str] = field(default_factory=dict)
+    cache_runs: dict[str, Outcome] = field(default_factory=dict)
+    long_request: Outcome | None = None
+    long_path: dict[str, Any] | None = None
+    patch_inputs: dict[str, Any] = field(default_factory=dict)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    @property
+    def model(self) -> Any:
+        return self.campaign.model
+
+    def put(self, row: Row) -> None:
+        self.rows[row.id] = row
+        log.info("bring-up: %s", row.line())
+
+    def track_plan(self, track: str, arm_spec: ArmSpec) -> TrackPlan:
+        plan = plan_track(self.campaign, track, order_seed=0)
+        return replace(plan, arms=(Arm(arm_spec.id, arm_spec),))
+
+    def arms(self, track: str, arm_spec: ArmSpec) -> Arms:
+        return Arms(self.campaign, self.track_plan(track, arm_spec), self.bundle, self.registry)
+
+    def policy_spec(self, profile: Path) -> ArmSpec:
+        rel = os.path.relpath(profile, self.campaign.folder)
+        spec: ArmSpec = self.model.baseline.model_copy(update={"profile": rel})
+        return spec
+
+    def bounds(self) -> dict[str, float]:
+        env = self.model.environment
+        found = {}
+        for name in SERVER_BOUNDS:
+            try:
+                found[name] = float(env.get(name, DEFAULT_BOUND_S))
+            except ValueError:
+                found[name] = DEFAULT_BOUND_S
+        return found
+
+    def probe(self) -> Any:
+        devices = self.model.devices
+        return probe_for(devices.kind, devices.visible)
+
