@@ -12,7 +12,9 @@ Cache-DiT profile).
 Contradictions the tests ask for, by environment variable: FAKE_NPU_HOLD (device 3 keeps 30 GB
 after the idle reading), FAKE_VLLM_DROP_FLAG=--name (the help lacks that flag),
 FAKE_AVG_REFUSED (the Cache-DiT server's first cached step fails as HCCL without ReduceOp.AVG
-would); `host(broken=...)` makes packages fail to import.
+would), FAKE_B0_NONDETERMINISTIC (B0 servers draw unseeded noise), FAKE_PYTHONPATH_REPLACED (the
+server keeps only the profile's PYTHONPATH entries), FAKE_FFPROBE_SCALE (ffprobe reads durations
+scaled by it); `host(broken=...)` makes packages fail to import.
 """
 
 from __future__ import annotations
@@ -94,6 +96,12 @@ if "--cache-backend" in flags and flags[flags.index("--cache-backend") + 1] == "
     profile = "cache-dit-aggressive"
     if os.environ.get("FAKE_AVG_REFUSED"):
         os.environ["REF2VA_REFERENCE_FAULT"] = "collective_avg_unsupported"
+elif os.environ.get("FAKE_B0_NONDETERMINISTIC"):
+    os.environ["REF2VA_REFERENCE_FAULT"] = "nondeterministic"
+if os.environ.get("FAKE_PYTHONPATH_REPLACED"):
+    # as a launch that set the variable outright would leave it: the profile's two entries
+    # (the checkout and its src/) alone, the host's own gone
+    os.environ["PYTHONPATH"] = os.pathsep.join(os.environ["PYTHONPATH"].split(os.pathsep)[:2])
 os.execv(sys.executable, [sys.executable, "-m", "engine.reference", "serve", "--config",
                           {str(ROOT / "engine/profiles/reference")!r} + f"/{{profile}}.yaml",
                           "--host", host, "--port", port])
@@ -101,7 +109,7 @@ os.execv(sys.executable, [sys.executable, "-m", "engine.reference", "serve", "--
 
 FFPROBE = f'''#!{sys.executable}
 """Stand-in ffprobe: its version line, or a WAV's duration as `-show_entries format=duration`."""
-import sys, wave
+import os, sys, wave
 
 if sys.argv[1:] == ["-version"]:
     print("ffprobe version 6.1.1-3 Copyright (c) 2007-2023")
@@ -109,7 +117,9 @@ if sys.argv[1:] == ["-version"]:
 path = sys.argv[-1]
 try:
     with wave.open(path) as audio:
-        print(f"{{audio.getnframes() / audio.getframerate():.6f}}")
+        seconds = audio.getnframes() / audio.getframerate()
+    # FAKE_FFPROBE_SCALE: an ffprobe that reads durations otherwise than the decoder does
+    print(f"{{seconds * float(os.environ.get('FAKE_FFPROBE_SCALE', '1')):.6f}}")
 except (wave.Error, EOFError, OSError):
     print("N/A")
 '''

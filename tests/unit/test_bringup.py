@@ -98,7 +98,7 @@ def test_every_question_gets_a_row_and_an_unanswered_one_stays_open() -> None:
 
 # --- on the stand-in host -------------------------------------------------------------------------
 
-def _campaign(tmp_path: Path, *, wrong_shape: bool = False) -> Path:
+def _campaign(tmp_path: Path, *, wrong_shape: bool = False, wrong_dtype: bool = False) -> Path:
     """910c.yaml as a fresh host has it (placeholder shapes), shrunk for a CPU: a 5 s and a 15 s
     lossless track at 112x64 and 8 steps, the lossless guard and the Cache-DiT candidate."""
     path = standin_campaign(tmp_path)
@@ -110,6 +110,8 @@ def _campaign(tmp_path: Path, *, wrong_shape: bool = False) -> Path:
               for n in POINTS]
     if wrong_shape:
         points[4]["shape"] = "<WRONG>"  # latent.video, filled wrong (below, on its own line)
+    if wrong_dtype:
+        points[0]["dtype"] = "BF16"  # cond.text, as the 0.30.0 sources have it; the engine: F32
     five["comparison_points"] = [*points,
                                  {"name": "mp4.video", "source": "mp4", "dtype": "U8",
                                   "shape": [124, 64, 112, 3]},
@@ -200,12 +202,21 @@ def test_a_fresh_host_confirms_the_guesses_and_the_patch_fills_what_it_measured(
 
 def test_a_host_that_differs_is_named_row_by_row(tmp_path: Path) -> None:
     env = host(tmp_path, broken=("mindiesd",)) | {
-        "FAKE_NPU_HOLD": "1", "FAKE_VLLM_DROP_FLAG": "--cache-config", "FAKE_AVG_REFUSED": "1"}
-    done, found, folder = _bringup(tmp_path, _campaign(tmp_path, wrong_shape=True), env)
+        "FAKE_NPU_HOLD": "1", "FAKE_VLLM_DROP_FLAG": "--cache-config", "FAKE_AVG_REFUSED": "1",
+        "FAKE_B0_NONDETERMINISTIC": "1", "FAKE_PYTHONPATH_REPLACED": "1",
+        "FAKE_FFPROBE_SCALE": "0.5"}
+    done, found, folder = _bringup(tmp_path, _campaign(tmp_path, wrong_shape=True,
+                                                       wrong_dtype=True), env)
     rows = _rows(found)
     contradicted = {i for i, r in rows.items() if r["status"] == "contradicted"}
     assert {"mindiesd", "backend_imports", "flags", "cache_dit_avg", "point_shapes",
-            "memory_release", "stop_order"} <= contradicted, rows
+            "point_dtypes", "memory_release", "stop_order", "hccl_determinism",
+            "pythonpath_kept", "ffprobe_duration"} <= contradicted, rows
+    assert "cond.text: campaign BF16, host F32" in rows["point_dtypes"]["seen"]
+    assert "lost 1 of the inherited entries" in rows["pythonpath_kept"]["seen"]
+    assert "ffprobe reads 1.500 s, outside 2-15 s" in rows["ffprobe_duration"]["seen"]
+    assert "B0 and the Cache-DiT server's quality=lossless request" in \
+        rows["hccl_determinism"]["seen"]
     assert "libascend_hal.so" in rows["mindiesd"]["seen"]
     assert "--cache-config (cache-dit-lossless-guard.yaml, cache-dit.yaml)" in rows["flags"]["seen"]
     assert "ReduceOp.AVG" in rows["cache_dit_avg"]["seen"]
