@@ -56,3 +56,13 @@ def test_the_contract_is_installed_with_the_judge() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     assert '[tool.setuptools.packages.find]\nwhere = ["src"]' in text
     assert (ROOT / CONTRACT / "__init__.py").is_file()
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """The suite's folders are not packages, so pytest imports each test module by its basename:
+    two `test_x.py` in different folders break the collection of `tests` as a whole (the
+    campaign's `pytest tests -m ...` and every suite run of the self-tests)."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}

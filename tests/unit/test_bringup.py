@@ -241,7 +241,7 @@ def test_the_bringup_mark_reports_each_row_as_a_test(tmp_path: Path) -> None:
     assert done.returncode == 1, out[-3000:]
     # start_time is contradicted on the stand-in (600 s estimated), live_line open, the rest pass.
     assert "1 failed, 20 passed, 1 skipped" in out, out[-3000:]
-    assert "FAILED tests/bringup/test_bringup.py::test_row[start_time]" in out
+    assert "FAILED tests/bringup/test_bringup_rows.py::test_row[start_time]" in out
     assert "not checked: needs a person at the host's terminal" in out
     unasked = subprocess.run([sys.executable, "-m", "pytest", "tests/bringup", "-q",
                               "--campaign", str(campaign)], capture_output=True, text=True,
