@@ -130,6 +130,12 @@ class EngineArgs(BaseModel):
     fault: str | None = None
     # Reference-only: the denoising step crash/hang/http_500 strike at (default: the middle one).
     fault_at_step: int | None = Field(None, alias="fault-at-step", ge=1)
+    # Reference-only, for testing the localization pass: one module's output nudged by one part
+    # in 2**12, as ``MODULE@STEP`` (a DiT module at that denoising step, e.g.
+    # ``dit.blocks.2.cross_q@3``) or ``MODULE`` (every call: an encoder module).
+    plant_divergence: str | None = Field(
+        None, alias="plant-divergence", pattern=r"^[A-Za-z_][\w.]*(@\d+)?$"
+    )
 
     @model_validator(mode="after")
     def _known_profiler_config_and_fault(self) -> EngineArgs:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.module_capture import ModuleCapture
 from engine.reference.errors import bad_request
 from engine.reference.generator import (
     GeneratedMedia,
@@ -42,6 +43,7 @@ from engine.reference.pipeline.diagnostics import (
     parse_request,
 )
 from engine.reference.pipeline.dit import ATTENTION_NAME, joint_layout
+from engine.reference.pipeline.localize import Phase, open_capture, plant_divergence
 from engine.reference.pipeline.model import ReferenceModel
 from engine.reference.pipeline.sampler import DenoiseRecord, SamplerInputs, denoise, shifted_sigmas
 from engine.reference.pipeline.weights import (
@@ -57,6 +59,7 @@ from ref2va_contract.diagnostics import (
     APPROXIMATE_KEY,
     CACHE_DIT_PATH,
     CACHE_KEY,
+    CAPTURE_REPORT_KEY,
     DTYPE_KEY,
     REFERENCE_KV_KEY,
     REFERENCE_KV_REUSE_PATH,
@@ -103,6 +106,8 @@ class TorchGenerator:
         self.weights_sha256 = weights_sha256(model)
         model.dit.set_reduction_order(args.reduction_order)
         self.model = model.to(self.device, self.dtype).eval()
+        plant_divergence(self.model, args.plant_divergence)
+        self.phase = Phase(self.model)
         self.cost_model, self.cost_source = resolve_cost_model(args)
         self.roots = allowed_roots()
         logger.info(
@@ -120,7 +125,9 @@ class TorchGenerator:
     def validate(self, spec: GenerationSpec) -> None:
         """Raise a 400 for what this request asks and the server cannot honour."""
         self._paths(spec)
-        parse_request(spec.extra_params, spec.num_inference_steps, self.roots)
+        target = parse_request(spec.extra_params, spec.num_inference_steps, self.roots)
+        open_capture(self.model, self.phase, spec.extra_params, spec.num_inference_steps,
+                     target[0] if target else None)
 
     def _paths(self, spec: GenerationSpec) -> RequestPaths:
         return resolve_paths(self.args, spec.quality, spec.extra_params, spec.num_inference_steps)
@@ -142,13 +149,34 @@ class TorchGenerator:
     def generate(self, spec: GenerationSpec, monitor: StepMonitor) -> GeneratedMedia:
         paths = self._paths(spec)
         audio_shift = self._audio_shift(spec)
-        dumps = open_dumps(parse_request(spec.extra_params, spec.num_inference_steps, self.roots))
+        target = parse_request(spec.extra_params, spec.num_inference_steps, self.roots)
+        capture = open_capture(self.model, self.phase, spec.extra_params,
+                               spec.num_inference_steps, target[0] if target else None)
+        if capture is None:
+            return self._generate(spec, monitor, paths, audio_shift, open_dumps(target), None)
+        capture.install()
+        try:
+            return self._generate(spec, monitor, paths, audio_shift, open_dumps(target), capture)
+        except BaseException:
+            capture.remove()
+            raise
+
+    def _generate(
+        self,
+        spec: GenerationSpec,
+        monitor: StepMonitor,
+        paths: RequestPaths,
+        audio_shift: float,
+        dumps: Dumps | NoDumps,
+        capture: ModuleCapture | None,
+    ) -> GeneratedMedia:
         clock = DeviceClock(self.cost_model)
         stages: dict[str, float] = {}
         model, shape = self.model, self.shape
         guidance = spec.guidance_scale if spec.guidance_scale and spec.guidance_scale > 1 else None
 
         started = time.perf_counter()
+        self.phase.encoding = True
         with torch.inference_mode():
             text = model.text_encoder(spec.prompt)
             image = model.image_encoder([item.rgb for item in spec.images])
@@ -157,6 +185,7 @@ class TorchGenerator:
             if guidance is not None:
                 negative = model.text_encoder(spec.negative_prompt)
                 conditions += (torch.cat([negative, ref_audio]),)
+        self.phase.encoding = False
         for point, tensor in (
             ("cond.text", text),
             ("cond.image", image),
@@ -218,6 +247,10 @@ class TorchGenerator:
             stages["decode_audio"] = time.perf_counter() - started
 
         report = self._enabled_path(spec, paths, record, clock, stages)
+        if capture is not None:
+            # The capture ends with the DiT: what it saw goes into enabled_path.json.
+            capture.remove()
+            report[CAPTURE_REPORT_KEY] = capture.report()
         media = GeneratedMedia(
             width=spec.width,
             height=spec.height,

@@ -152,6 +152,9 @@ class Baselines:
         self._made: dict[tuple[str, str], Any] = {}
         self.instances = instances if instances is not None else GateInstances()
         self.schedules = schedules
+        # The localization pass after a lossless candidate's bit-exact failure (localize/);
+        # pytest's --no-localize turns it off.
+        self.localize = True
 
     def gate_runs(self, arms: Arms) -> GateRuns:
         return self.instances.runs(arms)

@@ -71,6 +71,9 @@ class Check(StrEnum):
     WARMUP_DEMONSTRATION = "warmup_demonstration"
     # Which weights files made an arm's model-based scores in a lossy gate, stand-ins named.
     SCORER_WEIGHTS = "scorer_weights"
+    # Where a lossless candidate that is not bit-exact first parts from B0, module by module
+    # (localize/): passed when the pass named the place, open when it could not run or finish.
+    LOCALIZATION = "localization"
 
 
 class Reason(StrEnum):

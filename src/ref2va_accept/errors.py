@@ -52,3 +52,7 @@ class TensorFileError(Ref2VAError):
 
 class ForeignServerError(EngineStartError):
     """The server answering on an instance's port is not that instance."""
+
+
+class LocalizeError(Ref2VAError):
+    """A localization pass cannot read what it needs (a capture log, a finished run's evidence)."""

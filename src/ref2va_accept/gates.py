@@ -92,6 +92,8 @@ class BaselineCache(Protocol):
     """B0's reference runs, made once per gate and track and shared by its candidates, and the
     B0 instances they come from (once per gate group: b0_gate.py)."""
 
+    localize: bool  # run the localization pass after a lossless bit-exact failure
+
     def get_or_make(self, gate: str, track_id: str, make: Callable[[], T]) -> T: ...
 
     def gate_runs(self, arms: Arms) -> GateRuns: ...

@@ -337,8 +337,10 @@ def run_baseline(arms: Arms, runs: GateRuns | None = None) -> Baseline:
     return baseline
 
 
-def run_candidate(arms: Arms, candidate: str, baseline: Baseline) -> list[CheckResult]:
-    """The candidate on a fresh instance, watched then unobserved, judged against B0.
+def run_candidate(arms: Arms, candidate: str, baseline: Baseline, localize: bool = True
+                  ) -> list[CheckResult]:
+    """The candidate on a fresh instance, watched then unobserved, judged against B0; when it
+    is not bit-exact, the localization pass (`localize`) names where it parted from B0.
 
     When this run's timed requests of the candidate are in already (the latency protocol ran
     first), the timed-output check is judged here too; it counts for the track's verdict only.
@@ -357,7 +359,21 @@ def run_candidate(arms: Arms, candidate: str, baseline: Baseline) -> list[CheckR
     timed = timed_output_check(arms.outcomes, plan.track_id, candidate)
     if timed is not None:
         arms.evidence.add_check(timed)
+    if localize:
+        checks += localization(arms, candidate, checks, baseline, watched)
     return checks
+
+
+def localization(arms: Arms, candidate: str, checks: Sequence[CheckResult], baseline: Baseline,
+                 watched: Outcome) -> list[CheckResult]:
+    """The localization pass (localize/) when the gate failed on bit-exactness, once every
+    instance of the gate is stopped: its one check, recorded; nothing when the gate did not."""
+    from .localize import localize, wants_pass  # noqa: PLC0415 - only a failed gate needs it
+
+    point = wants_pass(list(checks))
+    if point is None or watched.sample.seed is None:
+        return []
+    return [localize(arms, candidate, point, watched.sample.seed, baseline.watched, watched)]
 
 
 class LosslessGateRunner(BaselineGateRunner[Baseline]):
@@ -372,7 +388,7 @@ class LosslessGateRunner(BaselineGateRunner[Baseline]):
         return HostedGate(self, candidate)
 
     def judge(self, arms: Arms, candidate: str, baseline: Baseline) -> Sequence[CheckResult]:
-        return run_candidate(arms, candidate, baseline)
+        return run_candidate(arms, candidate, baseline, self.baselines.localize)
 
 
 class HostedGate:
@@ -419,4 +435,9 @@ class HostedGate:
         return [check]
 
     def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
-        return []
+        """Once the instance is stopped: the localization pass, when the gate failed on
+        bit-exactness (it starts instances of its own)."""
+        if self.watched is None or not self.runner.baselines.localize:
+            return []
+        return localization(arms, self.candidate, run.gate, self.runner.made(arms),
+                            self.watched)

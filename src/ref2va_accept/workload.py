@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, DUMP_DIR_KEY, POINTS_KEY
+from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, CAPTURE_KEY, DUMP_DIR_KEY, POINTS_KEY
 from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV, WORKDIR_TOKEN
 
 from .campaign import LoadedCampaign, unfilled_fields
@@ -102,7 +102,9 @@ def build_request(
         "extra_params": shape.extra_params if diagnostics is None else {
             **shape.extra_params,
             ACCEPTANCE_FIELD: {DUMP_DIR_KEY: str(diagnostics.dump_dir),
-                               POINTS_KEY: list(diagnostics.points)},
+                               POINTS_KEY: list(diagnostics.points),
+                               **({CAPTURE_KEY: dict(diagnostics.capture)}
+                                  if diagnostics.capture else {})},
         },
     }
     # Per-arm fields (e.g. quality=lossless); the campaign refuses any that the track fixes.
@@ -116,6 +118,9 @@ class Diagnostics:
 
     dump_dir: Path
     points: tuple[str, ...]
+    # The localization pass's module capture (localize/), or None: the acceptance block's
+    # ``capture`` object as the engine reads it.
+    capture: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -300,6 +305,7 @@ class Arms:
         record_check: Check | None = None,
         diagnostics_points: Sequence[str] = (),
         steps: int | None = None,
+        capture: Mapping[str, Any] | None = None,
     ) -> Outcome:
         """One timed request (see `_request`), with the observer told as it starts and ends;
         `steps`: fewer denoising steps than the track's (a cheap warm-up)."""
@@ -310,14 +316,16 @@ class Arms:
             self.observer.on_request_start(started)
         outcome: Outcome | None = None
         try:
-            outcome = self._request(engine, started, record_check, diagnostics_points, steps)
+            outcome = self._request(engine, started, record_check, diagnostics_points, steps,
+                                    capture)
         finally:
             if self.observer is not None:
                 self.observer.on_request_end(started, outcome)
         return outcome
 
     def _request(self, engine: EngineInstance, started: RequestStart, record_check: Check | None,
-                 diagnostics_points: Sequence[str], steps: int | None = None) -> Outcome:
+                 diagnostics_points: Sequence[str], steps: int | None = None,
+                 capture: Mapping[str, Any] | None = None) -> Outcome:
         """One timed request; the sample, the MP4 and its probe land in the evidence at once.
 
         With `diagnostics_points`, the engine dumps them under the run's evidence (a quality
@@ -331,7 +339,7 @@ class Arms:
         if diagnostics_points:
             diagnostics = Diagnostics(
                 self.evidence.dump_dir(track_id, engine.spec.instance_id, f"{kind}-{index}"),
-                tuple(diagnostics_points),
+                tuple(diagnostics_points), capture,
             )
         request = build_request(plan, arm, seed, diagnostics, steps)
         with TimedClient(engine.base_url, plan.timeouts) as client:

@@ -13,7 +13,9 @@ from typing import Final
 ACCEPTANCE_FIELD: Final = "acceptance"
 DUMP_DIR_KEY: Final = "dump_dir"
 POINTS_KEY: Final = "points"
-ACCEPTANCE_KEYS: Final = frozenset({DUMP_DIR_KEY, POINTS_KEY})
+# Optional: module outputs captured for the localization pass (one stage, one step)
+CAPTURE_KEY: Final = "capture"
+ACCEPTANCE_KEYS: Final = frozenset({DUMP_DIR_KEY, POINTS_KEY, CAPTURE_KEY})
 ALL_POINTS: Final = "all"
 
 # --- the dump folder
@@ -30,3 +32,23 @@ POINTS_WRITTEN_KEY: Final = "points_written"  # the points written, in the order
 # Names in APPROXIMATE_KEY that the audit relates to the reused-steps lists.
 CACHE_DIT_PATH: Final = "cache_dit"
 REFERENCE_KV_REUSE_PATH: Final = "reference_kv_reuse"
+
+# --- the localization capture: ``{CAPTURE_KEY: {CAPTURE_STAGE_KEY: "dit" | "encoders",
+# CAPTURE_STEP_KEY: int (dit) | None, CAPTURE_WITHIN_KEY: module path | None, CAPTURE_TENSORS_KEY:
+# bool}}``. Without ``within`` the engine hooks the stage's blocks (each root module's children,
+# list containers opened one level); with it, that module and everything inside it. Every call of
+# a hooked module while the capture is live is one JSON line in CAPTURE_LOG_FILE, in the order the
+# calls completed; ``tensors`` also writes each call's inputs and outputs under CAPTURE_DIR.
+CAPTURE_STAGE_KEY: Final = "stage"
+CAPTURE_STEP_KEY: Final = "step"
+CAPTURE_WITHIN_KEY: Final = "within"
+CAPTURE_TENSORS_KEY: Final = "tensors"
+CAPTURE_KEYS: Final = frozenset({CAPTURE_STAGE_KEY, CAPTURE_STEP_KEY, CAPTURE_WITHIN_KEY,
+                                 CAPTURE_TENSORS_KEY})
+CAPTURE_DIT: Final = "dit"
+CAPTURE_ENCODERS: Final = "encoders"
+CAPTURE_STAGES: Final = (CAPTURE_DIT, CAPTURE_ENCODERS)
+CAPTURE_LOG_FILE: Final = "capture.jsonl"
+CAPTURE_DIR: Final = "capture"
+# enabled_path.json: the capture's own summary (hooked modules, calls, bytes, seconds, errors)
+CAPTURE_REPORT_KEY: Final = "capture"

@@ -101,6 +101,22 @@ def split_k_linear(x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
     return low + high
 
 
+class Projection(nn.Linear):
+    """A linear projection whose reduction order is a setting (``split_k``: two halves).
+
+    The split runs inside this module's own forward, so a forward hook on it (the judge's
+    localization pass) sees the changed output where it is made.
+    """
+
+    split_k = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.split_k:
+            return split_k_linear(x, self)
+        out: torch.Tensor = super().forward(x)
+        return out
+
+
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
@@ -128,8 +144,7 @@ class DiTBlock(nn.Module):
         self.cross_out = nn.Linear(width, width)
         self.norm2 = nn.LayerNorm(width, elementwise_affine=False)
         self.fc1 = nn.Linear(width, shape.mlp_ratio * width)
-        self.fc2 = nn.Linear(shape.mlp_ratio * width, width)
-        self.split_k = False
+        self.fc2 = Projection(shape.mlp_ratio * width, width)
 
     def project_reference(self, reference: torch.Tensor, time_video: torch.Tensor) -> KeyValue:
         """The reference tokens' K/V at this step (modulated by the video timestep)."""
@@ -172,8 +187,7 @@ class DiTBlock(nn.Module):
         hidden = hidden + self.cross_out(crossed)
 
         x = F.gelu(self.fc1(self.norm2(hidden) * (1 + scale2) + shift2))
-        down = split_k_linear(x, self.fc2) if self.split_k else self.fc2(x)
-        out: torch.Tensor = hidden + gate2 * down
+        out: torch.Tensor = hidden + gate2 * self.fc2(x)
         return out
 
 
@@ -192,11 +206,14 @@ class JointDiT(nn.Module):
         self.final_modulation = nn.Linear(width, 2 * width)
         self.video_out = nn.Linear(width, channels)
         self.audio_out = nn.Linear(width, channels)
+        # The denoising step now running (set by the sampler; None outside the loop): what the
+        # localization capture and a planted divergence key on, like vLLM-Omni's forward context.
+        self.current_step: int | None = None
 
     def set_reduction_order(self, order: str) -> None:
         for block in self.blocks:
             assert isinstance(block, DiTBlock)
-            block.split_k = order == "split_k"
+            block.fc2.split_k = order == "split_k"
 
     def embed_condition(self, condition: torch.Tensor) -> torch.Tensor:
         """Text + reference-audio tokens (tokens, hidden) -> the context the blocks attend to.

@@ -146,8 +146,6 @@ def denoise(
     unseeded_noise_step: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, DenoiseRecord]:
     layout = inputs.layout
-    steps = len(inputs.video_sigmas) - 1
-    blocks = len(dit.blocks)
     record = DenoiseRecord()
     positions = dit.positions(layout)
     valid = layout.valid.reshape(layout.windows, layout.window_length, 1).to(
@@ -158,9 +156,35 @@ def denoise(
         for _ in inputs.conditions
     ]
     kv = _Kv(dit, inputs, clock, text_kv_precompute)
-    video, audio = inputs.video, inputs.audio
 
+    try:
+        video, audio = _steps(dit, inputs, paths, kv, caches, record, valid, positions, clock,
+                              monitor, dumps, unseeded_noise_step)
+    finally:
+        dit.current_step = None
+    return video, audio, record
+
+
+def _steps(
+    dit: JointDiT,
+    inputs: SamplerInputs,
+    paths: RequestPaths,
+    kv: _Kv,
+    caches: list[DBCache | None],
+    record: DenoiseRecord,
+    valid: torch.Tensor,
+    positions: tuple[torch.Tensor, torch.Tensor],
+    clock: DeviceClock,
+    monitor: _Monitor,
+    dumps: Dumps | NoDumps,
+    unseeded_noise_step: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    layout = inputs.layout
+    steps = len(inputs.video_sigmas) - 1
+    blocks = len(dit.blocks)
+    video, audio = inputs.video, inputs.audio
     for step in range(steps):
+        dit.current_step = step
         refresh = paths.reference_kv_refreshes(step)
         kv.begin_step(step, refresh)
         if not refresh:
@@ -220,7 +244,7 @@ def denoise(
         if charge > 0:
             monitor.idle(charge)
         monitor.step_done(step + 1, steps)
-    return video, audio, record
+    return video, audio
 
 
 def _unseeded_noise(latent: torch.Tensor) -> torch.Tensor:

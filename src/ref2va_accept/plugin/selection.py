@@ -54,6 +54,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="order the latency instances by this seed instead of the campaign's "
                     "(or the one drawn for the run): replays an earlier run's order, which its "
                     "evidence records under campaign.order.seed")
+    group.addoption("--no-localize", action="store_true", default=False,
+                    help="skip the localization pass after a lossless candidate's bit-exact "
+                    "failure (its requests are in `ref2va-accept plan`); `ref2va-accept "
+                    "localize` runs it later from the evidence")
 
 
 def campaign_path(config: pytest.Config) -> Path:

@@ -82,6 +82,7 @@ class RunState:
 
     def __post_init__(self) -> None:
         self.baselines = Baselines(self.gate_instances, self.latency)
+        self.baselines.localize = not self.config.getoption("no_localize", False)
 
     @property
     def campaign(self) -> LoadedCampaign:

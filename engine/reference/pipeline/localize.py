@@ -1,0 +1,88 @@
+"""The reference engine's side of the localization pass: which modules make a stage, the
+request's module capture (:mod:`engine.module_capture`), and a planted divergence for tests.
+
+Module paths are the model's own (``dit.blocks.0.fc2``, ``text_encoder.layers.1.qkv``): the
+ReferenceModel's attribute names, as ``named_modules`` gives them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from engine.module_capture import CaptureRefused, ModuleCapture, parse_capture
+from engine.reference.errors import ProfileError, bad_request
+from engine.reference.pipeline.model import ReferenceModel
+from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, CAPTURE_DIT
+
+logger = logging.getLogger(__name__)
+
+ENCODER_ROOTS = ("text_encoder", "image_encoder", "audio_encoder")
+# One part in 2**12: far above any rounding, far below anything that breaks the output.
+PLANTED_SCALE = 1.0 + 2.0**-12
+
+
+def stage_roots(model: ReferenceModel, stage: str) -> list[tuple[str, nn.Module]]:
+    if stage == CAPTURE_DIT:
+        return [("dit", model.dit)]
+    return [(name, getattr(model, name)) for name in ENCODER_ROOTS]
+
+
+class Phase:
+    """Where the request is, for the capture's ``is_live``: encoding, or the DiT at a step."""
+
+    def __init__(self, model: ReferenceModel) -> None:
+        self.model = model
+        self.encoding = False
+
+    def live_for(self, stage: str, step: int | None) -> bool:
+        if stage == CAPTURE_DIT:
+            return self.model.dit.current_step == step
+        return self.encoding
+
+
+def open_capture(
+    model: ReferenceModel, phase: Phase, extra_params: Mapping[str, Any], steps: int,
+    folder: Path | None,
+) -> ModuleCapture | None:
+    """The request's capture, hooks not yet installed; a 400 for a block it cannot honour."""
+    block = extra_params.get(ACCEPTANCE_FIELD)
+    if not isinstance(block, Mapping):
+        return None
+    try:
+        request = parse_capture(block, steps)
+        if request is None:
+            return None
+        capture = ModuleCapture.for_stage(
+            request, folder or Path("."), stage_roots(model, request.stage),
+            lambda: phase.live_for(request.stage, request.step))
+    except CaptureRefused as exc:
+        raise bad_request(str(exc)) from None
+    return capture
+
+
+def plant_divergence(model: ReferenceModel, spec: str | None) -> None:
+    """Nudge one module's output (``MODULE@STEP`` or ``MODULE``): a divergence at a known place."""
+    if spec is None:
+        return
+    path, _, at = spec.partition("@")
+    step = int(at) if at else None
+    modules = dict(model.named_modules())
+    if path not in modules or not path:
+        raise ProfileError(f"plant-divergence: no module {path!r} in the reference model")
+
+    def nudge(module: nn.Module, args: Any, output: Any) -> Any:
+        if step is not None and model.dit.current_step != step:
+            return None
+        if isinstance(output, torch.Tensor) and output.is_floating_point():
+            return output * PLANTED_SCALE
+        return None
+
+    modules[path].register_forward_hook(nudge)
+    logger.warning("plant-divergence: %s's output is nudged by 2**-12 %s", path,
+                   f"at step {step}" if step is not None else "at every call")

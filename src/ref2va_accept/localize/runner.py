@@ -1,0 +1,302 @@
+"""The localization pass: where a lossless candidate that is not bit-exact first parts from B0.
+
+Run after a lossless gate fails with ``quality_gate_failed`` (on by default; the campaign's
+``lossless_gate.localize: false`` turns it off), from the first diverging comparison point:
+
+- ``cond.*``: the conditioning encoders; ``dit.stepNNN[.video|.audio]``: the DiT at step NNN;
+  any later point (latents, decoded output, the MP4) is not a module's output of one step, and the
+  pass says so without a request.
+- **Level 1** (blocks): one request per arm at the gate's seed, the first diverging point dumped
+  again (the divergence must reproduce) and every block of the stage hooked at that step: each
+  call's input and output digests, no tensor on disk. Compared in B0's completion order
+  (:func:`capture.parting`), this names the first block whose output differs.
+- **Level 2** (inside the block): one more request per arm, that block and every module inside
+  it hooked, their tensors written. The first module whose output differs while its inputs are
+  equal is named, with its shape, dtype, largest absolute and ULP difference, the share of
+  elements that differ (the tensors package's streaming comparator) and a picture of where
+  (:mod:`picture`). When the candidate did not run a block B0 ran (outputs reused from a cached
+  step) level 1 already says where, and the picture is of the diverging point itself.
+
+Instances: B0 (level 1), the candidate (levels 1 and 2), B0 again (level 2): three starts and four
+requests at most, every instance stopped before the next starts (the host has one set of devices).
+Before level 2 the free disk is checked against a bound of the tensors it writes. Whatever
+happens, the pass ends in one ``localization`` check (passed: the place is named; open: why not),
+so a failure here never loses the gate's verdict or any evidence already written.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ref2va_contract.diagnostics import (
+    CAPTURE_DIT,
+    CAPTURE_ENCODERS,
+    CAPTURE_STAGE_KEY,
+    CAPTURE_STEP_KEY,
+    CAPTURE_TENSORS_KEY,
+    CAPTURE_WITHIN_KEY,
+)
+
+from ..checks import Check
+from ..disk import fmt_bytes
+from ..errors import LocalizeError, Ref2VAError, TensorFileError
+from ..tensors import compare_dumps, compare_tensor_files
+from ..verdicts import CheckResult
+from .capture import Call, Parting, parting, read_log
+from .picture import DiffMap, diff_map
+
+if TYPE_CHECKING:
+    from ..workload import Arms, Outcome
+
+log = logging.getLogger(__name__)
+
+STEP_POINT = re.compile(r"^dit\.step(\d{3})(?:\.(?:video|audio))?$")
+# Level 2 writes every tensor of the diverging block and its modules, per arm: bounded by this
+# many times the block's own inputs and outputs (an MLP's hidden layer is 4x the block's width;
+# a block has about a dozen modules), times the disk check's margin.
+LEVEL2_FACTOR = 32
+DISK_MARGIN = 1.25
+REQUESTS = 4  # at most, per localized candidate
+STARTS = 3
+
+
+@dataclass(frozen=True)
+class Target:
+    stage: str
+    step: int | None
+
+    def describe(self) -> str:
+        return (f"the DiT at step {self.step}" if self.stage == CAPTURE_DIT
+                else "the conditioning encoders")
+
+
+def target_of(point: str) -> Target | None:
+    """Which stage (and step) made a comparison point; None for one no module of a step makes."""
+    if point.startswith("cond."):
+        return Target(CAPTURE_ENCODERS, None)
+    match = STEP_POINT.match(point)
+    if match:
+        return Target(CAPTURE_DIT, int(match.group(1)))
+    return None
+
+
+@dataclass
+class Localization:
+    """What the pass found for one candidate (the ``localization`` check's data)."""
+
+    track: str
+    candidate: str
+    point: str
+    seed: int | None
+    target: Target | None = None
+    found: bool = False
+    sentence: str = ""  # where, in words
+    module: str | None = None  # the module path named (None: outside any module, or not found)
+    level1: Parting | None = None
+    level2: Parting | None = None
+    figures: dict[str, Any] | None = None  # the named module's output, B0 against the candidate
+    inputs_equal: bool | None = None
+    picture: DiffMap | None = None
+    picture_of: str = ""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def check(self) -> CheckResult:
+        detail = (f"first divergence at {self.point}"
+                  + (f", in {self.target.describe()}" if self.target else "")
+                  + f": {self.sentence}")
+        return CheckResult(self.track, self.candidate, Check.LOCALIZATION,
+                           "pass" if self.found else "open", None, detail, self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "point": self.point, "seed": self.seed,
+            "stage": self.target.stage if self.target else None,
+            "step": self.target.step if self.target else None,
+            "found": self.found, "module": self.module, "sentence": self.sentence,
+            "level1": _parting_dict(self.level1), "level2": _parting_dict(self.level2),
+            "figures": self.figures, "inputs_equal": self.inputs_equal,
+            "picture": self.picture.to_dict() if self.picture else None,
+            "picture_of": self.picture_of, "requests": self.requests,
+        }
+
+
+def _parting_dict(found: Parting | None) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    return {"kind": found.kind, "module": found.module,
+            "b0": found.b0.label if found.b0 else None,
+            "candidate": found.candidate.label if found.candidate else None,
+            "before": found.before.label if found.before else None,
+            "output": found.output, "skipped": list(found.skipped),
+            "sentence": found.sentence()}
+
+
+def _tensor_bytes(call: Call) -> int:
+    sizes = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "F16": 2, "BF16": 2, "I16": 2}
+    return sum(math.prod(d.shape) * sizes.get(d.dtype, 1) for d in (*call.inputs, *call.outputs))
+
+
+class Pass:
+    """One candidate's pass over its track's arms (see the module doc)."""
+
+    def __init__(self, arms: Arms, candidate: str, point: str, seed: int,
+                 b0_watched: Outcome | None = None, watched: Outcome | None = None) -> None:
+        self.arms, self.candidate, self.point, self.seed = arms, candidate, point, seed
+        self.b0_watched, self.watched = b0_watched, watched
+        self.result = Localization(arms.plan.track_id, candidate, point, seed, target_of(point))
+
+    def run(self) -> Localization:
+        result = self.result
+        target = result.target
+        if target is None:
+            result.sentence = (f"{self.point} is not made by one step of a module the pass can "
+                               "hook (it covers the encoders and the DiT's steps): the DiT's "
+                               "outputs were equal, so look at what follows them")
+            return result
+        try:
+            self._levels(target)
+        except (Ref2VAError, OSError) as exc:
+            result.found = False
+            result.sentence = f"the pass could not finish: {str(exc).splitlines()[0]}"
+            log.warning("localization of %s/%s: %s", result.track, self.candidate, exc)
+        if result.picture is None and self.b0_watched and self.watched:
+            self._point_picture()
+        return result
+
+    # -- the requests ----------------------------------------------------------------------------
+    def _capture(self, arm: str, target: Target, within: str | None, level: int,
+                 engine: Any) -> Outcome:
+        capture = {CAPTURE_STAGE_KEY: target.stage, CAPTURE_STEP_KEY: target.step,
+                   CAPTURE_WITHIN_KEY: within, CAPTURE_TENSORS_KEY: within is not None}
+        outcome = self.arms.request(engine, arm, kind="localize", index=level, seed=self.seed,
+                                    diagnostics_points=(self.point,), capture=capture)
+        folder = outcome.dump_dir
+        self.result.requests.append({
+            "arm": arm, "level": level, "within": within, "ok": outcome.sample.ok,
+            "latency_s": outcome.sample.latency_s,
+            "dump_dir": self.arms.evidence.relative(folder) if folder else None})
+        if not outcome.sample.ok or outcome.dump_dir is None:
+            raise LocalizeError(f"{arm}'s level-{level} request failed: {outcome.explain()}")
+        return outcome
+
+    def _on(self, arm: str, work: Any) -> Any:
+        engine = self.arms.start(arm)
+        try:
+            return work(engine)
+        finally:
+            self.arms.registry.stop(engine)
+
+    def _levels(self, target: Target) -> None:
+        result = self.result
+        b0_one = self._on("b0", lambda e: self._capture("b0", target, None, 1, e))
+        first: Parting | None = None
+        cand_two: Outcome | None = None
+
+        def candidate_levels(engine: Any) -> tuple[Outcome, Outcome | None]:
+            nonlocal first
+            one = self._capture(self.candidate, target, None, 1, engine)
+            self._reproduced(b0_one, one)
+            first = parting(read_log(b0_one.dump_dir), read_log(one.dump_dir))  # type: ignore[arg-type]
+            result.level1 = first
+            if first.kind != "differs":
+                return one, None
+            assert first.b0 is not None
+            self._room(first.b0)
+            return one, self._capture(self.candidate, target, first.b0.module, 2, engine)
+
+        _, cand_two = self._on(self.candidate, candidate_levels)
+        assert first is not None
+        if cand_two is None:
+            # Level 1 already says where (a block not run, inputs fed by code between blocks,
+            # or no block's output differing): nothing inside a block to look at.
+            result.found = True
+            result.module = first.module if first.kind != "none" else None
+            result.sentence = first.sentence()
+            return
+        within = first.module
+        b0_two = self._on("b0", lambda e: self._capture("b0", target, within, 2, e))
+        second = parting(read_log(b0_two.dump_dir), read_log(cand_two.dump_dir))  # type: ignore[arg-type]
+        result.level2 = second
+        result.found = True
+        result.module = second.module if second.kind != "none" else within
+        result.sentence = (second.sentence() if second.kind != "none" else
+                           f"{within} differs, but none of the modules inside it does: the "
+                           "divergence is in its own code between them")
+        named = second if second.kind in ("differs", "inputs_differ") else None
+        if named is not None and named.b0 is not None and named.candidate is not None:
+            result.inputs_equal = named.kind == "differs"
+            self._figures(named, b0_two.dump_dir, cand_two.dump_dir)  # type: ignore[arg-type]
+
+    def _reproduced(self, b0: Outcome, candidate: Outcome) -> None:
+        compared = compare_dumps(b0.dump_dir, candidate.dump_dir, [self.point])  # type: ignore[arg-type]
+        if compared.equal:
+            raise LocalizeError(f"the divergence did not reproduce: {self.point} is bit-exact "
+                                "with B0 in the pass's requests (a nondeterministic candidate?)")
+
+    def _room(self, block: Call) -> None:
+        need = int(2 * LEVEL2_FACTOR * _tensor_bytes(block) * DISK_MARGIN)
+        folder = self.arms.evidence.folder
+        free = shutil.disk_usage(folder).free
+        if free < need:
+            raise LocalizeError(f"not enough disk for level 2 inside {block.module}: it writes up "
+                                f"to {fmt_bytes(need)}, {fmt_bytes(free)} free")
+
+    # -- figures and pictures --------------------------------------------------------------------
+    def _figures(self, named: Parting, b0_dir: Path, cand_dir: Path) -> None:
+        assert named.b0 is not None and named.candidate is not None
+        index = named.output or 0
+        files = (named.b0.outputs[index].file, named.candidate.outputs[index].file)
+        if None in files:
+            return
+        a, b = b0_dir / files[0], cand_dir / files[1]  # type: ignore[operator]
+        try:
+            compared = compare_tensor_files(a, b)
+            point = compared.points[0]
+            self.result.figures = {**point.to_dict(), "name": f"{named.b0.label} output {index}"}
+            self.result.picture = diff_map(a, b)
+            self.result.picture_of = f"{named.b0.label}, output {index}"
+        except TensorFileError as exc:
+            self.result.figures = {"error": str(exc)}
+
+    def _point_picture(self) -> None:
+        assert self.b0_watched is not None and self.watched is not None
+        if self.b0_watched.dump_dir is None or self.watched.dump_dir is None:
+            return
+        from ..tensors import point_file  # noqa: PLC0415
+
+        a = point_file(self.b0_watched.dump_dir, self.point)
+        b = point_file(self.watched.dump_dir, self.point)
+        if a.is_file() and b.is_file():
+            try:
+                self.result.picture = diff_map(a, b)
+                self.result.picture_of = f"{self.point} (the gate's dumps)"
+            except TensorFileError:
+                pass
+
+
+def localize(arms: Arms, candidate: str, point: str, seed: int,
+             b0_watched: Outcome | None = None, watched: Outcome | None = None) -> CheckResult:
+    """Run the pass and record its one check in the evidence (also when it could not finish)."""
+    result = Pass(arms, candidate, point, seed, b0_watched, watched).run()
+    check = result.check()
+    arms.evidence.add_check(check)
+    return check
+
+
+def wants_pass(checks: list[CheckResult]) -> str | None:
+    """The first diverging point of a lossless gate that failed on bit-exactness, or None."""
+    from ..checks import Reason  # noqa: PLC0415
+
+    for check in checks:
+        if check.name is Check.LOSSLESS_GATE and check.reason is Reason.QUALITY_GATE_FAILED:
+            point = check.data.get("first_divergence")
+            return point if isinstance(point, str) else None
+    return None
+
+
