@@ -29,6 +29,7 @@ from .errors import (
 )
 from .fill_points import fill_points, report_lines
 from .identity import HostProbes, preflight
+from .localize.command import add_command as add_localize_command
 from .lock import freeze, lock_path, verify
 from .media import MediaExpectation, check_media, probe
 from .plan import plan_campaign
@@ -306,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_cmd_bringup)
 
+    add_localize_command(sub)
     add_record_commands(sub)
     add_scorer_commands(sub)
 

@@ -20,6 +20,7 @@ from .cost import Prices, SearchCost, search_cost, search_lines
 from .errors import EXIT_OK, EXIT_PROBLEM, CampaignError
 from .lanes import campaign_lanes
 from .ledger import LEDGER_ENV, LedgerError, ledger_path, read_ledger, table_lines
+from .localize.price import pass_cost
 from .merge import MergeRefused, merge
 from .plan import plan_campaign
 from .review import ReviewError, ingest, write_review
@@ -60,10 +61,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     # The host's one-off bring-up, priced the same way (before freezing; once per host).
     bring = bringup_schedule(campaign)
     bring_cost = bringup_price(campaign, bring)
+    localizing = pass_cost(everything, Prices.of(campaign), result.devices)
     if args.json:
         print(json.dumps({**result.to_dict(), "refused": result.refusal(),
                           "search": None if searched is None else searched.to_dict(),
-                          "bringup": bring.to_dict(campaign) | {"cost": bring_cost.to_dict()}},
+                          "bringup": bring.to_dict(campaign) | {"cost": bring_cost.to_dict()},
+                          "localization": localizing.to_dict()},
                          indent=2))
     else:
         print(f"{args.campaign}: {', '.join(plans)}")
@@ -77,6 +80,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                   f"{WHAT_IF_WARMUP_STEPS}): worst case {cheap.worst_s / 3600:.2f} wall-h"
                   + _fits_when(cheap, result.wall_ceiling_h, result.device_ceiling_h,
                                result.devices, campaign.model.scoring.device))
+        print(localizing.line())
         print(bring_cost.line(bring))
         if result.refusal() is None:
             print("a run of these tracks would be allowed")

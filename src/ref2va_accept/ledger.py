@@ -115,6 +115,8 @@ def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
             "attempt": verdict.attempt, "earlier": list(verdict.earlier),
             "holm": verdict.holm, "p_value": verdict.p_value,
             "stand_in_weights": list(verdict.stand_in_weights),
+            # where a bit-exact failure first parted from B0 (the localization pass), or ""
+            "localized": verdict.localized,
             "latency": latency_summary(_check(bundle, verdict.track, arm.id, "latency_ratio")),
             "quality": _quality(bundle, verdict.track, arm.id)})
     return found

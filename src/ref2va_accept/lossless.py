@@ -373,7 +373,9 @@ def localization(arms: Arms, candidate: str, checks: Sequence[CheckResult], base
     point = wants_pass(list(checks))
     if point is None or watched.sample.seed is None:
         return []
-    return [localize(arms, candidate, point, watched.sample.seed, baseline.watched, watched)]
+    dumps = baseline.watched.dump_dir, watched.dump_dir
+    return [localize(arms, candidate, point, watched.sample.seed,
+                     None if None in dumps else dumps)]  # type: ignore[arg-type]
 
 
 class LosslessGateRunner(BaselineGateRunner[Baseline]):

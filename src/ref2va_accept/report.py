@@ -19,6 +19,7 @@ from typing import Any
 from .evidence import EvidenceBundle
 from .report_cells import TABLE, VERDICT_COLOURS, cells, number, ratio_text
 from .report_latency import latency_cell, latency_tables_html
+from .report_localize import localization_html
 from .report_profiles import profiles_html
 from .verdicts import stand_in_label
 
@@ -32,7 +33,8 @@ FIRST = "<style>#environment-header, #environment { display: none; }</style>"
 
 
 def summary_html(bundle: EvidenceBundle) -> str:
-    return (FIRST + verdict_table_html(bundle) + ledger_html(bundle) + budget_html(bundle)
+    return (FIRST + verdict_table_html(bundle) + localization_html(bundle) + ledger_html(bundle)
+            + budget_html(bundle)
             + environment_html(bundle)
             + host_html(bundle)
             + latency_tables_html(bundle) + lossy_tables_html(bundle)
@@ -201,7 +203,9 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
             f"<td>{html.escape(', '.join(v.reasons))}</td>"
             f"<td>{html.escape(', '.join(v.open_checks)) or '-'}</td>"
             f"<td>{html.escape(', '.join(not_applicable(v.checks))) or '-'}</td>"
-            f"<td>{html.escape(v.note)}</td></tr>"
+            f"<td>{html.escape(v.note)}"
+            + (f"<br>first diverging module: <b>{html.escape(v.localized)}</b>"
+               if v.localized else "") + "</td></tr>"
         )
     freeze_line = html.escape(
         f"protocol: {freeze.get('state')}"

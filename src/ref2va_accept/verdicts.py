@@ -139,6 +139,9 @@ class TrackVerdict:
     # The seeded stand-in weights files that made this row's lossy scores (B0's or the
     # candidate's; the scorer_weights checks): labelled wherever the verdict is shown.
     stand_in_weights: tuple[str, ...] = ()
+    # Where a lossless candidate that is not bit-exact first parted from B0 (its localization
+    # check: the module path and step), "" when no pass named one.
+    localized: str = ""
 
     def __post_init__(self) -> None:
         # Like a check, a verdict can only speak the vocabulary (given as members or strings).
@@ -158,6 +161,7 @@ class TrackVerdict:
             "note": self.note, "holm": self.holm, "p_value": self.p_value,
             "attempt": self.attempt, "earlier": list(self.earlier),
             "stand_in_weights": list(self.stand_in_weights),
+            "localized": self.localized,
         }
 
     @property
@@ -206,7 +210,18 @@ def judge(
     said = [c.detail for c in relevant if c.reason is Reason.UNDECLARED_STAND_IN_WEIGHTS]
     if said and not row.note:  # why the scores decide nothing, in one line
         row = replace(row, note=said[0])
-    return replace(row, stand_in_weights=_stand_ins(relevant))
+    return replace(row, stand_in_weights=_stand_ins(relevant), localized=_localized(relevant))
+
+
+def _localized(checks: Sequence[CheckResult]) -> str:
+    """The place a localization pass named (``module at step N``), '' when none did."""
+    for check in checks:
+        if check.name is Check.LOCALIZATION and check.status == "pass":
+            data = check.data
+            where = data.get("module") or "outside any module"
+            step = data.get("step")
+            return f"{where} (step {step})" if step is not None else str(where)
+    return ""
 
 
 def _judge(track: str, quality_class: str, candidate: str | None,

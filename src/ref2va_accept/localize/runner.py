@@ -46,7 +46,7 @@ from ref2va_contract.diagnostics import (
 from ..checks import Check
 from ..disk import fmt_bytes
 from ..errors import LocalizeError, Ref2VAError, TensorFileError
-from ..tensors import compare_dumps, compare_tensor_files
+from ..tensors import compare_dumps, compare_tensor_files, point_file
 from ..verdicts import CheckResult
 from .capture import Call, Parting, parting, read_log
 from .picture import DiffMap, diff_map
@@ -146,9 +146,11 @@ class Pass:
     """One candidate's pass over its track's arms (see the module doc)."""
 
     def __init__(self, arms: Arms, candidate: str, point: str, seed: int,
-                 b0_watched: Outcome | None = None, watched: Outcome | None = None) -> None:
+                 gate_dumps: tuple[Path, Path] | None = None) -> None:
         self.arms, self.candidate, self.point, self.seed = arms, candidate, point, seed
-        self.b0_watched, self.watched = b0_watched, watched
+        # The gate's own dump folders (B0's, the candidate's): the point's picture when level 2
+        # does not run.
+        self.gate_dumps = gate_dumps
         self.result = Localization(arms.plan.track_id, candidate, point, seed, target_of(point))
 
     def run(self) -> Localization:
@@ -165,8 +167,8 @@ class Pass:
             result.found = False
             result.sentence = f"the pass could not finish: {str(exc).splitlines()[0]}"
             log.warning("localization of %s/%s: %s", result.track, self.candidate, exc)
-        if result.picture is None and self.b0_watched and self.watched:
-            self._point_picture()
+        if result.picture is None and self.gate_dumps is not None:
+            self._point_picture(*self.gate_dumps)
         return result
 
     # -- the requests ----------------------------------------------------------------------------
@@ -264,14 +266,8 @@ class Pass:
         except TensorFileError as exc:
             self.result.figures = {"error": str(exc)}
 
-    def _point_picture(self) -> None:
-        assert self.b0_watched is not None and self.watched is not None
-        if self.b0_watched.dump_dir is None or self.watched.dump_dir is None:
-            return
-        from ..tensors import point_file  # noqa: PLC0415
-
-        a = point_file(self.b0_watched.dump_dir, self.point)
-        b = point_file(self.watched.dump_dir, self.point)
+    def _point_picture(self, b0_dir: Path, cand_dir: Path) -> None:
+        a, b = point_file(b0_dir, self.point), point_file(cand_dir, self.point)
         if a.is_file() and b.is_file():
             try:
                 self.result.picture = diff_map(a, b)
@@ -281,9 +277,9 @@ class Pass:
 
 
 def localize(arms: Arms, candidate: str, point: str, seed: int,
-             b0_watched: Outcome | None = None, watched: Outcome | None = None) -> CheckResult:
+             gate_dumps: tuple[Path, Path] | None = None) -> CheckResult:
     """Run the pass and record its one check in the evidence (also when it could not finish)."""
-    result = Pass(arms, candidate, point, seed, b0_watched, watched).run()
+    result = Pass(arms, candidate, point, seed, gate_dumps).run()
     check = result.check()
     arms.evidence.add_check(check)
     return check

@@ -182,8 +182,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         unchecked = [c for c, status in v.checks.items() if status == "not_applicable"]
         skipped = f" not applicable: {', '.join(unchecked)}" if unchecked else ""
         label = f" {v.stand_in_label}" if v.stand_in_label else ""
+        where = f" first divergence: {v.localized}" if v.localized else ""
         tr.write_line(f"{v.track:13} {v.candidate or '(none)':20} {v.verdict.upper():13} "
-                      f"{reasons}{opened}{skipped}{label}")
+                      f"{reasons}{opened}{skipped}{label}{where}")
     if state.bundle.status == WRITE_FAILED:
         for failure in state.bundle.failures:
             tr.write_line(f"ref2va: status {WRITE_FAILED}: {state.failure_line(failure)}")
