@@ -120,7 +120,7 @@ def test_a_candidate_that_failed_its_gate_starts_no_latency_instance(five_second
              and s["kind"] in ("warmup", "measured", "distinct")]
     assert timed == []
     starts = [i for i in evidence["instances"] if i["arm"] == "reduction-order"]
-    assert len(starts) == 1  # its quality instance only
+    assert len(starts) == 2  # its quality instance and the localization pass's
     b0 = _checks(evidence, "lossless-text-kv")["latency_ratio"]["data"]
     assert b0["sequence"].count("b0") == 3 and "reduction-order" not in b0["sequence"]
 
@@ -164,6 +164,25 @@ def test_reduction_order_fails_at_the_first_dit_output(five_second_run: Any) -> 
     assert checks["enabled_path_audit"]["status"] == "pass"  # it hides nothing: it is just wrong
     verdict = _verdict(five_second_run[1], "reduction-order")
     assert verdict["verdict"] == "failed" and verdict["reasons"] == ["quality_gate_failed"]
+
+
+def test_reduction_order_is_localized_to_the_projection_whose_reduction_changed(
+        five_second_run: Any) -> None:
+    # Split-K changes the MLP down-projection of every block: the first one to run is block 0's.
+    check = _checks(five_second_run[1], "reduction-order")["localization"]
+    data = check["data"]
+    assert check["status"] == "pass", check["detail"]
+    assert data["module"] == "dit.blocks.0.fc2" and data["step"] == 0
+    assert data["level1"]["module"] == "dit.blocks.0" and data["inputs_equal"] is True
+    assert data["figures"]["differing"] > 0 and data["figures"]["max_ulp"] >= 1
+    assert data["picture"]["differing"] == data["figures"]["differing"]
+    assert [r["level"] for r in data["requests"]] == [1, 1, 2, 2]
+    assert _verdict(five_second_run[1], "reduction-order")["localized"] == \
+        "dit.blocks.0.fc2 (step 0)"
+    # The candidate that is bit-exact runs no pass.
+    assert "localization" not in _checks(five_second_run[1], "lossless-text-kv")
+    report = (five_second_run[2] / "report.html").read_text()
+    assert "First divergence" in report and "dit.blocks.0.fc2" in report and "<svg" in report
 
 
 def test_report_shows_verdicts_and_the_point_table(five_second_run: Any) -> None:

@@ -8,6 +8,9 @@ on, so four steps are enough for it to cache."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +41,30 @@ def test_mislabelled_candidate_fails_the_enabled_path_audit(tmp_path: Path) -> N
     assert checks["lossless_gate"]["data"]["first_divergence"].startswith("dit.step")
     verdict = next(v for v in found["verdicts"] if v["candidate"] == "mislabelled-cache")
     assert verdict["verdict"] == "failed" and "enabled_path_mismatch" in verdict["reasons"], verdict
+    # The localization pass names where cached outputs were reused: the middle blocks
+    # (Fn_compute_blocks 1, Bn 0: blocks 1 to 5) did not run at the first cached step.
+    where = checks["localization"]
+    assert where["status"] == "pass", where["detail"]
+    assert where["data"]["level1"]["kind"] == "not_run"
+    assert where["data"]["level1"]["skipped"][:5] == [f"dit.blocks.{i}" for i in range(1, 6)]
+    assert "ran in B0 but not in the candidate" in where["detail"]
+    assert where["data"]["picture"] is not None  # of the diverging point, from the gate's dumps
+    assert verdict["localized"].startswith("dit.blocks.1 ")
+
+    # `ref2va-accept localize` runs the pass again from the finished run and finds the same.
+    run = next(p for p in evidence.iterdir() if (p / "evidence.json").is_file()
+               and not p.name.startswith("localize-"))
+    again = subprocess.run([sys.executable, "-m", "ref2va_accept.cli", "localize", str(run),
+                            "--track", "5s-lossless", "--candidate", "mislabelled-cache",
+                            "--campaign", str(campaign), "--json"],
+                           capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 0, again.stderr[-2000:]
+    record = json.loads(again.stdout)
+    assert record["check"]["data"]["level1"]["skipped"] == where["data"]["level1"]["skipped"]
+    assert (evidence / record["folder"] / "localize.html").is_file()
+    # A candidate that did not fail on bit-exactness is refused, by name.
+    refused = subprocess.run([sys.executable, "-m", "ref2va_accept.cli", "localize", str(run),
+                              "--track", "5s-lossless", "--candidate", "lossless-text-kv",
+                              "--campaign", str(campaign)],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0 and "lossless-text-kv" in refused.stderr

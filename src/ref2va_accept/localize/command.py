@@ -111,7 +111,7 @@ def _write_page(folder: Path, record: dict[str, Any], run: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    folder, record = localize_run(args.run, args.track, args.candidate, args.campaign,
+    folder, record = localize_run(args.run_folder, args.track, args.candidate, args.campaign,
                                   Path.cwd())
     if args.json:
         print(json.dumps({"folder": folder.name, "check": record}, indent=2))
@@ -125,7 +125,8 @@ def add_command(sub: Any) -> None:
     p = sub.add_parser("localize", help="after a lossless candidate's bit-exact failure: run the "
                        "localization pass again from the run's evidence and name the first "
                        "module where it parts from B0 (writes localize-<time>/localize.html)")
-    p.add_argument("run", type=Path, help="the finished run's evidence folder")
+    p.add_argument("run_folder", type=Path, metavar="RUN",
+                   help="the finished run's evidence folder")
     p.add_argument("--track", required=True)
     p.add_argument("--candidate", required=True)
     p.add_argument("--campaign", type=Path, default=None,

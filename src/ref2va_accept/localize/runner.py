@@ -206,7 +206,9 @@ class Pass:
             self._reproduced(b0_one, one)
             first = parting(read_log(b0_one.dump_dir), read_log(one.dump_dir))  # type: ignore[arg-type]
             result.level1 = first
-            if first.kind != "differs":
+            # Inputs that already differ may come from one of the block's own modules called
+            # outside its forward (a block's modulation, say): look inside it either way.
+            if first.kind not in ("differs", "inputs_differ"):
                 return one, None
             assert first.b0 is not None
             self._room(first.b0)
@@ -215,8 +217,8 @@ class Pass:
         _, cand_two = self._on(self.candidate, candidate_levels)
         assert first is not None
         if cand_two is None:
-            # Level 1 already says where (a block not run, inputs fed by code between blocks,
-            # or no block's output differing): nothing inside a block to look at.
+            # Level 1 already says where (a block B0 ran and the candidate did not, calls in
+            # another order, or no block's output differing): no block to look inside.
             result.found = True
             result.module = first.module if first.kind != "none" else None
             result.sentence = first.sentence()

@@ -1,0 +1,114 @@
+"""The reference engine's module capture and planted divergences, compared by the judge's own
+capture reader (localize/capture.py): the pass names exactly the module where a divergence was
+planted, at block level and inside the block, in the DiT at a chosen step and in the encoders."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.reference.errors import ApiError
+from engine.reference.torch_generator import TorchGenerator
+from ref2va_accept.localize import parting, read_log
+from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, CAPTURE_LOG_FILE
+from tests.engine.pipeline_harness import SPEC, Monitor, generator
+
+
+def _capture(engine: TorchGenerator, folder: Path, point: str, **capture: Any) -> Path:
+    block = {"dump_dir": str(folder), "points": [point], "capture": capture}
+    request = replace(SPEC, extra_params={**SPEC.extra_params, ACCEPTANCE_FIELD: block})
+    engine.validate(request)
+    list(engine.generate(request, Monitor()).frames)
+    return folder
+
+
+def _localize(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str, stage: str,
+              step: int | None) -> tuple[str, str]:
+    b0 = generator(monkeypatch, tmp_path)
+    candidate = generator(monkeypatch, tmp_path, **{"plant-divergence": planted})
+    point = "cond.text" if stage == "encoders" else f"dit.step{step:03d}"
+    where = {"stage": stage, "step": step}
+    one = parting(read_log(_capture(b0, tmp_path / "b0-1", point, **where)),
+                  read_log(_capture(candidate, tmp_path / "c-1", point, **where)))
+    # A module of the block called outside its forward (its modulation) feeds it differing
+    # inputs: level 1 says so, and level 2 inside the block finds the module.
+    assert one.kind in ("differs", "inputs_differ"), one.sentence()
+    inside = {**where, "within": one.module, "tensors": True}
+    two = parting(read_log(_capture(b0, tmp_path / "b0-2", point, **inside)),
+                  read_log(_capture(candidate, tmp_path / "c-2", point, **inside)))
+    assert two.kind == "differs", two.sentence()
+    assert two.b0 is not None and all(o.file for o in two.b0.outputs)
+    return str(one.module), str(two.module)
+
+
+@pytest.mark.parametrize(("planted", "step", "block"), [
+    ("dit.blocks.2.cross_q", 3, "dit.blocks.2"),
+    ("dit.blocks.0.qkv", 0, "dit.blocks.0"),
+    ("dit.blocks.5.fc1", 5, "dit.blocks.5"),
+    ("dit.blocks.4.modulation", 1, "dit.blocks.4"),
+])
+def test_a_divergence_planted_in_the_dit_is_named_exactly(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str, step: int, block: str
+) -> None:
+    assert _localize(monkeypatch, tmp_path, f"{planted}@{step}", "dit", step) == (block, planted)
+
+
+def test_a_divergence_planted_in_the_conditioning_is_named_in_the_encoder(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    found = _localize(monkeypatch, tmp_path, "text_encoder.layers.1.fc2", "encoders", None)
+    assert found == ("text_encoder.layers.1", "text_encoder.layers.1.fc2")
+
+
+def test_a_split_k_reduction_is_named_at_the_projection_it_changed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    b0 = generator(monkeypatch, tmp_path)
+    split = generator(monkeypatch, tmp_path, **{"reduction-order": "split_k"})
+    inside = {"stage": "dit", "step": 0, "within": "dit.blocks.0", "tensors": True}
+    found = parting(read_log(_capture(b0, tmp_path / "a", "dit.step000", **inside)),
+                    read_log(_capture(split, tmp_path / "b", "dit.step000", **inside)))
+    assert (found.kind, found.module) == ("differs", "dit.blocks.0.fc2")
+
+
+def test_only_the_chosen_step_is_captured_and_the_hooks_go_away(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    hooked = sum(len(m._forward_hooks) for m in engine.model.modules())
+    folder = _capture(engine, tmp_path / "a", "dit.step001", stage="dit", step=1)
+    calls = read_log(folder)
+    # One call per block-level module that runs in a step (the time embedding twice: video and
+    # audio sigmas), all at step 1 alone: a second step would repeat every module.
+    assert len({c.key for c in calls}) == len(calls)
+    assert [c.module for c in calls if c.module.startswith("dit.blocks.")] == \
+        [f"dit.blocks.{i}" for i in range(6)]
+    report = (folder / "enabled_path.json").read_text()
+    assert '"capture"' in report and '"calls": ' + str(len(calls)) in report
+    assert sum(len(m._forward_hooks) for m in engine.model.modules()) == hooked
+    # A request without a capture writes no log.
+    _plain = tmp_path / "plain"
+    request = replace(SPEC, extra_params={**SPEC.extra_params, ACCEPTANCE_FIELD: {
+        "dump_dir": str(_plain), "points": ["dit.step001"]}})
+    list(engine.generate(request, Monitor()).frames)
+    assert not (_plain / CAPTURE_LOG_FILE).exists()
+
+
+@pytest.mark.parametrize(("capture", "named"), [
+    ({"stage": "dit", "step": 99}, "step"),
+    ({"stage": "vae", "step": 0}, "stage"),
+    ({"stage": "encoders", "step": 2}, "step"),
+    ({"stage": "dit", "step": 0, "within": "dit.blocks.9"}, "dit.blocks.9"),
+    ({"stage": "dit", "step": 0, "tensors": "yes"}, "tensors"),
+    ({"stage": "dit", "step": 0, "surprise": 1}, "capture"),
+])
+def test_a_capture_it_cannot_honour_is_refused_before_anything_runs(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capture: dict[str, Any], named: str
+) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    block = {"dump_dir": str(tmp_path / "x"), "points": ["dit.step000"], "capture": capture}
+    request = replace(SPEC, extra_params={**SPEC.extra_params, ACCEPTANCE_FIELD: block})
+    with pytest.raises(ApiError) as refused:
+        engine.validate(request)
+    assert named in str(refused.value)
+    assert not (tmp_path / "x" / CAPTURE_LOG_FILE).exists()
