@@ -153,8 +153,9 @@ class Baselines:
         self.instances = instances if instances is not None else GateInstances()
         self.schedules = schedules
         # The localization pass after a lossless candidate's bit-exact failure (localize/);
-        # pytest's --no-localize turns it off.
+        # pytest's --no-localize turns it off. B0's captures, kept for the session's passes.
         self.localize = True
+        self.localize_b0: dict[tuple[Any, ...], Any] = {}
 
     def gate_runs(self, arms: Arms) -> GateRuns:
         return self.instances.runs(arms)

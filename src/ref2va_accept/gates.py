@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import pytest
 
@@ -93,6 +93,7 @@ class BaselineCache(Protocol):
     B0 instances they come from (once per gate group: b0_gate.py)."""
 
     localize: bool  # run the localization pass after a lossless bit-exact failure
+    localize_b0: dict[tuple[Any, ...], Any]  # B0's captures, reused by the session's passes
 
     def get_or_make(self, gate: str, track_id: str, make: Callable[[], T]) -> T: ...
 

@@ -337,10 +337,11 @@ def run_baseline(arms: Arms, runs: GateRuns | None = None) -> Baseline:
     return baseline
 
 
-def run_candidate(arms: Arms, candidate: str, baseline: Baseline, localize: bool = True
-                  ) -> list[CheckResult]:
+def run_candidate(arms: Arms, candidate: str, baseline: Baseline,
+                  b0_captures: dict[tuple[Any, ...], Any] | None = None) -> list[CheckResult]:
     """The candidate on a fresh instance, watched then unobserved, judged against B0; when it
-    is not bit-exact, the localization pass (`localize`) names where it parted from B0.
+    is not bit-exact and `b0_captures` is given (the session's B0 captures: the pass is on),
+    the localization pass names where it parted from B0.
 
     When this run's timed requests of the candidate are in already (the latency protocol ran
     first), the timed-output check is judged here too; it counts for the track's verdict only.
@@ -359,13 +360,14 @@ def run_candidate(arms: Arms, candidate: str, baseline: Baseline, localize: bool
     timed = timed_output_check(arms.outcomes, plan.track_id, candidate)
     if timed is not None:
         arms.evidence.add_check(timed)
-    if localize:
-        checks += localization(arms, candidate, checks, baseline, watched)
+    if b0_captures is not None:
+        checks += localization(arms, candidate, checks, baseline, watched, b0_captures)
     return checks
 
 
 def localization(arms: Arms, candidate: str, checks: Sequence[CheckResult], baseline: Baseline,
-                 watched: Outcome) -> list[CheckResult]:
+                 watched: Outcome, b0_captures: dict[tuple[Any, ...], Any]
+                 ) -> list[CheckResult]:
     """The localization pass (localize/) when the gate failed on bit-exactness, once every
     instance of the gate is stopped: its one check, recorded; nothing when the gate did not."""
     from .localize import localize, wants_pass  # noqa: PLC0415 - only a failed gate needs it
@@ -375,7 +377,7 @@ def localization(arms: Arms, candidate: str, checks: Sequence[CheckResult], base
         return []
     dumps = baseline.watched.dump_dir, watched.dump_dir
     return [localize(arms, candidate, point, watched.sample.seed,
-                     None if None in dumps else dumps)]  # type: ignore[arg-type]
+                     None if None in dumps else dumps, b0_captures)]  # type: ignore[arg-type]
 
 
 class LosslessGateRunner(BaselineGateRunner[Baseline]):
@@ -390,7 +392,9 @@ class LosslessGateRunner(BaselineGateRunner[Baseline]):
         return HostedGate(self, candidate)
 
     def judge(self, arms: Arms, candidate: str, baseline: Baseline) -> Sequence[CheckResult]:
-        return run_candidate(arms, candidate, baseline, self.baselines.localize)
+        baselines = self.baselines
+        return run_candidate(arms, candidate, baseline,
+                             baselines.localize_b0 if baselines.localize else None)
 
 
 class HostedGate:
@@ -439,7 +443,8 @@ class HostedGate:
     def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
         """Once the instance is stopped: the localization pass, when the gate failed on
         bit-exactness (it starts instances of its own)."""
-        if self.watched is None or not self.runner.baselines.localize:
+        baselines = self.runner.baselines
+        if self.watched is None or not baselines.localize:
             return []
         return localization(arms, self.candidate, run.gate, self.runner.made(arms),
-                            self.watched)
+                            self.watched, baselines.localize_b0)

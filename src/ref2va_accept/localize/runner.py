@@ -19,6 +19,8 @@ Run after a lossless gate fails with ``quality_gate_failed`` (on by default; the
 
 Instances: B0 (level 1), the candidate (levels 1 and 2), B0 again (level 2): three starts and four
 requests at most, every instance stopped before the next starts (the host has one set of devices).
+B0's captures are kept for the session: another candidate of the track that fails at the same
+point reuses them (one start and two requests of its own).
 Before level 2 the free disk is checked against a bound of the tensors it writes. Whatever
 happens, the pass ends in one ``localization`` check (passed: the place is named; open: why not),
 so a failure here never loses the gate's verdict or any evidence already written.
@@ -146,8 +148,12 @@ class Pass:
     """One candidate's pass over its track's arms (see the module doc)."""
 
     def __init__(self, arms: Arms, candidate: str, point: str, seed: int,
-                 gate_dumps: tuple[Path, Path] | None = None) -> None:
+                 gate_dumps: tuple[Path, Path] | None = None,
+                 b0_captures: dict[tuple[Any, ...], Outcome] | None = None) -> None:
         self.arms, self.candidate, self.point, self.seed = arms, candidate, point, seed
+        # B0's captures already made this session (track, point, seed, stage, step, within):
+        # a second candidate of the track failing at the same point reuses them.
+        self.b0_captures = b0_captures if b0_captures is not None else {}
         # The gate's own dump folders (B0's, the candidate's): the point's picture when level 2
         # does not run.
         self.gate_dumps = gate_dumps
@@ -194,9 +200,21 @@ class Pass:
         finally:
             self.arms.registry.stop(engine)
 
+    def _b0(self, target: Target, within: str | None, level: int) -> Outcome:
+        """B0's capture, made once per session for one track, point, seed and scope."""
+        key = (self.arms.plan.track_id, self.point, self.seed, target.stage, target.step, within)
+        made = self.b0_captures.get(key)
+        if made is None:
+            made = self._on("b0", lambda e: self._capture("b0", target, within, level, e))
+            self.b0_captures[key] = made
+        else:
+            self.result.requests.append({"arm": "b0", "level": level, "within": within,
+                                         "ok": True, "reused": True})
+        return made
+
     def _levels(self, target: Target) -> None:
         result = self.result
-        b0_one = self._on("b0", lambda e: self._capture("b0", target, None, 1, e))
+        b0_one = self._b0(target, None, 1)
         first: Parting | None = None
         cand_two: Outcome | None = None
 
@@ -224,7 +242,7 @@ class Pass:
             result.sentence = first.sentence()
             return
         within = first.module
-        b0_two = self._on("b0", lambda e: self._capture("b0", target, within, 2, e))
+        b0_two = self._b0(target, within, 2)
         second = parting(read_log(b0_two.dump_dir), read_log(cand_two.dump_dir))  # type: ignore[arg-type]
         result.level2 = second
         result.found = True
@@ -279,9 +297,10 @@ class Pass:
 
 
 def localize(arms: Arms, candidate: str, point: str, seed: int,
-             gate_dumps: tuple[Path, Path] | None = None) -> CheckResult:
+             gate_dumps: tuple[Path, Path] | None = None,
+             b0_captures: dict[tuple[Any, ...], Outcome] | None = None) -> CheckResult:
     """Run the pass and record its one check in the evidence (also when it could not finish)."""
-    result = Pass(arms, candidate, point, seed, gate_dumps).run()
+    result = Pass(arms, candidate, point, seed, gate_dumps, b0_captures).run()
     check = result.check()
     arms.evidence.add_check(check)
     return check

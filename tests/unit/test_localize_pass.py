@@ -1,0 +1,136 @@
+"""The localization pass's runner against stand-in arms that write the captures an engine would:
+which instances it starts and in what order, B0's captures reused by a second candidate, and a
+pass that cannot finish (a request that fails, a divergence that does not reproduce, too little
+disk) ending in one open check with its reason, every instance stopped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ref2va_accept.client import Sample
+from ref2va_accept.localize import runner
+from ref2va_accept.localize.runner import Pass
+from ref2va_accept.tensors import write_tensor_file
+from ref2va_accept.workload import Outcome
+
+POINT = "dit.step002"
+BLOCKS = ["dit.blocks.0", "dit.blocks.1", "dit.blocks.2"]
+INSIDE = ["dit.blocks.1.qkv", "dit.blocks.1.fc2", "dit.blocks.1"]
+
+
+class StandInArms:
+    """Arms as the pass uses it; each request writes the capture the engine would, B0's values
+    everywhere except the candidate's `broken` module (and everything after it)."""
+
+    def __init__(self, folder: Path, broken: str = "dit.blocks.1.fc2",
+                 fail: tuple[str, int] | None = None, same_point: bool = False) -> None:
+        self.folder, self.broken, self.fail, self.same_point = folder, broken, fail, same_point
+        self.plan = SimpleNamespace(track_id="5s-lossless", seeds=(42,))
+        self.log: list[str] = []  # "start ARM", "request ARM LEVEL", "stop ARM"
+        self.evidence = SimpleNamespace(folder=folder, relative=lambda p: p.name,
+                                        add_check=lambda c: None)
+        self.registry = SimpleNamespace(stop=lambda e: self.log.append(f"stop {e}"))
+        self.count = 0
+
+    def start(self, arm: str) -> str:
+        self.log.append(f"start {arm}")
+        return arm
+
+    def request(self, engine: str, arm: str, *, kind: str, index: int, seed: int,
+                diagnostics_points: tuple[str, ...], capture: dict[str, Any]) -> Outcome:
+        self.log.append(f"request {arm} {index}")
+        self.count += 1
+        folder = self.folder / f"{arm}-{index}-{self.count}"
+        folder.mkdir(parents=True)
+        ok = self.fail != (arm, index)
+        sample = Sample("s", arm, "5s-lossless", kind, index, seed, "t", ok=ok,
+                        failure=None if ok else "connection_lost",
+                        detail=None if ok else "engine exited with SIGKILL during the request")
+        if not ok:
+            return Outcome(sample, None, (), None, folder)
+        candidate = arm != "b0"
+        point = np.zeros(8, np.float32) + (1.0 if candidate and not self.same_point else 0.0)
+        write_tensor_file(folder / f"{POINT}.safetensors", {POINT: point})
+        modules = INSIDE if capture["within"] else BLOCKS
+        lines, diverged = [], False
+        for i, module in enumerate(modules):
+            given = "d" if diverged else "s"
+            diverged = diverged or (candidate and (module == self.broken
+                                                   or self.broken.startswith(module + ".")))
+            made = f"{module}-{'d' if diverged else 's'}"
+            out = {"shape": [4, 2], "dtype": "F32", "sha256": made}
+            if capture["tensors"]:
+                value = np.zeros((4, 2), np.float32)
+                value[1, 1] = 1.0 if made.endswith("-d") else 0.0
+                write_tensor_file(folder / f"t{i}.safetensors", {"out0": value})
+                out["file"] = f"t{i}.safetensors"
+            lines.append(json.dumps({"index": i, "module": module, "call": 0, "outputs": [out],
+                                     "inputs": [{"shape": [4, 2], "dtype": "F32",
+                                                 "sha256": given}]}))
+        (folder / "capture.jsonl").write_text("\n".join(lines) + "\n")
+        return Outcome(sample, {"video": {}}, (), None, folder)
+
+
+def test_the_pass_starts_b0_then_the_candidate_then_b0_and_names_the_module(
+        tmp_path: Path) -> None:
+    arms = StandInArms(tmp_path)
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert found.found and found.module == "dit.blocks.1.fc2" and found.inputs_equal
+    assert arms.log == ["start b0", "request b0 1", "stop b0", "start cand", "request cand 1",
+                        "request cand 2", "stop cand", "start b0", "request b0 2", "stop b0"]
+    assert found.figures is not None and found.figures["differing"] == 1
+    assert found.figures["first_index"] == [1, 1]
+    assert found.picture is not None and found.picture.differing == 1
+    check = found.check()
+    assert check.status == "pass" and "dit.blocks.1.fc2" in check.detail
+
+
+def test_a_second_candidate_failing_at_the_same_point_reuses_b0s_captures(
+        tmp_path: Path) -> None:
+    shared: dict[tuple[Any, ...], Outcome] = {}
+    first = StandInArms(tmp_path / "one")
+    Pass(first, "cand", POINT, 42, b0_captures=shared).run()  # type: ignore[arg-type]
+    second = StandInArms(tmp_path / "two")
+    found = Pass(second, "other", POINT, 42, b0_captures=shared).run()  # type: ignore[arg-type]
+    assert found.module == "dit.blocks.1.fc2"
+    assert [e for e in second.log if e.startswith("start")] == ["start other"]
+
+
+@pytest.mark.parametrize(("fail", "said"), [
+    (("b0", 1), "b0's level-1 request failed"),
+    (("cand", 2), "cand's level-2 request failed"),
+])
+def test_a_request_that_fails_leaves_the_check_open_with_every_instance_stopped(
+        tmp_path: Path, fail: tuple[str, int], said: str) -> None:
+    arms = StandInArms(tmp_path, fail=fail)
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    check = found.check()
+    assert check.status == "open" and said in check.detail and "SIGKILL" in check.detail
+    starts = [e for e in arms.log if e.startswith("start")]
+    assert len(starts) == len([e for e in arms.log if e.startswith("stop")])
+
+
+def test_a_divergence_that_does_not_reproduce_is_said_so(tmp_path: Path) -> None:
+    found = Pass(StandInArms(tmp_path, same_point=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert not found.found and "did not reproduce" in found.sentence
+
+
+def test_too_little_disk_for_level_two_is_said_before_it_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner.shutil, "disk_usage", lambda p: SimpleNamespace(free=10))
+    arms = StandInArms(tmp_path)
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert not found.found and "not enough disk for level 2 inside dit.blocks.1" in found.sentence
+    assert "request cand 2" not in arms.log
+
+
+def test_a_point_after_the_dit_runs_no_request(tmp_path: Path) -> None:
+    arms = StandInArms(tmp_path)
+    found = Pass(arms, "cand", "decoded.video", 42).run()  # type: ignore[arg-type]
+    assert not found.found and arms.log == [] and "decoded.video" in found.sentence
