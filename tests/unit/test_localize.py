@@ -112,3 +112,27 @@ def test_only_a_bit_exact_failure_asks_for_the_pass() -> None:
     assert wants_pass([_gate("pass", None, {"first_divergence": None})]) is None
     assert wants_pass([_gate("fail", Reason.COMPARISON_POINT_MISSING,
                              {"first_divergence": None})]) is None
+
+
+def test_plan_prices_the_pass_at_its_worst_case() -> None:
+    from ref2va_accept.campaign import load_campaign
+    from ref2va_accept.cost import Prices
+    from ref2va_accept.localize.price import pass_cost
+    from ref2va_accept.plan import plan_campaign
+    from tests.unit.suite_runner import ROOT
+
+    campaign = load_campaign(ROOT / "fixtures/campaigns/910c.yaml")
+    plans = plan_campaign(campaign)
+    prices = Prices.of(campaign)
+    cost = pass_cost(plans, prices, 4)
+    lossless = [p for p in plans.values() if p.quality == "lossless"]
+    candidates = {p.track_id: len([a for a in p.arms if not a.is_baseline]) for p in lossless}
+    assert cost.passes == sum(candidates.values()) > 0
+    assert (cost.starts, cost.requests) == (3 * cost.passes, 4 * cost.passes)
+    expected = sum(n * (3 * prices.start_s[plans[t].duration] + 4 * prices.request_s[
+        plans[t].duration]) for t, n in candidates.items())
+    assert cost.wall_s == pytest.approx(expected)
+    assert "logical-device-h" in cost.line() and cost.to_dict()["device_h"] > 0
+    # A campaign without frozen prices says which are missing instead of a figure.
+    unpriced = pass_cost(plans, Prices(), 4)
+    assert unpriced.wall_s is None and "expected_start_s" in unpriced.line()

@@ -134,3 +134,46 @@ def test_a_point_after_the_dit_runs_no_request(tmp_path: Path) -> None:
     arms = StandInArms(tmp_path)
     found = Pass(arms, "cand", "decoded.video", 42).run()  # type: ignore[arg-type]
     assert not found.found and arms.log == [] and "decoded.video" in found.sentence
+
+
+def _failed_gate(reason: Any, point: str | None) -> Any:
+    from ref2va_accept.checks import Check
+    from ref2va_accept.verdicts import CheckResult
+
+    status = "fail" if reason is not None else "pass"
+    return CheckResult("5s-lossless", "cand", Check.LOSSLESS_GATE, status, reason, "x",
+                       {"first_divergence": point, "seed": 42})
+
+
+@pytest.mark.parametrize(("enabled", "reason", "runs"), [
+    (True, "quality_gate_failed", True),
+    (False, "quality_gate_failed", False),  # pytest --no-localize
+    (True, "comparison_point_missing", False),  # nothing to compare: nothing to localize
+    (True, None, False),  # bit-exact: no pass
+])
+def test_the_hosted_gate_runs_the_pass_once_its_instance_is_stopped(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, enabled: bool, reason: Any,
+        runs: bool) -> None:
+    import ref2va_accept.localize as localize_package
+    from ref2va_accept import lossless
+    from ref2va_accept.b0_gate import Baselines
+    from ref2va_accept.checks import Reason
+
+    called: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(localize_package, "localize",
+                        lambda arms, cand, point, seed, dumps, b0: called.append(
+                            (cand, point, seed)) or "check")
+    baselines = Baselines()
+    baselines.localize = enabled
+    gate_runner = lossless.LosslessGateRunner(baselines)
+    watched = Outcome(Sample("s", "cand", "5s-lossless", "quality", 0, 42, "t", ok=True),
+                      {}, (), None, tmp_path / "c")
+    made = SimpleNamespace(watched=Outcome(watched.sample, {}, (), None, tmp_path / "b"))
+    monkeypatch.setattr(gate_runner, "made", lambda arms: made)
+    hosted = lossless.HostedGate(gate_runner, "cand")
+    hosted.watched = watched
+    run = SimpleNamespace(gate=[_failed_gate(Reason(reason) if reason else None,
+                                             "dit.step002" if reason else None)])
+    found = hosted.settle(SimpleNamespace(), run)  # type: ignore[arg-type]
+    assert (found == ["check"]) is runs
+    assert called == ([("cand", "dit.step002", 42)] if runs else [])
