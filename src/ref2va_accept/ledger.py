@@ -207,7 +207,9 @@ def table_lines(ledger: Iterable[Mapping[str, Any]]) -> list[str]:
                      str(e.get("attempt") or "-"),
                      str(e.get("holm") or "-"),
                      ratio_text(e["latency"]) if e.get("latency") else "-",
-                     ", ".join(e.get("reasons") or [])))
+                     ", ".join(e.get("reasons") or [])
+                     + (f" (first divergence: {e['localized']})" if e.get("localized")
+                        else "")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return ["  ".join(r[i].ljust(widths[i]) for i in range(len(widths))) + "  " + r[-1]
             for r in rows]
