@@ -68,3 +68,11 @@ def test_mislabelled_candidate_fails_the_enabled_path_audit(tmp_path: Path) -> N
                               "--campaign", str(campaign)],
                              capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode != 0 and "lossless-text-kv" in refused.stderr
+    # B0's profile changed since the run (its lock drifted): not the same launch line, refused.
+    b0 = campaign.parent / "b0.yaml"
+    b0.write_text(b0.read_text() + "# edited after the run\n")
+    drifted = subprocess.run([sys.executable, "-m", "ref2va_accept.cli", "localize", str(run),
+                              "--track", "5s-lossless", "--candidate", "mislabelled-cache",
+                              "--campaign", str(campaign)],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert drifted.returncode != 0 and "profiles or inputs are not the ones" in drifted.stderr

@@ -2,9 +2,10 @@
 from a finished run's evidence.
 
 It reads the run's ``evidence.json``: the candidate's ``lossless_gate`` check (its first diverging
-point and seed) and the campaign the run used (its canonical form). The campaign named now (by
-default the file the run recorded) must be the same campaign, or the command refuses: the pass
-must start the same launch lines with the same inputs. Its own evidence goes into a new folder
+point and seed) and the campaign the run used (its canonical form and, for a frozen run, its
+lock). The campaign named now (by default the file the run recorded) must be the same campaign
+with the same profiles and inputs (its lock verified), or the command refuses: the pass must
+start the same launch lines with the same inputs. Its own evidence goes into a new folder
 beside the run (``localize-<time>``): the instances, requests and captures, one ``localization``
 check, and ``localize.html`` with the first-divergence panel. The gate's dumps of the finished run
 give the picture when level 2 does not run.
@@ -21,7 +22,7 @@ from typing import Any
 from ..campaign import load_campaign
 from ..errors import EXIT_OK, EXIT_PROBLEM, LocalizeError
 from ..evidence import EvidenceBundle, new_run_id
-from ..lock import canonical_campaign
+from ..lock import canonical_campaign, verify
 from ..plan import plan_campaign
 from ..sanitize import Sanitizer
 from ..server import InstanceRegistry
@@ -68,6 +69,14 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
     if canonical_campaign(campaign) != recorded.get("canonical"):
         raise LocalizeError(f"{path.name} is not the campaign {run.name} ran (its canonical form "
                             "differs): the pass must start the same launch lines")
+    # A frozen run also fixed its profiles' and inputs' bytes (the lock): they must still match.
+    lock = (recorded.get("freeze") or {}).get("lock_sha256")
+    if lock:
+        now = verify(path)
+        if now.state != "frozen" or now.lock_sha256 != lock:
+            why = "; ".join(now.problems) or "another lock"
+            raise LocalizeError(f"{path.name}: its profiles or inputs are not the ones "
+                                f"{run.name} ran (lock {now.state}: {why})")
     plans = plan_campaign(campaign)
     if track not in plans:
         raise LocalizeError(f"{path.name}: no track {track}")
