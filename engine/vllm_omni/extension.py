@@ -12,13 +12,19 @@ a request, and only for it, the extension wraps the H3 pipeline's stages on the 
 (``_prepare_encoder_conditioning_inputs``, ``diffuse``, ``decode``) and hooks the DiT's forward,
 copies the wanted tensors to the CPU as they are, writes one ``<point>.safetensors`` each, then
 restores everything, whatever happened. A request without the block goes straight to upstream's
-``execute_model``: no wrapper, no copy.
+``execute_model``: no wrapper, no copy. A block with ``capture`` (the judge's localization pass)
+also hooks the modules of one stage for that request (:mod:`engine.module_capture`): the DiT
+(``transformer``, and ``transformers_ref`` where H3 built it) at one denoising step, or the
+encoders (``text_encoder``, ``video_vae``, ``audio_vae``) before ``diffuse``; module paths are the
+pipeline's attribute paths (``transformer.blocks.7.mlp.fc2``). Its summary goes into
+``enabled_path.json`` under ``capture``.
 
 Only the output-owner rank writes (worker rank 0, which is also the rank whose reply the
-executor returns). Every rank validates the block identically, so a refused request fails on all
-ranks before any collective starts; a failure while writing is held until the pipeline has
-finished on every rank, then fails the request on rank 0, so no peer is left waiting in a
-collective.
+executor returns). Every rank validates the block identically (the capture's ``within`` path
+included, but for one inside the text encoder, which only some ranks load: see
+:data:`engine.vllm_omni.watch.OWNER_CHECKED_ENCODERS`), so a refused request fails on all ranks
+before any collective starts; a failure while writing is held until the pipeline has finished on
+every rank, then fails the request on rank 0, so no peer is left waiting in a collective.
 
 The request block and its checks live in :mod:`engine.vllm_omni.request_block`, the dump writer
 in :mod:`engine.vllm_omni.dump_writer`, the per-request wrappers in :mod:`engine.vllm_omni.watch`
@@ -45,8 +51,13 @@ from engine.vllm_omni.request_block import (
     parse_request,
     request_field,
 )
-from engine.vllm_omni.watch import watched
-from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, DUMP_DIR_KEY, ENABLED_PATH_FILE
+from engine.vllm_omni.watch import check_capture, watched
+from ref2va_contract.diagnostics import (
+    ACCEPTANCE_FIELD,
+    CAPTURE_REPORT_KEY,
+    DUMP_DIR_KEY,
+    ENABLED_PATH_FILE,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,22 +89,26 @@ class Ref2VADiagnostics:
         # Every rank validates (and creates the folder) the same way, so a refusal fails the
         # request on all ranks before any collective starts.
         target = parse_request(block, num_steps(req), allowed_roots())
+        pipeline = self.model_runner.pipeline
+        if target.capture is not None:
+            check_capture(target.capture, pipeline)
         try:
             target.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise DiagnosticsRefused(
                 f"extra_params.{ACCEPTANCE_FIELD}.{DUMP_DIR_KEY} {target.folder}: "
                 f"cannot create the folder: {exc.strerror}") from None
-        pipeline = self.model_runner.pipeline
         if not self._ref2va_is_owner(pipeline):
             return upstream(req, od_config, *args, **kwargs)
         writer = DumpWriter(target)
         record = RunRecord()
         started = time.perf_counter()
-        with watched(pipeline, writer, record):
+        with watched(pipeline, writer, record) as capture:
             output = upstream(req, od_config, *args, **kwargs)
         writer.note_unwritten()
         report = self._ref2va_enabled_path(req, od_config, pipeline, writer, record)
+        if capture is not None:
+            report[CAPTURE_REPORT_KEY] = capture.report()
         report["dump_seconds"] = round(writer.seconds, 3)
         report["rank"] = self.rank  # the owner that wrote: exactly one rank per request
         report["request_seconds"] = round(time.perf_counter() - started, 3)

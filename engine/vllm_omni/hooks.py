@@ -36,6 +36,7 @@ CONFIG = "vllm_omni/diffusion/data.py"
 FORWARD_CONTEXT = "vllm_omni/diffusion/forward_context.py"
 H3 = "vllm_omni/diffusion/models/minimax_h3/pipeline_minimax_h3.py"
 H3_LOOP = "vllm_omni/diffusion/models/minimax_h3/denoise_loop.py"
+TRANSFORMER = "vllm_omni/diffusion/models/minimax_h3/minimax_h3_transformer.py"
 CACHE_RUNTIME = "vllm_omni/diffusion/cache/cachedit/runtime.py"
 CACHE_BACKEND = "vllm_omni/diffusion/cache/cachedit/backend.py"
 ATTENTION = "vllm_omni/diffusion/attention/layer.py"
@@ -113,6 +114,37 @@ UPSTREAM_NAMES: Final[tuple[tuple[str, Kind, str], ...]] = (
     (H3, "instance_attribute", "MiniMaxH3Pipeline.transformer"),
     (H3, "instance_attribute", "MiniMaxH3Pipeline.transformers_ref"),
     (H3, "instance_attribute", "MiniMaxH3Pipeline._cache_dit_runtime"),
+    # The module capture's roots for the encoder stage (engine.vllm_omni.watch.ENCODER_MODULES).
+    (H3, "instance_attribute", "MiniMaxH3Pipeline.text_encoder"),
+    (H3, "instance_attribute", "MiniMaxH3Pipeline.video_vae"),
+    (H3, "instance_attribute", "MiniMaxH3Pipeline.audio_vae"),
+    # The DiT's module names, as a capture names them (transformer.blocks.7.mlp.fc2) and as the
+    # fake upstream mirrors them (tests/engine/test_vllm_omni_capture.py holds the fake to these).
+    (TRANSFORMER, "class", "MiniMaxH3DiTModel"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTModel.video_patch_proj"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTModel.audio_patch_proj"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTModel.condition_proj"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTModel.time_embedder"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTModel.token_refiner"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTModel.blocks"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTModel.final_layer"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3TimeEmbedder.proj_in"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3TimeEmbedder.proj_out"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3TokenRefiner.blocks"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3TokenRefinerBlock.attn"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3TokenRefinerBlock.mlp"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTBlock.attn"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTBlock.mlp"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3DiTBlock.adaln_proj"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3Attention.qkv_proj"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3Attention.out_proj"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3Attention.attention"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3MLP.fc1"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3MLP.fc2"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3AdalnProj.linear"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3FinalLayer.adaln_proj"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3FinalLayer.video_out"),
+    (TRANSFORMER, "instance_attribute", "MiniMaxH3FinalLayer.audio_out"),
     # Cache-DiT's per-request state.
     (CACHE_RUNTIME, "class", "RequestScopedCacheDiTRuntime"),
     (CACHE_RUNTIME, "method", "RequestScopedCacheDiTRuntime.is_enabled"),

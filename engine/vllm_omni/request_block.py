@@ -1,7 +1,9 @@
 """A request's ``extra_params.acceptance`` block: the comparison-point names and the checks.
 
 Every rank parses the block the same way (:func:`parse_request`), so a refused request fails on
-all ranks before any collective starts. Standard library and ``ref2va_contract`` only.
+all ranks before any collective starts; that includes the block's optional module capture
+(:func:`engine.module_capture.parse_capture`). Standard library, ``ref2va_contract`` and
+:mod:`engine.module_capture` (which imports torch only inside its functions).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.module_capture import CaptureRefused, CaptureRequest, parse_capture
 from ref2va_contract.diagnostics import (
     ACCEPTANCE_FIELD,
     ACCEPTANCE_KEYS,
     ALL_POINTS,
+    CAPTURE_KEY,
     DUMP_DIR_KEY,
     POINTS_KEY,
 )
@@ -52,10 +56,12 @@ def valid_names(steps: int | None) -> str:
 
 @dataclass(frozen=True)
 class DumpRequest:
-    """Where one request's points go, and which (``None``: every point, ``ALL_POINTS``)."""
+    """Where one request's points go, which (``None``: every point, ``ALL_POINTS``), and the
+    module capture it asks for, if any."""
 
     folder: Path
     points: frozenset[str] | None
+    capture: CaptureRequest | None = None
 
     def wants(self, point: str) -> bool:
         return self.points is None or point in self.points
@@ -75,8 +81,8 @@ def parse_request(block: Any, steps: int | None, roots: tuple[Path, ...]) -> Dum
     where = f"extra_params.{ACCEPTANCE_FIELD}"
     where_dir = f"{where}.{DUMP_DIR_KEY}"
     if not isinstance(block, Mapping) or set(block) - ACCEPTANCE_KEYS:
-        raise DiagnosticsRefused(f"{where} must be an object with keys '{DUMP_DIR_KEY}' and "
-                                 f"'{POINTS_KEY}', got {block!r}")
+        raise DiagnosticsRefused(f"{where} must be an object with keys '{DUMP_DIR_KEY}', "
+                                 f"'{POINTS_KEY}' and optionally '{CAPTURE_KEY}', got {block!r}")
     raw_dir = block.get(DUMP_DIR_KEY)
     if not roots:
         raise DiagnosticsRefused(
@@ -95,8 +101,12 @@ def parse_request(block: Any, steps: int | None, roots: tuple[Path, ...]) -> Dum
             f"{where_dir} {raw_dir} (resolved: {folder}) is outside every diagnostics root "
             f"allowed at launch ({DIAGNOSTICS_ROOT_ENV}={shown_roots})")
     points = block.get(POINTS_KEY)
+    try:
+        capture = parse_capture(block, steps)
+    except CaptureRefused as exc:
+        raise DiagnosticsRefused(str(exc)) from None
     if points == ALL_POINTS:
-        return DumpRequest(folder, None)
+        return DumpRequest(folder, None, capture)
     if not (isinstance(points, list) and points and all(isinstance(p, str) for p in points)):
         raise DiagnosticsRefused(f'{where}.{POINTS_KEY} must be "{ALL_POINTS}" or a non-empty '
                                  'list of names, '
@@ -105,7 +115,7 @@ def parse_request(block: Any, steps: int | None, roots: tuple[Path, ...]) -> Dum
     if unknown:
         raise DiagnosticsRefused(f"{where}.{POINTS_KEY}: unknown comparison point(s) {unknown}; "
                                  f"valid names: {valid_names(steps)}")
-    return DumpRequest(folder, frozenset(points))
+    return DumpRequest(folder, frozenset(points), capture)
 
 
 def _known(point: str, steps: int | None) -> bool:

@@ -2,19 +2,37 @@
 
 :func:`watched` wraps the H3 pipeline's stages (:data:`PIPELINE_METHODS`) on the instance and
 hooks the DiT's forward for one request, hands each wanted tensor to the :class:`DumpWriter`, and
-restores everything, whatever happened. vLLM-Omni's forward context is imported inside
-:func:`_current_step`: this module imports on a machine that has no vllm_omni.
+restores everything, whatever happened. A request that asks for a module capture
+(:mod:`engine.module_capture`) also gets the capture's hooks on the chosen stage's modules for
+that request alone, live at its step (the DiT) or before ``diffuse`` (the encoders).
+vLLM-Omni's forward context is imported inside :func:`_current_step`: this module imports on a
+machine that has no vllm_omni.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+from engine.module_capture import (
+    CaptureRefused,
+    CaptureRequest,
+    ModuleCapture,
+    block_level,
+    inside,
+)
 from engine.vllm_omni.dump_writer import DumpWriter, RunRecord
 from engine.vllm_omni.enabled_path import cache_dit_state, dit_modules
-from engine.vllm_omni.request_block import STEP_POINT, step_point
+from engine.vllm_omni.request_block import STEP_POINT, DiagnosticsRefused, step_point
+from ref2va_contract.diagnostics import (
+    ACCEPTANCE_FIELD,
+    CAPTURE_DIT,
+    CAPTURE_ENCODERS,
+    CAPTURE_KEY,
+    CAPTURE_LOG_FILE,
+)
 
 # Keys of the request context that H3's _prepare_encoder_conditioning_inputs returns.
 CONDITIONING_KEYS = {
@@ -23,6 +41,14 @@ CONDITIONING_KEYS = {
     "cond.audio": "audio_condition",
 }
 PIPELINE_METHODS = ("_prepare_encoder_conditioning_inputs", "diffuse", "decode", "decode_to_mp4")
+# The pipeline's modules that make the encoder stage: the text encoder, and the VAEs that encode
+# the reference image and audio before diffuse. One that is absent or None is skipped.
+ENCODER_MODULES = ("text_encoder", "video_vae", "audio_vae")
+# Encoder modules that upstream builds differently per rank: H3 loads its text encoder only on the
+# first text_encoder_tp_size ranks and leaves a parameter-free stub on the others, so a path
+# inside it cannot be checked alike on every rank. The owner (rank 0, always a loading rank)
+# checks it, and a miss fails the request once the pipeline has run everywhere.
+OWNER_CHECKED_ENCODERS = ("text_encoder",)
 
 
 def _current_step() -> int | None:
@@ -37,12 +63,108 @@ def _current_step() -> int | None:
     return step if isinstance(step, int) else None
 
 
+def capture_roots(pipeline: Any, stage: str) -> list[tuple[str, Any]]:
+    """The modules that make a capture stage, by pipeline attribute name."""
+    if stage == CAPTURE_DIT:
+        return dit_modules(pipeline)
+    found = [(name, getattr(pipeline, name, None)) for name in ENCODER_MODULES]
+    return [(name, module) for name, module in found if hasattr(module, "named_modules")]
+
+
+def check_capture(wanted: CaptureRequest, pipeline: Any) -> None:
+    """On every rank: refuse what no rank could capture, as all ranks do.
+
+    That is a ``within`` path that no module of the stage has, or a module that runs inside a
+    compiled one. Only the owner builds the capture; the others check here so that a refused
+    request fails on every rank before any collective starts.
+    """
+    if wanted.within is not None and (wanted.stage == CAPTURE_ENCODERS and
+                                      wanted.within.split(".")[0] in OWNER_CHECKED_ENCODERS):
+        return
+    roots = capture_roots(pipeline, wanted.stage)
+    try:
+        chosen = inside(roots, wanted.within) if wanted.within else block_level(roots)
+    except CaptureRefused as exc:
+        raise DiagnosticsRefused(str(exc)) from None
+    compiled = [f"{name}.{path}".rstrip(".") for name, root in roots
+                for path, module in root.named_modules() if _compiled(module)]
+    for path, _ in chosen:
+        around = next((c for c in compiled if path.startswith(f"{c}.")), None)
+        if around is not None:
+            raise DiagnosticsRefused(
+                f"extra_params.{ACCEPTANCE_FIELD}.{CAPTURE_KEY}: {path} runs inside {around}, "
+                "which this server compiled (torch.compile), so a hook added to it now would "
+                "never run; capture at block level or within a module that is not compiled, or "
+                "start the server with --enforce-eager")
+
+
+def _compiled(module: Any) -> bool:
+    """Whether torch.compile traced this module's forward when the server set it up.
+
+    Dynamo keeps the graph it traced, without re-checking the hooks of the modules it inlined
+    (torch._dynamo.config.skip_nnmodule_hook_guards), so a hook added later inside never runs;
+    the module's own hooks, called around its forward, still do. vLLM-Omni compiles the DiT
+    blocks regionally (``_repeated_blocks``; vllm_omni/diffusion/compile.py swaps ``forward``,
+    or ``_omni_original_forward`` under an offload hook, for the compiled one) or whole
+    (``nn.Module.compile``, which sets ``_compiled_call_impl``).
+    """
+    if getattr(module, "_compiled_call_impl", None) is not None:
+        return True
+    return any(hasattr(getattr(module, name, None), "_torchdynamo_orig_callable")
+               for name in ("forward", "_omni_original_forward"))
+
+
+@dataclass
+class Phase:
+    """Where the watched request is, for the capture's ``is_live``."""
+
+    encoding: bool = True  # from the start of the request until diffuse is entered
+    in_diffuse: bool = False
+
+    def live(self, wanted: CaptureRequest) -> bool:
+        if wanted.stage == CAPTURE_DIT:
+            return self.in_diffuse and _current_step() == wanted.step
+        return self.encoding
+
+
+def _open_capture(pipeline: Any, writer: DumpWriter, phase: Phase) -> ModuleCapture | None:
+    """The owner's capture with its hooks installed, or None (a failure is held in the writer).
+
+    A raise here, on the owner alone, would leave the other ranks waiting in a collective: a
+    ``within`` path only the owner could check, or a log that cannot be opened, fails the request
+    after the pipeline instead, the way a point that cannot be written does.
+    """
+    wanted = writer.target.capture
+    if wanted is None:
+        return None
+    try:
+        capture = ModuleCapture.for_stage(wanted, writer.target.folder,
+                                          capture_roots(pipeline, wanted.stage),
+                                          lambda: phase.live(wanted))
+    except CaptureRefused as exc:
+        writer.failures.append(str(exc))
+        return None
+    try:
+        capture.install()
+    except OSError as exc:
+        capture.remove()
+        writer.failures.append(f"capture: cannot open {CAPTURE_LOG_FILE} in "
+                               f"{writer.target.folder}: {exc.strerror or exc}")
+        return None
+    return capture
+
+
 @contextmanager
-def watched(pipeline: Any, writer: DumpWriter, record: RunRecord) -> Iterator[None]:
-    """Install the per-request wrappers and hooks; remove them whatever happens."""
+def watched(pipeline: Any, writer: DumpWriter, record: RunRecord
+            ) -> Iterator[ModuleCapture | None]:
+    """Install the per-request wrappers and hooks; remove them whatever happens.
+
+    Yields the request's module capture (hooks installed, removed on exit), or None.
+    """
     originals: dict[str, tuple[bool, Any]] = {}
     handles: list[Any] = []
-    in_diffuse = [False]
+    phase = Phase()
+    capture: ModuleCapture | None = None
 
     def wrap(name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         bound = getattr(pipeline, name, None)
@@ -61,11 +183,12 @@ def watched(pipeline: Any, writer: DumpWriter, record: RunRecord) -> Iterator[No
 
     def diffuse(bound: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            in_diffuse[0] = True
+            phase.encoding = False
+            phase.in_diffuse = True
             try:
                 video, audio = bound(*args, **kwargs)
             finally:
-                in_diffuse[0] = False
+                phase.in_diffuse = False
             # Read while the request's Cache-DiT installation is still the live one.
             record.cache_dit = cache_dit_state(pipeline)
             writer.put("latent.video", video)
@@ -93,7 +216,7 @@ def watched(pipeline: Any, writer: DumpWriter, record: RunRecord) -> Iterator[No
         return wrapper
 
     def on_dit_forward(module: Any, args: Any, output: Any) -> None:
-        if not in_diffuse[0]:
+        if not phase.in_diffuse:
             return
         step = _current_step()
         if step is None:
@@ -116,8 +239,11 @@ def watched(pipeline: Any, writer: DumpWriter, record: RunRecord) -> Iterator[No
         if points is None or any(STEP_POINT.match(point) for point in points):
             for _, module in dit_modules(pipeline):
                 handles.append(module.register_forward_hook(on_dit_forward))
-        yield
+        capture = _open_capture(pipeline, writer, phase)
+        yield capture
     finally:
+        if capture is not None:
+            capture.remove()
         for handle in handles:
             handle.remove()
         for name, (had_own, own) in originals.items():

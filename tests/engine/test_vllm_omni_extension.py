@@ -331,7 +331,10 @@ def test_enabled_path_shows_the_cache_and_its_cached_steps_when_it_ran(
     assert report[REFERENCE_KV_KEY][REUSED_STEPS_KEY] == []
     assert sorted(report[POINTS_WRITTEN_KEY]) == sorted(_all_points())
     assert report["attention"] == "TORCH_SDPA"
-    assert report["attention_layers"] == {"transformer.attn": "TORCH_SDPA"}
+    # every attention layer of the DiT, by module path (0.30.0's names: see the fake's pipeline)
+    assert report["attention_layers"] == {
+        f"transformer.{block}.attn.attention": "TORCH_SDPA"
+        for block in ("token_refiner.blocks.0", "blocks.0", "blocks.1", "blocks.2")}
     assert report["request_id"] == "video_sync-1"
 
 
