@@ -16,6 +16,11 @@ and which of them ask for comparison-point dumps), per track, from its frozen pl
   latent of up to 48 channels at 4x temporal and 8x8 spatial compression; Wan- and
   HunyuanVideo-class VAEs use 16); an audio point 2 channels x 48 kHz x duration; a `cond.*`
   point ``COND_ELEMENTS`` (e.g. 1024 tokens x 8192 hidden, above any text encoder's output).
+- **Localization passes** (after a lossless candidate's bit-exact failure; contingent, so counted
+  as if every lossless candidate of the run failed): four requests each, every one an MP4 and one
+  comparison point (the largest of the contract, as a bound). The tensors of level 2 depend on
+  the diverging block's size, known only from level 1: the pass checks the free disk against
+  them before it writes them (localize/runner.py).
 - **Records**: logs, events, samples, evidence.json and the report, ``RECORD_BASE`` plus
   ``RECORD_PER_REQUEST`` per request.
 
@@ -47,6 +52,7 @@ LATENT_FRACTION = 16  # an unfilled non-decoded video point: decoded.video's ele
 COND_ELEMENTS = 16 * 1024 * 1024
 RECORD_BASE = 64 * 1024 * 1024
 RECORD_PER_REQUEST = 1024 * 1024
+LOCALIZE_REQUESTS = 4  # localize/runner.py REQUESTS (checked equal by test_localize.py)
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8,
                "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1}
 
@@ -95,6 +101,16 @@ def dump_bytes(plan: TrackPlan) -> tuple[int, tuple[str, ...]]:
     return total, tuple(bounded)
 
 
+def largest_point_bytes(plan: TrackPlan) -> int:
+    """The largest diagnostics point of a lossless contract (what a pass request dumps, at most)."""
+    if plan.quality != "lossless":
+        return 0
+    sizes = [(math.prod(p.shape) if isinstance(p.shape, list)
+              else _unfilled_elements(plan, p.name)) * DTYPE_BYTES[p.dtype]
+             for p in plan.lossless.points if p.source == "diagnostics"]
+    return max(sizes, default=0)
+
+
 @dataclass(frozen=True)
 class TrackNeed:
     track: str
@@ -103,11 +119,13 @@ class TrackNeed:
     mp4_bytes: int  # all of the track's MP4s
     dump_bytes: int  # all of its dumps
     bounded_points: tuple[str, ...]  # unfilled shapes, bounded from the track's shape
+    localize_bytes: int = 0  # the localization passes' MP4s and points, every candidate failing
 
     def to_dict(self) -> dict[str, Any]:
         return {"track": self.track, "requests": self.requests,
                 "dump_requests": self.dump_requests, "mp4_bytes": self.mp4_bytes,
-                "dump_bytes": self.dump_bytes, "bounded_points": list(self.bounded_points)}
+                "dump_bytes": self.dump_bytes, "bounded_points": list(self.bounded_points),
+                "localize_bytes": self.localize_bytes}
 
 
 @dataclass(frozen=True)
@@ -117,7 +135,8 @@ class DiskEstimate:
 
     @property
     def estimate_bytes(self) -> int:
-        return sum(t.mp4_bytes + t.dump_bytes for t in self.tracks) + self.record_bytes
+        return sum(t.mp4_bytes + t.dump_bytes + t.localize_bytes
+                   for t in self.tracks) + self.record_bytes
 
     @property
     def need_bytes(self) -> int:
@@ -126,23 +145,29 @@ class DiskEstimate:
     def parts(self) -> str:
         mp4 = sum(t.mp4_bytes for t in self.tracks)
         dumps = sum(t.dump_bytes for t in self.tracks)
+        passes = sum(t.localize_bytes for t in self.tracks)
         return (f"MP4s {fmt_bytes(mp4)}, comparison-point dumps {fmt_bytes(dumps)}, "
-                f"logs and records {fmt_bytes(self.record_bytes)}")
+                + (f"localization passes {fmt_bytes(passes)}, " if passes else "")
+                + f"logs and records {fmt_bytes(self.record_bytes)}")
 
 
 def estimate(run: Plan, plans: Mapping[str, TrackPlan]) -> DiskEstimate:
     """The run's evidence size, per track, from its request plan and the tracks' frozen plans."""
     requests: dict[str, int] = {}
     dumps: dict[str, int] = {}
+    passes: dict[str, int] = {}
     for unit in run.units().values():
         requests[unit.track] = requests.get(unit.track, 0) + unit.requests
         dumps[unit.track] = dumps.get(unit.track, 0) + unit.dumps
+        passes[unit.track] = passes.get(unit.track, 0) + unit.localize
     needs = []
     for track, count in requests.items():
         plan = plans[track]
         per_dump, bounded = dump_bytes(plan)
         needs.append(TrackNeed(track, count, dumps[track], count * mp4_bytes(plan),
-                               dumps[track] * per_dump, bounded if dumps[track] else ()))
+                               dumps[track] * per_dump, bounded if dumps[track] else (),
+                               passes[track] * LOCALIZE_REQUESTS * (
+                                   mp4_bytes(plan) + largest_point_bytes(plan))))
     total = sum(requests.values())
     return DiskEstimate(tuple(needs), RECORD_BASE + total * RECORD_PER_REQUEST)
 

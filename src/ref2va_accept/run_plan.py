@@ -159,6 +159,9 @@ class Unit:
     dumps: int = 0  # of which ask the engine to dump the comparison points (disk.py sizes them)
     starts: int = 0  # engine instances it starts
     scored: int = 0  # outputs it scores on every gated dimension (lossy gates)
+    # Localization passes it may trigger (a lossless candidate's gate: one, when it is not
+    # bit-exact); contingent, so never in the request count, but sized by disk.py.
+    localize: int = 0
 
     @property
     def duration(self) -> DurationClass:
@@ -204,7 +207,7 @@ def _lossless_candidate(plan: TrackPlan, candidate: str | None, nodeid: str
                         ) -> tuple[Unit, ...]:
     return (*_lossless_baseline(plan, candidate, nodeid),
             Unit(nodeid, plan.track_id, lossless_candidate_requests(),
-                 lossless_candidate_dumps(), lossless_candidate_starts()))
+                 lossless_candidate_dumps(), lossless_candidate_starts(), localize=1))
 
 
 def _lossy_baseline(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
@@ -354,7 +357,8 @@ def _host_gates(items: Sequence[ScenarioItem], plans: Mapping[str, TrackPlan],
             lossy = plan.quality == "lossy"
             hosted[item.nodeid] = Unit(f"{_HOSTED}{item.track}/{item.candidate}", item.track,
                                        hosted_gate_requests(plan), dumps=0 if lossy else 1,
-                                       scored=hosted_gate_requests(plan) if lossy else 0)
+                                       scored=hosted_gate_requests(plan) if lossy else 0,
+                                       localize=0 if lossy else 1)
     by_id = {i.nodeid: i for i in items}
     # The gate's requests that are its instance's warm-ups are not sent again there (once per
     # candidate: its latency unit is one, however many scenarios carry it).

@@ -71,8 +71,13 @@ def test_the_estimate_follows_the_run_plan() -> None:
     assert (need.requests, need.dump_requests) == (3, 2)  # B0: 3 requests, 2 of them dumping
     assert (two.tracks[0].requests, two.tracks[0].dump_requests) == (5, 3)
     per_dump, _ = disk.dump_bytes(plans["15s-lossless"])
+    # ... and the candidate's localization pass, should it not be bit-exact: four requests, each
+    # an MP4 and the contract's largest point.
+    track = plans["15s-lossless"]
+    passes = 4 * (disk.mp4_bytes(track) + disk.largest_point_bytes(track))
+    assert one.tracks[0].localize_bytes == 0 and two.tracks[0].localize_bytes == passes
     assert two.estimate_bytes - one.estimate_bytes == (
-        per_dump + 2 * disk.mp4_bytes(plans["15s-lossless"]) + 2 * disk.RECORD_PER_REQUEST)
+        per_dump + 2 * disk.mp4_bytes(track) + 2 * disk.RECORD_PER_REQUEST + passes)
     assert one.need_bytes == math.ceil(one.estimate_bytes * disk.MARGIN)
 
 

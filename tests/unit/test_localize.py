@@ -136,3 +136,24 @@ def test_plan_prices_the_pass_at_its_worst_case() -> None:
     # A campaign without frozen prices says which are missing instead of a figure.
     unpriced = pass_cost(plans, Prices(), 4)
     assert unpriced.wall_s is None and "expected_start_s" in unpriced.line()
+
+
+def test_the_disk_check_sizes_a_pass_per_lossless_candidate_gate() -> None:
+    from ref2va_accept import disk
+    from ref2va_accept.localize import runner
+    from ref2va_accept.run_plan import Plan, Unit
+
+    assert disk.LOCALIZE_REQUESTS == runner.REQUESTS
+    from ref2va_accept.campaign import load_campaign
+    from ref2va_accept.plan import plan_campaign
+    from tests.unit.suite_runner import ROOT
+
+    plans = plan_campaign(load_campaign(ROOT / "fixtures/campaigns/reference.yaml"))
+    plan = plans["5s-lossless"]
+    gate = Unit("gate", "5s-lossless", 2, 1, 1, localize=1)
+    with_pass = disk.estimate(Plan({"n": (gate,)}), plans)
+    without = disk.estimate(Plan({"n": (Unit("gate", "5s-lossless", 2, 1, 1),)}), plans)
+    need = with_pass.tracks[0].localize_bytes
+    assert need == 4 * (disk.mp4_bytes(plan) + disk.largest_point_bytes(plan)) > 0
+    assert with_pass.estimate_bytes - without.estimate_bytes == need
+    assert "localization passes" in with_pass.parts()
