@@ -29,8 +29,10 @@ class StandInArms:
     everywhere except the candidate's `broken` module (and everything after it)."""
 
     def __init__(self, folder: Path, broken: str = "dit.blocks.1.fc2",
-                 fail: tuple[str, int] | None = None, same_point: bool = False) -> None:
+                 fail: tuple[str, int] | None = None, same_point: bool = False,
+                 hook_error: bool = False) -> None:
         self.folder, self.broken, self.fail, self.same_point = folder, broken, fail, same_point
+        self.hook_error = hook_error
         self.plan = SimpleNamespace(track_id="5s-lossless", seeds=(42,))
         self.log: list[str] = []  # "start ARM", "request ARM LEVEL", "stop ARM"
         self.evidence = SimpleNamespace(folder=folder, relative=lambda p: p.name,
@@ -74,6 +76,8 @@ class StandInArms:
                                      "inputs": [{"shape": [4, 2], "dtype": "F32",
                                                  "sha256": given}]}))
         (folder / "capture.jsonl").write_text("\n".join(lines) + "\n")
+        errors = ["dit.blocks.1: RuntimeError: device copy failed"] if self.hook_error else []
+        (folder / "enabled_path.json").write_text(json.dumps({"capture": {"errors": errors}}))
         return Outcome(sample, {"video": {}}, (), None, folder)
 
 
@@ -114,6 +118,13 @@ def test_a_request_that_fails_leaves_the_check_open_with_every_instance_stopped(
     assert check.status == "open" and said in check.detail and "SIGKILL" in check.detail
     starts = [e for e in arms.log if e.startswith("start")]
     assert len(starts) == len([e for e in arms.log if e.startswith("stop")])
+
+
+def test_a_capture_whose_hooks_failed_in_the_engine_is_not_read_as_modules_not_run(
+        tmp_path: Path) -> None:
+    found = Pass(StandInArms(tmp_path, hook_error=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert not found.found and "capture failed in the engine" in found.sentence
+    assert "device copy failed" in found.sentence
 
 
 def test_a_divergence_that_does_not_reproduce_is_said_so(tmp_path: Path) -> None:

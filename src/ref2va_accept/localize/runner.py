@@ -28,6 +28,7 @@ so a failure here never loses the gate's verdict or any evidence already written
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -39,10 +40,12 @@ from typing import TYPE_CHECKING, Any
 from ref2va_contract.diagnostics import (
     CAPTURE_DIT,
     CAPTURE_ENCODERS,
+    CAPTURE_REPORT_KEY,
     CAPTURE_STAGE_KEY,
     CAPTURE_STEP_KEY,
     CAPTURE_TENSORS_KEY,
     CAPTURE_WITHIN_KEY,
+    ENABLED_PATH_FILE,
 )
 
 from ..checks import Check
@@ -191,6 +194,17 @@ class Pass:
             "dump_dir": self.arms.evidence.relative(folder) if folder else None})
         if not outcome.sample.ok or outcome.dump_dir is None:
             raise LocalizeError(f"{arm}'s level-{level} request failed: {outcome.explain()}")
+        # A hook that failed leaves calls out of the log, which would read as modules not run:
+        # the engine's own report of its capture must be there and clean.
+        try:
+            report = json.loads((outcome.dump_dir / ENABLED_PATH_FILE).read_text())
+            said = report[CAPTURE_REPORT_KEY]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise LocalizeError(f"{arm}'s level-{level} request: no capture report in its "
+                                f"{ENABLED_PATH_FILE}") from None
+        if said.get("errors"):
+            raise LocalizeError(f"{arm}'s level-{level} capture failed in the engine: "
+                                + "; ".join(map(str, said["errors"][:3])))
         return outcome
 
     def _on(self, arm: str, work: Any) -> Any:
