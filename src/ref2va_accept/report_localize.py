@@ -27,7 +27,7 @@ def _figure_rows(figures: dict[str, Any]) -> str:
 def panel(check: dict[str, Any]) -> str:
     data = check.get("data") or {}
     status = "NAMED" if check["status"] == "pass" else "OPEN"
-    where = data.get("module") or "-"
+    where = data.get("where") or data.get("module") or "-"
     step = data.get("step")
     parts = [
         f"<div class='ref2va-localization'><h4>{html.escape(check['track'])} / "

@@ -214,11 +214,12 @@ def judge(
 
 
 def _localized(checks: Sequence[CheckResult]) -> str:
-    """The place a localization pass named (``module at step N``), '' when none did."""
+    """The place a localization pass named (``module (step N)``, ``code between A and B``,
+    ``A .. B not run``), '' when none did."""
     for check in checks:
         if check.name is Check.LOCALIZATION and check.status == "pass":
             data = check.data
-            where = data.get("module") or "outside any module"
+            where = data.get("where") or data.get("module") or "outside any module"
             step = data.get("step")
             return f"{where} (step {step})" if step is not None else str(where)
     return ""

@@ -30,9 +30,9 @@ class StandInArms:
 
     def __init__(self, folder: Path, broken: str = "dit.blocks.1.fc2",
                  fail: tuple[str, int] | None = None, same_point: bool = False,
-                 hook_error: bool = False) -> None:
+                 hook_error: bool = False, fed: str | None = None) -> None:
         self.folder, self.broken, self.fail, self.same_point = folder, broken, fail, same_point
-        self.hook_error = hook_error
+        self.hook_error, self.fed = hook_error, fed
         self.plan = SimpleNamespace(track_id="5s-lossless", seeds=(42,))
         self.log: list[str] = []  # "start ARM", "request ARM LEVEL", "stop ARM"
         self.evidence = SimpleNamespace(folder=folder, relative=lambda p: p.name,
@@ -62,6 +62,9 @@ class StandInArms:
         modules = INSIDE if capture["within"] else BLOCKS
         lines, diverged = [], False
         for i, module in enumerate(modules):
+            # fed: the candidate's code before this module (no module of its own) diverged
+            diverged = diverged or (candidate and self.fed is not None
+                                    and (module == self.fed or module.startswith(self.fed + ".")))
             given = "d" if diverged else "s"
             diverged = diverged or (candidate and (module == self.broken
                                                    or self.broken.startswith(module + ".")))
@@ -125,6 +128,23 @@ def test_a_capture_whose_hooks_failed_in_the_engine_is_not_read_as_modules_not_r
     found = Pass(StandInArms(tmp_path, hook_error=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert not found.found and "capture failed in the engine" in found.sentence
     assert "device copy failed" in found.sentence
+
+
+def test_a_block_fed_by_code_outside_any_module_is_named_as_that_code(tmp_path: Path) -> None:
+    arms = StandInArms(tmp_path, broken="nothing", fed="dit.blocks.1")
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert found.found and found.module is None
+    assert found.where == "code between dit.blocks.0 and dit.blocks.1.qkv"
+    assert "outside any hooked module" in found.sentence and found.inputs_equal is False
+
+
+def test_blocks_all_equal_at_a_differing_point_say_the_code_after_them(tmp_path: Path) -> None:
+    arms = StandInArms(tmp_path, broken="nothing")
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert found.found and found.module is None and found.level2 is None
+    assert found.where == "code after every hooked module"
+    assert "code after the blocks" in found.sentence
+    assert "request cand 2" not in arms.log
 
 
 def test_a_divergence_that_does_not_reproduce_is_said_so(tmp_path: Path) -> None:

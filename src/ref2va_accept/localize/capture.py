@@ -101,6 +101,24 @@ class Parting:
         call = self.b0 or self.candidate
         return None if call is None else call.module
 
+    def where(self, before: Call | None = None) -> str:
+        """The place in a few words (the verdict row and the ledger show it); ``before``: the
+        last equal call of the enclosing level, when this level's parting has none."""
+        first = self.before or before
+        if self.kind == "differs":
+            return str(self.module)
+        if self.kind == "inputs_differ":
+            return f"code between {first.label if first else 'the start'} and {self.module}"
+        if self.kind == "not_run":
+            span = self.skipped
+            return (f"{span[0]} not run" if len(span) == 1
+                    else f"{span[0]} .. {span[-1]} not run")
+        if self.kind == "only_in_candidate":
+            return f"{self.module} run by the candidate only"
+        if self.kind == "order":
+            return f"calls reordered at {self.module}"
+        return "code after every hooked module"
+
     def sentence(self) -> str:
         b0, cand, before = self.b0, self.candidate, self.before
         after = f" (after {before.label})" if before else ""

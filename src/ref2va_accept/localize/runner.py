@@ -103,6 +103,7 @@ class Localization:
     found: bool = False
     sentence: str = ""  # where, in words
     module: str | None = None  # the module path named (None: outside any module, or not found)
+    where: str = ""  # the place in a few words: the module, "code between A and B", "X not run"
     level1: Parting | None = None
     level2: Parting | None = None
     figures: dict[str, Any] | None = None  # the named module's output, B0 against the candidate
@@ -123,7 +124,8 @@ class Localization:
             "point": self.point, "seed": self.seed,
             "stage": self.target.stage if self.target else None,
             "step": self.target.step if self.target else None,
-            "found": self.found, "module": self.module, "sentence": self.sentence,
+            "found": self.found, "module": self.module, "where": self.where,
+            "sentence": self.sentence,
             "level1": _parting_dict(self.level1), "level2": _parting_dict(self.level2),
             "figures": self.figures, "inputs_equal": self.inputs_equal,
             "picture": self.picture.to_dict() if self.picture else None,
@@ -252,18 +254,32 @@ class Pass:
             # Level 1 already says where (a block B0 ran and the candidate did not, calls in
             # another order, or no block's output differing): no block to look inside.
             result.found = True
-            result.module = first.module if first.kind != "none" else None
-            result.sentence = first.sentence()
+            result.module = first.module if first.kind in ("not_run", "only_in_candidate",
+                                                           "order") else None
+            result.where = first.where()
+            result.sentence = first.sentence() if first.kind != "none" else (
+                f"every block's output at this step is equal in both runs, yet {self.point} "
+                "differs: the divergence is in code after the blocks (the final layer's "
+                "arithmetic, guidance, the step update), not in a module the pass hooks")
             return
         within = first.module
         b0_two = self._b0(target, within, 2)
         second = parting(read_log(b0_two.dump_dir), read_log(cand_two.dump_dir))  # type: ignore[arg-type]
         result.level2 = second
         result.found = True
-        result.module = second.module if second.kind != "none" else within
-        result.sentence = (second.sentence() if second.kind != "none" else
-                           f"{within} differs, but none of the modules inside it does: the "
-                           "divergence is in its own code between them")
+        result.where = second.where(first.before)
+        result.module = second.module if second.kind in ("differs", "not_run",
+                                                         "only_in_candidate", "order") else None
+        result.sentence = second.sentence()
+        if second.kind == "differs" and second.module == within:
+            result.sentence = (f"{within}: inputs equal, output differs, but no module inside "
+                               "it does: the divergence is in its own code between them")
+        elif second.kind == "inputs_differ":
+            after = second.before or first.before
+            result.sentence = (f"{second.module}'s inputs already differ: the divergence is in "
+                               "code outside any hooked module, run between "
+                               f"{after.label if after else 'the start of the step'} and "
+                               f"{second.module}")
         named = second if second.kind in ("differs", "inputs_differ") else None
         if named is not None and named.b0 is not None and named.candidate is not None:
             result.inputs_equal = named.kind == "differs"
