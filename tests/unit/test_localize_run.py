@@ -1,0 +1,59 @@
+"""The localization pass run as a user runs it: the lossless quality scenario of a 4-step copy of
+the reference campaign whose failing candidate carries a divergence planted where we choose
+(`plant-divergence`), in the DiT at a chosen step and in the text encoder. The pass starts its
+own instances, writes its captures, and its `localization` check, the verdict row and the report
+must name exactly the planted module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ref2va_accept.lock import freeze
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_copy, run_pytest
+
+
+def _with_planted(folder: Path, planted: str) -> Path:
+    """The campaign copy, its reduction-order candidate replaced by B0 plus the planted nudge."""
+    campaign = campaign_copy(folder, steps=CHEAP_STEPS)
+    profile = yaml.safe_load((ROOT / "engine/profiles/reference/b0.yaml").read_text())
+    profile.update(name="planted", declared="lossless")
+    profile["args"]["plant-divergence"] = planted
+    (folder / "planted.yaml").write_text(yaml.safe_dump(profile))
+    data = yaml.safe_load(campaign.read_text())
+    for candidate in data["candidates"]:
+        if candidate["id"] == "reduction-order":
+            candidate["profile"] = "planted.yaml"
+    campaign.write_text(yaml.safe_dump(data, sort_keys=False))
+    freeze(campaign)
+    return campaign
+
+
+@pytest.mark.parametrize(("planted", "point", "where", "step"), [
+    ("dit.blocks.3.cross_kv@2", "dit.step002", "dit.blocks.3.cross_kv", 2),
+    ("text_encoder.layers.0.fc1", "cond.text", "text_encoder.layers.0.fc1", None),
+])
+def test_the_pass_names_the_planted_module(tmp_path: Path, planted: str, point: str,
+                                           where: str, step: int | None) -> None:
+    campaign = _with_planted(tmp_path / "c", planted)
+    evidence = tmp_path / "evidence"
+    result = run_pytest("tests/quality/test_lossless.py", "tests/verdicts", "-m",
+                        "lossless and 5s", "-k", "baseline or reduction-order", "-rA",
+                        "--campaign", str(campaign), "--evidence-dir", str(evidence),
+                        timeout=600)
+    assert result.returncode == 1, result.stdout[-3000:]
+    found: dict[str, Any] = bundle(evidence)
+    checks = {c["name"]: c for c in found["checks"] if c["arm"] == "reduction-order"}
+    assert checks["lossless_gate"]["data"]["first_divergence"] == point
+    data = checks["localization"]["data"]
+    assert checks["localization"]["status"] == "pass", checks["localization"]["detail"]
+    assert (data["module"], data["step"]) == (where, step)
+    assert data["inputs_equal"] is True and data["figures"]["differing"] > 0
+    assert data["stage"] == ("encoders" if step is None else "dit")
+    verdict = next(v for v in found["verdicts"] if v["candidate"] == "reduction-order")
+    assert verdict["localized"].startswith(where)
+    report = next(evidence.glob("*/report.html")).read_text()
+    assert where in report and "First divergence" in report
