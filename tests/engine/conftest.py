@@ -22,6 +22,9 @@ import numpy as np
 import pytest
 import yaml
 
+# The worker extension's tests run it in the fake vLLM-Omni: `upstream` and its diagnostics `root`.
+from tests.engine.fake_upstream import root, upstream  # noqa: F401
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 B0_PROFILE = REPO_ROOT / "engine" / "profiles" / "reference" / "b0.yaml"
 STARTUP_TIMEOUT_S = 30.0

@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,13 +36,10 @@ from ref2va_contract.diagnostics import (  # noqa: E402
     ENABLED_PATH_FILE,
     POINTS_KEY,
 )
-from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV  # noqa: E402
+from tests.engine.fake_upstream import make_worker  # noqa: E402
 
 pytestmark = pytest.mark.engine
 
-FAKE = Path(__file__).resolve().parent / "fake_vllm_omni"
-EXTENSION = "engine.vllm_omni.extension.Ref2VADiagnostics"
-FAKE_PACKAGES = ("vllm_omni", "cache_dit")
 STEPS = 6
 STEP = 2  # the step captured, and the step the divergence is planted at
 PLANTED = "transformer.blocks.1.mlp.fc2"
@@ -57,39 +52,6 @@ BLOCKS = [
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def _drop_fake_modules() -> None:
-    for name in list(sys.modules):
-        if name.split(".")[0] in FAKE_PACKAGES:
-            del sys.modules[name]
-
-
-@pytest.fixture
-def upstream(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
-    _drop_fake_modules()
-    monkeypatch.syspath_prepend(str(FAKE))
-    try:
-        from vllm_omni.diffusion.data import OmniDiffusionConfig
-        from vllm_omni.diffusion.request import OmniDiffusionRequest
-        from vllm_omni.diffusion.worker.diffusion_worker import DiffusionWorker, WorkerWrapperBase
-        from vllm_omni.inputs.data import OmniDiffusionSamplingParams
-
-        worker_class = WorkerWrapperBase(DiffusionWorker, EXTENSION)._prepare_worker_class()
-        yield SimpleNamespace(config=OmniDiffusionConfig, request=OmniDiffusionRequest,
-                              sampling=OmniDiffusionSamplingParams, worker_class=worker_class)
-    finally:
-        _drop_fake_modules()
-
-
-@pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    allowed = tmp_path / "dumps"
-    allowed.mkdir()
-    monkeypatch.setenv(DIAGNOSTICS_ROOT_ENV, str(allowed))
-    return allowed
-
-
-def _worker(up: SimpleNamespace, rank: int = 0, **config: Any) -> Any:
-    return up.worker_class(local_rank=rank, rank=rank, od_config=up.config(**config))
 
 
 def _request(up: SimpleNamespace, dump: Path, capture: Any = None,
@@ -143,7 +105,7 @@ def _first_broken(plain: list[dict[str, Any]], planted: list[dict[str, Any]]) ->
 def test_a_block_level_dit_capture_logs_each_block_once_at_its_step(
     upstream: SimpleNamespace, root: Path
 ) -> None:
-    _run(_worker(upstream), _request(upstream, root / "c", _dit()))
+    _run(make_worker(upstream), _request(upstream, root / "c", _dit()))
     lines = _lines(root / "c")
     # one line per block call, in completion order; one DiT forward only (every call index 0)
     assert [line["module"] for line in lines] == BLOCKS
@@ -172,7 +134,7 @@ def test_a_step_served_from_the_cache_captures_no_call(
     upstream: SimpleNamespace, root: Path
 ) -> None:
     # the toy cache serves step 3 from step 2's output: no module runs at step 3
-    worker = _worker(upstream, cache_backend="cache_dit")
+    worker = make_worker(upstream, cache_backend="cache_dit")
     _run(worker, _request(upstream, root / "cached", _dit(step=3), quality=None))
     assert _lines(root / "cached") == []
     assert json.loads((root / "cached" / ENABLED_PATH_FILE).read_text())[
@@ -184,7 +146,7 @@ def test_a_capture_within_a_block_logs_its_submodules_and_writes_their_tensors(
 ) -> None:
     from safetensors.torch import load_file
 
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     _run(worker, _request(upstream, root / "w", _dit(within="transformer.blocks.1",
                                                         tensors=True)))
     lines = _lines(root / "w")
@@ -216,10 +178,10 @@ def test_a_capture_within_a_block_logs_its_submodules_and_writes_their_tensors(
 def test_a_planted_divergence_is_found_at_its_block_then_at_its_module(
     upstream: SimpleNamespace, root: Path
 ) -> None:
-    planted = _worker(upstream)
+    planted = make_worker(upstream)
     planted.model_runner.pipeline.plant_divergence(PLANTED, step=STEP)
     for name, within in (("blocks", None), ("inside", "transformer.blocks.1")):
-        _run(_worker(upstream), _request(upstream, root / f"plain-{name}", _dit(within=within)))
+        _run(make_worker(upstream), _request(upstream, root / f"plain-{name}", _dit(within=within)))
         _run(planted, _request(upstream, root / f"planted-{name}", _dit(within=within)))
     assert _first_broken(_lines(root / "plain-blocks"),
                          _lines(root / "planted-blocks")) == "transformer.blocks.1"
@@ -235,10 +197,10 @@ def test_an_encoder_capture_names_the_planted_text_encoder_layer(
 ) -> None:
     from safetensors.torch import load_file
 
-    planted = _worker(upstream)
+    planted = make_worker(upstream)
     planted.model_runner.pipeline.plant_divergence("text_encoder.layers.1")
     encoders = {"stage": "encoders"}
-    _run(_worker(upstream), _request(upstream, root / "plain", encoders))
+    _run(make_worker(upstream), _request(upstream, root / "plain", encoders))
     _run(planted, _request(upstream, root / "planted", encoders))
     plain, moved = _lines(root / "plain"), _lines(root / "planted")
     # the fake has a text encoder and no VAEs: the encoder stage is its layers, before diffuse
@@ -259,7 +221,7 @@ def test_the_encoder_stage_is_captured_only_before_diffuse(
 ) -> None:
     # 0.30.0's VAEs encode the references before diffuse and decode after it: a call of an
     # encoder module once diffuse has begun is not the encoder stage's
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     pipeline = worker.model_runner.pipeline
     real = type(pipeline).decode
 
@@ -277,7 +239,7 @@ def test_the_encoder_stage_is_captured_only_before_diffuse(
 def test_the_capture_hooks_are_removed_after_the_request(
     upstream: SimpleNamespace, root: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
 ) -> None:
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     pipeline = worker.model_runner.pipeline
     before = _hooks(pipeline)
     during: list[int] = []
@@ -317,7 +279,7 @@ def test_an_unknown_module_or_a_malformed_capture_is_refused_on_every_rank_befor
     upstream: SimpleNamespace, root: Path, capture: Any, named: str
 ) -> None:
     for rank in (0, 1):
-        worker = _worker(upstream, rank=rank)
+        worker = make_worker(upstream, rank=rank)
         with pytest.raises(DiagnosticsRefused) as refused:
             _run(worker, _request(upstream, root / f"r{rank}", capture))
         assert named in str(refused.value)
@@ -333,7 +295,7 @@ def test_a_capture_inside_a_compiled_block_is_refused_on_every_rank(
     # As vLLM-Omni's regional compile does without --enforce-eager (vllm_omni/diffusion/
     # compile.py): the block's forward is swapped for a compiled one, which would never call a
     # hook added inside it later. The block's own hooks still run.
-    workers = [_worker(upstream, rank=rank) for rank in (0, 1)]
+    workers = [make_worker(upstream, rank=rank) for rank in (0, 1)]
     try:
         for worker in workers:
             block = worker.model_runner.pipeline.transformer.blocks[1]
@@ -364,16 +326,16 @@ def test_a_path_inside_the_text_encoder_is_checked_by_the_owner_alone(
         def forward(self, x: Any) -> Any:
             return torch.zeros(x.shape[0], 64)
 
-    peer = _worker(upstream, rank=1)
+    peer = make_worker(upstream, rank=1)
     peer.model_runner.pipeline.text_encoder = Stub()
     capture = {"stage": "encoders", "within": "text_encoder.layers.1"}
     # the peer cannot see the layer and must not refuse alone (rank 0 would wait in a
     # collective); the owner, which loads the encoder, captures it
     _run(peer, _request(upstream, root / "peer", capture))
-    _run(_worker(upstream), _request(upstream, root / "owner", capture))
+    _run(make_worker(upstream), _request(upstream, root / "owner", capture))
     assert [line["module"] for line in _lines(root / "owner")] == ["text_encoder.layers.1"]
     # a layer the owner lacks fails the request there, once the pipeline has run to the end
-    owner = _worker(upstream)
+    owner = make_worker(upstream)
     with pytest.raises(RuntimeError, match=r"no module 'text_encoder\.layers\.9'"):
         _run(owner, _request(upstream, root / "missing", {**capture,
                                                           "within": "text_encoder.layers.9"}))
@@ -393,7 +355,7 @@ def test_a_request_without_a_capture_installs_no_capture_hook(
         real(self)
 
     monkeypatch.setattr(module_capture.ModuleCapture, "install", install)
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     pipeline = worker.model_runner.pipeline
     during: list[int] = []
     real_decode = type(pipeline).decode
@@ -417,7 +379,7 @@ def test_the_fake_uses_only_module_names_the_contract_checks_in_0_30_0(
     # contract (tests/contract) finds assigned in that class in the 0.30.0 wheel, so a module
     # path in a capture of the fake is one a real server's capture can have.
     listed = {name for _, kind, name in UPSTREAM_NAMES if kind == "instance_attribute"}
-    pipeline = _worker(upstream).model_runner.pipeline
+    pipeline = make_worker(upstream).model_runner.pipeline
     unlisted = []
     for path, module in pipeline.transformer.named_modules(prefix="transformer"):
         if type(module).__name__ == "ModuleList":

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -40,49 +39,14 @@ from ref2va_contract.diagnostics import (  # noqa: E402
     REUSED_STEPS_KEY,
 )
 from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV  # noqa: E402
+from tests.engine.fake_upstream import make_worker  # noqa: E402
 
 pytestmark = pytest.mark.engine
 
-FAKE = Path(__file__).resolve().parent / "fake_vllm_omni"
 REPO = Path(__file__).resolve().parents[2]
-EXTENSION = "engine.vllm_omni.extension.Ref2VADiagnostics"
 STEPS = 6
-FAKE_PACKAGES = ("vllm_omni", "cache_dit")
 
 
-def _drop_fake_modules() -> None:
-    for name in list(sys.modules):
-        if name.split(".")[0] in FAKE_PACKAGES:
-            del sys.modules[name]
-
-
-@pytest.fixture
-def upstream(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
-    _drop_fake_modules()
-    monkeypatch.syspath_prepend(str(FAKE))
-    try:
-        from vllm_omni.diffusion.data import OmniDiffusionConfig
-        from vllm_omni.diffusion.request import OmniDiffusionRequest
-        from vllm_omni.diffusion.worker.diffusion_worker import DiffusionWorker, WorkerWrapperBase
-        from vllm_omni.inputs.data import OmniDiffusionSamplingParams
-
-        worker_class = WorkerWrapperBase(DiffusionWorker, EXTENSION)._prepare_worker_class()
-        yield SimpleNamespace(config=OmniDiffusionConfig, request=OmniDiffusionRequest,
-                              sampling=OmniDiffusionSamplingParams, worker_class=worker_class)
-    finally:
-        _drop_fake_modules()
-
-
-@pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    allowed = tmp_path / "dumps"
-    allowed.mkdir()
-    monkeypatch.setenv(DIAGNOSTICS_ROOT_ENV, str(allowed))
-    return allowed
-
-
-def _worker(up: SimpleNamespace, rank: int = 0, **config: Any) -> Any:
-    return up.worker_class(local_rank=rank, rank=rank, od_config=up.config(**config))
 
 
 def _request(up: SimpleNamespace, dump: Path | str | None = None, points: Any = "all", *,
@@ -128,7 +92,7 @@ def test_extension_module_imports_without_torch_or_vllm_omni() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_the_extension_is_mixed_in_ahead_of_the_worker(upstream: SimpleNamespace) -> None:
+def test_the_extension_is_mixed_in_ahead_of_themake_worker(upstream: SimpleNamespace) -> None:
     bases = upstream.worker_class.__mro__
     assert bases[1] is extension.Ref2VADiagnostics
     assert bases[2].__name__ == "DiffusionWorker"
@@ -137,8 +101,8 @@ def test_the_extension_is_mixed_in_ahead_of_the_worker(upstream: SimpleNamespace
 def test_every_point_is_written_on_rank_0_and_none_on_rank_1(
     upstream: SimpleNamespace, root: Path
 ) -> None:
-    _run(_worker(upstream, rank=0), _request(upstream, root / "r0"))
-    _run(_worker(upstream, rank=1), _request(upstream, root / "r1"))
+    _run(make_worker(upstream, rank=0), _request(upstream, root / "r0"))
+    _run(make_worker(upstream, rank=1), _request(upstream, root / "r1"))
     assert _files(root / "r0") == {f"{p}{DUMP_SUFFIX}" for p in _all_points()} | {ENABLED_PATH_FILE}
     assert _files(root / "r1") == set()
 
@@ -149,7 +113,7 @@ def test_a_request_without_the_field_installs_nothing_and_writes_nothing(
     watched: list[object] = []
     real = extension.watched
     monkeypatch.setattr(extension, "watched", lambda *a: watched.append(a) or real(*a))
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     _run(worker, _request(upstream, None))
     assert watched == []
     assert _files(root) == set()
@@ -162,7 +126,7 @@ def test_only_the_requested_points_are_written_as_they_are(
     upstream: SimpleNamespace, root: Path
 ) -> None:
     points = ["cond.text", "cond.image", "dit.step002.audio", "latent.video", "decoded.audio"]
-    _run(_worker(upstream), _request(upstream, root / "some", points))
+    _run(make_worker(upstream), _request(upstream, root / "some", points))
     assert _files(root / "some") == {f"{p}{DUMP_SUFFIX}" for p in points} | {ENABLED_PATH_FILE}
     dtypes = {p: next(iter(read_header(root / "some" / f"{p}{DUMP_SUFFIX}").values())).dtype
               for p in points}
@@ -176,7 +140,7 @@ def test_only_the_requested_points_are_written_as_they_are(
 def test_output_is_bit_identical_with_and_without_dumps_and_methods_are_restored(
     upstream: SimpleNamespace, root: Path
 ) -> None:
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     pipeline = worker.model_runner.pipeline
     plain_video, plain_audio = _run(worker, _request(upstream, None))
     watched_video, watched_audio = _run(worker, _request(upstream, root / "w"))
@@ -186,14 +150,14 @@ def test_output_is_bit_identical_with_and_without_dumps_and_methods_are_restored
         assert name not in vars(pipeline)
     assert not pipeline.transformer._forward_hooks
     # a fresh worker that never saw a dump request gives the same bytes too
-    fresh_video, _ = _run(_worker(upstream), _request(upstream, None))
+    fresh_video, _ = _run(make_worker(upstream), _request(upstream, None))
     assert torch.equal(fresh_video, watched_video)
 
 
 def test_methods_are_restored_when_the_request_fails(
     upstream: SimpleNamespace, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     pipeline = worker.model_runner.pipeline
 
     def broken(*args: Any, **kwargs: Any) -> None:
@@ -220,7 +184,7 @@ def test_a_write_failure_fails_the_request_after_the_pipeline_finished(
         real(tensors, filename, *args, **kwargs)
 
     monkeypatch.setattr(safetensors.torch, "save_file", failing)
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     with pytest.raises(RuntimeError, match=r"latent\.video: could not write"):
         _run(worker, _request(upstream, root / "full"))
     # every DiT step still ran (no rank left behind in a collective) and no partial file stays
@@ -232,8 +196,8 @@ def test_a_write_failure_fails_the_request_after_the_pipeline_finished(
 
 
 def test_a_dummy_run_is_ignored(upstream: SimpleNamespace, root: Path) -> None:
-    _run(_worker(upstream), _request(upstream, root / "d", request_id="dummy_req_id"))
-    _run(_worker(upstream), _request(upstream, root / "d", request_id="dummy_req_id/0"))
+    _run(make_worker(upstream), _request(upstream, root / "d", request_id="dummy_req_id"))
+    _run(make_worker(upstream), _request(upstream, root / "d", request_id="dummy_req_id/0"))
     assert _files(root) == set()
 
 
@@ -256,7 +220,7 @@ def test_a_dump_dir_outside_the_root_is_refused(
     outside = tmp_path / "outside"
     outside.mkdir()
     dump = _escape(kind, root, outside)
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     with pytest.raises(DiagnosticsRefused) as refused:
         _run(worker, _request(upstream, dump))
     assert dump in str(refused.value)
@@ -272,7 +236,7 @@ def test_no_root_set_refuses_every_dump(
 ) -> None:
     monkeypatch.delenv(DIAGNOSTICS_ROOT_ENV, raising=False)
     with pytest.raises(DiagnosticsRefused, match=f"{DIAGNOSTICS_ROOT_ENV} was not set"):
-        _run(_worker(upstream), _request(upstream, tmp_path / "d"))
+        _run(make_worker(upstream), _request(upstream, tmp_path / "d"))
     assert not (tmp_path / "d").exists()
 
 
@@ -281,7 +245,7 @@ def test_a_dump_dir_inside_the_root_through_a_symlink_is_accepted(
 ) -> None:
     (root / "real").mkdir()
     (root / "alias").symlink_to(root / "real", target_is_directory=True)
-    _run(_worker(upstream), _request(upstream, root / "alias" / "d", ["cond.audio"]))
+    _run(make_worker(upstream), _request(upstream, root / "alias" / "d", ["cond.audio"]))
     assert _files(root / "real" / "d") == {f"cond.audio{DUMP_SUFFIX}", ENABLED_PATH_FILE}
 
 
@@ -290,14 +254,14 @@ def test_an_unknown_point_is_refused_with_the_valid_names(
     upstream: SimpleNamespace, root: Path, points: list[str]
 ) -> None:
     with pytest.raises(DiagnosticsRefused, match=r"valid names: cond\.text.*dit\.stepNNN\.video"):
-        _run(_worker(upstream), _request(upstream, root / "u", points))
+        _run(make_worker(upstream), _request(upstream, root / "u", points))
     assert _files(root / "u") == set()
 
 
 def test_data_parallel_and_batched_requests_with_the_field_are_refused(
     upstream: SimpleNamespace, root: Path
 ) -> None:
-    worker = _worker(upstream)
+    worker = make_worker(upstream)
     envelope = SimpleNamespace(req=_request(upstream, root / "dp"))
     with pytest.raises(DiagnosticsRefused, match="data-parallel"):
         worker.execute_model([envelope], worker.od_config)
@@ -317,7 +281,7 @@ def _report(folder: Path) -> dict[str, Any]:
 def test_enabled_path_shows_the_cache_and_its_cached_steps_when_it_ran(
     upstream: SimpleNamespace, root: Path
 ) -> None:
-    worker = _worker(upstream, cache_backend="cache_dit")
+    worker = make_worker(upstream, cache_backend="cache_dit")
     _run(worker, _request(upstream, root / "cached", quality=None))
     report = _report(root / "cached")
     assert report["cache"]["backend"] == "cache_dit"
@@ -342,7 +306,7 @@ def test_enabled_path_shows_no_cache_when_the_request_ran_without_it(
     upstream: SimpleNamespace, root: Path
 ) -> None:
     # the same server, but this request asks quality=lossless: H3 installs no cache for it
-    worker = _worker(upstream, cache_backend="cache_dit")
+    worker = make_worker(upstream, cache_backend="cache_dit")
     _run(worker, _request(upstream, root / "plain", quality="lossless"))
     report = _report(root / "plain")
     assert report["cache"]["backend"] == "none"
@@ -356,9 +320,10 @@ def test_enabled_path_shows_no_cache_when_the_request_ran_without_it(
 def test_the_judges_audit_reads_the_report_as_written(
     upstream: SimpleNamespace, root: Path
 ) -> None:
-    _run(_worker(upstream), _request(upstream, root / "b0"))
-    _run(_worker(upstream, cache_backend="cache_dit"), _request(upstream, root / "c", quality=None))
-    _run(_worker(upstream, cache_backend="cache_dit"), _request(upstream, root / "l"))
+    _run(make_worker(upstream), _request(upstream, root / "b0"))
+    _run(make_worker(upstream, cache_backend="cache_dit"),
+         _request(upstream, root / "c", quality=None))
+    _run(make_worker(upstream, cache_backend="cache_dit"), _request(upstream, root / "l"))
     baseline = _report(root / "b0")
     assert enabled_path_problems(_report(root / "l"), baseline) == []
     problems = enabled_path_problems(_report(root / "c"), baseline)
@@ -368,12 +333,12 @@ def test_the_judges_audit_reads_the_report_as_written(
 def test_the_judges_comparator_finds_same_seed_equal_and_a_perturbed_run_different(
     upstream: SimpleNamespace, root: Path
 ) -> None:
-    _run(_worker(upstream), _request(upstream, root / "a"))
-    _run(_worker(upstream), _request(upstream, root / "b"))
+    _run(make_worker(upstream), _request(upstream, root / "a"))
+    _run(make_worker(upstream), _request(upstream, root / "b"))
     same = compare_dumps(root / "a", root / "b")
     assert same.equal and len(same.points) == len(_all_points())
 
-    perturbed = _worker(upstream)
+    perturbed = make_worker(upstream)
     perturbed.model_runner.pipeline.transformer.perturb_from_step = 2
     _run(perturbed, _request(upstream, root / "p"))
     different = compare_dumps(root / "a", root / "p")
