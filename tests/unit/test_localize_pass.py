@@ -161,6 +161,19 @@ def test_too_little_disk_for_level_two_is_said_before_it_runs(
     assert "request cand 2" not in arms.log
 
 
+def test_an_internal_error_of_the_pass_is_an_open_check_not_a_lost_verdict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any) -> Any:
+        raise ValueError("a defect")
+
+    monkeypatch.setattr(runner, "parting", broken)
+    arms = StandInArms(tmp_path)
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert found.check().status == "open" and "internal error: ValueError: a defect" in \
+        found.sentence
+    assert arms.log.count("start cand") == 1 and arms.log[-1] == "stop cand"
+
+
 def test_a_point_after_the_dit_runs_no_request(tmp_path: Path) -> None:
     arms = StandInArms(tmp_path)
     found = Pass(arms, "cand", "decoded.video", 42).run()  # type: ignore[arg-type]

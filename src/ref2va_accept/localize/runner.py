@@ -178,6 +178,11 @@ class Pass:
             result.found = False
             result.sentence = f"the pass could not finish: {str(exc).splitlines()[0]}"
             log.warning("localization of %s/%s: %s", result.track, self.candidate, exc)
+        except Exception as exc:  # a defect of the pass: said, and the gate's verdict kept
+            result.found = False
+            result.sentence = (f"the pass stopped on an internal error: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}")
+            log.exception("localization of %s/%s", result.track, self.candidate)
         if result.picture is None and self.gate_dumps is not None:
             self._point_picture(*self.gate_dumps)
         return result
