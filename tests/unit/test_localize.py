@@ -157,3 +157,21 @@ def test_the_disk_check_sizes_a_pass_per_lossless_candidate_gate() -> None:
     assert need == 4 * (disk.mp4_bytes(plan) + disk.largest_point_bytes(plan)) > 0
     assert with_pass.estimate_bytes - without.estimate_bytes == need
     assert "localization passes" in with_pass.parts()
+
+
+def test_plan_prints_the_pass_and_its_json_holds_it() -> None:
+    import subprocess
+    import sys
+
+    from tests.unit.suite_runner import ROOT
+
+    campaign = str(ROOT / "fixtures/campaigns/910c.yaml")
+    text = subprocess.run([sys.executable, "-m", "ref2va_accept.cli", "plan", campaign],
+                          capture_output=True, text=True, timeout=120, check=False).stdout
+    assert "localization pass (after a lossless bit-exact failure" in text
+    assert "logical-device-h" in text.split("localization pass", 1)[1].splitlines()[0]
+    raw = subprocess.run([sys.executable, "-m", "ref2va_accept.cli", "plan", campaign, "--json"],
+                         capture_output=True, text=True, timeout=120, check=False).stdout
+    found = json.loads(raw)["localization"]
+    assert found["passes"] > 0 and found["requests"] == 4 * found["passes"]
+    assert found["wall_s"] > 0 and found["unpriced"] == []
