@@ -5,14 +5,18 @@ A request whose ``extra_params.acceptance`` block carries ``capture`` (names in
 one denoising step, or the conditioning encoders) for that request alone. Every call of a hooked
 module while the capture is live becomes one JSON line of ``capture.jsonl``, written as the call
 completes (so the file lists calls in completion order: a submodule before the module around it):
-the module's path in the model, its call index, and each input and output tensor's shape, dtype
+the step, the module's path in the model, its call index at that step, and each input and output
+tensor's shape, dtype
 and sha256 of its bytes. Equal digests are equal bytes, so the judge can tell where two runs part
 without any tensor on disk. With ``tensors`` the tensors themselves are written too, one
 safetensors file each under ``capture/``, one at a time (nothing is held whole beyond the tensor
 being written).
 
 The reference engine and the vLLM-Omni worker extension both use this module; each says which
-modules make a stage (``roots``) and when the capture is live (``is_live``: the chosen step). The
+modules make a stage (``roots``), when the stage is running (``in_stage``) and which denoising
+step is (``current_step``); the capture is live at the chosen step, or from ``first_step`` to it
+(the judge's level 1, when the frozen comparison points skip steps), and each line names its
+step. The
 hooks never change an output, never raise into the model (a failure is recorded and reported in
 ``enabled_path.json``) and are removed by :meth:`ModuleCapture.remove`, which the callers run in a
 ``finally``. torch and safetensors are imported inside functions: this module imports anywhere.
@@ -32,6 +36,7 @@ from ref2va_contract.diagnostics import (
     ACCEPTANCE_FIELD,
     CAPTURE_DIR,
     CAPTURE_DIT,
+    CAPTURE_FIRST_STEP_KEY,
     CAPTURE_KEY,
     CAPTURE_KEYS,
     CAPTURE_LOG_FILE,
@@ -63,9 +68,19 @@ class CaptureRefused(ValueError):
 @dataclass(frozen=True)
 class CaptureRequest:
     stage: str  # CAPTURE_STAGES
-    step: int | None  # the denoising step (dit); None for the encoders
+    step: int | None  # the (last) denoising step (dit); None for the encoders
     within: str | None  # None: block level; else this module and everything inside it
     tensors: bool  # also write every captured tensor
+    first_step: int | None = None  # the dit capture is live from this step to `step`
+
+    def covers(self, step: int | None) -> bool:
+        """Whether a call at this denoising step is captured (the encoders: outside the loop)."""
+        if self.stage != CAPTURE_DIT:
+            return True
+        if step is None or self.step is None:
+            return False
+        first = self.step if self.first_step is None else self.first_step
+        return first <= step <= self.step
 
 
 def parse_capture(block: Mapping[str, Any], steps: int | None) -> CaptureRequest | None:
@@ -91,6 +106,12 @@ def parse_capture(block: Mapping[str, Any], steps: int | None) -> CaptureRequest
     elif step is not None:
         raise CaptureRefused(f"{where}.{CAPTURE_STEP_KEY} must be null for stage {stage!r} "
                              f"(the encoders run once per request), got {step!r}")
+    first = raw.get(CAPTURE_FIRST_STEP_KEY)
+    if first is not None and (stage != CAPTURE_DIT or isinstance(first, bool)
+                              or not isinstance(first, int) or not 0 <= first <= (step or 0)):
+        raise CaptureRefused(f"{where}.{CAPTURE_FIRST_STEP_KEY} must be an integer in 0..{step} "
+                             f"for stage {CAPTURE_DIT!r} (at most {CAPTURE_STEP_KEY}), or absent; "
+                             f"got {first!r}")
     within = raw.get(CAPTURE_WITHIN_KEY)
     if within is not None and (not isinstance(within, str) or not within.strip()):
         raise CaptureRefused(f"{where}.{CAPTURE_WITHIN_KEY} must be a module path or null, "
@@ -99,7 +120,7 @@ def parse_capture(block: Mapping[str, Any], steps: int | None) -> CaptureRequest
     if not isinstance(tensors, bool):
         raise CaptureRefused(f"{where}.{CAPTURE_TENSORS_KEY} must be true or false, "
                              f"got {tensors!r}")
-    return CaptureRequest(str(stage), step, within, tensors)
+    return CaptureRequest(str(stage), step, within, tensors, first)
 
 
 def _is_container(module: Any) -> bool:
@@ -166,8 +187,9 @@ class ModuleCapture:
     request: CaptureRequest
     folder: Path  # the request's dump folder (already checked against the launch roots)
     modules: list[tuple[str, nn.Module]]
-    is_live: Callable[[], bool]
-    calls: dict[str, int] = field(default_factory=dict)
+    in_stage: Callable[[], bool]  # the stage is running (encoding; the denoising loop)
+    current_step: Callable[[], int | None]  # the denoising step now running, None outside it
+    calls: dict[tuple[int | None, str], int] = field(default_factory=dict)
     lines: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
@@ -177,12 +199,12 @@ class ModuleCapture:
 
     @classmethod
     def for_stage(cls, request: CaptureRequest, folder: Path,
-                  roots: Sequence[tuple[str, nn.Module]], is_live: Callable[[], bool]
-                  ) -> ModuleCapture:
+                  roots: Sequence[tuple[str, nn.Module]], in_stage: Callable[[], bool],
+                  current_step: Callable[[], int | None]) -> ModuleCapture:
         """Choose the modules (raises :class:`CaptureRefused` for an unknown ``within``)."""
         modules = (inside(roots, request.within) if request.within
                    else block_level(roots))
-        return cls(request, folder, modules, is_live)
+        return cls(request, folder, modules, in_stage, current_step)
 
     def install(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -202,23 +224,26 @@ class ModuleCapture:
 
     def _hook(self, path: str) -> Callable[..., None]:
         def hook(module: Any, args: Any, kwargs: Any, output: Any) -> None:
-            if not self.is_live():
+            if not self.in_stage():
+                return
+            step = self.current_step() if self.request.stage == CAPTURE_DIT else None
+            if not self.request.covers(step):
                 return
             try:
-                self._record(path, (args, kwargs), output)
+                self._record(path, step, (args, kwargs), output)
             except Exception as exc:  # never into the model: reported in enabled_path.json
                 if len(self.errors) < 20:
                     self.errors.append(f"{path}: {type(exc).__name__}: {exc}")
         return hook
 
-    def _record(self, path: str, inputs: Any, output: Any) -> None:
+    def _record(self, path: str, step: int | None, inputs: Any, output: Any) -> None:
         started = time.perf_counter()
-        call = self.calls.get(path, 0)
-        self.calls[path] = call + 1
+        call = self.calls.get((step, path), 0)
+        self.calls[(step, path)] = call + 1
         index = self.lines
         self.lines += 1
         line = {
-            "index": index, "module": path, "call": call,
+            "index": index, "step": step, "module": path, "call": call,
             "inputs": [self._describe(t, index, f"in{i}") for i, t in enumerate(_tensors(inputs))],
             "outputs": [self._describe(t, index, f"out{i}")
                         for i, t in enumerate(_tensors(output))],
@@ -246,6 +271,7 @@ class ModuleCapture:
         """For ``enabled_path.json``: what was hooked and captured, and any failure."""
         return {
             CAPTURE_STAGE_KEY: self.request.stage, CAPTURE_STEP_KEY: self.request.step,
+            CAPTURE_FIRST_STEP_KEY: self.request.first_step,
             CAPTURE_WITHIN_KEY: self.request.within, CAPTURE_TENSORS_KEY: self.request.tensors,
             "modules_hooked": len(self.modules), "calls": self.lines,
             "bytes_written": self.bytes_written, "seconds": round(self.seconds, 3),

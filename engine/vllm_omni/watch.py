@@ -4,7 +4,7 @@
 hooks the DiT's forward for one request, hands each wanted tensor to the :class:`DumpWriter`, and
 restores everything, whatever happened. A request that asks for a module capture
 (:mod:`engine.module_capture`) also gets the capture's hooks on the chosen stage's modules for
-that request alone, live at its step (the DiT) or before ``diffuse`` (the encoders).
+that request alone, live at its steps (the DiT) or before ``diffuse`` (the encoders).
 vLLM-Omni's forward context is imported inside :func:`_current_step`: this module imports on a
 machine that has no vllm_omni.
 """
@@ -116,15 +116,13 @@ def _compiled(module: Any) -> bool:
 
 @dataclass
 class Phase:
-    """Where the watched request is, for the capture's ``is_live``."""
+    """Where the watched request is, for the capture: encoding, or inside ``diffuse``."""
 
     encoding: bool = True  # from the start of the request until diffuse is entered
     in_diffuse: bool = False
 
-    def live(self, wanted: CaptureRequest) -> bool:
-        if wanted.stage == CAPTURE_DIT:
-            return self.in_diffuse and _current_step() == wanted.step
-        return self.encoding
+    def in_stage(self, wanted: CaptureRequest) -> bool:
+        return self.in_diffuse if wanted.stage == CAPTURE_DIT else self.encoding
 
 
 def _open_capture(pipeline: Any, writer: DumpWriter, phase: Phase) -> ModuleCapture | None:
@@ -140,7 +138,7 @@ def _open_capture(pipeline: Any, writer: DumpWriter, phase: Phase) -> ModuleCapt
     try:
         capture = ModuleCapture.for_stage(wanted, writer.target.folder,
                                           capture_roots(pipeline, wanted.stage),
-                                          lambda: phase.live(wanted))
+                                          lambda: phase.in_stage(wanted), _current_step)
     except CaptureRefused as exc:
         writer.failures.append(str(exc))
         return None

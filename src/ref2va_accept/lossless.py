@@ -371,13 +371,16 @@ def localization(arms: Arms, candidate: str, checks: Sequence[CheckResult], base
     """The localization pass (localize/) when the gate failed on bit-exactness, once every
     instance of the gate is stopped: its one check, recorded; nothing when the gate did not."""
     from .localize import localize, wants_pass  # noqa: PLC0415 - only a failed gate needs it
+    from .localize.runner import equal_before  # noqa: PLC0415
 
     point = wants_pass(list(checks))
     if point is None or watched.sample.seed is None:
         return []
+    table = next(c.data for c in checks if c.name is Check.LOSSLESS_GATE)
     dumps = baseline.watched.dump_dir, watched.dump_dir
     return [localize(arms, candidate, point, watched.sample.seed,
-                     None if None in dumps else dumps, b0_captures)]  # type: ignore[arg-type]
+                     None if None in dumps else dumps,  # type: ignore[arg-type]
+                     b0_captures, equal_before(table))]
 
 
 class LosslessGateRunner(BaselineGateRunner[Baseline]):

@@ -34,17 +34,20 @@ CACHE_DIT_PATH: Final = "cache_dit"
 REFERENCE_KV_REUSE_PATH: Final = "reference_kv_reuse"
 
 # --- the localization capture: ``{CAPTURE_KEY: {CAPTURE_STAGE_KEY: "dit" | "encoders",
-# CAPTURE_STEP_KEY: int (dit) | None, CAPTURE_WITHIN_KEY: module path | None, CAPTURE_TENSORS_KEY:
-# bool}}``. Without ``within`` the engine hooks the stage's blocks (each root module's children,
-# list containers opened one level); with it, that module and everything inside it. Every call of
-# a hooked module while the capture is live is one JSON line in CAPTURE_LOG_FILE, in the order the
-# calls completed; ``tensors`` also writes each call's inputs and outputs under CAPTURE_DIR.
+# CAPTURE_STEP_KEY: int (dit) | None, CAPTURE_FIRST_STEP_KEY: int (dit, optional),
+# CAPTURE_WITHIN_KEY: module path | None, CAPTURE_TENSORS_KEY: bool}}``. Without ``within`` the
+# engine hooks the stage's blocks (each root module's children, list containers opened one
+# level); with it, that module and everything inside it. Every call of a hooked module while the
+# capture is live is one JSON line in CAPTURE_LOG_FILE (with its step), in the order the calls
+# completed; ``tensors`` also writes each call's inputs and outputs under CAPTURE_DIR.
 CAPTURE_STAGE_KEY: Final = "stage"
 CAPTURE_STEP_KEY: Final = "step"
+# Optional, the DiT only: the capture is live from this step to ``step`` (default: ``step`` alone)
+CAPTURE_FIRST_STEP_KEY: Final = "first_step"
 CAPTURE_WITHIN_KEY: Final = "within"
 CAPTURE_TENSORS_KEY: Final = "tensors"
-CAPTURE_KEYS: Final = frozenset({CAPTURE_STAGE_KEY, CAPTURE_STEP_KEY, CAPTURE_WITHIN_KEY,
-                                 CAPTURE_TENSORS_KEY})
+CAPTURE_KEYS: Final = frozenset({CAPTURE_STAGE_KEY, CAPTURE_STEP_KEY, CAPTURE_FIRST_STEP_KEY,
+                                 CAPTURE_WITHIN_KEY, CAPTURE_TENSORS_KEY})
 CAPTURE_DIT: Final = "dit"
 CAPTURE_ENCODERS: Final = "encoders"
 CAPTURE_STAGES: Final = (CAPTURE_DIT, CAPTURE_ENCODERS)

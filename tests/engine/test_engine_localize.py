@@ -94,6 +94,16 @@ def test_only_the_chosen_step_is_captured_and_the_hooks_go_away(
     assert not (_plain / CAPTURE_LOG_FILE).exists()
 
 
+def test_a_capture_from_a_first_step_names_each_lines_step(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    calls = read_log(_capture(engine, tmp_path / "r", "dit.step003", stage="dit", step=3,
+                              first_step=1))
+    assert sorted({c.step for c in calls}) == [1, 2, 3]
+    per_step = [c for c in calls if c.step == 1]
+    assert [c.key[1:] for c in calls if c.step == 3] == [c.key[1:] for c in per_step]
+
+
 @pytest.mark.parametrize(("capture", "named"), [
     ({"stage": "dit", "step": 99}, "step"),
     ({"stage": "vae", "step": 0}, "stage"),
@@ -101,6 +111,8 @@ def test_only_the_chosen_step_is_captured_and_the_hooks_go_away(
     ({"stage": "dit", "step": 0, "within": "dit.blocks.9"}, "dit.blocks.9"),
     ({"stage": "dit", "step": 0, "tensors": "yes"}, "tensors"),
     ({"stage": "dit", "step": 0, "surprise": 1}, "capture"),
+    ({"stage": "dit", "step": 2, "first_step": 3}, "first_step"),
+    ({"stage": "encoders", "step": None, "first_step": 0}, "first_step"),
 ])
 def test_a_capture_it_cannot_honour_is_refused_before_anything_runs(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capture: dict[str, Any], named: str

@@ -111,6 +111,7 @@ def test_a_block_level_dit_capture_logs_each_block_once_at_its_step(
     assert [line["module"] for line in lines] == BLOCKS
     assert [line["index"] for line in lines] == list(range(len(BLOCKS)))
     assert {line["call"] for line in lines} == {0}
+    assert {line["step"] for line in lines} == {STEP}
     for line in lines:
         assert line["inputs"] and line["outputs"]
         for entry in line["inputs"] + line["outputs"]:
@@ -123,11 +124,22 @@ def test_a_block_level_dit_capture_logs_each_block_once_at_its_step(
     assert not (root / "c" / CAPTURE_DIR).exists()
     report = json.loads((root / "c" / ENABLED_PATH_FILE).read_text())
     assert report[CAPTURE_REPORT_KEY] == {
-        "stage": "dit", "step": STEP, "within": None, "tensors": False,
+        "stage": "dit", "step": STEP, "first_step": None, "within": None, "tensors": False,
         "modules_hooked": len(BLOCKS), "calls": len(BLOCKS), "bytes_written": 0,
         "seconds": report[CAPTURE_REPORT_KEY]["seconds"], "errors": []}
     # the request's own points are written as ever
     assert (root / "c" / f"cond.text{DUMP_SUFFIX}").exists()
+
+
+def test_a_capture_from_a_first_step_logs_every_step_up_to_its_last(
+    upstream: SimpleNamespace, root: Path
+) -> None:
+    # The judge's level 1 when the frozen points skip steps: steps 1..3, each line naming its step
+    _run(make_worker(upstream), _request(upstream, root / "r", {**_dit(step=3), "first_step": 1}))
+    lines = _lines(root / "r")
+    assert [line["step"] for line in lines] == [s for s in (1, 2, 3) for _ in BLOCKS]
+    assert [line["module"] for line in lines] == BLOCKS * 3
+    assert {line["call"] for line in lines} == {0}  # call indexes count per step
 
 
 def test_a_step_served_from_the_cache_captures_no_call(

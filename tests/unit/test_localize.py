@@ -96,6 +96,27 @@ def test_a_point_leads_to_its_stage(point: str, stage: str, step: int | None) ->
     assert target is not None and (target.stage, target.step) == (stage, step)
 
 
+@pytest.mark.parametrize(("point", "equal", "first"), [
+    ("dit.step025", ["cond.text", "dit.step000"], 1),  # the points skip steps 1..24
+    ("dit.step025.video", ["dit.step000.video", "dit.step000.audio", "dit.step010.audio"], 11),
+    ("dit.step000", ["cond.text"], 0),
+    ("dit.step007", [], 0),  # no equal step before it: from the first step
+])
+def test_level_one_starts_after_the_last_equal_step(point: str, equal: list[str],
+                                                    first: int) -> None:
+    target = target_of(point, equal)
+    assert target is not None and target.first_step == first
+
+
+def test_the_equal_points_are_read_from_the_gates_table() -> None:
+    from ref2va_accept.localize.runner import equal_before
+
+    table = {"first_divergence": "dit.step025", "points": [
+        {"name": "cond.text", "equal": True}, {"name": "dit.step000", "equal": True},
+        {"name": "dit.step025", "equal": False}, {"name": "dit.step049", "equal": False}]}
+    assert equal_before(table) == ["cond.text", "dit.step000"]
+
+
 @pytest.mark.parametrize("point", ["latent.video", "decoded.audio", "mp4.video"])
 def test_a_point_after_the_dit_is_not_localized_by_modules(point: str) -> None:
     assert target_of(point) is None

@@ -19,7 +19,7 @@ from ref2va_accept.localize.runner import Pass
 from ref2va_accept.tensors import write_tensor_file
 from ref2va_accept.workload import Outcome
 
-POINT = "dit.step002"
+POINT = "dit.step002"  # the candidate breaks at step 2 by default
 BLOCKS = ["dit.blocks.0", "dit.blocks.1", "dit.blocks.2"]
 INSIDE = ["dit.blocks.1.qkv", "dit.blocks.1.fc2", "dit.blocks.1"]
 
@@ -30,9 +30,12 @@ class StandInArms:
 
     def __init__(self, folder: Path, broken: str = "dit.blocks.1.fc2",
                  fail: tuple[str, int] | None = None, same_point: bool = False,
-                 hook_error: bool = False, fed: str | None = None) -> None:
+                 hook_error: bool = False, fed: str | None = None, broken_step: int = 2,
+                 missing_point: bool = False) -> None:
         self.folder, self.broken, self.fail, self.same_point = folder, broken, fail, same_point
-        self.hook_error, self.fed = hook_error, fed
+        self.hook_error, self.fed, self.broken_step = hook_error, fed, broken_step
+        self.captures: list[dict[str, Any]] = []  # every capture asked, in order
+        self.missing_point = missing_point
         self.plan = SimpleNamespace(track_id="5s-lossless", seeds=(42,))
         self.log: list[str] = []  # "start ARM", "request ARM LEVEL", "stop ARM"
         self.evidence = SimpleNamespace(folder=folder, relative=lambda p: p.name,
@@ -58,26 +61,34 @@ class StandInArms:
             return Outcome(sample, None, (), None, folder)
         candidate = arm != "b0"
         point = np.zeros(8, np.float32) + (1.0 if candidate and not self.same_point else 0.0)
-        write_tensor_file(folder / f"{POINT}.safetensors", {POINT: point})
+        for name in diagnostics_points:
+            if not (self.missing_point and candidate):
+                write_tensor_file(folder / f"{name}.safetensors", {name: point})
+        self.captures.append(dict(capture))
         modules = INSIDE if capture["within"] else BLOCKS
         lines, diverged = [], False
-        for i, module in enumerate(modules):
-            # fed: the candidate's code before this module (no module of its own) diverged
-            diverged = diverged or (candidate and self.fed is not None
-                                    and (module == self.fed or module.startswith(self.fed + ".")))
-            given = "d" if diverged else "s"
-            diverged = diverged or (candidate and (module == self.broken
-                                                   or self.broken.startswith(module + ".")))
-            made = f"{module}-{'d' if diverged else 's'}"
-            out = {"shape": [4, 2], "dtype": "F32", "sha256": made}
-            if capture["tensors"]:
-                value = np.zeros((4, 2), np.float32)
-                value[1, 1] = 1.0 if made.endswith("-d") else 0.0
-                write_tensor_file(folder / f"t{i}.safetensors", {"out0": value})
-                out["file"] = f"t{i}.safetensors"
-            lines.append(json.dumps({"index": i, "module": module, "call": 0, "outputs": [out],
-                                     "inputs": [{"shape": [4, 2], "dtype": "F32",
-                                                 "sha256": given}]}))
+        last = capture["step"]
+        for step in range(capture.get("first_step", last), last + 1):
+            # the candidate breaks at broken_step; every step after it is fed the divergence
+            breaks = candidate and step >= self.broken_step
+            for module in modules:
+                i = len(lines)
+                # fed: the candidate's code before this module (no module of its own) diverged
+                diverged = diverged or (breaks and self.fed is not None and (
+                    module == self.fed or module.startswith(self.fed + ".")))
+                given = "d" if diverged else "s"
+                diverged = diverged or (breaks and (module == self.broken
+                                                    or self.broken.startswith(module + ".")))
+                made = f"{module}-{'d' if diverged else 's'}"
+                out = {"shape": [4, 2], "dtype": "F32", "sha256": made}
+                if capture["tensors"]:
+                    value = np.zeros((4, 2), np.float32)
+                    value[1, 1] = 1.0 if made.endswith("-d") else 0.0
+                    write_tensor_file(folder / f"t{i}.safetensors", {"out0": value})
+                    out["file"] = f"t{i}.safetensors"
+                lines.append(json.dumps({"index": i, "step": step, "module": module, "call": 0,
+                                         "outputs": [out], "inputs": [
+                                             {"shape": [4, 2], "dtype": "F32", "sha256": given}]}))
         (folder / "capture.jsonl").write_text("\n".join(lines) + "\n")
         errors = ["dit.blocks.1: RuntimeError: device copy failed"] if self.hook_error else []
         (folder / "enabled_path.json").write_text(json.dumps({"capture": {"errors": errors}}))
@@ -96,6 +107,23 @@ def test_the_pass_starts_b0_then_the_candidate_then_b0_and_names_the_module(
     assert found.picture is not None and found.picture.differing == 1
     check = found.check()
     assert check.status == "pass" and "dit.blocks.1.fc2" in check.detail
+
+
+def test_points_that_skip_steps_widen_level_one_and_level_two_looks_at_the_step_found(
+        tmp_path: Path) -> None:
+    # The frozen points are dit.step000 (equal) and dit.step005 (differs); the candidate broke at
+    # step 3: level 1 captures steps 1..5, level 2 step 3 alone.
+    arms = StandInArms(tmp_path, broken_step=3)
+    point = "dit.step005"
+    found = Pass(arms, "cand", point, 42,  # type: ignore[arg-type]
+                 equal_points=["cond.text", "dit.step000"]).run()
+    level1 = [c for c in arms.captures if c["within"] is None]
+    assert {(c["first_step"], c["step"]) for c in level1} == {(1, 5)}
+    level2 = [c for c in arms.captures if c["within"] is not None]
+    assert {(c.get("first_step"), c["step"]) for c in level2} == {(None, 3)}
+    assert found.module == "dit.blocks.1.fc2" and found.target is not None
+    assert found.target.step == 3 and found.to_dict()["point_step"] == 5
+    assert "(step 3)" in found.check().detail or found.check().data["step"] == 3
 
 
 def test_a_second_candidate_failing_at_the_same_point_reuses_b0s_captures(
@@ -145,6 +173,12 @@ def test_blocks_all_equal_at_a_differing_point_say_the_code_after_them(tmp_path:
     assert found.where == "code after every hooked module"
     assert "code after the blocks" in found.sentence
     assert "request cand 2" not in arms.log
+
+
+def test_a_point_the_candidate_did_not_write_again_is_not_read_as_a_divergence(
+        tmp_path: Path) -> None:
+    found = Pass(StandInArms(tmp_path, missing_point=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert not found.found and f"{POINT} was not written by cand's" in found.sentence
 
 
 def test_a_divergence_that_does_not_reproduce_is_said_so(tmp_path: Path) -> None:
@@ -205,7 +239,7 @@ def test_the_hosted_gate_runs_the_pass_once_its_instance_is_stopped(
 
     called: list[tuple[str, str, int]] = []
     monkeypatch.setattr(localize_package, "localize",
-                        lambda arms, cand, point, seed, dumps, b0: called.append(
+                        lambda arms, cand, point, seed, dumps, b0, equal: called.append(
                             (cand, point, seed)) or "check")
     baselines = Baselines()
     baselines.localize = enabled

@@ -34,16 +34,19 @@ def stage_roots(model: ReferenceModel, stage: str) -> list[tuple[str, nn.Module]
 
 
 class Phase:
-    """Where the request is, for the capture's ``is_live``: encoding, or the DiT at a step."""
+    """Where the request is, for the capture: encoding, or the DiT at a step."""
 
     def __init__(self, model: ReferenceModel) -> None:
         self.model = model
         self.encoding = False
 
-    def live_for(self, stage: str, step: int | None) -> bool:
+    def in_stage(self, stage: str) -> bool:
         if stage == CAPTURE_DIT:
-            return self.model.dit.current_step == step
+            return self.model.dit.current_step is not None
         return self.encoding
+
+    def step(self) -> int | None:
+        return self.model.dit.current_step
 
 
 def open_capture(
@@ -60,7 +63,7 @@ def open_capture(
             return None
         capture = ModuleCapture.for_stage(
             request, folder or Path("."), stage_roots(model, request.stage),
-            lambda: phase.live_for(request.stage, request.step))
+            lambda: phase.in_stage(request.stage), phase.step)
     except CaptureRefused as exc:
         raise bad_request(str(exc)) from None
     return capture

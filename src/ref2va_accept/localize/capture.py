@@ -1,8 +1,9 @@
 """A capture log (``capture.jsonl``, written by the engine) read and two of them compared.
 
-Each line is one call of a hooked module, in the order the calls completed: its path in the
-model, its call index, and each input and output tensor's shape, dtype and sha256 (and, when the
-request asked for tensors, the file holding it). Two runs are compared call by call in B0's order:
+Each line is one call of a hooked module, in the order the calls completed: its denoising step,
+its path in the model, its call index at that step, and each input and output tensor's shape,
+dtype and sha256 (and, when the request asked for tensors, the file holding it). Two runs are
+compared call by call in B0's order (steps in order, when the capture spans several):
 the first call whose outputs differ (or that ran in one run only) is where they part. Equal
 digests are equal bytes, so a module whose inputs are equal and whose outputs are not is the
 module that broke; one whose inputs already differ was fed the divergence by code that is not a
@@ -36,13 +37,14 @@ class Digest:
 class Call:
     index: int
     module: str
-    call: int
+    call: int  # the module's call index at its step
     inputs: tuple[Digest, ...]
     outputs: tuple[Digest, ...]
+    step: int | None = None  # the denoising step (None: the encoders)
 
     @property
-    def key(self) -> tuple[str, int]:
-        return self.module, self.call
+    def key(self) -> tuple[int, str, int]:
+        return -1 if self.step is None else self.step, self.module, self.call
 
     @property
     def label(self) -> str:
@@ -75,8 +77,10 @@ def read_log(folder: Path) -> list[Call]:
         where = f"{folder.name}/{CAPTURE_LOG_FILE}:{number}"
         try:
             raw = json.loads(line)
+            step = raw.get("step")
             calls.append(Call(int(raw["index"]), str(raw["module"]), int(raw["call"]),
-                              _digests(raw["inputs"], where), _digests(raw["outputs"], where)))
+                              _digests(raw["inputs"], where), _digests(raw["outputs"], where),
+                              None if step is None else int(step)))
         except (ValueError, KeyError, TypeError) as exc:
             raise LocalizeError(f"{where}: not a capture line ({exc})") from None
     return calls
@@ -100,6 +104,12 @@ class Parting:
     def module(self) -> str | None:
         call = self.b0 or self.candidate
         return None if call is None else call.module
+
+    @property
+    def step(self) -> int | None:
+        """The denoising step where the runs part (None: the encoders, or nowhere)."""
+        call = self.b0 or self.candidate
+        return None if call is None else call.step
 
     def where(self, before: Call | None = None) -> str:
         """The place in a few words (the verdict row and the ledger show it); ``before``: the

@@ -28,7 +28,7 @@ from ..sanitize import Sanitizer
 from ..server import InstanceRegistry
 from ..tensors import point_file
 from ..workload import Arms
-from .runner import Pass
+from .runner import Pass, equal_before
 
 
 def _gate_check(evidence: dict[str, Any], track: str, candidate: str) -> dict[str, Any]:
@@ -91,7 +91,8 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
     status = "complete"
     try:
         b0_dir, cand_dir = (_dump_dir(run, evidence, track, a) for a in ("b0", candidate))
-        work = Pass(arms, candidate, point, int(seed) if seed is not None else plan.seeds[0])
+        work = Pass(arms, candidate, point, int(seed) if seed is not None else plan.seeds[0],
+                    equal_points=equal_before(data))
         if b0_dir and cand_dir and point_file(b0_dir, point).is_file():
             work.gate_dumps = (b0_dir, cand_dir)
         result = work.run()

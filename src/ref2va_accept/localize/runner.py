@@ -33,6 +33,7 @@ import logging
 import math
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ref2va_contract.diagnostics import (
     CAPTURE_DIT,
     CAPTURE_ENCODERS,
+    CAPTURE_FIRST_STEP_KEY,
     CAPTURE_REPORT_KEY,
     CAPTURE_STAGE_KEY,
     CAPTURE_STEP_KEY,
@@ -74,21 +76,36 @@ STARTS = 3
 @dataclass(frozen=True)
 class Target:
     stage: str
-    step: int | None
+    step: int | None  # the diverging point's step (the last one level 1 captures)
+    first_step: int | None = None  # the first step level 1 captures (points skip steps)
 
     def describe(self) -> str:
-        return (f"the DiT at step {self.step}" if self.stage == CAPTURE_DIT
-                else "the conditioning encoders")
+        if self.stage != CAPTURE_DIT:
+            return "the conditioning encoders"
+        if self.first_step is not None and self.first_step != self.step:
+            return f"the DiT at steps {self.first_step}..{self.step}"
+        return f"the DiT at step {self.step}"
 
 
-def target_of(point: str) -> Target | None:
-    """Which stage (and step) made a comparison point; None for one no module of a step makes."""
+def step_of(point: str) -> int | None:
+    match = STEP_POINT.match(point)
+    return int(match.group(1)) if match else None
+
+
+def target_of(point: str, equal_points: Sequence[str] = ()) -> Target | None:
+    """Which stage (and steps) made a comparison point; None for one no module of a step makes.
+
+    ``equal_points``: the contracted points found equal before it. When the frozen points skip
+    steps (dit.step000, dit.step025, ...), the runs may have parted at any step after the last
+    equal one: level 1 captures them all, from the step after it.
+    """
     if point.startswith("cond."):
         return Target(CAPTURE_ENCODERS, None)
-    match = STEP_POINT.match(point)
-    if match:
-        return Target(CAPTURE_DIT, int(match.group(1)))
-    return None
+    step = step_of(point)
+    if step is None:
+        return None
+    earlier = [s for s in map(step_of, equal_points) if s is not None and s < step]
+    return Target(CAPTURE_DIT, step, max(earlier) + 1 if earlier else 0)
 
 
 @dataclass
@@ -124,6 +141,8 @@ class Localization:
             "point": self.point, "seed": self.seed,
             "stage": self.target.stage if self.target else None,
             "step": self.target.step if self.target else None,
+            "first_step": self.target.first_step if self.target else None,
+            "point_step": step_of(self.point),
             "found": self.found, "module": self.module, "where": self.where,
             "sentence": self.sentence,
             "level1": _parting_dict(self.level1), "level2": _parting_dict(self.level2),
@@ -154,7 +173,8 @@ class Pass:
 
     def __init__(self, arms: Arms, candidate: str, point: str, seed: int,
                  gate_dumps: tuple[Path, Path] | None = None,
-                 b0_captures: dict[tuple[Any, ...], Outcome] | None = None) -> None:
+                 b0_captures: dict[tuple[Any, ...], Outcome] | None = None,
+                 equal_points: Sequence[str] = ()) -> None:
         self.arms, self.candidate, self.point, self.seed = arms, candidate, point, seed
         # B0's captures already made this session (track, point, seed, stage, step, within):
         # a second candidate of the track failing at the same point reuses them.
@@ -162,7 +182,8 @@ class Pass:
         # The gate's own dump folders (B0's, the candidate's): the point's picture when level 2
         # does not run.
         self.gate_dumps = gate_dumps
-        self.result = Localization(arms.plan.track_id, candidate, point, seed, target_of(point))
+        self.result = Localization(arms.plan.track_id, candidate, point, seed,
+                                   target_of(point, equal_points))
 
     def run(self) -> Localization:
         result = self.result
@@ -192,6 +213,8 @@ class Pass:
                  engine: Any) -> Outcome:
         capture = {CAPTURE_STAGE_KEY: target.stage, CAPTURE_STEP_KEY: target.step,
                    CAPTURE_WITHIN_KEY: within, CAPTURE_TENSORS_KEY: within is not None}
+        if target.first_step is not None and target.first_step != target.step:
+            capture[CAPTURE_FIRST_STEP_KEY] = target.first_step
         outcome = self.arms.request(engine, arm, kind="localize", index=level, seed=self.seed,
                                     diagnostics_points=(self.point,), capture=capture)
         folder = outcome.dump_dir
@@ -223,7 +246,8 @@ class Pass:
 
     def _b0(self, target: Target, within: str | None, level: int) -> Outcome:
         """B0's capture, made once per session for one track, point, seed and scope."""
-        key = (self.arms.plan.track_id, self.point, self.seed, target.stage, target.step, within)
+        key = (self.arms.plan.track_id, self.point, self.seed, target.stage, target.step,
+               target.first_step, within)
         made = self.b0_captures.get(key)
         if made is None:
             made = self._on("b0", lambda e: self._capture("b0", target, within, level, e))
@@ -251,7 +275,8 @@ class Pass:
                 return one, None
             assert first.b0 is not None
             self._room(first.b0)
-            return one, self._capture(self.candidate, target, first.b0.module, 2, engine)
+            return one, self._capture(self.candidate, self._at(target, first), first.b0.module,
+                                      2, engine)
 
         _, cand_two = self._on(self.candidate, candidate_levels)
         assert first is not None
@@ -259,6 +284,8 @@ class Pass:
             # Level 1 already says where (a block B0 ran and the candidate did not, calls in
             # another order, or no block's output differing): no block to look inside.
             result.found = True
+            if first.kind != "none":
+                self._at(target, first)
             result.module = first.module if first.kind in ("not_run", "only_in_candidate",
                                                            "order") else None
             result.where = first.where()
@@ -268,7 +295,7 @@ class Pass:
                 "arithmetic, guidance, the step update), not in a module the pass hooks")
             return
         within = first.module
-        b0_two = self._b0(target, within, 2)
+        b0_two = self._b0(self._at(target, first), within, 2)
         second = parting(read_log(b0_two.dump_dir), read_log(cand_two.dump_dir))  # type: ignore[arg-type]
         result.level2 = second
         result.found = True
@@ -290,8 +317,20 @@ class Pass:
             result.inputs_equal = named.kind == "differs"
             self._figures(named, b0_two.dump_dir, cand_two.dump_dir)  # type: ignore[arg-type]
 
+    def _at(self, target: Target, found: Parting) -> Target:
+        """Level 2's target: the one step where level 1 saw the runs part."""
+        step = found.step if found.step is not None else target.step
+        self.result.target = Target(target.stage, step, step) if target.stage == CAPTURE_DIT \
+            else target
+        return self.result.target
+
     def _reproduced(self, b0: Outcome, candidate: Outcome) -> None:
         compared = compare_dumps(b0.dump_dir, candidate.dump_dir, [self.point])  # type: ignore[arg-type]
+        status = compared.points[0].status
+        if status in ("missing_in_a", "missing_in_b"):
+            arm = "b0" if status == "missing_in_a" else self.candidate
+            raise LocalizeError(f"{self.point} was not written by {arm}'s level-1 request: the "
+                                "divergence cannot be confirmed")
         if compared.equal:
             raise LocalizeError(f"the divergence did not reproduce: {self.point} is bit-exact "
                                 "with B0 in the pass's requests (a nondeterministic candidate?)")
@@ -333,9 +372,10 @@ class Pass:
 
 def localize(arms: Arms, candidate: str, point: str, seed: int,
              gate_dumps: tuple[Path, Path] | None = None,
-             b0_captures: dict[tuple[Any, ...], Outcome] | None = None) -> CheckResult:
+             b0_captures: dict[tuple[Any, ...], Outcome] | None = None,
+             equal_points: Sequence[str] = ()) -> CheckResult:
     """Run the pass and record its one check in the evidence (also when it could not finish)."""
-    result = Pass(arms, candidate, point, seed, gate_dumps, b0_captures).run()
+    result = Pass(arms, candidate, point, seed, gate_dumps, b0_captures, equal_points).run()
     check = result.check()
     arms.evidence.add_check(check)
     return check
@@ -350,5 +390,16 @@ def wants_pass(checks: list[CheckResult]) -> str | None:
             point = check.data.get("first_divergence")
             return point if isinstance(point, str) else None
     return None
+
+
+def equal_before(table: dict[str, Any]) -> list[str]:
+    """The points a lossless gate's table found equal before its first divergence."""
+    found = []
+    for point in table.get("points") or []:
+        if point.get("name") == table.get("first_divergence"):
+            break
+        if point.get("equal"):
+            found.append(str(point.get("name")))
+    return found
 
 
