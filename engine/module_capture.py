@@ -2,24 +2,21 @@
 
 A request whose ``extra_params.acceptance`` block carries ``capture`` (names in
 :mod:`ref2va_contract.diagnostics`) asks the engine to hook the modules of one stage (the DiT at
-one denoising step, or the conditioning encoders) for that request alone. Every call of a hooked
-module while the capture is live becomes one JSON line of ``capture.jsonl``, written as the call
-completes (so the file lists calls in completion order: a submodule before the module around it):
-the step, the module's path in the model, its call index at that step, and each input and output
-tensor's shape, dtype
-and sha256 of its bytes. Equal digests are equal bytes, so the judge can tell where two runs part
-without any tensor on disk. With ``tensors`` the tensors themselves are written too, one
-safetensors file each under ``capture/``, one at a time (nothing is held whole beyond the tensor
-being written).
+one denoising step, or from ``first_step`` to it, or the conditioning encoders) for that request
+alone. Every call of a hooked module while the capture is live becomes one JSON line of
+``capture.jsonl``, written as the call completes (so the file lists calls in completion order: a
+submodule before the module around it): the step, the module's path in the model, its call index
+at that step, and each input and output tensor's shape, dtype and sha256 of its bytes. Equal
+digests are equal bytes, so the judge can tell where two runs part without any tensor on disk.
+With ``tensors`` the tensors themselves are written too, one safetensors file each under
+``capture/``, one at a time (nothing is held whole beyond the tensor being written).
 
 The reference engine and the vLLM-Omni worker extension both use this module; each says which
 modules make a stage (``roots``), when the stage is running (``in_stage``) and which denoising
-step is (``current_step``); the capture is live at the chosen step, or from ``first_step`` to it
-(the judge's level 1, when the frozen comparison points skip steps), and each line names its
-step. The
-hooks never change an output, never raise into the model (a failure is recorded and reported in
-``enabled_path.json``) and are removed by :meth:`ModuleCapture.remove`, which the callers run in a
-``finally``. torch and safetensors are imported inside functions: this module imports anywhere.
+step is (``current_step``). The hooks never change an output, never raise into the model (a
+failure is recorded and reported in ``enabled_path.json``) and are removed by
+:meth:`ModuleCapture.remove`, which the callers run in a ``finally``. torch and safetensors are
+imported inside functions: this module imports anywhere.
 """
 
 from __future__ import annotations
