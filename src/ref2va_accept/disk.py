@@ -17,8 +17,10 @@ and which of them ask for comparison-point dumps), per track, from its frozen pl
   HunyuanVideo-class VAEs use 16); an audio point 2 channels x 48 kHz x duration; a `cond.*`
   point ``COND_ELEMENTS`` (e.g. 1024 tokens x 8192 hidden, above any text encoder's output).
 - **Localization passes** (after a lossless candidate's bit-exact failure; contingent, so counted
-  as if every lossless candidate of the run failed): four requests each, every one an MP4 and one
-  comparison point (the largest of the contract, as a bound). The tensors of level 2 depend on
+  as if every lossless candidate of the run failed): four requests each, every one an MP4; the
+  two level-1 requests dump the DiT's point at every step since the last equal frozen one (at
+  most the widest gap between the contract's frozen steps), the two level-2 requests one point;
+  each point bounded by the contract's largest. The tensors of level 2 depend on
   the diverging block's size, known only from level 1: the pass checks the free disk against
   them before it writes them (localize/runner.py).
 - **Records**: logs, events, samples, evidence.json and the report, ``RECORD_BASE`` plus
@@ -33,7 +35,9 @@ unprivileged writer may use.
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,6 +57,7 @@ COND_ELEMENTS = 16 * 1024 * 1024
 RECORD_BASE = 64 * 1024 * 1024
 RECORD_PER_REQUEST = 1024 * 1024
 LOCALIZE_REQUESTS = 4  # localize/runner.py REQUESTS (checked equal by test_localize.py)
+_DIT_STEP = re.compile(r"^dit\.step(\d{3})")
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8,
                "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1}
 
@@ -99,6 +104,25 @@ def dump_bytes(plan: TrackPlan) -> tuple[int, tuple[str, ...]]:
             bounded.append(point.name)
         total += elements * DTYPE_BYTES[point.dtype]
     return total, tuple(bounded)
+
+
+def step_span(plan: TrackPlan) -> int:
+    """The most steps a pass's level 1 spans: the widest gap between the contract's frozen DiT
+    steps (from step 0 to the first one, then between neighbours); 1 with no DiT point."""
+    if plan.quality != "lossless":
+        return 1
+    steps = sorted({int(m.group(1)) for p in plan.lossless.points
+                    if (m := _DIT_STEP.match(p.name))})
+    if not steps:
+        return 1
+    return max([steps[0] + 1, *(b - a for a, b in itertools.pairwise(steps))])
+
+
+def pass_bytes(plan: TrackPlan) -> int:
+    """One localization pass at most: four MP4s, level 1's points over its span on both arms,
+    and level 2's one point on both."""
+    return (LOCALIZE_REQUESTS * mp4_bytes(plan)
+            + (2 * step_span(plan) + 2) * largest_point_bytes(plan))
 
 
 def largest_point_bytes(plan: TrackPlan) -> int:
@@ -166,8 +190,7 @@ def estimate(run: Plan, plans: Mapping[str, TrackPlan]) -> DiskEstimate:
         per_dump, bounded = dump_bytes(plan)
         needs.append(TrackNeed(track, count, dumps[track], count * mp4_bytes(plan),
                                dumps[track] * per_dump, bounded if dumps[track] else (),
-                               passes[track] * LOCALIZE_REQUESTS * (
-                                   mp4_bytes(plan) + largest_point_bytes(plan))))
+                               passes[track] * pass_bytes(plan)))
     total = sum(requests.values())
     return DiskEstimate(tuple(needs), RECORD_BASE + total * RECORD_PER_REQUEST)
 

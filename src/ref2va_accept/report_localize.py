@@ -43,8 +43,8 @@ def panel(check: dict[str, Any]) -> str:
                                             if data["inputs_equal"] else "already differ")
                      + "</p>")
     level1 = data.get("level1") or {}
-    if level1:
-        parts.append(f"<p>blocks: {html.escape(str(level1.get('sentence')))}</p>")
+    if level1 and data.get("level2"):  # else the sentence above is level 1's
+        parts.append(f"<p>blocks first: {html.escape(str(level1.get('sentence')))}</p>")
     figures = data.get("figures")
     if isinstance(figures, dict) and "error" not in figures:
         parts.append("<table border='1' cellpadding='3' style='border-collapse:collapse'>"

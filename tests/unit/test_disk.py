@@ -74,7 +74,7 @@ def test_the_estimate_follows_the_run_plan() -> None:
     # ... and the candidate's localization pass, should it not be bit-exact: four requests, each
     # an MP4 and the contract's largest point.
     track = plans["15s-lossless"]
-    passes = 4 * (disk.mp4_bytes(track) + disk.largest_point_bytes(track))
+    passes = disk.pass_bytes(track)
     assert one.tracks[0].localize_bytes == 0 and two.tracks[0].localize_bytes == passes
     assert two.estimate_bytes - one.estimate_bytes == (
         per_dump + 2 * disk.mp4_bytes(track) + 2 * disk.RECORD_PER_REQUEST + passes)

@@ -48,7 +48,10 @@ def test_mislabelled_candidate_fails_the_enabled_path_audit(tmp_path: Path) -> N
     assert where["data"]["level1"]["kind"] == "not_run"
     assert where["data"]["level1"]["skipped"][:5] == [f"dit.blocks.{i}" for i in range(1, 6)]
     assert "ran in B0 but not in the candidate" in where["detail"]
-    assert where["data"]["picture"] is not None  # of the diverging point, from the gate's dumps
+    # the picture: the DiT's output at the step where the runs part, from level 1's own dumps
+    step = where["data"]["step"]
+    assert where["data"]["picture_of"] == f"dit.step{step:03d} (level 1's dumps)"
+    assert where["data"]["picture"]["differing"] > 0
     assert verdict["localized"].startswith("dit.blocks.1 ")
 
     # `ref2va-accept localize` runs the pass again from the finished run and finds the same.

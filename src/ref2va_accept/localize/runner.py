@@ -1,21 +1,23 @@
 """The localization pass: where a lossless candidate that is not bit-exact first parts from B0.
 
-Run after a lossless gate fails with ``quality_gate_failed`` (on by default; the campaign's
-``lossless_gate.localize: false`` turns it off), from the first diverging comparison point:
+Run after a lossless gate fails with ``quality_gate_failed`` (on by default; pytest's
+``--no-localize`` turns it off), from the first diverging comparison point:
 
-- ``cond.*``: the conditioning encoders; ``dit.stepNNN[.video|.audio]``: the DiT at step NNN;
+- ``cond.*``: the conditioning encoders; ``dit.stepNNN[.video|.audio]``: the DiT at step NNN, or
+  at every step after the last equal frozen point up to NNN when the frozen points skip steps;
   any later point (latents, decoded output, the MP4) is not a module's output of one step, and the
   pass says so without a request.
-- **Level 1** (blocks): one request per arm at the gate's seed, the first diverging point dumped
-  again (the divergence must reproduce) and every block of the stage hooked at that step: each
-  call's input and output digests, no tensor on disk. Compared in B0's completion order
-  (:func:`capture.parting`), this names the first block whose output differs.
-- **Level 2** (inside the block): one more request per arm, that block and every module inside
-  it hooked, their tensors written. The first module whose output differs while its inputs are
-  equal is named, with its shape, dtype, largest absolute and ULP difference, the share of
-  elements that differ (the tensors package's streaming comparator) and a picture of where
-  (:mod:`picture`). When the candidate did not run a block B0 ran (outputs reused from a cached
-  step) level 1 already says where, and the picture is of the diverging point itself.
+- **Level 1** (blocks): one request per arm at the gate's seed, the stage's point dumped at each
+  of those steps (the diverging one must differ again, or the divergence did not reproduce) and
+  every block of the stage hooked there: each call's step and input and output digests, no
+  tensor on disk. Compared in B0's completion order (:func:`capture.parting`), this names the
+  step and the first block where the runs part.
+- **Level 2** (inside the block): one more request per arm at that step, that block and every
+  module inside it hooked, their tensors written. The first module whose output differs while
+  its inputs are equal is named, with its shape, dtype, largest absolute and ULP difference, the
+  share of elements that differ (the tensors package's streaming comparator) and a picture of
+  where (:mod:`picture`). When the candidate did not run a block B0 ran (outputs reused from a
+  cached step) level 1 already says where, and the picture is of the stage's point at that step.
 
 Instances: B0 (level 1), the candidate (levels 1 and 2), B0 again (level 2): three starts and four
 requests at most, every instance stopped before the next starts (the host has one set of devices).
@@ -90,6 +92,11 @@ class Target:
 def step_of(point: str) -> int | None:
     match = STEP_POINT.match(point)
     return int(match.group(1)) if match else None
+
+
+def point_at(point: str, step: int) -> str:
+    """The same DiT point at another step (``dit.step025.video`` -> ``dit.step002.video``)."""
+    return re.sub(r"^dit\.step\d{3}", f"dit.step{step:03d}", point)
 
 
 def target_of(point: str, equal_points: Sequence[str] = ()) -> Target | None:
@@ -205,10 +212,18 @@ class Pass:
                                f"{str(exc).splitlines()[0] if str(exc) else ''}")
             log.exception("localization of %s/%s", result.track, self.candidate)
         if result.picture is None and self.gate_dumps is not None:
-            self._point_picture(*self.gate_dumps)
+            self._point_picture(*self.gate_dumps, self.point, "the gate's dumps")
         return result
 
     # -- the requests ----------------------------------------------------------------------------
+    def _points(self, target: Target) -> tuple[str, ...]:
+        """The points a request of the pass dumps: the stage's point at every step it captures
+        (the diverging one among them), so the step where the runs part can be pictured."""
+        if target.stage != CAPTURE_DIT or target.step is None:
+            return (self.point,)
+        first = target.step if target.first_step is None else target.first_step
+        return tuple(point_at(self.point, step) for step in range(first, target.step + 1))
+
     def _capture(self, arm: str, target: Target, within: str | None, level: int,
                  engine: Any) -> Outcome:
         capture = {CAPTURE_STAGE_KEY: target.stage, CAPTURE_STEP_KEY: target.step,
@@ -216,7 +231,7 @@ class Pass:
         if target.first_step is not None and target.first_step != target.step:
             capture[CAPTURE_FIRST_STEP_KEY] = target.first_step
         outcome = self.arms.request(engine, arm, kind="localize", index=level, seed=self.seed,
-                                    diagnostics_points=(self.point,), capture=capture)
+                                    diagnostics_points=self._points(target), capture=capture)
         folder = outcome.dump_dir
         self.result.requests.append({
             "arm": arm, "level": level, "within": within, "ok": outcome.sample.ok,
@@ -278,8 +293,12 @@ class Pass:
             return one, self._capture(self.candidate, self._at(target, first), first.b0.module,
                                       2, engine)
 
-        _, cand_two = self._on(self.candidate, candidate_levels)
+        cand_one, cand_two = self._on(self.candidate, candidate_levels)
         assert first is not None
+        if first.step is not None:
+            # The stage's point at the step where the runs part, from level 1's own dumps.
+            self._point_picture(b0_one.dump_dir, cand_one.dump_dir,  # type: ignore[arg-type]
+                                point_at(self.point, first.step), "level 1's dumps")
         if cand_two is None:
             # Level 1 already says where (a block B0 ran and the candidate did not, calls in
             # another order, or no block's output differing): no block to look inside.
@@ -360,12 +379,13 @@ class Pass:
         except TensorFileError as exc:
             self.result.figures = {"error": str(exc)}
 
-    def _point_picture(self, b0_dir: Path, cand_dir: Path) -> None:
-        a, b = point_file(b0_dir, self.point), point_file(cand_dir, self.point)
+    def _point_picture(self, b0_dir: Path, cand_dir: Path, point: str, source: str) -> None:
+        """The picture of a comparison point (replaced by a module's, when level 2 names one)."""
+        a, b = point_file(b0_dir, point), point_file(cand_dir, point)
         if a.is_file() and b.is_file():
             try:
                 self.result.picture = diff_map(a, b)
-                self.result.picture_of = f"{self.point} (the gate's dumps)"
+                self.result.picture_of = f"{point} ({source})"
             except TensorFileError:
                 pass
 
