@@ -52,6 +52,10 @@ def test_mislabelled_candidate_fails_the_enabled_path_audit(tmp_path: Path) -> N
     step = where["data"]["step"]
     assert where["data"]["picture_of"] == f"dit.step{step:03d} (level 1's dumps)"
     assert where["data"]["picture"]["differing"] > 0
+    # and its figures (no module to name: the candidate computed none at that step)
+    figures = where["data"]["figures"]
+    assert figures["name"] == where["data"]["picture_of"]
+    assert figures["differing"] == where["data"]["picture"]["differing"]
     assert verdict["localized"].startswith("dit.blocks.1 ")
 
     # `ref2va-accept localize` runs the pass again from the finished run and finds the same.

@@ -102,7 +102,8 @@ def svg(picture: DiffMap, *, rows_label: str = "rows", cols_label: str = "column
     """An inline SVG of the grid, with its axes and a legend in the title of each cell."""
     nrows, ncols = len(picture.share), len(picture.share[0]) if picture.share else 0
     left, top = 40, 14
-    width, height = left + ncols * cell + 8, top + nrows * cell + 30
+    # wide enough for the caption below the grid, however few columns it has
+    width, height = max(left + ncols * cell + 8, 460), top + nrows * cell + 30
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="diffmap" width="{width}" '
              f'height="{height}" role="img" aria-label="where the outputs differ">']
     for i, row in enumerate(picture.share):

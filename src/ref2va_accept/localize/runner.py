@@ -386,6 +386,8 @@ class Pass:
             try:
                 self.result.picture = diff_map(a, b)
                 self.result.picture_of = f"{point} ({source})"
+                compared = compare_tensor_files(a, b).points[0]
+                self.result.figures = {**compared.to_dict(), "name": f"{point} ({source})"}
             except TensorFileError:
                 pass
 
