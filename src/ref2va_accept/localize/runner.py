@@ -53,7 +53,7 @@ from ref2va_contract.diagnostics import (
 )
 
 from ..checks import Check
-from ..disk import fmt_bytes
+from ..disk import DTYPE_BYTES, fmt_bytes
 from ..errors import LocalizeError, Ref2VAError, TensorFileError
 from ..tensors import compare_dumps, compare_tensor_files, point_file
 from ..verdicts import CheckResult
@@ -130,7 +130,8 @@ class Localization:
     where: str = ""  # the place in a few words: the module, "code between A and B", "X not run"
     level1: Parting | None = None
     level2: Parting | None = None
-    figures: dict[str, Any] | None = None  # the named module's output, B0 against the candidate
+    # the named module's output (else the pictured point), B0 against the candidate
+    figures: dict[str, Any] | None = None
     inputs_equal: bool | None = None
     picture: DiffMap | None = None
     picture_of: str = ""
@@ -171,8 +172,8 @@ def _parting_dict(found: Parting | None) -> dict[str, Any] | None:
 
 
 def _tensor_bytes(call: Call) -> int:
-    sizes = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "F16": 2, "BF16": 2, "I16": 2}
-    return sum(math.prod(d.shape) * sizes.get(d.dtype, 1) for d in (*call.inputs, *call.outputs))
+    return sum(math.prod(d.shape) * DTYPE_BYTES.get(d.dtype, 8)
+               for d in (*call.inputs, *call.outputs))
 
 
 class Pass:
