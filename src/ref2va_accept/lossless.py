@@ -370,8 +370,7 @@ def localization(arms: Arms, candidate: str, checks: Sequence[CheckResult], base
                  ) -> list[CheckResult]:
     """The localization pass (localize/) when the gate failed on bit-exactness, once every
     instance of the gate is stopped: its one check, recorded; nothing when the gate did not."""
-    from .localize import localize, wants_pass  # noqa: PLC0415 - only a failed gate needs it
-    from .localize.runner import equal_before  # noqa: PLC0415
+    from .localize import equal_before, localize, wants_pass  # noqa: PLC0415 - a failed gate
 
     point = wants_pass(list(checks))
     if point is None or watched.sample.seed is None:

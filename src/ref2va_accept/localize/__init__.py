@@ -5,9 +5,18 @@ to run it again from a finished run's evidence."""
 
 from .capture import Call, Digest, Parting, parting, read_log
 from .picture import DiffMap, diff_map, svg
-from .runner import Localization, Pass, Target, localize, target_of, wants_pass
+from .runner import (
+    Localization,
+    Pass,
+    Target,
+    equal_before,
+    localize,
+    target_of,
+    wants_pass,
+)
 
 __all__ = [
     "Call", "DiffMap", "Digest", "Localization", "Parting", "Pass", "Target", "diff_map",
+    "equal_before",
     "localize", "parting", "read_log", "svg", "target_of", "wants_pass",
 ]

@@ -30,6 +30,7 @@ so a failure here never loses the gate's verdict or any evidence already written
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -52,7 +53,7 @@ from ref2va_contract.diagnostics import (
     ENABLED_PATH_FILE,
 )
 
-from ..checks import Check
+from ..checks import Check, Reason
 from ..disk import DTYPE_BYTES, fmt_bytes
 from ..errors import LocalizeError, Ref2VAError, TensorFileError
 from ..tensors import compare_dumps, compare_tensor_files, point_file
@@ -213,7 +214,7 @@ class Pass:
                                f"{str(exc).splitlines()[0] if str(exc) else ''}")
             log.exception("localization of %s/%s", result.track, self.candidate)
         if result.picture is None and self.gate_dumps is not None:
-            self._point_picture(*self.gate_dumps, self.point, "the gate's dumps")
+            self._show_point(*self.gate_dumps, self.point, "the gate's dumps")
         return result
 
     # -- the requests ----------------------------------------------------------------------------
@@ -296,10 +297,16 @@ class Pass:
 
         cand_one, cand_two = self._on(self.candidate, candidate_levels)
         assert first is not None
-        if first.step is not None:
-            # The stage's point at the step where the runs part, from level 1's own dumps.
-            self._point_picture(b0_one.dump_dir, cand_one.dump_dir,  # type: ignore[arg-type]
-                                point_at(self.point, first.step), "level 1's dumps")
+        self._name(target, first, cand_two)
+        if result.picture is None and first.step is not None:
+            # No module's output to show: the stage's point where the runs part (level 1 dumped
+            # it at every step it captured).
+            self._show_point(b0_one.dump_dir, cand_one.dump_dir,  # type: ignore[arg-type]
+                             point_at(self.point, first.step), "level 1's dumps")
+
+    def _name(self, target: Target, first: Parting, cand_two: Outcome | None) -> None:
+        """What the result says, from level 1's parting and, when it ran, level 2's."""
+        result = self.result
         if cand_two is None:
             # Level 1 already says where (a block B0 ran and the candidate did not, calls in
             # another order, or no block's output differing): no block to look inside.
@@ -335,7 +342,7 @@ class Pass:
         named = second if second.kind in ("differs", "inputs_differ") else None
         if named is not None and named.b0 is not None and named.candidate is not None:
             result.inputs_equal = named.kind == "differs"
-            self._figures(named, b0_two.dump_dir, cand_two.dump_dir)  # type: ignore[arg-type]
+            self._show_module(named, b0_two.dump_dir, cand_two.dump_dir)  # type: ignore[arg-type]
 
     def _at(self, target: Target, found: Parting) -> Target:
         """Level 2's target: the one step where level 1 saw the runs part."""
@@ -364,33 +371,34 @@ class Pass:
                                 f"to {fmt_bytes(need)}, {fmt_bytes(free)} free")
 
     # -- figures and pictures --------------------------------------------------------------------
-    def _figures(self, named: Parting, b0_dir: Path, cand_dir: Path) -> None:
+    def _show(self, a: Path, b: Path, label: str) -> None:
+        """The figures and the picture of one tensor, B0's file against the candidate's."""
+        self.result.figures = {**compare_tensor_files(a, b).points[0].to_dict(), "name": label}
+        self.result.picture = diff_map(a, b)
+        self.result.picture_of = label
+
+    def _show_module(self, named: Parting, b0_dir: Path, cand_dir: Path) -> None:
         assert named.b0 is not None and named.candidate is not None
         index = named.output or 0
         files = (named.b0.outputs[index].file, named.candidate.outputs[index].file)
         if None in files:
             return
-        a, b = b0_dir / files[0], cand_dir / files[1]  # type: ignore[operator]
         try:
-            compared = compare_tensor_files(a, b)
-            point = compared.points[0]
-            self.result.figures = {**point.to_dict(), "name": f"{named.b0.label} output {index}"}
-            self.result.picture = diff_map(a, b)
-            self.result.picture_of = f"{named.b0.label}, output {index}"
+            self._show(b0_dir / files[0], cand_dir / files[1],  # type: ignore[operator]
+                       f"{named.b0.label}, output {index}")
         except TensorFileError as exc:
             self.result.figures = {"error": str(exc)}
 
-    def _point_picture(self, b0_dir: Path, cand_dir: Path, point: str, source: str) -> None:
-        """The picture of a comparison point (replaced by a module's, when level 2 names one)."""
+    def _show_point(self, b0_dir: Path, cand_dir: Path, point: str, source: str) -> None:
+        """A comparison point's figures and picture, when no module's output is shown."""
         a, b = point_file(b0_dir, point), point_file(cand_dir, point)
-        if a.is_file() and b.is_file():
-            try:
-                self.result.picture = diff_map(a, b)
-                self.result.picture_of = f"{point} ({source})"
-                compared = compare_tensor_files(a, b).points[0]
-                self.result.figures = {**compared.to_dict(), "name": f"{point} ({source})"}
-            except TensorFileError:
-                pass
+        if not (a.is_file() and b.is_file()):
+            return
+        unreadable = self.result.figures  # a module's tensors that could not be read, if any
+        with contextlib.suppress(TensorFileError):
+            self._show(a, b, f"{point} ({source})")
+        if unreadable is not None:
+            self.result.figures = unreadable
 
 
 def localize(arms: Arms, candidate: str, point: str, seed: int,
@@ -406,8 +414,6 @@ def localize(arms: Arms, candidate: str, point: str, seed: int,
 
 def wants_pass(checks: list[CheckResult]) -> str | None:
     """The first diverging point of a lossless gate that failed on bit-exactness, or None."""
-    from ..checks import Reason  # noqa: PLC0415
-
     for check in checks:
         if check.name is Check.LOSSLESS_GATE and check.reason is Reason.QUALITY_GATE_FAILED:
             point = check.data.get("first_divergence")
