@@ -126,8 +126,7 @@ class TorchGenerator:
         """Raise a 400 for what this request asks and the server cannot honour."""
         self._paths(spec)
         target = parse_request(spec.extra_params, spec.num_inference_steps, self.roots)
-        open_capture(self.model, self.phase, spec.extra_params, spec.num_inference_steps,
-                     target[0] if target else None)
+        open_capture(self.model, self.phase, target, spec.extra_params, spec.num_inference_steps)
 
     def _paths(self, spec: GenerationSpec) -> RequestPaths:
         return resolve_paths(self.args, spec.quality, spec.extra_params, spec.num_inference_steps)
@@ -150,15 +149,15 @@ class TorchGenerator:
         paths = self._paths(spec)
         audio_shift = self._audio_shift(spec)
         target = parse_request(spec.extra_params, spec.num_inference_steps, self.roots)
-        capture = open_capture(self.model, self.phase, spec.extra_params,
-                               spec.num_inference_steps, target[0] if target else None)
-        if capture is None:
-            return self._generate(spec, monitor, paths, audio_shift, open_dumps(target), None)
-        capture.install()
+        capture = open_capture(self.model, self.phase, target, spec.extra_params,
+                               spec.num_inference_steps)
+        if capture is not None:
+            capture.install()
         try:
             return self._generate(spec, monitor, paths, audio_shift, open_dumps(target), capture)
         except BaseException:
-            capture.remove()
+            if capture is not None:
+                capture.remove()
             raise
 
     def _generate(

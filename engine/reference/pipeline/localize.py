@@ -50,19 +50,19 @@ class Phase:
 
 
 def open_capture(
-    model: ReferenceModel, phase: Phase, extra_params: Mapping[str, Any], steps: int,
-    folder: Path | None,
+    model: ReferenceModel, phase: Phase, target: tuple[Path, frozenset[str]] | None,
+    extra_params: Mapping[str, Any], steps: int,
 ) -> ModuleCapture | None:
-    """The request's capture, hooks not yet installed; a 400 for a block it cannot honour."""
-    block = extra_params.get(ACCEPTANCE_FIELD)
-    if not isinstance(block, Mapping):
+    """The request's capture, hooks not yet installed, or None; a 400 for a block it cannot
+    honour. ``target``: the acceptance block as parse_request read it (None: no block)."""
+    if target is None:
         return None
     try:
-        request = parse_capture(block, steps)
+        request = parse_capture(extra_params[ACCEPTANCE_FIELD], steps)
         if request is None:
             return None
         capture = ModuleCapture.for_stage(
-            request, folder or Path("."), stage_roots(model, request.stage),
+            request, target[0], stage_roots(model, request.stage),
             lambda: phase.in_stage(request.stage), phase.step)
     except CaptureRefused as exc:
         raise bad_request(str(exc)) from None
