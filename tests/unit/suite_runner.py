@@ -28,6 +28,15 @@ def run_pytest(*args: str, cwd: Path = ROOT, timeout: float = 300,
                           timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
 
 
+def judge_5s_lossless(campaign: Path, evidence: Path, candidate: str,
+                      *extra: str) -> subprocess.CompletedProcess[str]:
+    """The 5 s lossless track's quality and verdict scenarios, B0 and one candidate, as a user
+    runs them (`-rA`: every outcome in the summary)."""
+    return run_pytest("tests/quality/test_lossless.py", "tests/verdicts", "-m", "lossless and 5s",
+                      "-k", f"baseline or {candidate}", "-rA", "--campaign", str(campaign),
+                      "--evidence-dir", str(evidence), *extra, timeout=600)
+
+
 # Denoising steps of a cheap copy (campaign_copy(..., steps=CHEAP_STEPS)): a B0 5 s request in
 # about a tenth of its 50-step compute. For the tests whose assertions do not rest on the real
 # 50-step output or on real latency ratios (faults, reason codes, lifecycle, signals, ...).

@@ -19,7 +19,14 @@ from ref2va_accept.evidence import EvidenceBundle
 from ref2va_accept.latency import judge_latency
 from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.verdicts import CheckResult, TrackVerdict
-from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_copy, run_pytest
+from tests.unit.suite_runner import (
+    CHEAP_STEPS,
+    ROOT,
+    bundle,
+    campaign_copy,
+    judge_5s_lossless,
+    run_pytest,
+)
 from tests.unit.test_latency_judgement import INSTANCE, _run
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
@@ -130,10 +137,7 @@ def test_a_run_appends_its_attempts_and_the_report_lists_the_record(tmp_path: Pa
     book = tmp_path / "record.ledger.jsonl"
     for n in (1, 2):
         evidence = tmp_path / f"evidence{n}"
-        result = run_pytest("tests/quality/test_lossless.py", "tests/verdicts", "-m",
-                            "lossless and 5s", "-k", "baseline or lossless-text-kv",
-                            "--campaign", str(campaign), "--evidence-dir", str(evidence),
-                            "--ledger", str(book), timeout=600)
+        result = judge_5s_lossless(campaign, evidence, "lossless-text-kv", "--ledger", str(book))
         assert result.returncode == 1, result.stdout[-3000:]  # other candidates: inconclusive
         found = bundle(evidence)
         # Three attempts (one per candidate of the track) and the run's own entry.

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ref2va_accept.lock import freeze
-from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_copy, run_pytest
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_copy, judge_5s_lossless
 
 
 def _with_planted(folder: Path, planted: str) -> Path:
@@ -40,10 +40,7 @@ def test_the_pass_names_the_planted_module(tmp_path: Path, planted: str, point: 
                                            where: str, step: int | None) -> None:
     campaign = _with_planted(tmp_path / "c", planted)
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/quality/test_lossless.py", "tests/verdicts", "-m",
-                        "lossless and 5s", "-k", "baseline or reduction-order", "-rA",
-                        "--campaign", str(campaign), "--evidence-dir", str(evidence),
-                        timeout=600)
+    result = judge_5s_lossless(campaign, evidence, "reduction-order")
     assert result.returncode == 1, result.stdout[-3000:]
     found: dict[str, Any] = bundle(evidence)
     checks = {c["name"]: c for c in found["checks"] if c["arm"] == "reduction-order"}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.lock import freeze
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_copy, run_pytest
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_copy, judge_5s_lossless
 
 
 def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
@@ -26,10 +26,7 @@ def test_mislabelled_candidate_fails_the_enabled_path_audit(tmp_path: Path) -> N
     campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
     freeze(campaign)  # judged as frozen, so that a defect fails it (else: protocol_not_frozen)
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/quality/test_lossless.py", "tests/verdicts", "-m",
-                        "lossless and 5s", "-k", "baseline or mislabelled-cache", "-rA",
-                        "--campaign", str(campaign), "--evidence-dir", str(evidence),
-                        timeout=600)
+    result = judge_5s_lossless(campaign, evidence, "mislabelled-cache")
     assert result.returncode == 1, result.stdout[-3000:]
     assert ("FAILED tests/verdicts/test_track_verdicts.py::test_track_verdict[5s-lossless:"
             "mislabelled-cache]") in result.stdout
