@@ -26,7 +26,6 @@ from ..lock import canonical_campaign, verify
 from ..plan import plan_campaign
 from ..sanitize import Sanitizer
 from ..server import InstanceRegistry
-from ..tensors import point_file
 from ..workload import Arms
 from .runner import Pass, equal_before
 
@@ -91,11 +90,9 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
     status = "complete"
     try:
         b0_dir, cand_dir = (_dump_dir(run, evidence, track, a) for a in ("b0", candidate))
-        work = Pass(arms, candidate, point, int(seed) if seed is not None else plan.seeds[0],
-                    equal_points=equal_before(data))
-        if b0_dir and cand_dir and point_file(b0_dir, point).is_file():
-            work.gate_dumps = (b0_dir, cand_dir)
-        result = work.run()
+        result = Pass(arms, candidate, point, int(seed) if seed is not None else plan.seeds[0],
+                      (b0_dir, cand_dir) if b0_dir and cand_dir else None,
+                      equal_points=equal_before(data)).run()
         check = result.check()
         bundle.add_check(check)
     except KeyboardInterrupt:
