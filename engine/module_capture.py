@@ -149,6 +149,13 @@ def inside(roots: Sequence[tuple[str, nn.Module]], path: str) -> list[tuple[str,
                          f"no module {path!r} in this stage (its blocks include: {known})")
 
 
+def chosen(request: CaptureRequest, roots: Sequence[tuple[str, nn.Module]]
+           ) -> list[tuple[str, nn.Module]]:
+    """The modules a capture hooks: inside ``within``, else the stage's blocks (raises
+    :class:`CaptureRefused` for a ``within`` no module of the stage has)."""
+    return inside(roots, request.within) if request.within else block_level(roots)
+
+
 def _tensors(value: Any) -> Iterator[Any]:
     """Every tensor in a nest of tuples, lists and dicts (dict values by sorted key)."""
     import torch  # noqa: PLC0415 - lazy: see module doc
@@ -199,9 +206,7 @@ class ModuleCapture:
                   roots: Sequence[tuple[str, nn.Module]], in_stage: Callable[[], bool],
                   current_step: Callable[[], int | None]) -> ModuleCapture:
         """Choose the modules (raises :class:`CaptureRefused` for an unknown ``within``)."""
-        modules = (inside(roots, request.within) if request.within
-                   else block_level(roots))
-        return cls(request, folder, modules, in_stage, current_step)
+        return cls(request, folder, chosen(request, roots), in_stage, current_step)
 
     def install(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)

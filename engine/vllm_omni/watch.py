@@ -20,8 +20,7 @@ from engine.module_capture import (
     CaptureRefused,
     CaptureRequest,
     ModuleCapture,
-    block_level,
-    inside,
+    chosen,
 )
 from engine.vllm_omni.dump_writer import DumpWriter, RunRecord
 from engine.vllm_omni.enabled_path import cache_dit_state, dit_modules
@@ -83,12 +82,12 @@ def check_capture(wanted: CaptureRequest, pipeline: Any) -> None:
         return
     roots = capture_roots(pipeline, wanted.stage)
     try:
-        chosen = inside(roots, wanted.within) if wanted.within else block_level(roots)
+        modules = chosen(wanted, roots)
     except CaptureRefused as exc:
         raise DiagnosticsRefused(str(exc)) from None
     compiled = [f"{name}.{path}".rstrip(".") for name, root in roots
                 for path, module in root.named_modules() if _compiled(module)]
-    for path, _ in chosen:
+    for path, _ in modules:
         around = next((c for c in compiled if path.startswith(f"{c}.")), None)
         if around is not None:
             raise DiagnosticsRefused(
