@@ -88,22 +88,28 @@ def _unfilled_elements(plan: TrackPlan, name: str) -> int:
     return math.ceil(decoded_video / LATENT_FRACTION)
 
 
+def _point_sizes(plan: TrackPlan) -> list[tuple[str, int, bool]]:
+    """Each diagnostics point of a lossless contract: its name, bytes, and whether its size was
+    bounded from the track's shape (not filled yet). Points of the MP4 are decoded by the judge,
+    never written; a lossy track has none."""
+    if plan.quality != "lossless":
+        return []
+    found = []
+    for point in plan.lossless.points:
+        if point.source != "diagnostics":
+            continue
+        filled = isinstance(point.shape, list)  # else a placeholder (the campaign allows no other)
+        elements = (math.prod(point.shape) if isinstance(point.shape, list)
+                    else _unfilled_elements(plan, point.name))
+        found.append((point.name, elements * DTYPE_BYTES[point.dtype], not filled))
+    return found
+
+
 def dump_bytes(plan: TrackPlan) -> tuple[int, tuple[str, ...]]:
     """One dumping request's comparison points, and the points whose size was bounded (their
     shape not filled yet). A lossy track dumps nothing."""
-    if plan.quality != "lossless":
-        return 0, ()
-    total, bounded = 0, []
-    for point in plan.lossless.points:
-        if point.source != "diagnostics":
-            continue  # decoded by the judge from the MP4, never written
-        if isinstance(point.shape, list):  # else a placeholder (the campaign allows no other)
-            elements = math.prod(point.shape)
-        else:
-            elements = _unfilled_elements(plan, point.name)
-            bounded.append(point.name)
-        total += elements * DTYPE_BYTES[point.dtype]
-    return total, tuple(bounded)
+    sizes = _point_sizes(plan)
+    return sum(n for _, n, _ in sizes), tuple(name for name, _, bounded in sizes if bounded)
 
 
 def step_span(plan: TrackPlan) -> int:
@@ -127,12 +133,7 @@ def pass_bytes(plan: TrackPlan) -> int:
 
 def largest_point_bytes(plan: TrackPlan) -> int:
     """The largest diagnostics point of a lossless contract (what a pass request dumps, at most)."""
-    if plan.quality != "lossless":
-        return 0
-    sizes = [(math.prod(p.shape) if isinstance(p.shape, list)
-              else _unfilled_elements(plan, p.name)) * DTYPE_BYTES[p.dtype]
-             for p in plan.lossless.points if p.source == "diagnostics"]
-    return max(sizes, default=0)
+    return max((n for _, n, _ in _point_sizes(plan)), default=0)
 
 
 @dataclass(frozen=True)
