@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from typing import Any
 
 from .plan import TrackPlan
 from .run_plan import Plan
+from .tensors.comparison import dit_step
 
 MARGIN = 1.25
 MP4_BYTES_PER_PIXEL = 0.5
@@ -57,7 +57,6 @@ COND_ELEMENTS = 16 * 1024 * 1024
 RECORD_BASE = 64 * 1024 * 1024
 RECORD_PER_REQUEST = 1024 * 1024
 LOCALIZE_REQUESTS = 4  # localize/runner.py REQUESTS (checked equal by test_localize.py)
-_DIT_STEP = re.compile(r"^dit\.step(\d{3})")
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8,
                "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1}
 
@@ -117,8 +116,7 @@ def step_span(plan: TrackPlan) -> int:
     steps (from step 0 to the first one, then between neighbours); 1 with no DiT point."""
     if plan.quality != "lossless":
         return 1
-    steps = sorted({int(m.group(1)) for p in plan.lossless.points
-                    if (m := _DIT_STEP.match(p.name))})
+    steps = sorted({s for p in plan.lossless.points if (s := dit_step(p.name)) is not None})
     if not steps:
         return 1
     return max([steps[0] + 1, *(b - a for a, b in itertools.pairwise(steps))])

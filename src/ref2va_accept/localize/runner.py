@@ -57,6 +57,7 @@ from ..checks import Check, Reason
 from ..disk import DTYPE_BYTES, fmt_bytes
 from ..errors import LocalizeError, Ref2VAError, TensorFileError
 from ..tensors import compare_dumps, compare_tensor_files, point_file
+from ..tensors.comparison import dit_step
 from ..verdicts import CheckResult
 from .capture import Call, Parting, parting, read_log
 from .picture import DiffMap, diff_map
@@ -66,7 +67,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STEP_POINT = re.compile(r"^dit\.step(\d{3})(?:\.(?:video|audio))?$")
 # Level 2 writes every tensor of the diverging block and its modules, per arm: bounded by this
 # many times the block's own inputs and outputs (an MLP's hidden layer is 4x the block's width;
 # a block has about a dozen modules), times the disk check's margin.
@@ -90,11 +90,6 @@ class Target:
         return f"the DiT at step {self.step}"
 
 
-def step_of(point: str) -> int | None:
-    match = STEP_POINT.match(point)
-    return int(match.group(1)) if match else None
-
-
 def point_at(point: str, step: int) -> str:
     """The same DiT point at another step (``dit.step025.video`` -> ``dit.step002.video``)."""
     return re.sub(r"^dit\.step\d{3}", f"dit.step{step:03d}", point)
@@ -109,10 +104,10 @@ def target_of(point: str, equal_points: Sequence[str] = ()) -> Target | None:
     """
     if point.startswith("cond."):
         return Target(CAPTURE_ENCODERS, None)
-    step = step_of(point)
+    step = dit_step(point)
     if step is None:
         return None
-    earlier = [s for s in map(step_of, equal_points) if s is not None and s < step]
+    earlier = [s for s in map(dit_step, equal_points) if s is not None and s < step]
     return Target(CAPTURE_DIT, step, max(earlier) + 1 if earlier else 0)
 
 
@@ -151,7 +146,7 @@ class Localization:
             "stage": self.target.stage if self.target else None,
             "step": self.target.step if self.target else None,
             "first_step": self.target.first_step if self.target else None,
-            "point_step": step_of(self.point),
+            "point_step": dit_step(self.point),
             "found": self.found, "module": self.module, "where": self.where,
             "sentence": self.sentence,
             "level1": _parting_dict(self.level1), "level2": _parting_dict(self.level2),

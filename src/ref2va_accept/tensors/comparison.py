@@ -128,6 +128,16 @@ def _modality(rest: str) -> int:
     return _MODALITIES.get(rest.removeprefix("."), len(_MODALITIES))
 
 
+# A DiT step's point: dit.stepNNN (the reference engine), dit.stepNNN.video/.audio (vLLM-Omni).
+DIT_STEP_POINT = re.compile(r"^dit\.step(\d{3})(?:\.(?:video|audio))?$")
+
+
+def dit_step(name: str) -> int | None:
+    """The denoising step of a DiT step's point, None for any other point."""
+    match = DIT_STEP_POINT.match(name)
+    return int(match.group(1)) if match else None
+
+
 def pipeline_order(name: str) -> tuple[int, int, int, str]:
     """Sort key in the documented pipeline order, for folders and files that carry no frozen one.
 
