@@ -317,3 +317,34 @@ def gate_groups(plans: Mapping[str, TrackPlan]) -> dict[str, tuple[str, ...]]:
     pair of B0 instances may serve (`gate_key`; b0_gate.py runs them). A track alone is its own
     group; the lossless and lossy tracks of one duration class usually are one."""
     return _groups({track_id: gate_key(plan) for track_id, plan in plans.items()})
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one pair of B0 gate instances answers: the lossless tracks' watched requests and,
+    per instance, the plain seeds and which track makes each (kind, index, whether it records
+    the B0 media check)."""
+
+    watched: tuple[str, ...]  # lossless tracks, in group order
+    plain: tuple[tuple[tuple[int, str, str, int, bool], ...], ...]  # per instance
+
+
+def needs(plans: Mapping[str, TrackPlan]) -> Need:
+    """The requests of a group's B0 gate instances (b0_gate.py runs them), from its tracks'
+    plans in group order."""
+    lossless = tuple(t for t, p in plans.items() if p.quality == "lossless")
+    lossy = [t for t, p in plans.items() if p.quality == "lossy"]
+    per_instance = []
+    for instance in (0, 1):
+        made: dict[int, tuple[int, str, str, int, bool]] = {}
+        for track in lossy:
+            for n, seed in enumerate(plans[track].seeds):
+                if seed not in made:
+                    made[seed] = (seed, track, "quality", instance * 100 + n,
+                                  instance == 0 and n == 0)
+        if instance == 0:
+            for track in lossless:
+                seed = plans[track].seeds[0]
+                made.setdefault(seed, (seed, track, "unobserved", 0, False))
+        per_instance.append(tuple(made.values()))
+    return Need(lossless, tuple(per_instance))

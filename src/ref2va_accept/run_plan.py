@@ -23,9 +23,8 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from .b0_gate import needs
 from .campaign import DurationClass, duration_class
-from .plan import LatencySettings, TrackPlan, baseline_groups, gate_groups
+from .plan import LatencySettings, TrackPlan, baseline_groups, gate_groups, needs
 from .replication import BASELINE, sequence
 
 log = logging.getLogger(__name__)
@@ -246,11 +245,19 @@ def _profile(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit,
 def _warmup_demonstration(plan: TrackPlan, candidate: str | None, nodeid: str
                           ) -> tuple[Unit, ...]:
     # warmup_demo.demonstrate: pairs of B0 instances, each its warm-ups and one measured.
-    from .warmup_demo import DEFAULT_PAIRS, requests_per_pair  # noqa: PLC0415
-
     return (Unit(nodeid, plan.track_id,
                  DEFAULT_PAIRS * requests_per_pair(plan.latency.warmups),
                  starts=DEFAULT_PAIRS * 2),)
+
+
+# The warm-up demonstration's design (warmup_demo.demonstrate runs it; counted here).
+DEFAULT_PAIRS = 2
+
+
+def requests_per_pair(warmups: int) -> int:
+    """What the warm-up demonstration asks of one pair: two instances, the least warm-ups and one
+    measured request each."""
+    return 2 * (warmups + 1)
 
 
 def _none(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:

@@ -19,15 +19,9 @@ import statistics
 from .checks import Check, Reason
 from .evidence_log import utc_now
 from .replication import warmup_done
+from .run_plan import DEFAULT_PAIRS
 from .verdicts import CheckResult
 from .workload import Arms
-
-DEFAULT_PAIRS = 2
-
-
-def requests_per_pair(warmups: int) -> int:
-    """What run_plan counts for one pair: two instances, the least warm-ups and one measured."""
-    return 2 * (warmups + 1)
 
 
 def _one(arms: Arms, steps: int | None, index: int) -> float | None:

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from ref2va_accept import lossless, lossy
-from ref2va_accept.b0_gate import GateInstances, needs, run_gate_instances
+from ref2va_accept.b0_gate import GateInstances, run_gate_instances
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.checks import Check
 from ref2va_accept.cost import Prices, campaign_costs, describe
-from ref2va_accept.plan import TrackPlan, gate_groups, plan_campaign
+from ref2va_accept.plan import TrackPlan, gate_groups, needs, plan_campaign
 from ref2va_accept.run_plan import (
     ScenarioItem,
     gate_units,
