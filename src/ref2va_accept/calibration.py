@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from . import replication
 from .errors import Ref2VAError
-from .plan import LatencySettings
+from .latency_settings import LatencySettings
 from .stats import RANK_RULE, WELCH_RULE, interval_k, mann_whitney_counts
 
 OUTCOMES = ("supported", "failed", "inconclusive", "warmup_not_steady", "drift")

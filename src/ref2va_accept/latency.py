@@ -31,7 +31,8 @@ from .campaign import TRACK_IDS
 from .checks import Check, Reason
 from .devices import DeviceProbe, foreign_processes, probe_for
 from .gates import GateResult
-from .plan import LatencySettings, TrackPlan
+from .latency_settings import LatencySettings
+from .plan import TrackPlan
 from .replication import (
     BASELINE,
     InstanceTimes,

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
 
 from .campaign import (
     ArmSpec,
@@ -30,8 +29,8 @@ from .campaign import (
 )
 from .client import ClientTimeouts
 from .errors import CampaignError
+from .latency_settings import LatencySettings
 from .media import MediaExpectation
-from .stats import DecisionRule
 from .weight_names import WEIGHT_DIMENSIONS
 
 B0 = "b0"
@@ -92,34 +91,6 @@ class LossyScoring:
     weight_pins: Mapping[str, str]  # only filled pins: a placeholder pins nothing
     stand_ins: frozenset[str] = frozenset()  # names whose files are seeded stand-ins
     device: str = "cpu"  # campaign.scoring.device: every model of B0's and the candidate's scores
-
-
-@dataclass(frozen=True)
-class LatencySettings:
-    """The latency protocol's frozen settings, and the devices it probes for interference."""
-
-    replication: Literal["instance", "request"]
-    instances_per_arm: int | None  # the instance design's N; None in the request design
-    # B0's instances serve one candidate each, or all the track's candidates (replication.schedule)
-    baseline_instances: Literal["per_candidate", "shared"]
-    warmups: int  # the least per instance
-    max_warmups: int  # the most per instance (= warmups without a steady-state rule)
-    steady_fraction: float | None  # last two warm-ups agree within it; None: a fixed count
-    repeats: int  # measured requests per instance
-    ordering: Literal["interleaved", "AB", "ABBA", "ABA"]
-    order_seed: int  # the run's (drawn per run, or the campaign's fixed seed)
-    pause_s: float
-    drift_tolerance: float
-    target_ratio: float
-    confidence: float
-    decision_rule: DecisionRule
-    caching_probe_requests: int
-    caching_margin: float
-    device_kind: Literal["none", "npu", "cuda"]
-    devices: tuple[int, ...]
-    order_drawn: bool = False  # the seed was drawn for this run (protocol.order_seed: per_run)
-    # Denoising steps of every warm-up (a demonstrated cheap warm-up); None: the track's own.
-    warmup_steps: int | None = None
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .plan import LatencySettings
+from .latency_settings import LatencySettings
 from .stats import LatencyVerdict, interval_k, latency_verdict, t_quantile
 
 Unit = Literal["instance", "request"]

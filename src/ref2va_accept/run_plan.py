@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from .campaign import DurationClass, duration_class
-from .plan import LatencySettings, TrackPlan, baseline_groups, gate_groups, needs
+from .latency_settings import LatencySettings
+from .plan import TrackPlan, baseline_groups, gate_groups, needs
 from .replication import BASELINE, sequence
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,8 @@ from ref2va_accept import calibration as cal
 from ref2va_accept import replication
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
-from ref2va_accept.plan import LatencySettings, plan_campaign
+from ref2va_accept.latency_settings import LatencySettings
+from ref2va_accept.plan import plan_campaign
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN_910C = ROOT / "fixtures" / "campaigns" / "910c.yaml"

@@ -9,7 +9,7 @@ import pytest
 
 from ref2va_accept.client import Sample
 from ref2va_accept.latency import InstanceRun, distinct_plan, judge_latency
-from ref2va_accept.plan import LatencySettings
+from ref2va_accept.latency_settings import LatencySettings
 from ref2va_accept.replication import sequence, warmup_done
 from ref2va_accept.workload import Outcome
 
