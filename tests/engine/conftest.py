@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-import wave
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -162,19 +161,6 @@ def png_bytes(width: int = 40, height: int = 24, seed: int = 0) -> bytes:
         frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
         container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
-    return buffer.getvalue()
-
-
-def wav_bytes(seconds: float = 0.5, rate: int = 16_000, hz: float = 440.0) -> bytes:
-    """A mono 16-bit sine WAV, written with the standard library."""
-    t = np.arange(int(seconds * rate)) / rate
-    pcm = (0.5 * np.sin(2 * np.pi * hz * t) * 32767).astype("<i2")
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(pcm.tobytes())
     return buffer.getvalue()
 
 

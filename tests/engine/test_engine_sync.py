@@ -9,7 +9,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.engine.conftest import png_bytes, probe, wav_bytes
+from tests.engine.conftest import png_bytes, probe
+from tests.media_samples import wav_bytes
 
 pytestmark = pytest.mark.engine
 
@@ -81,7 +82,8 @@ def test_references_change_the_output_deterministically(client: httpx.Client) ->
     # Sizes within H3's reference limits (shortest edge >= 256 px, audio 2..15 s), or it is a 400.
     refs = [
         ("input_references", ("ref.png", png_bytes(448, 256), "image/png")),
-        ("input_references", ("voice.wav", wav_bytes(seconds=3.0), "audio/wav")),
+        ("input_references", ("voice.wav", wav_bytes(3.0, 16_000, 1, hz=440.0, amplitude=0.5),
+                              "audio/wav")),
     ]
     with_refs = _sync(client, files=refs, num_frames="22")
     assert with_refs.status_code == 200, with_refs.text

@@ -37,11 +37,11 @@ def judge_5s_lossless(campaign: Path, evidence: Path, candidate: str,
                       "--evidence-dir", str(evidence), *extra, timeout=600)
 
 
-# Denoising steps of a cheap copy (campaign_copy(..., steps=CHEAP_STEPS)): a B0 5 s request in
+# Denoising steps of a cheap copy (campaign_variant(..., steps=CHEAP_STEPS)): a B0 5 s request in
 # about a tenth of its 50-step compute. For the tests whose assertions do not rest on the real
 # 50-step output or on real latency ratios (faults, reason codes, lifecycle, signals, ...).
 CHEAP_STEPS = 4
-# Every VBench dimension a model scores (campaign_copy drops those it gates by default).
+# Every VBench dimension a model scores (campaign_variant drops those it gates by default).
 MODEL_BASED = frozenset(f"vbench.{d}" for dims in WEIGHT_DIMENSIONS.values() for d in dims)
 DIT_STEP_POINT = re.compile(r"^dit\.step\d{3}$")
 
@@ -65,9 +65,11 @@ def with_steps(data: dict[str, Any], steps: int) -> None:
             point["name"] = f"dit.step{step:03d}"
 
 
-def campaign_copy(folder: Path, *, steps: int | None = None, models: bool = False,
-                  **changes: object) -> Path:
-    """The reference campaign moved to folder, with its inputs and a B0 profile of our own;
+def campaign_variant(folder: Path, *, steps: int | None = None, models: bool = False,
+                     **changes: object) -> Path:
+    """A variant of the reference campaign, rewritten into folder with its inputs and a B0
+    profile of its own, and ``changes`` to its top-level fields (``profile_args``: to B0's
+    profile's arguments);
     with `steps`, every track denoises in that many steps (:func:`with_steps`). Without
     `models`, the lossy gates drop their model-based dimensions (and the copy names no scorer
     weights): a copy tests faults, reasons and lifecycle, and a CLIP pass over each 124-frame
@@ -152,6 +154,16 @@ def bundle(evidence: Path) -> dict[str, Any]:
     return read_bundle(only_run(evidence))
 
 
+def verdict_of(evidence: dict[str, Any], candidate: str) -> dict[str, Any]:
+    """The verdict row of ``candidate`` in an evidence bundle (the first one: the runs that ask
+    judge one track); one that is missing fails naming it and the run's candidates."""
+    found: dict[str, Any] | None = next(
+        (v for v in evidence["verdicts"] if v["candidate"] == candidate), None)
+    assert found is not None, (f"no verdict for {candidate} in run {evidence.get('run_id')}: "
+                               f"{sorted({v['candidate'] for v in evidence['verdicts']})}")
+    return found
+
+
 def main(argv: list[str]) -> int:
     """``python -m tests.unit.suite_runner cheap-copy FOLDER``: write a CHEAP_STEPS copy of the
     reference campaign into FOLDER (which must not hold one yet) and print its path. The
@@ -161,7 +173,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] != "cheap-copy":
         print("usage: python -m tests.unit.suite_runner cheap-copy FOLDER", file=sys.stderr)
         return 2
-    print(campaign_copy(Path(argv[1]), steps=CHEAP_STEPS))
+    print(campaign_variant(Path(argv[1]), steps=CHEAP_STEPS))
     return 0
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_copy, run_pytest
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, run_pytest
 
 
 def test_a_sessions_lossless_and_lossy_b0_gates_share_two_instances(tmp_path: Path) -> None:
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
     result = run_pytest("tests/quality", "-m", "5s", "-k", "baseline",
                         "--campaign", str(campaign), "--evidence-dir", str(evidence),

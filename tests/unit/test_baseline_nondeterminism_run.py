@@ -11,20 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_copy, run_pytest
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, run_pytest, verdict_of
 
 
 def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in evidence["checks"] if c["arm"] == arm}
 
 
-def _verdict(evidence: dict[str, Any], candidate: str) -> dict[str, Any]:
-    return next(v for v in evidence["verdicts"] if v["candidate"] == candidate)
-
-
 def test_nondeterministic_baseline_makes_the_track_inconclusive(tmp_path: Path) -> None:
-    campaign = campaign_copy(tmp_path / "c", profile_args={"fault": "nondeterministic"},
-                             steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", profile_args={"fault": "nondeterministic"},
+                                steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
     result = run_pytest("tests/quality/test_lossless.py", "-m", "lossless and 5s",
                         "-k", "baseline or lossless-text-kv", "--campaign", str(campaign),
@@ -35,7 +31,7 @@ def test_nondeterministic_baseline_makes_the_track_inconclusive(tmp_path: Path) 
     check = _checks(found, "b0")["baseline_determinism"]
     assert check["status"] == "fail" and check["reason"] == "baseline_nondeterministic"
     assert "dit.step" in check["detail"]
-    verdict = _verdict(found, "lossless-text-kv")
+    verdict = verdict_of(found, "lossless-text-kv")
     assert verdict["verdict"] == "inconclusive"
     assert "baseline_nondeterministic" in verdict["reasons"]
     # Never judged against noise: the candidate was not even started.

@@ -17,7 +17,7 @@ from ref2va_accept.cli import main
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.ledger import LEDGER_SCHEMA
 from ref2va_accept.plan import plan_campaign
-from tests.unit.suite_runner import ROOT, bundle, campaign_copy, run_pytest
+from tests.unit.suite_runner import ROOT, bundle, campaign_variant, run_pytest
 
 HOST = ROOT / "fixtures/campaigns/910c.yaml"
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
@@ -69,7 +69,7 @@ def test_a_recorded_authorization_raises_the_ceilings(tmp_path: Path) -> None:
 
 
 def test_an_authorization_says_who_when_and_how_much(tmp_path: Path) -> None:
-    path = campaign_copy(tmp_path / "c")
+    path = campaign_variant(tmp_path / "c")
     data = yaml.safe_load(path.read_text())
     data["budget"]["authorizations"] = [{"by": "", "at": "2026-12-01", "wall_hours": 1,
                                          "device_hours": 0}]
@@ -102,7 +102,7 @@ def test_the_plan_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_a_run_past_the_budget_stops_before_any_engine(tmp_path: Path) -> None:
-    campaign = campaign_copy(tmp_path / "c")
+    campaign = campaign_variant(tmp_path / "c")
     book = tmp_path / "c.ledger.jsonl"
     book.write_text("".join(json.dumps(e) + "\n" for e in _runs(16.5, devices=0)))
     evidence = tmp_path / "evidence"

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import av
-import numpy as np
 import pytest
 
 from ref2va_accept.cli import main
+from tests.media_samples import write_mp4
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,28 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ref2va_accept.cli", *args], capture_output=True,
                           text=True, timeout=60, cwd=ROOT)
-
-
-def _mp4(path: Path, frames: int = 124, audio: bool = True, faststart: bool = False) -> Path:
-    options = {"movflags": "faststart"} if faststart else {}
-    with av.open(str(path), "w", options=options) as container:
-        video = container.add_stream("libx264", rate=24)
-        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
-        sound = container.add_stream("aac", rate=32000) if audio else None
-        if sound is not None:
-            sound.layout = "stereo"
-        for i in range(frames):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), i % 256, np.uint8),
-                                               format="rgb24")
-            container.mux(video.encode(frame))
-        container.mux(video.encode())
-        if sound is not None:
-            samples = np.zeros((2, round(32000 * frames / 24)), np.float32)
-            chunk = av.AudioFrame.from_ndarray(samples, format="fltp", layout="stereo")
-            chunk.sample_rate = 32000
-            container.mux(sound.encode(chunk))
-            container.mux(sound.encode())
-    return path
 
 
 def _one_clear_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -53,7 +31,7 @@ def _one_clear_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_probe_good_file_prints_json(tmp_path: Path) -> None:
-    result = _cli("probe", str(_mp4(tmp_path / "good.mp4")), "--json")
+    result = _cli("probe", str(write_mp4(tmp_path / "good.mp4")), "--json")
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["video"]["frames_decoded"] == 124 and payload["video"]["fps"] == 24
@@ -64,7 +42,7 @@ def test_probe_good_file_prints_json(tmp_path: Path) -> None:
 
 
 def test_probe_with_expectation_names_the_wrong_frame_count(tmp_path: Path) -> None:
-    path = _mp4(tmp_path / "short.mp4", frames=120)
+    path = write_mp4(tmp_path / "short.mp4", frames=120)
     line = _one_clear_line(_cli("probe", str(path), "--frames", "124", "--width", "64",
                                 "--height", "48"))
     assert "frame_count" in line and "124" in line and "120" in line
@@ -80,19 +58,19 @@ def _cut_after(whole: Path, frames: int, cut: Path) -> Path:
 
 def test_probe_truncated_file(tmp_path: Path) -> None:
     # Exit 1, as the README says: a problem found in the file, whether it opens or not.
-    good = _mp4(tmp_path / "good.mp4").read_bytes()
+    good = write_mp4(tmp_path / "good.mp4").read_bytes()
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(good[: len(good) // 2])
     result = _cli("probe", str(cut))
     assert "cut.mp4" in _one_clear_line(result) and result.returncode == 1
-    short = _cut_after(_mp4(tmp_path / "fast.mp4", faststart=True), 81, tmp_path / "short.mp4")
+    short = _cut_after(write_mp4(tmp_path / "fast.mp4", faststart=True), 81, tmp_path / "short.mp4")
     result = _cli("probe", str(short))
     assert "header declares 124 frames, decoded 81" in _one_clear_line(result)
     assert result.returncode == 1
 
 
 def test_probe_file_without_audio(tmp_path: Path) -> None:
-    result = _cli("probe", str(_mp4(tmp_path / "mute.mp4", audio=False)))
+    result = _cli("probe", str(write_mp4(tmp_path / "mute.mp4", audio=False)))
     assert "no_audio_stream" in _one_clear_line(result) and result.returncode == 1
 
 
@@ -120,7 +98,7 @@ def test_probe_missing_file(tmp_path: Path) -> None:
 def short_mp4(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 124-frame MP4 cut short: 81 frames decode, the container still declares 124."""
     root = tmp_path_factory.mktemp("short")
-    return _cut_after(_mp4(root / "whole.mp4", faststart=True), 81, root / "cut.mp4")
+    return _cut_after(write_mp4(root / "whole.mp4", faststart=True), 81, root / "cut.mp4")
 
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -152,7 +130,7 @@ def test_score_allow_partial_scores_the_prefix_and_says_so(
 
 def test_score_checks_the_expected_count_too(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    whole = _mp4(tmp_path / "whole.mp4", frames=24, audio=False)
+    whole = write_mp4(tmp_path / "whole.mp4", frames=24, audio=False)
     code, out, err = _main(capsys, "score", str(whole), "--frames", "24", "--json")
     assert code == 0, err
     assert json.loads(out)["frames_expected"] == 24 and "partial" not in json.loads(out)
@@ -170,8 +148,10 @@ def test_score_checks_the_expected_count_too(
 
 
 @pytest.fixture
-def campaign_copy(tmp_path: Path) -> Path:
-    """The reference campaign with the files it pins, laid out as in the repository."""
+def verbatim_campaign(tmp_path: Path) -> Path:
+    """The reference campaign and the files it pins, copied byte for byte and laid out as in
+    the repository (freeze and verify hash them; tests/unit/suite_runner.py's campaign_variant
+    rewrites a campaign instead)."""
     for rel in ("fixtures/campaigns/reference.yaml", "fixtures/inputs/prompt.txt",
                 "fixtures/inputs/reference.png", "fixtures/inputs/reference.wav"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -180,9 +160,9 @@ def campaign_copy(tmp_path: Path) -> Path:
     return tmp_path / "fixtures/campaigns/reference.yaml"
 
 
-def test_freeze_then_verify_is_clean(campaign_copy: Path) -> None:
-    assert _cli("freeze", str(campaign_copy)).returncode == 0
-    result = _cli("verify", str(campaign_copy))
+def test_freeze_then_verify_is_clean(verbatim_campaign: Path) -> None:
+    assert _cli("freeze", str(verbatim_campaign)).returncode == 0
+    result = _cli("verify", str(verbatim_campaign))
     assert result.returncode == 0 and result.stdout.splitlines()[0].endswith(": frozen")
     # Then what the frozen protocol costs, per track and candidate.
     assert "protocol: instance design: 3 fresh instances per arm" in result.stdout
@@ -193,14 +173,14 @@ def test_freeze_then_verify_is_clean(campaign_copy: Path) -> None:
 
 
 def test_one_changed_byte_of_the_reference_image_fails_verify_naming_it(
-    campaign_copy: Path,
+    verbatim_campaign: Path,
 ) -> None:
-    assert _cli("freeze", str(campaign_copy)).returncode == 0
-    image = campaign_copy.parents[2] / "fixtures/inputs/reference.png"
+    assert _cli("freeze", str(verbatim_campaign)).returncode == 0
+    image = verbatim_campaign.parents[2] / "fixtures/inputs/reference.png"
     data = bytearray(image.read_bytes())
     data[100] ^= 0x01
     image.write_bytes(bytes(data))
-    result = _cli("verify", str(campaign_copy))
+    result = _cli("verify", str(verbatim_campaign))
     assert result.returncode == 1
     assert "reference.png" in result.stdout and "drifted" in result.stdout
 

@@ -24,11 +24,11 @@ from ref2va_accept.lossy import OPEN, decide
 from ref2va_accept.quality import relative_errors
 from ref2va_accept.quality.registry import ok_score, scorer
 from ref2va_accept.verdicts import CheckResult, judge
-from tests.unit.suite_runner import campaign_copy
+from tests.unit.suite_runner import campaign_variant
 
 
 def _copy(tmp_path: Path, allowed: bool | None, **changes: object) -> Path:
-    path = campaign_copy(tmp_path / "c", **changes)
+    path = campaign_variant(tmp_path / "c", **changes)
     data = yaml.safe_load(path.read_text())
     data["protocol"].pop("declared_device_time", None)
     if allowed is not None:

@@ -18,7 +18,7 @@ from ref2va_accept.safe_write import WriteFailed, append_line, atomic_write, wri
 from ref2va_accept.sanitize import Sanitizer
 from tests.unit.evidence_schema import read_bundle
 from tests.unit.full_disk import ENV, FullDisk
-from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_copy
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_variant
 
 pytest_plugins = ["pytester"]
 
@@ -195,7 +195,8 @@ def test_a_disk_full_for_everything_still_says_the_status_on_the_terminal(
 # -- a real scenario in a subprocess ---------------------------------------------------------------
 def test_b0_smoke_with_its_mp4_refused_ends_failed_write(tmp_path: Path) -> None:
     evidence = tmp_path / "evidence"
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)  # the write fails, not the output
+    # The write fails, not the output.
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     env = {**os.environ, ENV: "names=.mp4",
            "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
     result = subprocess.run(

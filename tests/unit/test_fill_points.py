@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
@@ -14,6 +13,7 @@ from ref2va_accept.errors import CampaignError, FreezeError
 from ref2va_accept.fill_points import fill_points
 from ref2va_accept.lock import lock_path
 from ref2va_accept.tensors import write_tensor_file
+from tests.media_samples import write_mp4
 
 ROOT = Path(__file__).resolve().parents[2]
 # The small CI campaign: two lossless tracks whose points are one flow mapping per line, as in the
@@ -108,7 +108,7 @@ def test_every_lossless_track_by_default_and_mp4_audio_from_the_mp4(
 ) -> None:
     names = sorted(set(_diagnostics(campaign, "5s-lossless"))
                    | set(_diagnostics(campaign, "15s-lossless")))
-    mp4 = _mp4(tmp_path / "b0.mp4")
+    mp4 = write_mp4(tmp_path / "b0.mp4", 10)
     result = fill_points(campaign, _dump(tmp_path / "b0", names), mp4=mp4)
     assert not result.unfilled
     assert {f.track for f in result.changed} == {"5s-lossless", "15s-lossless"}
@@ -148,7 +148,8 @@ def test_a_dry_run_reports_and_writes_nothing(campaign: Path, tmp_path: Path,
     names = _diagnostics(campaign, "5s-lossless")
     original = campaign.read_text()
     code = main(["fill-points", str(campaign), str(_dump(tmp_path / "b0", names)),
-                 "--track", "5s-lossless", "--dry-run", "--mp4", str(_mp4(tmp_path / "a.mp4"))])
+                 "--track", "5s-lossless", "--dry-run",
+                 "--mp4", str(write_mp4(tmp_path / "a.mp4", 10))])
     out = capsys.readouterr().out
     assert code == 0
     assert campaign.read_text() == original
@@ -169,24 +170,6 @@ def test_a_missing_dump_folder_is_refused_on_the_command_line(
 ) -> None:
     assert main(["fill-points", str(campaign), str(tmp_path / "nowhere")]) == 2
     assert "nowhere: expected B0's dump folder" in capsys.readouterr().err
-
-
-def _mp4(path: Path, frames: int = 10) -> Path:
-    with av.open(str(path), "w") as container:
-        video = container.add_stream("libx264", rate=24)
-        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
-        sound = container.add_stream("aac", rate=32000)
-        sound.layout = "stereo"
-        for i in range(frames):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), i, np.uint8), format="rgb24")
-            container.mux(video.encode(frame))
-        container.mux(video.encode())
-        samples = np.zeros((2, round(32000 * frames / 24)), np.float32)
-        chunk = av.AudioFrame.from_ndarray(samples, format="fltp", layout="stereo")
-        chunk.sample_rate = 32000
-        container.mux(sound.encode(chunk))
-        container.mux(sound.encode())
-    return path
 
 
 def test_an_edit_that_does_not_load_back_leaves_the_file_unchanged(

@@ -446,10 +446,10 @@ def test_shipped_910c_pin_is_placeholders_the_host_fills() -> None:
 
 def test_a_run_records_the_preflight_and_a_drift_caps_every_verdict(tmp_path: Path) -> None:
     from ref2va_accept.lock import freeze
-    from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_copy, run_pytest
+    from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, run_pytest
 
     pin = {"python": "2.7.18", "torch": "2.13.0+cpu", "av": "18.1.0", "av_ffmpeg": "8.1.2"}
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     data = yaml.safe_load(campaign.read_text())
     data["engine"]["source_pin"] = pin
     campaign.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -17,7 +17,14 @@ from ref2va_accept.plan import plan_track
 from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.server import InstanceRegistry, free_port
 from ref2va_accept.workload import Arms
-from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_copy, only_run, run_pytest
+from tests.unit.suite_runner import (
+    CHEAP_STEPS,
+    ROOT,
+    bundle,
+    campaign_variant,
+    only_run,
+    run_pytest,
+)
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 TRACK = "5s-lossless"
@@ -41,7 +48,7 @@ def test_a_track_run_gives_every_lifetime_its_own_id_log_and_audit(tmp_path: Pat
     # The acceptance scenarios of one track: four tests, five engine lifetimes, each test with
     # its own Arms (the counter used to restart in each, and audits overwrote each other).
     evidence = tmp_path / "evidence"
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     result = run_pytest("tests/acceptance", "-m", "5s and lossless", "--campaign",
                         str(campaign), "--evidence-dir", str(evidence), timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]

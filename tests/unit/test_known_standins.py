@@ -27,7 +27,7 @@ from ref2va_accept.report import verdict_table_html
 from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.verdicts import CheckResult, TrackVerdict, judge
 from ref2va_accept.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
-from tests.unit.suite_runner import ROOT, campaign_copy
+from tests.unit.suite_runner import ROOT, campaign_variant
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 CLIP = "vbench.background_consistency"
@@ -103,7 +103,7 @@ def test_a_weights_files_identity_says_stand_in_by_its_bytes(tmp_path: Path) -> 
 
 
 def _campaign_with(tmp_path: Path, *, stand_in: bool, weights_dir: Path | None = None) -> Path:
-    path = campaign_copy(tmp_path / "c", models=True)
+    path = campaign_variant(tmp_path / "c", models=True)
     data = yaml.safe_load(path.read_text())
     data["scorer_weights"]["clip_vitb32"]["stand_in"] = stand_in
     if weights_dir is not None:

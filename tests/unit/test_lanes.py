@@ -13,7 +13,7 @@ from _pytest.mark.expression import Expression
 from ref2va_accept.campaign import TRACK_IDS, duration_class, load_campaign, quality_class
 from ref2va_accept.cli import main
 from ref2va_accept.lanes import campaign_lanes, split_lanes, track_weights
-from tests.unit.suite_runner import ROOT, campaign_copy
+from tests.unit.suite_runner import ROOT, campaign_variant
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 HOST = ROOT / "fixtures/campaigns/910c.yaml"
@@ -70,7 +70,7 @@ def test_the_reference_campaign_runs_its_two_15s_tracks_in_different_lanes() -> 
 def test_frozen_preflight_medians_price_the_tracks(tmp_path: Path) -> None:
     data = yaml.safe_load(REFERENCE.read_text())
     protocol = {**data["protocol"], "expected_request_s": {"5s": 100.0, "15s": 1.0}}
-    campaign = load_campaign(campaign_copy(tmp_path, protocol=protocol))
+    campaign = load_campaign(campaign_variant(tmp_path, protocol=protocol))
     weights = track_weights(campaign)
     unpriced = track_weights(load_campaign(REFERENCE))
     for track_id in TRACK_IDS:

@@ -10,13 +10,20 @@ import pytest
 import yaml
 
 from ref2va_accept.lock import freeze
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_copy, run_pytest, tagged
+from tests.unit.suite_runner import (
+    CHEAP_STEPS,
+    bundle,
+    campaign_variant,
+    run_pytest,
+    tagged,
+    verdict_of,
+)
 
 
 def _campaign(folder: Path, candidate_args: dict[str, Any], b0_args: dict[str, Any],
               environment: dict[str, str] | None, steps: int | None) -> Path:
     """A one-track, one-candidate copy of the reference campaign with a short protocol."""
-    path = campaign_copy(folder, profile_args=b0_args, steps=steps)
+    path = campaign_variant(folder, profile_args=b0_args, steps=steps)
     data = yaml.safe_load(path.read_text())
     profile = yaml.safe_load((folder / "b0.yaml").read_text())
     profile.update(name="faulty", declared="lossless")
@@ -53,17 +60,12 @@ def _perf(tmp_path: Path, candidate_args: dict[str, Any], b0_args: dict[str, Any
     return result, bundle(evidence)
 
 
-def _verdict(found: dict[str, Any]) -> dict[str, Any]:
-    verdict: dict[str, Any] = next(v for v in found["verdicts"] if v["candidate"] == "faulty")
-    return verdict
-
-
 def test_candidate_crashing_mid_request_is_failed(tmp_path: Path) -> None:
     result, found = _perf(tmp_path, {"fault": "crash"}, {})
     assert result.returncode == 1
     latency = next(c for c in found["checks"] if c["name"] == "latency_ratio")
     assert latency["reason"] == "candidate_request_failed"
-    verdict = _verdict(found)
+    verdict = verdict_of(found, "faulty")
     assert verdict["verdict"] == "failed" and "candidate_request_failed" in verdict["reasons"]
     # Every sample was kept, the failed ones too.
     assert any(not s["ok"] for s in found["samples"] if s["arm"] == "faulty")
@@ -80,7 +82,7 @@ def test_baseline_leaving_a_process_makes_the_track_inconclusive(tmp_path: Path,
     assert result.returncode == 1
     cleanup = [c for c in found["checks"] if c["name"] == "cleanup" and c["arm"] == "b0"]
     assert cleanup and all(c["reason"] == "incomplete_cleanup" for c in cleanup)
-    verdict = _verdict(found)
+    verdict = verdict_of(found, "faulty")
     assert verdict["verdict"] == "inconclusive"
     assert verdict["reasons"][0] == "incomplete_cleanup"
     assert tagged(found["run_id"]) == []
@@ -98,7 +100,7 @@ def test_a_slightly_faster_candidate_is_not_supported(tmp_path: Path) -> None:
                           {"REF2VA_REFERENCE_COST_MODEL": json.dumps(device)})
     assert result.returncode == 1
     latency = next(c for c in found["checks"] if c["name"] == "latency_ratio")
-    verdict = _verdict(found)
+    verdict = verdict_of(found, "faulty")
     assert verdict["verdict"] != "supported"
     if latency["status"] == "pass":  # the protocol decided: faster, just not enough
         assert latency["data"]["verdict"] in ("failed", "inconclusive")

@@ -23,7 +23,7 @@ from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,
     bundle,
-    campaign_copy,
+    campaign_variant,
     judge_5s_lossless,
     run_pytest,
 )
@@ -33,7 +33,7 @@ REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 
 
 def _copy_with(tmp_path: Path, **candidate: Any) -> Path:
-    path = campaign_copy(tmp_path / "c")
+    path = campaign_variant(tmp_path / "c")
     data = yaml.safe_load(path.read_text())
     data["candidates"][0].update(candidate)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -57,7 +57,7 @@ def test_a_scope_change_needs_a_recorded_scope_decision(tmp_path: Path) -> None:
 
 
 def test_the_baseline_carries_no_candidate_record(tmp_path: Path) -> None:
-    path = campaign_copy(tmp_path / "c")
+    path = campaign_variant(tmp_path / "c")
     data = yaml.safe_load(path.read_text())
     data["baseline"]["change_class"] = "implementation"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -133,7 +133,7 @@ def test_entries_are_appended_never_rewritten_and_a_torn_tail_is_said(tmp_path: 
 
 
 def test_a_run_appends_its_attempts_and_the_report_lists_the_record(tmp_path: Path) -> None:
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     book = tmp_path / "record.ledger.jsonl"
     for n in (1, 2):
         evidence = tmp_path / f"evidence{n}"
@@ -164,7 +164,7 @@ def test_a_run_appends_its_attempts_and_the_report_lists_the_record(tmp_path: Pa
 def test_the_ledger_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ledger.LEDGER_ENV, raising=False)
-    campaign = campaign_copy(tmp_path / "c")
+    campaign = campaign_variant(tmp_path / "c")
     assert main(["ledger", str(campaign)]) == 0
     assert "no entries yet" in capsys.readouterr().out
     entries = ledger.entries(_bundle(tmp_path, "interrupted"), load_campaign(REFERENCE),
@@ -181,7 +181,7 @@ def test_the_ledger_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
 
 
 def test_a_ledger_that_cannot_be_written_fails_the_run_in_one_line(tmp_path: Path) -> None:
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
     missing = tmp_path / "no-such-folder" / "c.ledger.jsonl"
     result = run_pytest("tests/verdicts", "-m", "lossless and 5s", "--campaign", str(campaign),

@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from ref2va_accept.lock import freeze
-from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_copy, judge_5s_lossless
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_variant, judge_5s_lossless
 
 
 def _with_planted(folder: Path, planted: str) -> Path:
     """The campaign copy, its reduction-order candidate replaced by B0 plus the planted nudge."""
-    campaign = campaign_copy(folder, steps=CHEAP_STEPS)
+    campaign = campaign_variant(folder, steps=CHEAP_STEPS)
     profile = yaml.safe_load((ROOT / "engine/profiles/reference/b0.yaml").read_text())
     profile.update(name="planted", declared="lossless")
     profile["args"]["plant-divergence"] = planted

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.unit.browser import chromium
-from tests.unit.suite_runner import ROOT, bundle, only_run, run_pytest, tagged
+from tests.unit.suite_runner import ROOT, bundle, only_run, run_pytest, tagged, verdict_of
 
 # Its latency verdicts are measured: `./ref2va selftest` runs it on a CPU of its own.
 pytestmark = pytest.mark.timed
@@ -31,10 +31,6 @@ pytestmark = pytest.mark.timed
 
 def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in evidence["checks"] if c["arm"] == arm}
-
-
-def _verdict(evidence: dict[str, Any], candidate: str) -> dict[str, Any]:
-    return next(v for v in evidence["verdicts"] if v["candidate"] == candidate)
 
 
 # What a noisy shared CPU alone can do to a latency run: B0 moves more than the campaign's drift
@@ -60,7 +56,7 @@ def five_second_run(tmp_path_factory: pytest.TempPathFactory,
     else), as an operator would. Every other outcome is judged as it came. The first run's
     reasons are written to the terminal (a warning would be an error here: pytest.ini)."""
     run = _run_track(tmp_path_factory)
-    first = _verdict(run[1], "lossless-text-kv")
+    first = verdict_of(run[1], "lossless-text-kv")
     if first["verdict"] == "inconclusive" and first["reasons"] \
             and set(first["reasons"]) <= NOISE_REASONS:
         said = (f"5 s lossless track run again: its first run ({run[1]['run_id']}) was not "
@@ -92,7 +88,7 @@ def test_the_run_fails_because_some_candidates_must(five_second_run: Any) -> Non
 
 
 def test_lossless_candidate_is_supported_with_every_check_passed(five_second_run: Any) -> None:
-    verdict = _verdict(five_second_run[1], "lossless-text-kv")
+    verdict = verdict_of(five_second_run[1], "lossless-text-kv")
     assert verdict["verdict"] == "supported", (verdict["reasons"], verdict["checks"])
     assert verdict["open_checks"] == []
     # No device is probed on the CPU reference campaign: interference is not applicable, shown
@@ -131,7 +127,7 @@ def test_verdict_table_heads_the_report_and_the_evidence(five_second_run: Any) -
     assert rows == {("5s-lossless", c) for c in
                     ("lossless-text-kv", "reduction-order", "mislabelled-cache")}
     # A candidate whose scenarios were deselected is open, never judged on what did not run.
-    unjudged = _verdict(evidence, "mislabelled-cache")
+    unjudged = verdict_of(evidence, "mislabelled-cache")
     assert unjudged["verdict"] == "inconclusive" and "latency_ratio" in unjudged["open_checks"]
     report = (run / "report.html").read_text()
     assert report.index("Verdicts per track") < report.index("<table id=\"results-table\">")
@@ -162,7 +158,7 @@ def test_reduction_order_fails_at_the_first_dit_output(five_second_run: Any) -> 
     assert gate["data"]["first_divergence"] == "dit.step000"
     assert "first diverging point dit.step000" in gate["detail"]
     assert checks["enabled_path_audit"]["status"] == "pass"  # it hides nothing: it is just wrong
-    verdict = _verdict(five_second_run[1], "reduction-order")
+    verdict = verdict_of(five_second_run[1], "reduction-order")
     assert verdict["verdict"] == "failed" and verdict["reasons"] == ["quality_gate_failed"]
 
 
@@ -177,7 +173,7 @@ def test_reduction_order_is_localized_to_the_projection_whose_reduction_changed(
     assert data["figures"]["differing"] > 0 and data["figures"]["max_ulp"] >= 1
     assert data["picture"]["differing"] == data["figures"]["differing"]
     assert [r["level"] for r in data["requests"]] == [1, 1, 2, 2]
-    assert _verdict(five_second_run[1], "reduction-order")["localized"] == \
+    assert verdict_of(five_second_run[1], "reduction-order")["localized"] == \
         "dit.blocks.0.fc2 (step 0)"
     # The candidate that is bit-exact runs no pass.
     assert "localization" not in _checks(five_second_run[1], "lossless-text-kv")

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tests.unit.suite_runner import bundle, campaign_copy, run_pytest
+from tests.unit.suite_runner import bundle, campaign_variant, run_pytest
 
 
 def _check(evidence: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def _check(evidence: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
 def test_frozen_psnr_minimum_fails_a_candidate_vbench_would_pass(tmp_path: Path) -> None:
     # cache-dit-mild is within 1% on every gated score at about 32 dB PSNR to B0; a campaign that
     # freezes 40 dB must fail it, naming fidelity and not the scores.
-    path = campaign_copy(tmp_path / "campaign")
+    path = campaign_variant(tmp_path / "campaign")
     data = yaml.safe_load(path.read_text())
     data["tracks"]["5s-lossy"]["lossy_gate"]["min_psnr_db"] = 40.0
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -16,7 +16,7 @@ import pytest
 
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.lossy import fidelity_below
-from tests.unit.suite_runner import ROOT, bundle, only_run, run_pytest, tagged
+from tests.unit.suite_runner import ROOT, bundle, only_run, run_pytest, tagged, verdict_of
 
 # A CLIP-scored lossy track: the selftest runs it after the timed self-tests (./ref2va).
 pytestmark = pytest.mark.heavy
@@ -25,11 +25,6 @@ pytestmark = pytest.mark.heavy
 def _check(evidence: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
     found: dict[str, Any] = next(c for c in evidence["checks"]
                                  if c["arm"] == arm and c["name"] == name)
-    return found
-
-
-def _verdict(evidence: dict[str, Any], candidate: str) -> dict[str, Any]:
-    found: dict[str, Any] = next(v for v in evidence["verdicts"] if v["candidate"] == candidate)
     return found
 
 
@@ -72,9 +67,9 @@ def test_aggressive_cache_fails_naming_the_dimensions(five_second_run: Any) -> N
     assert check["status"] == "fail" and check["reason"] == "quality_gate_failed"
     broken = [k for k, v in check["data"]["worst"].items() if v >= 0.01]
     assert broken and all(name in check["detail"] for name in broken)
-    verdict = _verdict(five_second_run[1], "cache-dit-aggressive")
+    verdict = verdict_of(five_second_run[1], "cache-dit-aggressive")
     assert verdict["verdict"] == "failed" and verdict["reasons"] == ["quality_gate_failed"]
-    assert _verdict(five_second_run[1], "cache-dit-mild")["verdict"] == "inconclusive"
+    assert verdict_of(five_second_run[1], "cache-dit-mild")["verdict"] == "inconclusive"
 
 
 STAND_IN_CLIP = {"name": "ViT-B-32.pt", "stand_in": True, "declared": True,
@@ -105,7 +100,7 @@ def test_a_model_based_dimension_is_gated_on_stand_in_weights(five_second_run: A
         assert weights["status"] == "pass" and weights["data"]["stand_ins"] == ["ViT-B-32.pt"]
         assert weights["data"]["weights"] == [STAND_IN_CLIP], arm
     for candidate in ("cache-dit-mild", "cache-dit-aggressive", "frame-hold"):
-        assert _verdict(five_second_run[1], candidate)["stand_in_weights"] == ["ViT-B-32.pt"]
+        assert verdict_of(five_second_run[1], candidate)["stand_in_weights"] == ["ViT-B-32.pt"]
     assert "STAND-IN scores (ViT-B-32.pt)" in five_second_run[0].stdout
 
 
@@ -118,7 +113,7 @@ def test_a_still_video_breaks_the_model_based_dimension(five_second_run: Any) ->
         assert error["candidate"] == pytest.approx(1.0, abs=1e-9) and error["gate"] == "broken"
         assert 0.01 < error["error"] < 0.03 and error["weights"] == [STAND_IN_CLIP]
     assert "vbench.background_consistency" in check["detail"]
-    assert _verdict(five_second_run[1], "frame-hold")["verdict"] == "failed"
+    assert verdict_of(five_second_run[1], "frame-hold")["verdict"] == "failed"
 
 
 def test_report_shows_the_lossy_numbers(five_second_run: Any) -> None:

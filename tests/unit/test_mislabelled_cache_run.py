@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.lock import freeze
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_copy, judge_5s_lossless
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, judge_5s_lossless
 
 
 def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
@@ -23,7 +23,7 @@ def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
 
 
 def test_mislabelled_candidate_fails_the_enabled_path_audit(tmp_path: Path) -> None:
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     freeze(campaign)  # judged as frozen, so that a defect fails it (else: protocol_not_frozen)
     evidence = tmp_path / "evidence"
     result = judge_5s_lossless(campaign, evidence, "mislabelled-cache")

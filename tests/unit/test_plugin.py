@@ -16,7 +16,14 @@ import yaml
 
 from ref2va_accept.evidence import rebuild
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_copy, only_run, run_pytest, tagged
+from tests.unit.suite_runner import (
+    CHEAP_STEPS,
+    ROOT,
+    campaign_variant,
+    only_run,
+    run_pytest,
+    tagged,
+)
 
 TRACKS = ("5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy")
 
@@ -42,7 +49,7 @@ def test_a_duration_mark_selects_both_of_its_tracks() -> None:
 
 
 def test_campaign_comes_from_the_environment_when_no_option_is_given(tmp_path: Path) -> None:
-    campaign = campaign_copy(tmp_path / "c", tracks={})
+    campaign = campaign_variant(tmp_path / "c", tracks={})
     result = run_pytest("tests/acceptance", "--collect-only", "-q",
                      env={"REF2VA_CAMPAIGN": str(campaign)})
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
@@ -60,7 +67,7 @@ def test_malformed_campaign_fails_collection_with_file_and_field(tmp_path: Path)
 
 def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
     evidence = tmp_path / "evidence"
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                         "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
@@ -91,7 +98,7 @@ def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
 def _slow_b0_session(tmp_path: Path, **popen: Any) -> tuple[subprocess.Popen[str], Path]:
     """B0's 5s-lossless smoke request in its own pytest session, 50 steps at 400 ms each (about
     20 s), so that a test can act on it mid-request; the session and its evidence folder."""
-    campaign = campaign_copy(tmp_path / "c", profile_args={"step-cost-ms": 400})
+    campaign = campaign_variant(tmp_path / "c", profile_args={"step-cost-ms": 400})
     evidence = tmp_path / "evidence"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "tests/acceptance/test_b0_output.py", "-m",
@@ -143,7 +150,7 @@ def _run_5s_lossless(campaign: Path, evidence: Path) -> dict[str, object]:
 
 
 def test_unfrozen_campaign_runs_but_caps_verdicts(tmp_path: Path) -> None:
-    bundle = _run_5s_lossless(campaign_copy(tmp_path / "c", steps=CHEAP_STEPS),
+    bundle = _run_5s_lossless(campaign_variant(tmp_path / "c", steps=CHEAP_STEPS),
                               tmp_path / "evidence")
     assert bundle["campaign"]["freeze"]["state"] == "not_frozen"  # type: ignore[index]
     verdict = bundle["verdicts"][0]  # type: ignore[index]
@@ -154,7 +161,7 @@ def test_unfrozen_campaign_runs_but_caps_verdicts(tmp_path: Path) -> None:
 def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
     from ref2va_accept.lock import freeze
 
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     freeze(campaign)
     # A moved field runs, capped (an input that is not its pin stops the run instead:
     # test_plugin_session.py).
@@ -171,7 +178,7 @@ def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
 def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(
     tmp_path: Path,
 ) -> None:
-    campaign = campaign_copy(tmp_path / "c", profile_args={"fault": "crash"}, steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", profile_args={"fault": "crash"}, steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
     result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                      "--campaign", str(campaign), "--evidence-dir", str(evidence))
@@ -218,8 +225,8 @@ def test_engine_killed_mid_request_names_the_signal(tmp_path: Path) -> None:
 def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Path) -> None:
     # It hangs at the first step: at the middle one (the default), 25 steps of real compute on a
     # loaded machine once outlasted the 6 s timeout, and the engine, not yet hung, stopped clean.
-    campaign = campaign_copy(tmp_path / "c", profile_args={"fault": "hang", "fault-at-step": 1},
-                             steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", profile_args={"fault": "hang", "fault-at-step": 1},
+                                steps=CHEAP_STEPS)
     data = yaml.safe_load(campaign.read_text())
     data["protocol"]["timeouts"]["5s"]["request_s"] = 6
     data["engine"]["shutdown_grace_s"] = 2
@@ -242,7 +249,7 @@ def test_engine_failing_to_start_is_one_line_and_its_log_tail_is_in_the_evidence
     # An engine command that writes 30 numbered lines (each naming a path of this host) and
     # exits 1 before it ever listens.
     script = tmp_path / "c" / "fails.py"
-    campaign = campaign_copy(tmp_path / "c")
+    campaign = campaign_variant(tmp_path / "c")
     script.write_text("import sys\nfor i in range(1, 31):\n"
                       f"    print(f'start-up line {{i:02d}} in {tmp_path}/model')\nsys.exit(1)\n")
     data = yaml.safe_load(campaign.read_text())

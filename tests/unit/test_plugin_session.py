@@ -15,7 +15,7 @@ import yaml
 from ref2va_accept.evidence import rebuild
 from ref2va_accept.hashing import file_sha256
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.suite_runner import ROOT, campaign_copy
+from tests.unit.suite_runner import ROOT, campaign_variant
 
 pytest_plugins = ["pytester"]
 
@@ -180,7 +180,7 @@ def test_an_unusable_campaign_is_said_once_and_nothing_runs(
     for name in ("test_one", "test_two", "test_three"):
         session.makepyfile(**{name: CAMPAIGN_SCENARIO})
     if damage == "lock":
-        campaign = campaign_copy(tmp_path / "c")
+        campaign = campaign_variant(tmp_path / "c")
         (tmp_path / "c" / "campaign.lock.json").write_text('{"schema": 1')
     else:
         campaign = tmp_path / "bad.yaml"
@@ -201,7 +201,7 @@ def test_an_unusable_campaign_is_said_once_and_nothing_runs(
 def test_inputs_not_matching_their_pins_stop_the_run_before_any_scenario(
         session: pytest.Pytester, tmp_path: Path) -> None:
     session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
-    campaign = campaign_copy(tmp_path / "c")
+    campaign = campaign_variant(tmp_path / "c")
     pins = yaml.safe_load(campaign.read_text())["tracks"]["5s-lossless"]["inputs"]
     (tmp_path / "c" / "inputs" / "prompt.txt").unlink()
     image = tmp_path / "c" / "inputs" / "reference.png"
@@ -244,7 +244,7 @@ def test_inputs_not_matching_their_pins_stop_the_run_before_any_scenario(
 def test_pins_that_are_undeclared_stand_ins_are_said_before_any_engine(
         session: pytest.Pytester, tmp_path: Path, selection: str, warned: bool) -> None:
     session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
-    campaign = campaign_copy(tmp_path / "c", models=True)
+    campaign = campaign_variant(tmp_path / "c", models=True)
     data = yaml.safe_load(campaign.read_text())
     data["scorer_weights"]["clip_vitb32"]["stand_in"] = False  # the stand-in's pin, undeclared
     campaign.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -269,7 +269,7 @@ def test_inputs_matching_their_pins_let_the_run_go_on(session: pytest.Pytester,
     evidence = session.path / "evidence"
     session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
                                 "-m", "5s and lossless", "--campaign",
-                                str(campaign_copy(tmp_path / "c")), "--evidence-dir",
+                                str(campaign_variant(tmp_path / "c")), "--evidence-dir",
                                 str(evidence)).assert_outcomes(passed=1)
     bundle = read_bundle((evidence / "latest").resolve())
     assert bundle["status"] == "complete" and bundle["notes"] == ["5s-lossless ran"]

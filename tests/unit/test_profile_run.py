@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 from ref2va_accept.hashing import file_sha256
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_copy, only_run, run_pytest
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, only_run, run_pytest
 
 
 def test_one_steady_request_profiled_apart_from_timing(tmp_path: Path) -> None:
-    campaign = campaign_copy(tmp_path / "c", steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
     result = run_pytest("tests/profile", "-m", "profile and 5s and lossless", "-k", "baseline",
                         "--campaign", str(campaign), "--evidence-dir", str(evidence),

@@ -59,7 +59,7 @@ from ref2va_accept.run_plan import (
     plan_run,
 )
 from ref2va_accept.workload import Outcome, OutcomeLog, RequestStart
-from tests.unit.suite_runner import ROOT, campaign_copy, run_pytest
+from tests.unit.suite_runner import ROOT, campaign_variant, run_pytest
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 SCENARIO_DIRS = ("tests/acceptance", "tests/quality", "tests/perf", "tests/verdicts",
@@ -102,7 +102,7 @@ def test_every_campaign_scenario_belongs_to_a_track(collected: list[ScenarioItem
 # -- the campaign field -------------------------------------------------------------------------
 def _with_medians(tmp_path: Path, medians: object) -> Path:
     protocol = yaml.safe_load(REFERENCE.read_text())["protocol"]
-    return campaign_copy(tmp_path / "c", protocol={**protocol, "expected_request_s": medians})
+    return campaign_variant(tmp_path / "c", protocol={**protocol, "expected_request_s": medians})
 
 
 @pytest.mark.parametrize(("medians", "message"), [

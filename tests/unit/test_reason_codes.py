@@ -20,9 +20,10 @@ from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,
     bundle,
-    campaign_copy,
+    campaign_variant,
     run_pytest,
     tagged,
+    verdict_of,
 )
 
 CANDIDATE = "faulty"
@@ -33,7 +34,7 @@ def _campaign(folder: Path, track: str, *, b0_args: dict[str, Any] | None = None
               lossy_gate: dict[str, Any] | None = None, **engine: Any) -> Path:
     """One track, one candidate (B0's profile plus `candidate_args`), no declared device time,
     one seed, frozen: no verdict is capped for a reason other than the one under test."""
-    path = campaign_copy(folder / "c", profile_args=b0_args or {}, steps=CHEAP_STEPS)
+    path = campaign_variant(folder / "c", profile_args=b0_args or {}, steps=CHEAP_STEPS)
     data = yaml.safe_load(path.read_text())
     profile = yaml.safe_load((folder / "c" / "b0.yaml").read_text())
     profile.update(name=CANDIDATE, declared=track.split("-")[1])
@@ -68,11 +69,6 @@ def _check(found: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
     return failed[0] if failed else checks[0]
 
 
-def _verdict(found: dict[str, Any]) -> dict[str, Any]:
-    verdict: dict[str, Any] = next(v for v in found["verdicts"] if v["candidate"] == CANDIDATE)
-    return verdict
-
-
 def test_engine_start_failed(tmp_path: Path) -> None:
     # B0 cannot answer /health within a startup timeout far below the engine's start-up time.
     campaign = _campaign(tmp_path, "5s-lossless", startup_timeout_s=0.2)
@@ -81,7 +77,7 @@ def test_engine_start_failed(tmp_path: Path) -> None:
     assert result.returncode != 0, result.stdout[-2000:]
     check = _check(found, "b0", "engine_start")
     assert (check["status"], check["reason"]) == ("fail", "engine_start_failed")
-    verdict = _verdict(found)
+    verdict = verdict_of(found, CANDIDATE)
     assert verdict["verdict"] == "inconclusive" and "engine_start_failed" in verdict["reasons"]
 
 
@@ -97,7 +93,7 @@ def test_baseline_invalid_media_and_baseline_contract(tmp_path: Path) -> None:
     contract = _check(found, "b0", "baseline_determinism")
     assert (contract["status"], contract["reason"]) == ("fail", "baseline_contract")
     assert "mp4.audio: not decodable from the MP4" in contract["detail"]
-    verdict = _verdict(found)
+    verdict = verdict_of(found, CANDIDATE)
     assert verdict["verdict"] == "inconclusive"
     assert {"baseline_invalid_media", "baseline_contract"} <= set(verdict["reasons"])
 
@@ -115,7 +111,7 @@ def test_comparison_point_missing(tmp_path: Path) -> None:
     assert "mp4.audio" in gate["detail"]
     points = {p["name"]: p["status"] for p in gate["data"]["points"]}
     assert len(points) == 12 and points["mp4.audio"] == "missing_in_b"  # every point listed
-    verdict = _verdict(found)
+    verdict = verdict_of(found, CANDIDATE)
     assert verdict["verdict"] == "failed" and "comparison_point_missing" in verdict["reasons"]
 
 
@@ -135,7 +131,7 @@ def test_baseline_variability_too_high(tmp_path: Path) -> None:
     check = _check(found, "b0", "baseline_variability")
     assert (check["status"], check["reason"]) == ("fail", "baseline_variability_too_high")
     assert not all(check["data"]["below_limit"].values())
-    verdict = _verdict(found)
+    verdict = verdict_of(found, CANDIDATE)
     assert verdict["verdict"] == "inconclusive"
     assert "baseline_variability_too_high" in verdict["reasons"]
 
@@ -151,7 +147,7 @@ def test_quality_precondition_failed(tmp_path: Path) -> None:
     assert "frame count differs" in gate["detail"]
     media = _check(found, CANDIDATE, "candidate_media")
     assert media["reason"] == "invalid_media"
-    verdict = _verdict(found)
+    verdict = verdict_of(found, CANDIDATE)
     assert verdict["verdict"] == "failed" and "quality_precondition_failed" in verdict["reasons"]
 
 

@@ -8,14 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import av
-import numpy as np
 import pytest
 
 from ref2va_accept.cli import main
 from ref2va_accept.evidence import rebuild
 from ref2va_accept.evidence_log import EVENTS_FILE, EVIDENCE_FILE, EventLog, project
 from ref2va_accept.review import ReviewError, ingest, pairs, write_review
+from tests.media_samples import write_mp4
 from tests.unit.browser import chromium
 from tests.unit.evidence_schema import read_bundle
 
@@ -29,26 +28,6 @@ OUTPUTS = [("5s-lossless", "b0", 42, "quality"), ("5s-lossless", "lossless-text-
            ("5s-lossy", "cache-dit-mild", 43, "measured")]
 VERDICTS = [("5s-lossless", "lossless-text-kv", "supported"),
             ("5s-lossless", "reduction-order", "failed"), ("5s-lossy", "cache-dit-mild", "failed")]
-
-
-def _mp4(path: Path, level: int) -> None:
-    """A small real MP4 (2 s at 24 fps, with audio) whose frames are all ``level``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), "w") as container:
-        video = container.add_stream("libx264", rate=24)
-        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
-        sound = container.add_stream("aac", rate=32000)
-        sound.layout = "stereo"
-        for _ in range(48):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), level, np.uint8),
-                                               format="rgb24")
-            container.mux(video.encode(frame))
-        container.mux(video.encode())
-        chunk = av.AudioFrame.from_ndarray(np.zeros((2, 64000), np.float32), format="fltp",
-                                           layout="stereo")
-        chunk.sample_rate = 32000
-        container.mux(sound.encode(chunk))
-        container.mux(sound.encode())
 
 
 def _run(root: Path, outputs: list[tuple[str, str, int, str]] = OUTPUTS) -> Path:
@@ -65,7 +44,8 @@ def _run(root: Path, outputs: list[tuple[str, str, int, str]] = OUTPUTS) -> Path
         "media": [], "notes": []}, AT)]
     for index, (track, arm, seed, kind) in enumerate(outputs):
         media = f"media/{track}/{arm}/{kind}-{index}-seed{seed}.mp4"
-        _mp4(run / media, 40 + 20 * index)
+        (run / media).parent.mkdir(parents=True, exist_ok=True)
+        write_mp4(run / media, 48, level=40 + 20 * index)  # 2 s, every frame one grey
         events.append(log.append("sample", {
             "sample_id": f"s{index}", "track": track, "arm": arm, "kind": kind, "index": 0,
             "seed": seed, "started_at": AT, "ok": True, "failure": None, "status": 200,

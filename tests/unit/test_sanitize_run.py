@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.suite_runner import CHEAP_STEPS, campaign_copy, only_run, run_pytest
+from tests.unit.suite_runner import CHEAP_STEPS, campaign_variant, only_run, run_pytest
 
 HOST = "gpu-node-zq7x.corp-planted.example"
 USER = "zqplantuser"
@@ -41,7 +41,7 @@ def test_planted_identifiers_never_reach_the_evidence(tmp_path: Path) -> None:
     environment = {"REF2VA_REFERENCE_COST_MODEL":
                    '{"block_ms": 0.5, "text_kv_ms": 12.0, "ref_kv_ms": 0.25}',
                    "PYTHONWARNINGS": ",".join(IN_LOG)}
-    campaign = campaign_copy(tmp_path / "c", environment=environment, steps=CHEAP_STEPS)
+    campaign = campaign_variant(tmp_path / "c", environment=environment, steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
     result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                         "--campaign", str(campaign), "--evidence-dir", str(evidence),

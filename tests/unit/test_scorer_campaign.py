@@ -20,7 +20,7 @@ from ref2va_accept.plan import plan_track
 from ref2va_accept.quality import score_frames
 from ref2va_accept.quality.standins import make_standins
 from ref2va_accept.weight_names import VBENCH_LAYOUT
-from tests.unit.suite_runner import ROOT, campaign_copy
+from tests.unit.suite_runner import ROOT, campaign_variant
 
 # Large scorer models: the selftest runs these after the timed self-tests (./ref2va).
 pytestmark = pytest.mark.heavy
@@ -33,7 +33,7 @@ PINNED = yaml.safe_load((ROOT / "fixtures/campaigns/reference.yaml").read_text()
 
 
 def _campaign(folder: Path, weights_dir: Path, **scorer_weights: dict[str, object]) -> Path:
-    path = campaign_copy(folder, models=True)
+    path = campaign_variant(folder, models=True)
     data = yaml.safe_load(path.read_text())
     data["scorer_weights_dir"] = str(weights_dir)
     if scorer_weights:

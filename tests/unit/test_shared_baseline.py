@@ -23,12 +23,14 @@ from ref2va_accept.plan import (
     plan_campaign,
     plan_track,
 )
-from ref2va_accept.replication import BASELINE, schedule, sequence
+from ref2va_accept.replication import schedule, sequence
 from ref2va_accept.run_plan import ScenarioItem, latency_requests, plan_run
+from ref2va_accept.vocabulary import ArmRole
 from ref2va_accept.workload import Outcome, OutcomeLog, Sample
-from tests.unit.suite_runner import ROOT, campaign_copy
+from tests.unit.suite_runner import ROOT, campaign_variant
 
 CAMPAIGN = ROOT / "fixtures/campaigns/reference.yaml"
+BASELINE = ArmRole.B0
 THREE = ("lossless-text-kv", "reduction-order", "mislabelled-cache")
 
 
@@ -83,7 +85,7 @@ def test_repeated_or_b0_candidates_are_refused(plan: TrackPlan) -> None:
 
 
 def test_shared_b0_belongs_to_the_instance_design(tmp_path: Path) -> None:
-    path = campaign_copy(tmp_path / "c")
+    path = campaign_variant(tmp_path / "c")
     data = yaml.safe_load(path.read_text())
     for key in ("instances_per_arm", "max_warmups", "steady_fraction"):
         data["protocol"].pop(key, None)
@@ -96,7 +98,7 @@ def test_shared_b0_belongs_to_the_instance_design(tmp_path: Path) -> None:
 def test_absent_field_means_per_candidate_and_stays_out_of_the_lock(tmp_path: Path) -> None:
     from ref2va_accept.lock import canonical_campaign
 
-    path = campaign_copy(tmp_path / "c")
+    path = campaign_variant(tmp_path / "c")
     data = yaml.safe_load(path.read_text())
     del data["protocol"]["baseline_instances"]
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -19,7 +19,7 @@ from tests.unit.evidence_schema import read_bundle
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,
-    campaign_copy,
+    campaign_variant,
     run_pytest,
     sigterm_when,
     tagged,
@@ -34,7 +34,7 @@ STUBBORN = {"step-cost-ms": 400, "fault": "worker_ignores_sigterm"}
 
 def _start_session(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     """A campaign session in a subprocess; its output goes to tmp_path/output.txt."""
-    campaign = campaign_copy(tmp_path / "c", profile_args=STUBBORN)
+    campaign = campaign_variant(tmp_path / "c", profile_args=STUBBORN)
     evidence = tmp_path / "evidence"
     with open(tmp_path / "output.txt", "wb") as output:
         proc = subprocess.Popen(
@@ -149,7 +149,7 @@ def test_next_run_stops_and_reports_what_a_dead_run_left(tmp_path: Path) -> None
         assert left == [worker], (left, worker)
         second = tmp_path / "second"
         result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                            "--campaign", str(campaign_copy(second / "c", steps=CHEAP_STEPS)),
+                            "--campaign", str(campaign_variant(second / "c", steps=CHEAP_STEPS)),
                             "--evidence-dir", str(second / "evidence"), timeout=300)
         assert tagged(run.name) == []
     finally:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ref2va_accept.campaign import load_campaign
-from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_copy
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_variant
 
 
 def _points(data: dict[str, object], track: str) -> list[tuple[str, list[int]]]:
@@ -19,7 +19,7 @@ def _points(data: dict[str, object], track: str) -> list[tuple[str, list[int]]]:
 
 def test_a_cheap_copy_denoises_in_few_steps_at_points_that_exist(tmp_path: Path) -> None:
     shipped = yaml.safe_load((ROOT / "fixtures/campaigns/reference.yaml").read_text())
-    path = campaign_copy(tmp_path / "c", steps=5)
+    path = campaign_variant(tmp_path / "c", steps=5)
     copy = yaml.safe_load(path.read_text())
     loaded = load_campaign(path)  # still a valid campaign
     for track_id, track in loaded.model.tracks.items():
@@ -34,7 +34,7 @@ def test_a_cheap_copy_denoises_in_few_steps_at_points_that_exist(tmp_path: Path)
 
 
 def test_a_plain_copy_keeps_the_shipped_steps(tmp_path: Path) -> None:
-    copy = yaml.safe_load(campaign_copy(tmp_path / "c").read_text())
+    copy = yaml.safe_load(campaign_variant(tmp_path / "c").read_text())
     assert {t["request"]["num_inference_steps"] for t in copy["tracks"].values()} == {50}
     assert ("dit.step049", [1166, 16]) in _points(copy, "5s-lossless")
 
@@ -42,4 +42,4 @@ def test_a_plain_copy_keeps_the_shipped_steps(tmp_path: Path) -> None:
 def test_too_few_steps_for_three_distinct_points_is_refused(tmp_path: Path) -> None:
     assert CHEAP_STEPS >= 3
     with pytest.raises(ValueError, match="steps=2"):
-        campaign_copy(tmp_path / "c", steps=2)
+        campaign_variant(tmp_path / "c", steps=2)

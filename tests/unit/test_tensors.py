@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-import av
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
@@ -32,6 +31,7 @@ from ref2va_accept.tensors import (
     streaming,
     write_tensor_file,
 )
+from tests.media_samples import write_mp4
 
 # safetensors dtype -> the numpy type its elements are generated and written as. BF16 and F8
 # have no numpy type: hypothesis draws their bit patterns, which covers every NaN and infinity.
@@ -475,29 +475,15 @@ def test_cli_file_that_is_not_safetensors_says_so(folder: Path, capsys: Any,
 
 
 def _mp4(path: Path, frames: int = 12, changed: int | None = None, audio: bool = True) -> Path:
+    """Noisy 32x32 pictures and noisy audio; ``changed``: that frame inverted."""
     rng = np.random.default_rng(5)
     pictures = rng.integers(0, 256, (frames, 32, 32, 3), np.uint8)
     if changed is not None:
         pictures[changed] = 255 - pictures[changed]
-    with av.open(str(path), "w") as container:
-        video = container.add_stream("libx264", rate=24)
-        video.width, video.height, video.pix_fmt = 32, 32, "yuv420p"
-        # No lookahead: a change in frame k must not alter how earlier frames are encoded.
-        video.options = {"preset": "ultrafast", "tune": "zerolatency"}
-        sound = container.add_stream("aac", rate=32000) if audio else None
-        if sound is not None:
-            sound.layout = "stereo"
-        for picture in pictures:
-            container.mux(video.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")))
-        container.mux(video.encode())
-        if sound is None:
-            return path
-        samples = (rng.standard_normal((2, 32000 * frames // 24)) * 0.1).astype(np.float32)
-        chunk = av.AudioFrame.from_ndarray(samples, format="fltp", layout="stereo")
-        chunk.sample_rate = 32000
-        container.mux(sound.encode(chunk))
-        container.mux(sound.encode())
-    return path
+    samples = (rng.standard_normal((2, 32000 * frames // 24)) * 0.1).astype(np.float32)
+    # No lookahead: a change in frame k must not alter how earlier frames are encoded.
+    return write_mp4(path, pictures=pictures, audio=audio, samples=samples,
+                     codec_options={"preset": "ultrafast", "tune": "zerolatency"})
 
 
 @pytest.fixture(scope="module")

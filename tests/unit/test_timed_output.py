@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import av
 import numpy as np
 
 from ref2va_accept.campaign import LossyGate
@@ -17,13 +16,13 @@ from ref2va_accept.timed_output import (
     timed_output_check,
 )
 from ref2va_accept.workload import Outcome, OutcomeLog
-from tests.unit.test_cli import _mp4
+from tests.media_samples import write_mp4
 
 T = "5s-lossless"
 
 
 def _outcome(tmp_path: Path, kind: str, frames: int, n: int, seed: int = 42) -> Outcome:
-    path = _mp4(tmp_path / f"{kind}-{frames}-{n}.mp4", frames=frames)
+    path = write_mp4(tmp_path / f"{kind}-{frames}-{n}.mp4", frames=frames)
     sample = Sample(f"{kind}{n}", "c1", T, kind, n, seed, "t", ok=True)
     return Outcome(sample, {"video": {}}, (), path)
 
@@ -68,25 +67,14 @@ def _lossy_mp4(path: Path, noise: int = 0, audio_noise: float = 0.0, frames: int
     rng = np.random.default_rng(1)
     base = rng.integers(40, 200, (48, 64, 3)).astype(np.int16)
     jitter = rng.integers(-noise, noise + 1, (48, 64, 3)) if noise else 0
-    with av.open(str(path), "w") as container:
-        video = container.add_stream("libx264", rate=24)
-        video.width, video.height, video.pix_fmt = 64, 48, "yuv444p"
-        video.options = {"qp": "0"}  # lossless x264: what differs is the frames, not the codec
-        sound = container.add_stream("aac", rate=32000)
-        sound.layout = "stereo"
-        for i in range(frames):
-            pixels = np.clip(np.roll(base, i, axis=1) + jitter, 0, 255).astype(np.uint8)
-            container.mux(video.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
-        container.mux(video.encode())
-        t = np.arange(round(32000 * frames / 24)) / 32000
-        tone = 0.3 * np.sin(2 * np.pi * 440 * t)
-        tone = tone + audio_noise * np.random.default_rng(2).standard_normal(t.size)
-        samples = np.stack([tone, tone]).astype(np.float32)
-        chunk = av.AudioFrame.from_ndarray(samples, format="fltp", layout="stereo")
-        chunk.sample_rate = 32000
-        container.mux(sound.encode(chunk))
-        container.mux(sound.encode())
-    return path
+    pictures = np.stack([np.clip(np.roll(base, i, axis=1) + jitter, 0, 255).astype(np.uint8)
+                         for i in range(frames)])
+    t = np.arange(round(32000 * frames / 24)) / 32000
+    tone = 0.3 * np.sin(2 * np.pi * 440 * t)
+    tone = tone + audio_noise * np.random.default_rng(2).standard_normal(t.size)
+    # Lossless x264: what differs is the frames, not the codec.
+    return write_mp4(path, pictures=pictures, samples=np.stack([tone, tone]).astype(np.float32),
+                     pix_fmt="yuv444p", codec_options={"qp": "0"})
 
 
 def _lossy_log(tmp_path: Path, **timed: Any) -> OutcomeLog:

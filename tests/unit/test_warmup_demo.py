@@ -23,7 +23,7 @@ from ref2va_accept.latency import LatencySchedules, run_latency
 from ref2va_accept.plan import plan_campaign
 from ref2va_accept.replication import InstanceTimes
 from ref2va_accept.warmup_demo import demonstrate
-from tests.unit.suite_runner import campaign_copy
+from tests.unit.suite_runner import campaign_variant
 from tests.unit.test_latency_stops import TRACK, _Arms, _plan
 
 DEMO = {"warmup_steps": 4, "run_id": "20261203T000000Z-abcdef", "measured_at": "2026-12-03",
@@ -32,7 +32,7 @@ DEMO = {"warmup_steps": 4, "run_id": "20261203T000000Z-abcdef", "measured_at": "
 
 
 def _campaign(tmp_path: Path, **protocol: Any) -> Path:
-    path = campaign_copy(tmp_path / "c")
+    path = campaign_variant(tmp_path / "c")
     data = yaml.safe_load(path.read_text())
     data["protocol"].update(protocol)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
