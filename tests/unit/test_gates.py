@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ref2va_accept.checks import Check, Reason
-from ref2va_accept.gates import Gate, GateOutcome, GateResult, QualityGate, expect
+from ref2va_accept.gates import Gate, GateResult, Outcome, QualityGate, expect
 from ref2va_accept.latency import LatencyProtocol
 from ref2va_accept.lossless import LosslessGateRunner
 from ref2va_accept.lossy import LossyGateRunner
@@ -35,23 +35,23 @@ def test_validity_comes_before_a_defect_then_open_then_the_latency_result() -> N
     defect = _check(Check.CACHING_PROBE, "fail", Reason.CACHING_SUSPECTED, "repeats faster")
     opened = _check(Check.LOSSY_GATE, "open", None, "cannot decide: open dimensions x")
     result = GateResult.from_checks([defect, interference, opened])
-    assert result.outcome is GateOutcome.INCONCLUSIVE
+    assert result.outcome is Outcome.INCONCLUSIVE
     assert result.message == "resource_interference: during b0#0: device 1 pid 7"
-    assert GateResult.from_checks([opened, defect]).outcome is GateOutcome.FAILED
+    assert GateResult.from_checks([opened, defect]).outcome is Outcome.FAILED
     assert GateResult.from_checks([opened]).message == "cannot decide: open dimensions x"
     slow = CheckResult(T, "c1", Check.LATENCY_RATIO, "pass", detail="failed: ratio 0.98",
                        latency=latency_verdict([300, 298, 305], [290, 300, 295]))
-    assert GateResult.from_checks([slow]) == GateResult(GateOutcome.FAILED, "failed: ratio 0.98",
+    assert GateResult.from_checks([slow]) == GateResult(Outcome.FAILED, "failed: ratio 0.98",
                                                         (slow,))
     fast = CheckResult(T, "c1", Check.LATENCY_RATIO, "pass",
                        latency=latency_verdict([300, 298, 305], [140, 141, 139]))
-    assert GateResult.from_checks([fast, _check(Check.CACHING_PROBE)]).outcome is GateOutcome.PASSED
+    assert GateResult.from_checks([fast, _check(Check.CACHING_PROBE)]).outcome is Outcome.PASSED
 
 
 @pytest.mark.parametrize(("verdict", "outcome"), [
-    ("supported", GateOutcome.PASSED), ("failed", GateOutcome.FAILED),
-    ("inconclusive", GateOutcome.INCONCLUSIVE)])
-def test_a_track_verdict_maps_to_the_same_outcomes(verdict: str, outcome: GateOutcome) -> None:
+    ("supported", Outcome.PASSED), ("failed", Outcome.FAILED),
+    ("inconclusive", Outcome.INCONCLUSIVE)])
+def test_a_track_verdict_maps_to_the_same_outcomes(verdict: str, outcome: Outcome) -> None:
     v = TrackVerdict(T, "c1", verdict, (Reason.DRIFT,), (Check.TIMED_OUTPUT,), {})  # type: ignore[arg-type]
     result = GateResult.from_verdict(v)
     assert result.outcome is outcome
@@ -59,8 +59,8 @@ def test_a_track_verdict_maps_to_the_same_outcomes(verdict: str, outcome: GateOu
 
 
 def test_expect_passes_a_pass_and_fails_the_rest_naming_the_kind_first() -> None:
-    expect(GateResult(GateOutcome.PASSED, "fine"))
-    for outcome in (GateOutcome.FAILED, GateOutcome.INCONCLUSIVE, GateOutcome.OPEN):
+    expect(GateResult(Outcome.PASSED, "fine"))
+    for outcome in (Outcome.FAILED, Outcome.INCONCLUSIVE, Outcome.OPEN):
         with pytest.raises(pytest.fail.Exception) as caught:
             expect(GateResult(outcome, "why"))
         assert str(caught.value) == f"{outcome.upper()}: why"
