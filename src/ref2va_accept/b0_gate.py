@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checks import Check
 from .plan import TrackPlan, needs
+from .vocabulary import ArmRole
 
 if TYPE_CHECKING:
     from .latency import LatencySchedules
@@ -54,17 +55,17 @@ def run_gate_instances(runners: Mapping[str, Arms]) -> GateRuns:
     first = runners[tracks[0]]
     runs = GateRuns(tracks, {t: [] for t in need.watched})
     for instance, plain in enumerate(need.plain):
-        engine = first.start("b0")
+        engine = first.start(ArmRole.B0)
         try:
             for track in need.watched:
                 arms = runners[track]
                 runs.watched[track].append(arms.request(
-                    engine, "b0", kind="quality", index=instance,
+                    engine, ArmRole.B0, kind="quality", index=instance,
                     diagnostics_points=arms.plan.lossless.diagnostics,
                     record_check=Check.B0_MEDIA if instance == 0 else None))
             for seed, track, kind, index, record in plain:
                 runs.plain[instance][seed] = runners[track].request(
-                    engine, "b0", kind=kind, index=index, seed=seed,
+                    engine, ArmRole.B0, kind=kind, index=index, seed=seed,
                     record_check=Check.B0_MEDIA if record else None)
         finally:
             first.registry.stop(engine)

@@ -33,10 +33,14 @@ from numpy.typing import NDArray
 from . import replication
 from .errors import Ref2VAError
 from .latency_settings import LatencySettings
-from .stats import RANK_RULE, WELCH_RULE, interval_k, mann_whitney_counts
+from .stats import interval_k, mann_whitney_counts
+from .vocabulary import ArmRole, DecisionRule, LatencyDecisionReason, Unit, Verdict
 
-OUTCOMES = ("supported", "failed", "inconclusive", "warmup_not_steady", "drift")
-SUPPORTED, FAILED, INCONCLUSIVE, UNSTEADY, DRIFT = range(len(OUTCOMES))
+# A trial's outcome: the interval's verdict, or the reason its run is not evaluable.
+OUTCOMES: tuple[str, ...] = (*Verdict, *LatencyDecisionReason)
+SUPPORTED, FAILED, INCONCLUSIVE, UNSTEADY, DRIFT = (OUTCOMES.index(o) for o in (
+    Verdict.SUPPORTED, Verdict.FAILED, Verdict.INCONCLUSIVE,
+    LatencyDecisionReason.WARMUP_NOT_STEADY, LatencyDecisionReason.DRIFT))
 CHUNK = 20_000  # trials drawn and judged at once: bounds memory whatever --trials says
 
 Outcomes = NDArray[np.int8]
@@ -100,7 +104,7 @@ def _positions(settings: LatencySettings, arms: Sequence[str], k: int, trials: i
     drawn per run, a fresh shuffle inside each block of B0 and the K candidates."""
     count = len(arms)
     fixed = np.broadcast_to(np.arange(count, dtype=np.float64), (trials, count))
-    if not drawn or settings.replication != "instance":
+    if not drawn or settings.replication != Unit.INSTANCE:
         return fixed
     block = k + 1
     keys = rng.random((trials, count // block, block))
@@ -117,7 +121,7 @@ def draw(settings: LatencySettings, candidate: str | Sequence[str], noise: Noise
     arms = tuple(replication.schedule(settings, "calibration", candidates)
                  if len(candidates) > 1 else replication.sequence(settings, candidates[0]))
     count, warm = len(arms), settings.max_warmups
-    is_candidate = np.array([a != replication.BASELINE for a in arms])
+    is_candidate = np.array([a != ArmRole.B0 for a in arms])
     positions = _positions(settings, arms, len(candidates), trials, noise.drawn_order, rng)
     scale = np.where(is_candidate, true_ratio, 1.0) * (1 + noise.drift_per_instance * positions)
     if noise.first_instance_factor != 1.0:
@@ -164,7 +168,7 @@ def decide_exact(draws: Draws, candidate: int = 0) -> Outcomes:
     out = np.empty(draws.measured.shape[0], np.int8)
     for t in range(len(out)):
         instances = [i for i in _instances(draws, t)
-                     if name is None or i.arm in (replication.BASELINE, name)]
+                     if name is None or i.arm in (ArmRole.B0, name)]
         out[t] = _outcome(replication.decide(instances, s))
     return out
 
@@ -190,10 +194,10 @@ def _arm_samples(draws: Draws, candidate: int) -> tuple[list[int], list[int],
     s, arms = draws.settings, draws.arms
     trials = draws.measured.shape[0]
     name = draws.candidates[candidate] if draws.candidates else None
-    b0 = [i for i, a in enumerate(arms) if a == replication.BASELINE]
+    b0 = [i for i, a in enumerate(arms) if a == ArmRole.B0]
     cand = [i for i, a in enumerate(arms)
-            if a != replication.BASELINE and (name is None or a == name)]
-    if s.replication == "instance":
+            if a != ArmRole.B0 and (name is None or a == name)]
+    if s.replication == Unit.INSTANCE:
         values = np.median(draws.measured, axis=2)
         return b0, cand, values[:, b0], values[:, cand]
     return (b0, cand, draws.measured[:, b0].reshape(trials, -1),
@@ -239,18 +243,20 @@ def p_values(draws: Draws, candidate: int = 0) -> NDArray[np.float64]:
     """stats.p_value per trial for one candidate (Holm's column is computed from these)."""
     s = draws.settings
     _, _, base, other = _arm_samples(draws, candidate)
-    if s.decision_rule == WELCH_RULE:
+    if s.decision_rule == DecisionRule.WELCH:
         return _welch(base, other, s.confidence, s.target_ratio)[2]
     return _rank_p(base, other, s.target_ratio)
 
 
 def _decide_fast(draws: Draws, candidate: int = 0) -> Outcomes:
-    """`replication.decide` over all trials at once (same order: steadiness, drift, interval)."""
+    """`replication.decide` over all trials at once: the interval's verdict, unless a reason
+    makes the run not evaluable, the first in the order `replication.not_evaluable` takes them
+    (LatencyDecisionReason's)."""
     s = draws.settings
     b0, cand, base, other = _arm_samples(draws, candidate)
     trials = base.shape[0]
     out = np.full(trials, INCONCLUSIVE, np.int8)
-    if s.decision_rule == WELCH_RULE:
+    if s.decision_rule == DecisionRule.WELCH:
         lower, upper, _ = _welch(base, other, s.confidence, s.target_ratio)
         with np.errstate(invalid="ignore"):
             out[upper <= s.target_ratio] = SUPPORTED
@@ -261,11 +267,15 @@ def _decide_fast(draws: Draws, candidate: int = 0) -> Outcomes:
         if k > 0:
             out[ratios[:, ratios.shape[1] - k] <= s.target_ratio] = SUPPORTED
             out[ratios[:, k - 1] > s.target_ratio] = FAILED
-    if len(b0) >= 2 and (s.replication == "instance" or s.ordering == "ABA"):
+    holds = {LatencyDecisionReason.WARMUP_NOT_STEADY:
+             ~_steady(draws.warmups[:, b0 + cand], s).all(axis=1),
+             LatencyDecisionReason.DRIFT: np.zeros(trials, np.bool_)}
+    if len(b0) >= 2 and (s.replication == Unit.INSTANCE or s.ordering == "ABA"):
         values = np.median(draws.measured, axis=2)
         moved = np.abs(values[:, b0[-1]] / values[:, b0[0]] - 1)
-        out[moved > s.drift_tolerance] = DRIFT
-    out[~_steady(draws.warmups[:, b0 + cand], s).all(axis=1)] = UNSTEADY
+        holds[LatencyDecisionReason.DRIFT] = moved > s.drift_tolerance
+    for reason in reversed(LatencyDecisionReason):  # the first reason that holds is written last
+        out[holds[reason]] = OUTCOMES.index(reason)
     return out
 
 
@@ -281,7 +291,7 @@ class Rates:
 
     @property
     def supported(self) -> float:
-        return self.rate("supported")
+        return self.rate(Verdict.SUPPORTED)
 
 
 def simulate(settings: LatencySettings, candidate: str, noise: Noise, true_ratio: float,
@@ -302,9 +312,9 @@ def simulate(settings: LatencySettings, candidate: str, noise: Noise, true_ratio
 def request_design_before(settings: LatencySettings) -> LatencySettings:
     """The request-level design as it was before the instance design (issue 12): ABA, one
     warm-up and three measured requests per instance, every request a sample."""
-    return dataclasses.replace(settings, replication="request", ordering="ABA",
+    return dataclasses.replace(settings, replication=Unit.REQUEST, ordering="ABA",
                                instances_per_arm=None, warmups=1, max_warmups=1,
-                               steady_fraction=None, repeats=3, decision_rule=RANK_RULE,
+                               steady_fraction=None, repeats=3, decision_rule=DecisionRule.RANK,
                                confidence=0.95)
 
 
@@ -318,7 +328,7 @@ class Row:
 
 def design_label(s: LatencySettings) -> str:
     warm = f"W={s.warmups}" + (f"..{s.max_warmups}" if s.max_warmups != s.warmups else "")
-    if s.replication == "instance":
+    if s.replication == Unit.INSTANCE:
         return f"instance N={s.instances_per_arm} {warm} M={s.repeats}"
     return f"request {s.ordering} {warm} M={s.repeats}"
 
@@ -342,9 +352,9 @@ def _pct(value: float) -> str:
 
 
 def protocol_lines(s: LatencySettings, candidate: str) -> list[str]:
-    order = " ".join("B" if a == replication.BASELINE else "C"
+    order = " ".join("B" if a == ArmRole.B0 else "C"
                      for a in replication.sequence(s, candidate))
-    if s.replication == "instance":
+    if s.replication == Unit.INSTANCE:
         unit = (f"replication instance: N={s.instances_per_arm} fresh instances per arm, "
                 f"{s.ordering} (order seed {s.order_seed}; for {candidate}: {order})")
     else:
@@ -355,7 +365,7 @@ def protocol_lines(s: LatencySettings, candidate: str) -> list[str]:
         [replication.InstanceTimes(a, (), (1.0,) * s.repeats)
          for a in replication.sequence(s, candidate)], s)
     k = interval_k(len(arms[0]), len(arms[1]), s.confidence)
-    if s.decision_rule == WELCH_RULE:
+    if s.decision_rule == DecisionRule.WELCH:
         decision = (f"Welch interval on log values ({s.decision_rule}), one-sided "
                     f"{s.confidence:g} at each end, at {len(arms[0])}+{len(arms[1])} values")
     else:
@@ -564,10 +574,10 @@ def futility(settings: LatencySettings, noise: Noise, true_ratio: float, trials:
             seen = instances[:i + 1]
             b0, cand = replication.arm_values(seen, settings)
             rest = [x.arm for x in instances[i + 1:]]
-            per = settings.repeats if settings.replication == "request" else 1
+            per = settings.repeats if settings.replication == Unit.REQUEST else 1
             if b0 and cand and not replication.supported_reachable(
-                    settings, b0, cand, per * rest.count(replication.BASELINE),
-                    per * (len(rest) - rest.count(replication.BASELINE))):
+                    settings, b0, cand, per * rest.count(ArmRole.B0),
+                    per * (len(rest) - rest.count(ArmRole.B0))):
                 count = i + 1
                 lost += int(whole[t] == SUPPORTED)
                 break

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Literal, TypeVar
 
-QualityClass = Literal["lossless", "lossy"]
-_BOTH: tuple[QualityClass, ...] = ("lossless", "lossy")
-_LOSSLESS: tuple[QualityClass, ...] = ("lossless",)
-_LOSSY: tuple[QualityClass, ...] = ("lossy",)
+from .vocabulary import QualityClass, member
+
+_BOTH: tuple[QualityClass, ...] = tuple(QualityClass)
+_LOSSLESS: tuple[QualityClass, ...] = (QualityClass.LOSSLESS,)
+_LOSSY: tuple[QualityClass, ...] = (QualityClass.LOSSY,)
 
 
 class Category(StrEnum):
@@ -136,25 +136,14 @@ class Reason(StrEnum):
 CHECK_REASON_CATEGORIES = frozenset({Category.VALIDITY, Category.DEFECT})
 
 
-_E = TypeVar("_E", bound=StrEnum)
-
-
-def _member(kind: type[_E], value: str, what: str) -> _E:
-    try:
-        return kind(value)
-    except ValueError:
-        allowed = ", ".join(m.value for m in kind)
-        raise ValueError(f"{what}: {value!r} is not in the vocabulary ({allowed})") from None
-
-
 def check_name(value: str | Check) -> Check:
     """The Check a string names; anything else raises, naming it and the allowed names."""
-    return _member(Check, value, "check name")
+    return member(Check, value, "check name")
 
 
 def reason_code(value: str | Reason) -> Reason:
     """The Reason a string names; anything else raises, naming it and the allowed codes."""
-    return _member(Reason, value, "reason")
+    return member(Reason, value, "reason")
 
 
 def required_checks(quality_class: QualityClass | str) -> tuple[Check, ...]:

@@ -31,7 +31,7 @@ from typing import Any
 
 from .campaign import DurationClass, LoadedCampaign
 from .plan import TrackPlan, baseline_groups, gate_groups
-from .replication import BASELINE, sequence
+from .replication import sequence
 from .run_plan import (
     gate_units,
     hosted_gate_requests,
@@ -47,6 +47,7 @@ from .run_plan import (
     lossy_candidate_requests,
     lossy_candidate_starts,
 )
+from .vocabulary import ArmRole
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ def _latency_parts(plan: TrackPlan, candidate: str) -> tuple[Part, Part]:
                    Requests(least, most))
     b0, cand = Part(0, Requests(0, 0)), Part(0, Requests(0, 0))
     for arm in sequence(settings, candidate):
-        if arm == BASELINE:
+        if arm == ArmRole.B0:
             b0 = b0 + Part(1, per_instance, 0, warm)
         else:
             cand = cand + (Part(1, per_instance, 0, warm) if cand.starts else hosting)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .checks import Check, Reason
 from .devices import DeviceProbe, DeviceSnapshot
 from .verdicts import CheckResult
+from .vocabulary import CheckStatus
 
 log = logging.getLogger(__name__)
 
@@ -174,9 +175,9 @@ class MemoryGuard:
         data = {"instance": instance, "waited_s": round(release.waited_s, 3),
                 "held_mb": {str(k): v for k, v in release.held_mb.items()}}
         if release.released:
-            return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, "pass", None,
+            return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, CheckStatus.PASS, None,
                                release.explain(), data)
-        return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, "fail", REASON,
+        return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, CheckStatus.FAIL, REASON,
                            f"after {instance}: {release.explain()}", data)
 
     def to_dict(self) -> dict[str, Any]:

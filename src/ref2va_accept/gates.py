@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import pytest
 
-from .checks import Category
-from .verdicts import CheckResult, GateChecks, TrackVerdict
+from .verdicts import CheckResult, GateChecks, Step, TrackVerdict, classify
+from .vocabulary import CheckStatus, Verdict
 
 if TYPE_CHECKING:
     from .b0_gate import GateRuns
@@ -28,7 +28,9 @@ T = TypeVar("T")
 B = TypeVar("B", bound=GateChecks)
 
 
-class Outcome(StrEnum):
+class GateOutcome(StrEnum):
+    """What a gate (or a track) gives its scenario: the test's outcome, not a verdict."""
+
     PASSED = "passed"
     FAILED = "failed"
     INCONCLUSIVE = "inconclusive"
@@ -39,52 +41,50 @@ class Outcome(StrEnum):
 class GateResult:
     """A gate's (or a track's) outcome, why, and the checks it recorded."""
 
-    outcome: Outcome
+    outcome: GateOutcome
     message: str
     checks: tuple[CheckResult, ...] = ()
 
     @classmethod
     def from_checks(cls, checks: Sequence[CheckResult]) -> GateResult:
-        """By the reasons' categories, in the verdict's order: a validity failure makes the
-        result inconclusive, then a defect failed, then an open check open; otherwise the
-        latency result's own verdict where there is one, else passed."""
+        """The verdict's order (verdicts.classify, nothing required of a gate): a validity
+        failure makes the result inconclusive, a defect failed (first when found without
+        timing, whatever the timing's own validity problems), an open check open; otherwise
+        the latency result's own verdict where there is one, else passed. The message gives
+        the checks that decided."""
         def said(found: Sequence[CheckResult]) -> str:
             return "; ".join(f"{c.reason}: {c.detail}" if c.reason else c.detail for c in found)
 
-        failed = [c for c in checks if c.reason is not None]
-        validity = [c for c in failed if c.reason and c.reason.category is Category.VALIDITY]
-        if validity:
-            return cls(Outcome.INCONCLUSIVE, said(validity), tuple(checks))
-        if failed:
-            return cls(Outcome.FAILED, said(failed), tuple(checks))
-        opened = [c for c in checks if c.status == "open"]
-        if opened:
-            return cls(Outcome.OPEN, said(opened), tuple(checks))
-        latency = [c for c in checks if c.latency is not None]
-        if latency and latency[-1].latency is not None:
-            verdict = latency[-1].latency.verdict
-            if verdict != "supported":
-                return cls(Outcome(verdict), latency[-1].detail, tuple(checks))
-        return cls(Outcome.PASSED, said(checks), tuple(checks))
+        found = classify(checks)
+        if found.step is Step.LATENCY:
+            if found.latency is None or found.verdict is Verdict.SUPPORTED:
+                return cls(GateOutcome.PASSED, said(checks), tuple(checks))
+            return cls(_OUTCOMES[found.verdict], said(found.deciding), tuple(checks))
+        outcome = GateOutcome.OPEN if found.step is Step.OPEN else _OUTCOMES[found.verdict]
+        return cls(outcome, said(found.deciding), tuple(checks))
 
     @classmethod
     def from_verdict(cls, verdict: TrackVerdict) -> GateResult:
         detail = (f"reasons: {', '.join(verdict.reasons) or '-'}; open: "
                   f"{', '.join(verdict.open_checks) or '-'}")
-        outcome = {"supported": Outcome.PASSED, "failed": Outcome.FAILED,
-                   "inconclusive": Outcome.INCONCLUSIVE}[verdict.verdict]
-        return cls(outcome, detail)
+        return cls(_OUTCOMES[verdict.verdict], detail)
 
     @classmethod
     def inconclusive(cls, message: str) -> GateResult:
-        return cls(Outcome.INCONCLUSIVE, message)
+        return cls(GateOutcome.INCONCLUSIVE, message)
+
+
+# A verdict's outcome: only `supported` passes.
+_OUTCOMES: dict[Verdict, GateOutcome] = {Verdict.SUPPORTED: GateOutcome.PASSED,
+                                         Verdict.FAILED: GateOutcome.FAILED,
+                                         Verdict.INCONCLUSIVE: GateOutcome.INCONCLUSIVE}
 
 
 def expect(result: GateResult) -> None:
     """The scenario's outcome: passed returns; failed, inconclusive or open fails the test with
     FAILED / INCONCLUSIVE / OPEN first in its message (no traceback: the message is the finding).
     """
-    if result.outcome is not Outcome.PASSED:
+    if result.outcome is not GateOutcome.PASSED:
         pytest.fail(f"{result.outcome.upper()}: {result.message}", pytrace=False)
 
 
@@ -155,7 +155,7 @@ class BaselineGateRunner(Generic[B]):
             return GateResult.inconclusive(f"B0 cannot be judged against: {made.explain()}")
         # A B0 check left open (e.g. a spread that could not be computed) keeps the candidate's
         # outcome open too, unless the candidate decided something worse itself.
-        opened = [c for c in made.checks if c.status == "open"]
+        opened = [c for c in made.checks if c.status is CheckStatus.OPEN]
         # On its first latency instance when the session measures it too (docs/protocol.md),
         # else on an instance of its own.
         hosted = self.baselines.hosted_gate(arms, candidate)

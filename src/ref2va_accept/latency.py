@@ -13,9 +13,9 @@ Then, in the documented order (docs/protocol.md): run not evaluable (interferenc
 failed, warm-up not steady, drift) -> inconclusive; candidate defect (request failed, caching
 suspected) -> failed; otherwise the ratio interval decides, on one value per instance (the
 instance design) or per request (the labelled request design), its typed result carried by the
-latency check. The timed outputs are also compared with the candidate's quality output of the same
-seed (timed_output.py). Quality gates run in their own scenarios; the per-track verdict
-combines them.
+latency check. The timed outputs are compared with the candidate's quality output of the same
+seed once, at verdict time (timed_output.py). Quality gates run in their own scenarios; the
+per-track verdict combines them.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from .gates import GateResult
 from .latency_settings import LatencySettings
 from .plan import TrackPlan
 from .replication import (
-    BASELINE,
     InstanceTimes,
     arm_values,
     interval_verdict,
@@ -46,8 +45,8 @@ from .replication import (
     warmup_done,
 )
 from .server import EngineInstance
-from .timed_output import timed_output_for
 from .verdicts import CheckResult
+from .vocabulary import ArmRole, CheckStatus, IntervalReason, LatencyDecisionReason, Unit, Verdict
 from .workload import Arms, Outcome
 
 log = logging.getLogger(__name__)
@@ -213,7 +212,8 @@ def _caching_check(track_id: str, candidate: str, cand_runs: Sequence[InstanceRu
     suspected = all(ratio < 1 - margin for ratio in ratios)
     shown = ", ".join(f"{ratio:.2f}" for ratio in ratios)
     return CheckResult(
-        track_id, candidate, Check.CACHING_PROBE, "fail" if suspected else "pass",
+        track_id, candidate, Check.CACHING_PROBE,
+        CheckStatus.FAIL if suspected else CheckStatus.PASS,
         Reason.CACHING_SUSPECTED if suspected else None,
         f"repeated identical requests vs the fastest distinct one, per instance: {shown} "
         f"(caching suspected when every instance is below {1 - margin:.2f})")
@@ -231,18 +231,19 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
     # devices.kind none: nothing was probed, so nothing is claimed (not a pass).
     checks.append(CheckResult(
         track_id, candidate, Check.RESOURCE_INTERFERENCE,
-        "fail" if interference else "not_applicable" if settings.device_kind == "none"
-        else "pass", Reason.RESOURCE_INTERFERENCE if interference else None,
+        CheckStatus.FAIL if interference else CheckStatus.NOT_APPLICABLE
+        if settings.device_kind == "none" else CheckStatus.PASS,
+        Reason.RESOURCE_INTERFERENCE if interference else None,
         "; ".join(interference) or (
             "not applicable: devices.kind is none, no device was probed"
             if settings.device_kind == "none" else "no foreign process on the assigned devices"),
         {"device_kind": settings.device_kind, "devices": list(settings.devices)}))
-    b0_runs = [r for r in runs if r.arm == BASELINE]
-    cand_runs = [r for r in runs if r.arm != BASELINE]
+    b0_runs = [r for r in runs if r.arm == ArmRole.B0]
+    cand_runs = [r for r in runs if r.arm != ArmRole.B0]
     b0_failed = [o for r in b0_runs for o in r.failed()]
     cand_failed = [o for r in cand_runs for o in r.failed()]
     times = [r.times() for r in runs]
-    b0_times = [t for t in times if t.arm == BASELINE]
+    b0_times = [t for t in times if t.arm == ArmRole.B0]
     data: dict[str, Any] = {
         "unit": settings.replication, "design": settings.ordering,
         "instances_per_arm": settings.instances_per_arm,
@@ -253,18 +254,18 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
         "warmup_rule": {"min": settings.warmups, "max": settings.max_warmups,
                         "steady_fraction": settings.steady_fraction},
         "b0_spread": spread(b0_times, settings).to_dict(),
-        "candidate_spread": spread([t for t in times if t.arm != BASELINE], settings).to_dict()}
+        "candidate_spread": spread([t for t in times if t.arm != ArmRole.B0], settings).to_dict()}
 
     def latency_fail(reason: Reason, detail: str) -> list[CheckResult]:
-        checks.append(CheckResult(track_id, candidate, Check.LATENCY_RATIO, "fail", reason,
-                                  detail, data))
+        checks.append(CheckResult(track_id, candidate, Check.LATENCY_RATIO, CheckStatus.FAIL,
+                                  reason, detail, data))
         return checks
 
     if b0_failed:
         # Recorded under the candidate: it is this comparison's B0 that failed.
         return latency_fail(Reason.BASELINE_REQUEST_FAILED, b0_failed[0].explain())
     reason, moved = not_evaluable(times, settings)
-    if reason == "warmup_not_steady":
+    if reason is LatencyDecisionReason.WARMUP_NOT_STEADY:
         first = next(r for r in runs if not r.steady)
         shown = ", ".join(f"{x:.3f}" for x in _latencies(first.warmups))
         return latency_fail(
@@ -272,8 +273,8 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
             f"{first.arm}#{first.position}: {len(first.warmups)} warm-ups ({shown} s) never had "
             f"two in a row within {settings.steady_fraction:.0%} of each other")
     data["drift"] = moved
-    if reason == "drift":
-        what = ("its first and last instance" if settings.replication == "instance"
+    if reason is LatencyDecisionReason.DRIFT:
+        what = ("its first and last instance" if settings.replication == Unit.INSTANCE
                 else "A and A'")
         return latency_fail(Reason.DRIFT, f"B0 moved {moved:.1%} between {what} (tolerance "
                                           f"{settings.drift_tolerance:.0%})")
@@ -289,14 +290,14 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
                             "own_instances_not_started": futile[1]}
         stopped = (f"; stopped after instance #{futile[0]} with {futile[1]} own instance(s) "
                    "not started: no values they could measure make it supported")
-        if verdict.verdict != "failed":
-            verdict = replace(verdict, verdict="inconclusive",
-                              reasons=("supported_out_of_reach",))
+        if verdict.verdict is not Verdict.FAILED:
+            verdict = replace(verdict, verdict=Verdict.INCONCLUSIVE,
+                              reasons=(IntervalReason.SUPPORTED_OUT_OF_REACH,))
     data["baseline_s"], data["candidate_s"] = list(verdict.baseline), list(verdict.candidate)
     # The verdict is the check's own typed result (the evidence writes it as data["verdict"] and
     # data["interval"]); the check passes in the sense that the protocol ran to a decision.
     checks.append(CheckResult(
-        track_id, candidate, Check.LATENCY_RATIO, "pass", None,
+        track_id, candidate, Check.LATENCY_RATIO, CheckStatus.PASS, None,
         f"{verdict.verdict}: ratio of medians {verdict.ratio_of_medians:.3f}, interval "
         f"[{_fmt(verdict.interval.lower)}, {_fmt(verdict.interval.upper)}] vs target "
         f"{settings.target_ratio:g} ({verdict.unit} unit, {len(verdict.baseline)} B0 and "
@@ -354,11 +355,11 @@ class ScheduleRun:
         """The instances one candidate (its label in a schedule shared by several tracks) is
         judged on: B0's (its own or the shared ones) and its own, under their plain arm ids;
         the error that stopped B0's or its own instance, raised for its scenario."""
-        for arm in (BASELINE, candidate):
+        for arm in (ArmRole.B0, candidate):
             if arm in self.errors:
                 raise self.errors[arm]
         return [r if r.arm == _plain(r.arm) else replace(r, arm=_plain(r.arm))
-                for r in self.runs if r.arm in (BASELINE, candidate)]
+                for r in self.runs if r.arm in (ArmRole.B0, candidate)]
 
 
 def run_schedule(arms: Arms, candidates: Sequence[str],
@@ -399,12 +400,12 @@ def run_schedule(arms: Arms, candidates: Sequence[str],
     hosts = hosts or {}
     for position, arm_id in enumerate(order):
         open_candidates = [c for c in candidates if c not in decided]
-        if arm_id in decided or BASELINE in decided or not open_candidates:
-            cause = (arm_id if arm_id in decided else BASELINE if BASELINE in decided
+        if arm_id in decided or ArmRole.B0 in decided or not open_candidates:
+            cause = (arm_id if arm_id in decided else ArmRole.B0 if ArmRole.B0 in decided
                      else list(decided)[-1])
             skipped[cause] = skipped.get(cause, 0) + 1
             continue
-        runner = arms if members is None or arm_id == BASELINE else members[arm_id]
+        runner = arms if members is None or arm_id == ArmRole.B0 else members[arm_id]
         host = hosts.get(arm_id) if arm_id not in gates else None
         try:
             run = run_instance(runner, _plain(arm_id), position, probe, distinct[position],
@@ -429,7 +430,7 @@ def run_schedule(arms: Arms, candidates: Sequence[str],
                 decided[candidate] = f"{arm_id}#{position}"
                 futile[candidate] = position
     for arm_id, left in skipped.items():
-        who = ", ".join(candidates) if arm_id == BASELINE else arm_id
+        who = ", ".join(candidates) if arm_id == ArmRole.B0 else arm_id
         why = (" (supported out of reach)" if arm_id in futile
                else f" (its gate there stopped on {stopped[arm_id]})" if arm_id in stopped
                else "")
@@ -443,13 +444,13 @@ def _out_of_reach(settings: LatencySettings, runs: Sequence[InstanceRun], rest: 
                   candidate: str) -> bool:
     """No values the candidate's and B0's instances still to come could measure make the
     candidate supported (replication.supported_reachable): its protocol can stop here."""
-    mine = [r.times() for r in runs if r.arm in (BASELINE, candidate)]
+    mine = [r.times() for r in runs if r.arm in (ArmRole.B0, candidate)]
     baseline, values = arm_values(mine, settings)
     if not baseline or not values:
         return False
-    per = settings.repeats if settings.replication == "request" else 1
+    per = settings.repeats if settings.replication == Unit.REQUEST else 1
     return not supported_reachable(settings, baseline, values,
-                                   per * sum(1 for a in rest if a == BASELINE),
+                                   per * sum(1 for a in rest if a == ArmRole.B0),
                                    per * sum(1 for a in rest if a == candidate))
 
 
@@ -601,7 +602,8 @@ class LatencySchedules:
         return (track_id,) if found is None else found[0][0]
 
 
-# Checks the latency protocol itself records: what they find never stops it before it runs.
+# Checks of the latency protocol and of its timed requests (those judged at verdict time): what
+# they find never stops it before it runs.
 _LATENCY_OWN = frozenset({Check.LATENCY_RATIO, Check.CACHING_PROBE, Check.RESOURCE_INTERFERENCE,
                           Check.TIMED_OUTPUT, Check.TIMED_OUTPUT_FIDELITY})
 _GATES = frozenset({Check.LOSSLESS_GATE, Check.LOSSY_GATE})
@@ -613,14 +615,14 @@ def quality_stop(checks: Sequence[CheckResult], track_id: str, candidate: str) -
     (a quality gate, a request, an engine start, interference, cleanup), or the candidate's
     quality gate left open (it cannot be supported whatever its latency); None otherwise."""
     for check in checks:
-        if check.track != track_id or check.arm not in (BASELINE, candidate):
+        if check.track != track_id or check.arm not in (ArmRole.B0, candidate):
             continue
         if check.name in _LATENCY_OWN:
             continue
-        who = "B0's " if check.arm == BASELINE else ""
-        if check.status == "fail":
+        who = "B0's " if check.arm == ArmRole.B0 else ""
+        if check.status is CheckStatus.FAIL:
             return f"{who}{check.name.value} ({check.reason.value if check.reason else 'fail'})"
-        if check.status == "open" and check.arm == candidate and check.name in _GATES:
+        if check.status is CheckStatus.OPEN and check.arm == candidate and check.name in _GATES:
             return f"{check.name.value} (open)"
     return None
 
@@ -628,18 +630,15 @@ def quality_stop(checks: Sequence[CheckResult], track_id: str, candidate: str) -
 def run_latency(arms: Arms, candidate: str,
                 schedules: LatencySchedules | None = None) -> list[CheckResult]:
     """The frozen protocol for one candidate against B0 in the same run, judged and recorded.
-
-    When the candidate's quality output (watched, or scored on a lossy track) is in already, the
-    timed outputs are compared with it here (timed_output.py; it counts for the track's verdict
-    only).
+    (Its timed outputs are compared with its quality output at verdict time: timed_output.py.)
     """
     plan: TrackPlan = arms.plan
     schedules = schedules or LatencySchedules()
     stop = quality_stop(arms.evidence.checks, plan.track_id, candidate)
     if stop is not None:
         # No instance started for it: the row says why, and its verdict is what stopped it.
-        check = CheckResult(plan.track_id, candidate, Check.LATENCY_RATIO, "open", None,
-                            f"not measured: stopped on {stop}", {"stopped_on": stop})
+        check = CheckResult(plan.track_id, candidate, Check.LATENCY_RATIO, CheckStatus.OPEN,
+                            None, f"not measured: stopped on {stop}", {"stopped_on": stop})
         arms.evidence.add_check(check)
         return [check]
     runs = schedules.runs(arms, candidate)
@@ -654,9 +653,6 @@ def run_latency(arms: Arms, candidate: str,
             check.data["baseline_tracks"] = list(tracks)
     for check in checks:
         arms.evidence.add_check(check)
-    timed = timed_output_for(plan, arms.outcomes, candidate)
-    if timed is not None:
-        arms.evidence.add_check(timed)
     return checks
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .stats import DecisionRule
+from .vocabulary import DecisionRule, Unit
 
 
 @dataclass(frozen=True)
 class LatencySettings:
     """The latency protocol's frozen settings, and the devices it probes for interference."""
 
-    replication: Literal["instance", "request"]
+    replication: Unit
     instances_per_arm: int | None  # the instance design's N; None in the request design
     # B0's instances serve one candidate each, or all the track's candidates (replication.schedule)
     baseline_instances: Literal["per_candidate", "shared"]

@@ -47,8 +47,8 @@ from .tensors import (
     point_file,
     read_header,
 )
-from .timed_output import timed_output_check
 from .verdicts import CheckResult, GateChecks
+from .vocabulary import ArmRole, CheckStatus
 from .workload import Arms, Outcome
 
 if TYPE_CHECKING:
@@ -196,12 +196,12 @@ def judge_baseline(
     """B0 twice on independent instances (watched), once unobserved: all must agree bit for bit."""
     for outcome in (first, unobserved, second):
         if not outcome.sample.ok:
-            check = CheckResult(track, "b0", Check.BASELINE_DETERMINISM, "fail",
+            check = CheckResult(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
                                 Reason.BASELINE_REQUEST_FAILED, outcome.explain())
             return Baseline(checks=(check,), watched=first)
     problems = contract_problems(first, contract) + contract_problems(second, contract)
     if problems:
-        check = CheckResult(track, "b0", Check.BASELINE_DETERMINISM, "fail",
+        check = CheckResult(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
                             Reason.BASELINE_CONTRACT,
                             "B0 does not honour the frozen contract: " + "; ".join(problems))
         return Baseline(checks=(check,), watched=first)
@@ -215,13 +215,13 @@ def judge_baseline(
                   if name not in watched_mp4]
     data = {"seed": first.sample.seed, "points": [p.to_dict() for p in between.points]}
     if differing:
-        check = CheckResult(track, "b0", Check.BASELINE_DETERMINISM, "fail",
+        check = CheckResult(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
                             Reason.BASELINE_NONDETERMINISTIC,
                             f"B0 does not reproduce itself; differing: {', '.join(differing)}",
                             data)
     else:
-        check = CheckResult(track, "b0", Check.BASELINE_DETERMINISM, "pass", None,
-                            f"B0 bit-exact with itself at {len(between.points)} points", data)
+        check = CheckResult(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.PASS,
+                            None, f"B0 bit-exact with itself at {len(between.points)} points", data)
     return Baseline(checks=(check,), watched=first)
 
 
@@ -245,7 +245,7 @@ def judge_gate(track: str, candidate: str, contract: LosslessContract, baseline:
     """The checks of the candidate's watched request alone (bit-exactness with B0, declared
     time, the enabled-path audit): what decides a hosted gate before any warm-up."""
     if not watched.sample.ok:
-        return [CheckResult(track, candidate, Check.LOSSLESS_GATE, "fail",
+        return [CheckResult(track, candidate, Check.LOSSLESS_GATE, CheckStatus.FAIL,
                             Reason.CANDIDATE_REQUEST_FAILED, watched.explain())]
     checks: list[CheckResult] = []
     missing = contract_problems(watched, contract)
@@ -255,36 +255,37 @@ def judge_gate(track: str, candidate: str, contract: LosslessContract, baseline:
     uncompared = [f"{p.name}: not compared ({p.status.replace('_', ' ')})"
                   for p in comparison.points if p.status in ("missing_in_a", "missing_in_b")]
     if missing or uncompared:
-        checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, "fail",
+        checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, CheckStatus.FAIL,
                                   Reason.COMPARISON_POINT_MISSING,
                                   "; ".join(missing or uncompared), table))
     elif not comparison.equal:
         first = next(p for p in comparison.points if not p.equal)
         checks.append(CheckResult(
-            track, candidate, Check.LOSSLESS_GATE, "fail", Reason.QUALITY_GATE_FAILED,
+            track, candidate, Check.LOSSLESS_GATE, CheckStatus.FAIL, Reason.QUALITY_GATE_FAILED,
             f"not bit-exact; first diverging point {first.name} ({_describe(first)})", table))
     else:
-        checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, "pass", None,
+        checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, CheckStatus.PASS, None,
                                   f"bit-exact with B0 at all {len(comparison.points)} contracted "
                                   "points", table))
 
     base_path, cand_path = enabled_path(baseline.watched), enabled_path(watched)
-    declared = [f"{who}: {what}" for who, path in (("b0", base_path), (candidate, cand_path))
+    declared = [f"{who}: {what}" for who, path in ((ArmRole.B0, base_path), (candidate, cand_path))
                 if path is not None and (what := declared_time(path))]
     if declared:
         checks.append(CheckResult(
-            track, candidate, Check.DECLARED_TIME, "fail", Reason.DECLARED_DEVICE_TIME,
+            track, candidate, Check.DECLARED_TIME, CheckStatus.FAIL, Reason.DECLARED_DEVICE_TIME,
             "declared device time in enabled_path.json (slept, not computed: no latency of "
             "this arm is a measurement): " + "; ".join(declared)))
     if contract.diagnostics:
         if cand_path is None or base_path is None:
-            checks.append(CheckResult(track, candidate, Check.ENABLED_PATH_AUDIT, "fail",
+            checks.append(CheckResult(track, candidate, Check.ENABLED_PATH_AUDIT, CheckStatus.FAIL,
                                       Reason.COMPARISON_POINT_MISSING,
                                       f"{ENABLED_PATH_FILE} not written"))
         else:
             problems = enabled_path_problems(cand_path, base_path)
             checks.append(CheckResult(
-                track, candidate, Check.ENABLED_PATH_AUDIT, "fail" if problems else "pass",
+                track, candidate, Check.ENABLED_PATH_AUDIT,
+                CheckStatus.FAIL if problems else CheckStatus.PASS,
                 Reason.ENABLED_PATH_MISMATCH if problems else None,
                 "; ".join(problems) or "no approximate path ran",
                 {"approximate": cand_path.get("approximate"), "dtype": cand_path.get("dtype")}))
@@ -296,14 +297,15 @@ def judge_unobserved(track: str, candidate: str, contract: LosslessContract, wat
                      unobserved: Outcome) -> CheckResult:
     """The candidate's decoded output with no diagnostics asked against its watched one."""
     if not unobserved.sample.ok or unobserved.media_path is None or watched.media_path is None:
-        return CheckResult(track, candidate, Check.UNOBSERVED_OUTPUT, "fail",
+        return CheckResult(track, candidate, Check.UNOBSERVED_OUTPUT, CheckStatus.FAIL,
                            Reason.CANDIDATE_REQUEST_FAILED, unobserved.explain())
     wanted = contract.mp4 or _MP4_POINTS
     same = compare_mp4(watched.media_path, unobserved.media_path, wanted)
     differing = [name for name, p in same.items() if not p.equal]
     differing += [f"{name} (not compared)" for name in wanted if same and name not in same]
     return CheckResult(
-        track, candidate, Check.UNOBSERVED_OUTPUT, "fail" if differing or not same else "pass",
+        track, candidate, Check.UNOBSERVED_OUTPUT,
+        CheckStatus.FAIL if differing or not same else CheckStatus.PASS,
         Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED if differing or not same else None,
         (f"decoded output differs when no diagnostics are asked: {', '.join(differing)}"
          if differing else "could not decode both outputs" if not same
@@ -341,10 +343,8 @@ def run_candidate(arms: Arms, candidate: str, baseline: Baseline,
                   b0_captures: dict[tuple[Any, ...], Any] | None = None) -> list[CheckResult]:
     """The candidate on a fresh instance, watched then unobserved, judged against B0; when it
     is not bit-exact and `b0_captures` is given (the session's B0 captures: the pass is on),
-    the localization pass names where it parted from B0.
-
-    When this run's timed requests of the candidate are in already (the latency protocol ran
-    first), the timed-output check is judged here too; it counts for the track's verdict only.
+    the localization pass names where it parted from B0. (Its timed outputs are compared with
+    the watched one at verdict time: timed_output.py.)
     """
     plan = arms.plan
     contract = plan.lossless
@@ -357,9 +357,6 @@ def run_candidate(arms: Arms, candidate: str, baseline: Baseline,
     checks = judge_candidate(plan.track_id, candidate, contract, baseline, watched, unobserved)
     for check in checks:
         arms.evidence.add_check(check)
-    timed = timed_output_check(arms.outcomes, plan.track_id, candidate)
-    if timed is not None:
-        arms.evidence.add_check(timed)
     if b0_captures is not None:
         checks += localization(arms, candidate, checks, baseline, watched, b0_captures)
     return checks

@@ -40,8 +40,8 @@ from .quality.pipeline import score_video
 from .quality.registry import SCORERS, Score, ScorerError, WeightIdentity, error_score
 from .quality.scoring import RelativeError, check_comparable, relative_errors
 from .run_plan import hosted_gate_warmups
-from .timed_output import lossy_timed_output_check
 from .verdicts import CheckResult, GateChecks
+from .vocabulary import ArmRole, CheckStatus
 from .workload import Arms, Outcome
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ def run_baseline(arms: Arms, runs: GateRuns | None = None) -> LossyBaseline:
     first, second = ([ScoredOutcome(seed, made[seed], _score(arms, made[seed]))
                       for seed in plan.seeds] for made in runs.plain)
     baseline = _baseline(arms, first, second)
-    weights = weights_check(plan.track_id, "b0", [*first, *second])
+    weights = weights_check(plan.track_id, ArmRole.B0, [*first, *second])
     if weights is not None:
         # A part of B0's reference: scores that decide nothing leave it not judged against.
         baseline = dataclasses.replace(baseline, checks=(*baseline.checks, weights))
@@ -174,7 +174,7 @@ def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome
     track_id, gate = plan.track_id, plan.lossy.gate
     failed = [r.outcome for r in (*first, *second) if not r.outcome.complete]
     if failed:
-        check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "fail",
+        check = CheckResult(track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.FAIL,
                             Reason.BASELINE_REQUEST_FAILED, failed[0].explain())
         return LossyBaseline(checks=(check,), runs=tuple(first))
     same_seed: dict[str, float] = {}
@@ -204,20 +204,20 @@ def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome
             "baseline_scores": [s.to_dict() for s in first[0].scores]}
     if too_wide:
         check = CheckResult(
-            track_id, "b0", Check.BASELINE_VARIABILITY, "fail",
+            track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.FAIL,
             Reason.BASELINE_VARIABILITY_TOO_HIGH,
             "B0's same-seed spread is not below "
             f"{gate.variability_fraction:g} x {gate.threshold:g}: "
             + ", ".join(f"{k} {v:.4%}" for k, v in sorted(too_wide.items())), data)
     elif unmeasured:
         # A spread that could not be computed is not a spread of 0: nothing was compared there.
-        check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "open", None,
-                            "B0's same-seed spread could not be computed for gated "
+        check = CheckResult(track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.OPEN,
+                            None, "B0's same-seed spread could not be computed for gated "
                             + ", ".join(sorted(unmeasured)), data)
     else:
         worst = max(v for k, v in same_seed.items() if k in decisive)
-        check = CheckResult(track_id, "b0", Check.BASELINE_VARIABILITY, "pass", None,
-                            f"B0 same-seed spread at most {worst:.4%} over "
+        check = CheckResult(track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.PASS,
+                            None, f"B0 same-seed spread at most {worst:.4%} over "
                             f"{len(below)} gated scores (limit {limit:.4%})", data)
     return LossyBaseline(checks=(check,), runs=tuple(first))
 
@@ -242,16 +242,17 @@ def weights_check(track_id: str, arm: str, runs: Sequence[ScoredOutcome]
             "undeclared": [w.name for w in undeclared]}
     if undeclared:
         return CheckResult(
-            track_id, arm, Check.SCORER_WEIGHTS, "fail", Reason.UNDECLARED_STAND_IN_WEIGHTS,
+            track_id, arm, Check.SCORER_WEIGHTS, CheckStatus.FAIL,
+            Reason.UNDECLARED_STAND_IN_WEIGHTS,
             "scored with seeded stand-in weights the campaign does not mark stand_in: true ("
             + ", ".join(f"{w.name}, sha256 {w.sha256[:12]}..." for w in undeclared)
             + "): random weights, not VBench's, so no lossy verdict is better than "
             "inconclusive; pin the real files", data)
     if stand_ins:
-        return CheckResult(track_id, arm, Check.SCORER_WEIGHTS, "pass", None,
+        return CheckResult(track_id, arm, Check.SCORER_WEIGHTS, CheckStatus.PASS, None,
                            "scored with the campaign's declared stand-in weights (seeded "
                            f"random, not VBench's): {', '.join(stand_ins)}", data)
-    return CheckResult(track_id, arm, Check.SCORER_WEIGHTS, "pass", None,
+    return CheckResult(track_id, arm, Check.SCORER_WEIGHTS, CheckStatus.PASS, None,
                        f"scored with {', '.join(w.name for w in files)}; none is a stand-in",
                        data)
 
@@ -266,7 +267,7 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
     fidelity_broken: list[str] = []
     for base, cand in zip(baseline.runs, runs, strict=True):
         if not cand.outcome.sample.ok or cand.outcome.media_path is None:
-            return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
+            return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.FAIL,
                                Reason.CANDIDATE_REQUEST_FAILED, cand.outcome.explain())
         assert base.outcome.media_path is not None
         try:
@@ -301,7 +302,7 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
     data = {"threshold": gate.threshold, "normalized": gate.normalized, "worst": worst,
             "min_psnr_db": gate.min_psnr_db, "min_ssim": gate.min_ssim, "per_seed": per_seed}
     if precondition:
-        return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
+        return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.FAIL,
                            Reason.QUALITY_PRECONDITION_FAILED,
                            "outputs not comparable: " + "; ".join(dict.fromkeys(precondition)),
                            data)
@@ -313,18 +314,18 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
             if broken else [])
         if fidelity_broken:
             parts.append("fidelity to B0 below the frozen minimum: " + ", ".join(fidelity_broken))
-        return CheckResult(track_id, candidate, Check.LOSSY_GATE, "fail",
+        return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.FAIL,
                            Reason.QUALITY_GATE_FAILED,
                            "; ".join(parts), data)
     if opened or not per_seed:
-        return CheckResult(track_id, candidate, Check.LOSSY_GATE, "open", None,
+        return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.OPEN, None,
                            "cannot decide: open dimensions " + ", ".join(sorted(opened))
                            if opened else "cannot decide: no seed was compared", data)
     top = max(worst.values(), default=0.0)
     fidelity_note = "".join(
         f", {name} at least {value:g}" for name, value in
         (("PSNR dB", gate.min_psnr_db), ("SSIM", gate.min_ssim)) if value is not None)
-    return CheckResult(track_id, candidate, Check.LOSSY_GATE, "pass", None,
+    return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.PASS, None,
                        f"every gated score within {gate.threshold:.2%} of B0 (worst {top:.3%})"
                        + fidelity_note, data)
 
@@ -381,19 +382,12 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
 
 
 def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> list[CheckResult]:
-    """The candidate on a fresh instance with the track's seeds, judged against B0 (and its
-    timed outputs against its scored ones, when the latency protocol ran first); the gate's
-    check first, then which weights scored it."""
+    """The candidate on a fresh instance with the track's seeds, judged against B0; the gate's
+    check first, then which weights scored it. (Its timed outputs are compared with the scored
+    ones at verdict time: timed_output.py.)"""
     seeds = [run.seed for run in baseline.runs]
     runs = _run_seeds(arms, candidate, seeds, 0, Check.CANDIDATE_MEDIA)
-    checks = _judged(arms, candidate, baseline, runs)
-    # When this run's timed requests of the candidate are in already (the latency protocol ran
-    # first), they are compared with the scored outputs here; it counts for the verdict only.
-    timed = lossy_timed_output_check(arms.outcomes, arms.plan.track_id, candidate,
-                                     arms.plan.lossy.gate)
-    if timed is not None:
-        arms.evidence.add_check(timed)
-    return checks
+    return _judged(arms, candidate, baseline, runs)
 
 
 def _judged(arms: Arms, candidate: str, baseline: LossyBaseline,

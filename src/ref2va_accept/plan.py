@@ -20,7 +20,6 @@ from .campaign import (
     LoadedCampaign,
     LossyGate,
     PinnedFile,
-    QualityClass,
     RequestShape,
     Track,
     duration_class,
@@ -31,9 +30,8 @@ from .client import ClientTimeouts
 from .errors import CampaignError
 from .latency_settings import LatencySettings
 from .media import MediaExpectation
+from .vocabulary import ArmRole, QualityClass
 from .weight_names import WEIGHT_DIMENSIONS
-
-B0 = "b0"
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,7 @@ class Arm:
 
     @property
     def is_baseline(self) -> bool:
-        return self.id == B0
+        return self.id == ArmRole.B0
 
 
 @dataclass(frozen=True)
@@ -244,7 +242,7 @@ def _request_identity(plan: TrackPlan) -> tuple[object, ...]:
     """What B0 is asked at the track's first seed, on which launch line: the duration class,
     B0's profile and request overrides, the model, shape (seeds aside), frames, inputs, that
     seed and the timeouts."""
-    b0 = plan.arm("b0").spec
+    b0 = plan.arm(ArmRole.B0).spec
     shape = {k: v for k, v in plan.shape.model_dump().items() if k != "seeds"}
     return (plan.duration, plan.model, b0.profile, sorted(b0.request.items()), shape,
             plan.num_frames, plan.inputs, plan.seeds[0], plan.timeouts)

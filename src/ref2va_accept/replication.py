@@ -25,31 +25,28 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from .latency_settings import LatencySettings
 from .stats import LatencyVerdict, interval_k, latency_verdict, t_quantile
-
-Unit = Literal["instance", "request"]
-BASELINE = "b0"
+from .vocabulary import ArmRole, DecisionRule, LatencyDecisionReason, Unit, Verdict
 
 
 def sequence(settings: LatencySettings, candidate: str) -> list[str]:
-    """The arms of the instances, in the order they are started ("b0" is B0)."""
+    """The arms of the instances, in the order they are started (ArmRole.B0 is B0)."""
     if settings.ordering == "interleaved":
         pairs = settings.instances_per_arm or 0
         # A string seed is hashed with SHA-512 by random.Random: the same order on every host.
         rng = random.Random(f"{settings.order_seed}/{candidate}")
         order: list[str] = []
         for _ in range(pairs):
-            order += [BASELINE, candidate] if rng.random() < 0.5 else [candidate, BASELINE]
+            order += [ArmRole.B0, candidate] if rng.random() < 0.5 else [candidate, ArmRole.B0]
         return order
     if settings.ordering == "ABA":
-        return [BASELINE, candidate, BASELINE]
+        return [ArmRole.B0, candidate, ArmRole.B0]
     if settings.ordering == "ABBA":
-        return [BASELINE, candidate, candidate, BASELINE]
+        return [ArmRole.B0, candidate, candidate, ArmRole.B0]
     first_b0 = random.Random(settings.order_seed).random() < 0.5
-    return [BASELINE, candidate] if first_b0 else [candidate, BASELINE]
+    return [ArmRole.B0, candidate] if first_b0 else [candidate, ArmRole.B0]
 
 
 def schedule(settings: LatencySettings, track_id: str, candidates: Sequence[str]) -> list[str]:
@@ -65,12 +62,13 @@ def schedule(settings: LatencySettings, track_id: str, candidates: Sequence[str]
         return [arm for candidate in candidates for arm in sequence(settings, candidate)]
     if len(candidates) == 1:
         return sequence(settings, candidates[0])
-    if len(set(candidates)) != len(candidates) or BASELINE in candidates:
-        raise ValueError(f"candidates must be distinct and not {BASELINE!r}: {list(candidates)}")
+    if len(set(candidates)) != len(candidates) or ArmRole.B0 in candidates:
+        raise ValueError(f"candidates must be distinct and not {ArmRole.B0.value!r}: "
+                         f"{list(candidates)}")
     rng = random.Random(f"{settings.order_seed}/{track_id}/{'+'.join(candidates)}")
     order: list[str] = []
     for _ in range(settings.instances_per_arm or 0):
-        block = [BASELINE, *candidates]
+        block = [ArmRole.B0, *candidates]
         rng.shuffle(block)
         order += block
     return order
@@ -115,20 +113,16 @@ class InstanceTimes:
         return (*kept, *self.measured)
 
 
-def unit_of(settings: LatencySettings) -> Unit:
-    return settings.replication
-
-
 def arm_values(instances: Sequence[InstanceTimes], settings: LatencySettings
                ) -> tuple[list[float], list[float]]:
     """The interval's samples, B0's and the candidate's: one per instance, or one per request."""
     def values(arm_instances: list[InstanceTimes]) -> list[float]:
-        if settings.replication == "instance":
+        if settings.replication == Unit.INSTANCE:
             return [i.value for i in arm_instances if i.measured]
         return [x for i in arm_instances for x in i.measured]
 
-    return (values([i for i in instances if i.arm == BASELINE]),
-            values([i for i in instances if i.arm != BASELINE]))
+    return (values([i for i in instances if i.arm == ArmRole.B0]),
+            values([i for i in instances if i.arm != ArmRole.B0]))
 
 
 def _relative_sd(values: Sequence[float]) -> float | None:
@@ -169,14 +163,11 @@ def drift(instances: Sequence[InstanceTimes], settings: LatencySettings) -> floa
     Instance design: the first and the last B0 instance's values. Request design: only ABA
     re-measures B0 (A'), and its two instances' medians are compared.
     """
-    b0 = [i for i in instances if i.arm == BASELINE and i.measured]
-    if len(b0) < 2 or (settings.replication == "request" and settings.ordering != "ABA"):
+    b0 = [i for i in instances if i.arm == ArmRole.B0 and i.measured]
+    if len(b0) < 2 or (settings.replication == Unit.REQUEST and settings.ordering != "ABA"):
         return None
     first, last = b0[0].value, b0[-1].value
     return abs(last / first - 1)
-
-
-DecisionReason = Literal["warmup_not_steady", "drift"]
 
 
 @dataclass(frozen=True)
@@ -184,28 +175,28 @@ class Decision:
     """What the protocol concludes from the latencies: a run that is not evaluable (its reason),
     or the interval's verdict."""
 
-    reason: DecisionReason | None
+    reason: LatencyDecisionReason | None
     drift: float | None
     verdict: LatencyVerdict | None
 
 
 def not_evaluable(instances: Sequence[InstanceTimes], settings: LatencySettings
-                  ) -> tuple[DecisionReason | None, float | None]:
-    """What makes the run not evaluable, in the documented order (an instance whose warm-up
-    never became steady, then B0 drift beyond the tolerance), and B0's drift once steady."""
-    if any(not i.steady for i in instances):
-        return "warmup_not_steady", None
+                  ) -> tuple[LatencyDecisionReason | None, float | None]:
+    """What makes the run not evaluable: the first reason that holds in LatencyDecisionReason's
+    order (an instance whose warm-up never became steady, then B0 drift beyond the tolerance),
+    the one order calibration's vectorised decision applies too; and B0's drift once steady."""
     moved = drift(instances, settings)
-    if moved is not None and moved > settings.drift_tolerance:
-        return "drift", moved
-    return None, moved
+    holds = {LatencyDecisionReason.WARMUP_NOT_STEADY: any(not i.steady for i in instances),
+             LatencyDecisionReason.DRIFT: moved is not None and moved > settings.drift_tolerance}
+    reason = next((r for r in LatencyDecisionReason if holds[r]), None)
+    return reason, None if reason is LatencyDecisionReason.WARMUP_NOT_STEADY else moved
 
 
 def interval_verdict(instances: Sequence[InstanceTimes], settings: LatencySettings
                      ) -> LatencyVerdict:
     """The ratio interval's verdict on the arms' values (one per instance or per request)."""
     baseline, candidate = arm_values(instances, settings)
-    single = settings.replication == "request" and settings.ordering != "ABBA"
+    single = settings.replication == Unit.REQUEST and settings.ordering != "ABBA"
     return latency_verdict(baseline, candidate, settings.target_ratio, settings.confidence,
                            single_instance=single, unit=settings.replication,
                            instances_per_arm=settings.instances_per_arm,
@@ -244,7 +235,7 @@ def supported_reachable(settings: LatencySettings, baseline: Sequence[float],
     """
     nb, nc = len(baseline) + baseline_left, len(candidate) + candidate_left
     target = settings.target_ratio
-    if settings.decision_rule != "welch-log/1":
+    if settings.decision_rule != DecisionRule.WELCH:
         k = interval_k(nb, nc, settings.confidence)
         inverted = sum(1 for c in candidate for b in baseline if c / b > target)
         return k > 0 and inverted <= k - 1
@@ -254,7 +245,7 @@ def supported_reachable(settings: LatencySettings, baseline: Sequence[float],
         return True  # an arm with no value yet can still be anything
     if baseline_left == 0 and candidate_left == 0:
         return latency_verdict(baseline, candidate, target, settings.confidence,
-                               rule="welch-log/1").verdict == "supported"
+                               rule=DecisionRule.WELCH).verdict == Verdict.SUPPORTED
     import numpy as np  # noqa: PLC0415
     from scipy.optimize import minimize  # noqa: PLC0415
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from .campaign import DurationClass, duration_class
 from .latency_settings import LatencySettings
 from .plan import TrackPlan, baseline_groups, gate_groups, needs
-from .replication import BASELINE, sequence
+from .replication import sequence
+from .vocabulary import ArmRole
 
 log = logging.getLogger(__name__)
 
@@ -105,14 +106,14 @@ def latency_arm_requests(protocol: LatencySettings, candidate: str) -> tuple[int
     once per track."""
     order = sequence(protocol, candidate)
     per_instance = protocol.warmups + protocol.repeats
-    b0 = sum(per_instance for arm in order if arm == BASELINE)
+    b0 = sum(per_instance for arm in order if arm == ArmRole.B0)
     return b0, (len(order) * per_instance - b0) + protocol.caching_probe_requests
 
 
 def latency_arm_starts(protocol: LatencySettings, candidate: str) -> tuple[int, int]:
     """(B0's, the candidate's) fresh instances of latency.run_schedule for one candidate."""
     order = sequence(protocol, candidate)
-    b0 = sum(1 for arm in order if arm == BASELINE)
+    b0 = sum(1 for arm in order if arm == ArmRole.B0)
     return b0, len(order) - b0
 
 

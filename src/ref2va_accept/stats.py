@@ -13,19 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
-Verdict = Literal["supported", "failed", "inconclusive"]
-# The frozen decision rules (protocol.decision_rule). The rank interval is exact only when the
-# candidate's values are B0's scaled by a constant; the one-sided Welch interval on log values
-# assumes lognormal values per arm and lets each arm spread as it does (docs/protocol.md).
-DecisionRule = Literal["ratio-interval-moses/1", "welch-log/1"]
-RANK_RULE: DecisionRule = "ratio-interval-moses/1"
-WELCH_RULE: DecisionRule = "welch-log/1"
-DECISION_RULES: tuple[DecisionRule, ...] = (RANK_RULE, WELCH_RULE)
-
-# Worse verdicts sort first; the property tests use this order.
-VERDICT_ORDER: dict[str, int] = {"failed": 0, "inconclusive": 1, "supported": 2}
+from .vocabulary import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_DECISION_RULE,
+    DEFAULT_TARGET_RATIO,
+    DecisionRule,
+    IntervalReason,
+    Unit,
+    Verdict,
+    member,
+)
 
 
 @lru_cache(maxsize=256)
@@ -57,7 +56,8 @@ def _exact(confidence: float) -> Fraction:
     return Fraction(repr(confidence))
 
 
-def interval_k(n_baseline: int, n_candidate: int, confidence: float = 0.95) -> int:
+def interval_k(n_baseline: int, n_candidate: int, confidence: float = DEFAULT_CONFIDENCE
+               ) -> int:
     """Largest k with P(U <= k-1) <= 1 - confidence; 0 when even k = 1 is too wide a claim."""
     if not 0.5 < confidence < 1:
         raise ValueError(f"confidence must be in (0.5, 1), got {confidence!r}")
@@ -88,17 +88,20 @@ class RatioInterval:
     n_candidate: int
     confidence: float
     ratios: tuple[float, ...]
-    rule: DecisionRule = RANK_RULE
+    rule: DecisionRule = DecisionRule.RANK
     df: float | None = None  # Welch-Satterthwaite degrees of freedom (Welch rule)
     se_log: float | None = None  # standard error of the log ratio (Welch rule)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rule", member(DecisionRule, self.rule, "decision rule"))
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "rule": self.rule, "k": self.k, "lower": self.lower, "upper": self.upper,
+            "rule": self.rule.value, "k": self.k, "lower": self.lower, "upper": self.upper,
             "n_baseline": self.n_baseline, "n_candidate": self.n_candidate,
             "confidence": self.confidence, "one_sided_each_end": True,
             "ratios": list(self.ratios)}
-        if self.rule == WELCH_RULE:
+        if self.rule is DecisionRule.WELCH:
             out["df"], out["se_log"] = self.df, self.se_log
         return out
 
@@ -117,7 +120,7 @@ def _check_latencies(arm: str, values: Sequence[float]) -> tuple[float, ...]:
 
 
 def ratio_interval(baseline: Sequence[float], candidate: Sequence[float],
-                   confidence: float = 0.95) -> RatioInterval:
+                   confidence: float = DEFAULT_CONFIDENCE) -> RatioInterval:
     """All C_i/B_j sorted; the k-th smallest and k-th largest bound the ratio (scale model)."""
     base = _check_latencies("baseline", baseline)
     cand = _check_latencies("candidate", candidate)
@@ -153,7 +156,7 @@ def t_quantile(p: float, df: float) -> float:
 
 
 def welch_log_interval(baseline: Sequence[float], candidate: Sequence[float],
-                       confidence: float = 0.95) -> RatioInterval:
+                       confidence: float = DEFAULT_CONFIDENCE) -> RatioInterval:
     """exp(mean log C - mean log B +/- t(confidence, df) * se): one-sided at each end, each
     arm with its own spread (Welch-Satterthwaite df). Bounds None when it cannot be formed."""
     if not 0.5 < confidence < 1:
@@ -164,19 +167,19 @@ def welch_log_interval(baseline: Sequence[float], candidate: Sequence[float],
     terms = welch_terms([math.log(b) for b in base], [math.log(c) for c in cand])
     if terms is None:
         return RatioInterval(None, None, 0, len(base), len(cand), confidence, ratios,
-                             WELCH_RULE)
+                             DecisionRule.WELCH)
     diff, se, df = terms
     half = t_quantile(confidence, df) * se
     return RatioInterval(math.exp(diff - half), math.exp(diff + half), 0, len(base), len(cand),
-                         confidence, ratios, WELCH_RULE, df, se)
+                         confidence, ratios, DecisionRule.WELCH, df, se)
 
 
 def interval_for(rule: DecisionRule, baseline: Sequence[float], candidate: Sequence[float],
                  confidence: float) -> RatioInterval:
-    if rule == WELCH_RULE:
+    if rule == DecisionRule.WELCH:
         return welch_log_interval(baseline, candidate, confidence)
-    if rule != RANK_RULE:
-        raise ValueError(f"decision rule {rule!r} is not one of {', '.join(DECISION_RULES)}")
+    if rule != DecisionRule.RANK:
+        raise ValueError(f"decision rule {rule!r} is not one of {', '.join(DecisionRule)}")
     return ratio_interval(baseline, candidate, confidence)
 
 
@@ -187,7 +190,7 @@ def p_value(rule: DecisionRule, baseline: Sequence[float], candidate: Sequence[f
     Holm's family-wise column is computed from these. None when it cannot be formed."""
     base = _check_latencies("baseline", baseline)
     cand = _check_latencies("candidate", candidate)
-    if rule == WELCH_RULE:
+    if rule == DecisionRule.WELCH:
         terms = welch_terms([math.log(b) for b in base], [math.log(c) for c in cand])
         if terms is None:
             return None
@@ -295,12 +298,11 @@ def tail_claims(samples: Sequence[float], percentiles: Sequence[float] = (0.90, 
 
 SINGLE_INSTANCE_NOTE = ("one server instance per arm: the interval speaks of variation inside "
                         "one instance per arm, not of variation between instances")
-Unit = Literal["instance", "request"]
 
 
 def unit_note(unit: Unit, single_instance: bool, instances_per_arm: int | None) -> str:
     """What the interval's samples are, as the report says it next to every interval."""
-    if unit == "instance":
+    if unit == Unit.INSTANCE:
         n = "N" if instances_per_arm is None else str(instances_per_arm)
         return (f"unit: server instance ({n} fresh instances per arm; one value per instance, "
                 "the median of its measured requests)")
@@ -313,7 +315,7 @@ class LatencyVerdict:
     """The interval verdict for one track and candidate, with every number it rests on."""
 
     verdict: Verdict
-    reasons: tuple[str, ...]
+    reasons: tuple[IntervalReason, ...]
     target: float
     interval: RatioInterval
     ratio_of_medians: float
@@ -322,47 +324,56 @@ class LatencyVerdict:
     candidate: tuple[float, ...]
     tails: tuple[TailClaim, ...]
     note: str
-    unit: Unit = "request"
+    unit: Unit = Unit.REQUEST
     p_value: float | None = None  # of "ratio >= target" under the rule (stats.p_value)
+
+    def __post_init__(self) -> None:
+        # Members of the vocabulary, given as members or their strings.
+        object.__setattr__(self, "verdict", member(Verdict, self.verdict, "latency verdict"))
+        object.__setattr__(self, "reasons", tuple(member(IntervalReason, r, "interval reason")
+                                                  for r in self.reasons))
+        object.__setattr__(self, "unit", member(Unit, self.unit, "unit"))
 
     @property
     def rule(self) -> DecisionRule:
         return self.interval.rule
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "reasons": list(self.reasons), "target": self.target,
-                "rule": self.rule, "p_value": self.p_value,
+        return {"verdict": self.verdict.value, "reasons": [r.value for r in self.reasons],
+                "target": self.target, "rule": self.rule.value, "p_value": self.p_value,
                 "confidence": self.interval.confidence, "interval": self.interval.to_dict(),
                 "ratio_of_medians": self.ratio_of_medians,
                 "ratio_of_means": self.ratio_of_means,
                 "baseline": list(self.baseline), "candidate": list(self.candidate),
                 "tails": [t.to_dict() for t in self.tails], "note": self.note,
-                "unit": self.unit}
+                "unit": self.unit.value}
 
 
-def latency_verdict(baseline: Sequence[float], candidate: Sequence[float], target: float = 0.5,
-                    confidence: float = 0.95, *, single_instance: bool = True,
-                    unit: Unit = "request", instances_per_arm: int | None = None,
-                    rule: DecisionRule = RANK_RULE) -> LatencyVerdict:
+def latency_verdict(baseline: Sequence[float], candidate: Sequence[float],
+                    target: float = DEFAULT_TARGET_RATIO, confidence: float = DEFAULT_CONFIDENCE,
+                    *, single_instance: bool = True, unit: Unit = Unit.REQUEST,
+                    instances_per_arm: int | None = None,
+                    rule: DecisionRule = DEFAULT_DECISION_RULE) -> LatencyVerdict:
     """supported: upper <= target; failed: lower > target; inconclusive otherwise."""
     if not (math.isfinite(target) and target > 0):
         raise ValueError(f"target ratio {target!r} is not a positive finite number")
     base = _check_latencies("baseline", baseline)
     cand = _check_latencies("candidate", candidate)
     interval = interval_for(rule, base, cand, confidence)
-    verdict: Verdict
+    reason: IntervalReason
     if interval.upper is None or interval.lower is None:
-        few = rule == RANK_RULE or min(len(base), len(cand)) < 2
-        verdict, reasons = "inconclusive", ("too_few_samples" if few else "no_spread",)
+        few = rule == DecisionRule.RANK or min(len(base), len(cand)) < 2
+        verdict = Verdict.INCONCLUSIVE
+        reason = IntervalReason.TOO_FEW_SAMPLES if few else IntervalReason.NO_SPREAD
     elif interval.upper <= target:
-        verdict, reasons = "supported", ("interval_upper_at_or_below_target",)
+        verdict, reason = Verdict.SUPPORTED, IntervalReason.UPPER_AT_OR_BELOW_TARGET
     elif interval.lower > target:
-        verdict, reasons = "failed", ("interval_lower_above_target",)
+        verdict, reason = Verdict.FAILED, IntervalReason.LOWER_ABOVE_TARGET
     else:
-        verdict, reasons = "inconclusive", ("interval_spans_target",)
+        verdict, reason = Verdict.INCONCLUSIVE, IntervalReason.SPANS_TARGET
     tails = (*tail_claims(base, arm="baseline"), *tail_claims(cand, arm="candidate"))
     return LatencyVerdict(
-        verdict=verdict, reasons=reasons, target=target, interval=interval,
+        verdict=verdict, reasons=(reason,), target=target, interval=interval,
         ratio_of_medians=statistics.median(cand) / statistics.median(base),
         ratio_of_means=statistics.fmean(cand) / statistics.fmean(base),
         baseline=base, candidate=cand, tails=tails,

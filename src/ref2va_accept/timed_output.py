@@ -3,10 +3,10 @@
 The timed (perf) requests carry no diagnostics and are not scored, so an engine that takes
 another path when it is watched or scored would show here: each measured MP4 of the candidate
 is compared, frames and audio, with the MP4 of its quality request of the same seed (the watched
-one on a lossless track, the scored one on a lossy track). The check is judged where the timed
-requests are (the latency protocol) and, since either scenario may run first, also where the
-quality request is (the lossless or lossy gate): whichever of the two completes the pair records
-it. From the run's typed outcomes, never from the sanitized evidence.
+one on a lossless track, the scored one on a lossy track). The check is judged once, at verdict
+time (`judge_timed_outputs`: a track's verdict scenario, or the run's end), when both sides
+have run whatever the order of the scenarios. From the run's typed outcomes, never from the
+sanitized evidence.
 
 - Lossless (`timed_output`): every timed MP4 must decode bit-identical to the watched one.
 - Lossy (`timed_output_fidelity`): bit-identical passes. Otherwise the timed output may differ
@@ -20,6 +20,7 @@ it. From the run's typed outcomes, never from the sanitized evidence.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from .checks import Check, Reason
 from .decoded import compare_decoded_mp4
 from .errors import MediaError, Ref2VAError
 from .verdicts import CheckResult
+from .vocabulary import CheckStatus, QualityClass
 from .workload import OutcomeLog
 
 if TYPE_CHECKING:
@@ -66,10 +68,47 @@ def _pairs(outcomes: OutcomeLog, track: str, candidate: str) -> list[tuple[int |
             for seed, path in _files(outcomes, track, candidate, TIMED) if seed in quality]
 
 
+_CHECK_OF = {QualityClass.LOSSLESS: Check.TIMED_OUTPUT,
+             QualityClass.LOSSY: Check.TIMED_OUTPUT_FIDELITY}
+_CHECKS = frozenset(_CHECK_OF.values())
+
+
+def judge_timed_outputs(plans: Mapping[str, TrackPlan], outcomes: OutcomeLog,
+                        recorded: Sequence[CheckResult], tracks: Iterable[str]
+                        ) -> tuple[list[CheckResult], list[str]]:
+    """At verdict time: the timed-output check of every candidate of `tracks` (of `plans`) that
+    has none `recorded` yet and whose timed and quality outputs are both in, in the plans'
+    order; its caller records them. The one place the check is judged.
+
+    A comparison that raises leaves that candidate's check unjudged (open in its verdict, as a
+    scenario that errored left it) and is said in the second list, one line each, so that the
+    run's other checks and verdicts are still judged."""
+    done = {(c.track, c.arm) for c in recorded if c.name in _CHECKS}
+    wanted = set(tracks)
+    found: list[CheckResult] = []
+    problems: list[str] = []
+    for track_id, plan in plans.items():
+        if track_id not in wanted:
+            continue
+        for arm in plan.candidates:
+            if (track_id, arm.id) in done:
+                continue
+            try:
+                check = timed_output_for(plan, outcomes, arm.id)
+            except Exception as exc:  # not one comparison may cost the run all its verdicts
+                problems.append(f"{track_id}/{arm.id}: timed outputs not compared "
+                                f"({type(exc).__name__}: {exc}); {_CHECK_OF[plan.quality]} "
+                                "stays open")
+                continue
+            if check is not None:
+                found.append(check)
+    return found, problems
+
+
 def timed_output_for(plan: TrackPlan, outcomes: OutcomeLog, candidate: str
                      ) -> CheckResult | None:
     """The track kind's timed-output check, or None while either side has not run."""
-    if plan.quality == "lossless":
+    if plan.quality == QualityClass.LOSSLESS:
         return timed_output_check(outcomes, plan.track_id, candidate)
     return lossy_timed_output_check(outcomes, plan.track_id, candidate, plan.lossy.gate)
 
@@ -82,10 +121,10 @@ def timed_output_check(outcomes: OutcomeLog, track: str, candidate: str) -> Chec
         return None
     differing = [path.name for _, reference, path in pairs if not _identical(reference, path)]
     if differing:
-        return CheckResult(track, candidate, Check.TIMED_OUTPUT, "fail",
+        return CheckResult(track, candidate, Check.TIMED_OUTPUT, CheckStatus.FAIL,
                            Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED,
                            f"timed outputs differ from the watched one: {', '.join(differing)}")
-    return CheckResult(track, candidate, Check.TIMED_OUTPUT, "pass", None,
+    return CheckResult(track, candidate, Check.TIMED_OUTPUT, CheckStatus.PASS, None,
                        f"{len(pairs)} timed outputs decode identical to the watched one")
 
 
@@ -147,13 +186,13 @@ def lossy_timed_output_check(outcomes: OutcomeLog, track: str, candidate: str,
         broken += [f"{timed.name} (seed {seed}): {what}" for what in beyond]
     data = {"rule": rule, "pairs": compared}
     if broken:
-        return CheckResult(track, candidate, Check.TIMED_OUTPUT_FIDELITY, "fail",
+        return CheckResult(track, candidate, Check.TIMED_OUTPUT_FIDELITY, CheckStatus.FAIL,
                            Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED,
                            "timed outputs differ from the scored one beyond the lossy contract: "
                            + "; ".join(broken), data)
     identical = sum(1 for entry in compared if entry["identical"])
     return CheckResult(
-        track, candidate, Check.TIMED_OUTPUT_FIDELITY, "pass", None,
+        track, candidate, Check.TIMED_OUTPUT_FIDELITY, CheckStatus.PASS, None,
         f"{len(pairs)} timed outputs against the scored one of their seed: {identical} "
         f"identical, {len(pairs) - identical} within PSNR {rule['min_psnr_db']:g} dB "
         f"({rule['min_psnr_from']}) and audio SNR {rule['min_audio_snr_db']:g} dB", data)

@@ -1,22 +1,28 @@
 """Per-track verdicts from the checks that ran, in the documented order (docs/protocol.md).
 
+0. A quality failure decided without timing -> failed, whatever the timing's own problems.
 1. The run is not evaluable -> inconclusive (a failed check with a validity reason).
 2. The candidate is defective -> failed (a failed check with a defect reason).
 3. A required check did not run -> inconclusive, with the check listed as open.
 4. Otherwise the latency interval decides (the latency check's own typed result).
 
+That order is `classify`, the one rule: a track's verdict (`judge`) and a gate's result
+(gates.GateResult.from_checks) are both read from it.
+
 A check that did not run is open, never a pass; a track with an open check is never supported.
 A check that has nothing to check here (no device to probe) is `not_applicable`: it does not
 leave its track open, and it is shown as such, never as a pass.
-Names and reasons come from the vocabulary (checks.py): anything else cannot be recorded, so a
-misspelt reason can never be taken for another category.
+Names and reasons come from the vocabulary (checks.py), statuses and verdicts from
+vocabulary.py: anything else cannot be recorded, so a misspelt reason can never be taken for
+another category.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checks import (
     CHECK_REASON_CATEGORIES,
@@ -28,19 +34,18 @@ from .checks import (
     reasons_of,
     required_checks,
 )
+from .vocabulary import ArmRole, CheckStatus, IntervalReason, QualityClass, Verdict, member
 
 if TYPE_CHECKING:
     from .stats import LatencyVerdict
 
-CheckStatus = Literal["pass", "fail", "open", "not_applicable"]
-Verdict = Literal["supported", "failed", "inconclusive"]
-CHECK_STATUSES: tuple[CheckStatus, ...] = ("pass", "fail", "open", "not_applicable")
-_STATUSES = CHECK_STATUSES
+# Derived from the vocabulary; kept for readers of the old name (the evidence schema's test).
+CHECK_STATUSES: tuple[CheckStatus, ...] = tuple(CheckStatus)
 # When a check is recorded several times, the most severe status is its summary.
-_PRECEDENCE: dict[CheckStatus, int] = {"fail": 3, "open": 2, "pass": 1, "not_applicable": 0}
+_PRECEDENCE: dict[CheckStatus, int] = {CheckStatus.FAIL: 3, CheckStatus.OPEN: 2,
+                                       CheckStatus.PASS: 1, CheckStatus.NOT_APPLICABLE: 0}
 # What a required check may be for its track not to stay open.
-SATISFIED: frozenset[CheckStatus] = frozenset({"pass", "not_applicable"})
-_VERDICTS: tuple[Verdict, ...] = ("supported", "failed", "inconclusive")
+SATISFIED: frozenset[CheckStatus] = frozenset({CheckStatus.PASS, CheckStatus.NOT_APPLICABLE})
 
 # Derived from the vocabulary; kept for readers of the old names.
 VALIDITY_REASONS = reasons_of(Category.VALIDITY)
@@ -69,9 +74,10 @@ class CheckResult:
     def __post_init__(self) -> None:
         where = f"check {self.track}/{self.arm}/{self.name}"
         object.__setattr__(self, "name", check_name(self.name))
-        if self.status not in _STATUSES:
+        if self.status not in CHECK_STATUSES:
             raise ValueError(f"{where}: status {self.status!r} is not one of "
-                             f"{', '.join(_STATUSES)}")
+                             f"{', '.join(CHECK_STATUSES)}")
+        object.__setattr__(self, "status", CheckStatus(self.status))
         if self.reason is not None:
             reason = reason_code(self.reason)
             if reason.category not in CHECK_REASON_CATEGORIES:
@@ -79,21 +85,24 @@ class CheckResult:
                                  f"(category {reason.category}); a check records validity or "
                                  "defect reasons")
             object.__setattr__(self, "reason", reason)
-        if (self.status == "fail") != (self.reason is not None):
+        if (self.status is CheckStatus.FAIL) != (self.reason is not None):
             raise ValueError(f"{where}: a failed check names its reason and only a failed one "
-                             f"does (status {self.status!r}, reason {self.reason!r})")
+                             f"does (status {self.status.value!r}, reason "
+                             f"{None if self.reason is None else self.reason.value!r})")
         if (self.latency is not None) != (self.name is Check.LATENCY_RATIO
-                                          and self.status == "pass"):
+                                          and self.status is CheckStatus.PASS):
             raise ValueError(f"{where}: a passed latency_ratio check carries its typed latency "
                              "result, and no other check does")
 
     def to_dict(self) -> dict[str, Any]:
         data = self.data
         if self.latency is not None:
-            data = {**data, "verdict": self.latency.verdict, "interval": self.latency.to_dict()}
+            data = {**data, "verdict": self.latency.verdict.value,
+                    "interval": self.latency.to_dict()}
         return {
-            "track": self.track, "arm": self.arm, "name": self.name.value,
-            "status": self.status, "reason": None if self.reason is None else self.reason.value,
+            "track": self.track, "arm": str(self.arm), "name": self.name.value,
+            "status": self.status.value,
+            "reason": None if self.reason is None else self.reason.value,
             "detail": self.detail, "data": data,
         }
 
@@ -113,7 +122,7 @@ class GateChecks:
     def judgeable(self) -> bool:
         """Candidates may be judged against it: nothing failed (an open check stays open in
         their track's verdict, but their own figures are still recorded)."""
-        return all(check.status != "fail" for check in self.checks)
+        return all(check.status is not CheckStatus.FAIL for check in self.checks)
 
     def explain(self) -> str:
         return "; ".join(c.detail for c in self.checks if c.status not in SATISFIED)
@@ -145,19 +154,21 @@ class TrackVerdict:
 
     def __post_init__(self) -> None:
         # Like a check, a verdict can only speak the vocabulary (given as members or strings).
-        if self.verdict not in _VERDICTS:
+        if self.verdict not in tuple(Verdict):
             raise ValueError(f"verdict {self.track}/{self.candidate}: {self.verdict!r} is not "
-                             f"one of {', '.join(_VERDICTS)}")
+                             f"one of {', '.join(Verdict)}")
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
         object.__setattr__(self, "reasons", tuple(reason_code(r) for r in self.reasons))
         object.__setattr__(self, "open_checks", tuple(check_name(c) for c in self.open_checks))
-        object.__setattr__(self, "checks", {check_name(c): s for c, s in self.checks.items()})
+        object.__setattr__(self, "checks", {check_name(c): member(CheckStatus, s, "status")
+                                            for c, s in self.checks.items()})
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "track": self.track, "candidate": self.candidate, "verdict": self.verdict,
+            "track": self.track, "candidate": self.candidate, "verdict": self.verdict.value,
             "reasons": [r.value for r in self.reasons],
             "open_checks": [c.value for c in self.open_checks],
-            "checks": {name.value: status for name, status in self.checks.items()},
+            "checks": {name.value: status.value for name, status in self.checks.items()},
             "note": self.note, "holm": self.holm, "p_value": self.p_value,
             "attempt": self.attempt, "earlier": list(self.earlier),
             "stand_in_weights": list(self.stand_in_weights),
@@ -191,21 +202,132 @@ def _dedupe(items: Iterable[_T]) -> tuple[_T, ...]:
     return tuple(dict.fromkeys(items))
 
 
+class Step(StrEnum):
+    """The step of the verdict order (docs/protocol.md, "Verdict order") that decided."""
+
+    DECIDED_DEFECT = "decided_defect"  # 0: a defect found without timing -> failed
+    NOT_EVALUABLE = "not_evaluable"  # 1: a validity reason (or a cap) -> inconclusive
+    DEFECT = "defect"  # 2: a defect reason -> failed
+    OPEN = "open"  # 3: a required check did not run, or a check is open -> inconclusive
+    LATENCY = "latency"  # 4: the latency interval's own result decides
+
+
+@dataclass(frozen=True)
+class Classification:
+    """What a set of checks decides in the verdict order: the `step` that decided, the
+    `reasons` a verdict row gives for it (in its order), the checks that decided it
+    (`deciding`), the `open_checks` (required ones first), every check's summary status, and
+    the latency result where step 4 decides (None when no check carries one)."""
+
+    step: Step
+    reasons: tuple[Reason, ...]
+    deciding: tuple[CheckResult, ...]
+    open_checks: tuple[Check, ...]
+    summary: dict[Check, CheckStatus]
+    found: tuple[Reason, ...]  # the validity (caps included) and defect reasons, in that order
+    latency: LatencyVerdict | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict the step gives: failed, inconclusive, or the latency result's (a latency
+        check that carries none is inconclusive)."""
+        if self.step in (Step.DECIDED_DEFECT, Step.DEFECT):
+            return Verdict.FAILED
+        if self.step is Step.LATENCY and self.latency is not None:
+            return self.latency.verdict
+        return Verdict.INCONCLUSIVE
+
+
+def summarise(checks: Iterable[CheckResult]) -> dict[Check, CheckStatus]:
+    """Each check's status where it was recorded several times: the most severe one."""
+    summary: dict[Check, CheckStatus] = {}
+    for check in checks:
+        # fail > open > pass > not_applicable: one failing instance fails the check, one open
+        # instance leaves it open, and it is not applicable only when no instance applied.
+        seen = summary.get(check.name)
+        if seen is None or _PRECEDENCE[check.status] > _PRECEDENCE[seen]:
+            summary[check.name] = check.status
+    return summary
+
+
+def classify(checks: Sequence[CheckResult], required: Sequence[Check] = (),
+             caps: Sequence[Reason] = ()) -> Classification:
+    """The verdict order (docs/protocol.md), the one rule a track's verdict and a gate's result
+    are read from. `checks`: every check that counts (B0's and the candidate's); `required`:
+    the checks that must be satisfied (pass or not_applicable), open otherwise; `caps`:
+    validity reasons that cap the result at inconclusive (an unfrozen campaign...).
+
+    0. a defect found by a check that does not measure time, with no validity reason but the
+       timing's own (and no cap): failed, that defect first and the timing's reasons after it;
+    1. a validity reason or a cap: inconclusive, the defects found listed after them;
+    2. a defect: failed;
+    3. an open check (a required one not satisfied, or any recorded open): inconclusive;
+    4. otherwise the last latency result of a candidate decides.
+    Failed checks are sorted by their reason's category, never by guesswork.
+    """
+    summary = summarise(checks)
+    failed = [c for c in checks if c.reason is not None]
+    invalid, defective = _of(failed, Category.VALIDITY), _of(failed, Category.DEFECT)
+    validity = [*_reasons(invalid), *caps]
+    defects = _reasons(defective)
+    found = _dedupe([*validity, *defects])
+    # A quality failure decided without timing (a gate, an audit, a request) is not masked by
+    # a problem of the timing alone (drift, unsteady warm-ups, interference during latency
+    # instances): the candidate failed whatever its latency would have been.
+    decided = _reasons(c for c in defective if c.name not in TIMING_CHECKS)
+    untimed_invalid = [c for c in invalid if c.name not in TIMING_CHECKS]
+    opened = [c for c in checks if c.status is CheckStatus.OPEN]
+    open_checks = _dedupe(
+        [name for name in required
+         if summary.get(name, CheckStatus.OPEN) not in (*SATISFIED, CheckStatus.FAIL)]
+        + [c.name for c in opened])
+
+    def step(at: Step, reasons: Iterable[Reason], deciding: Iterable[CheckResult],
+             latency: LatencyVerdict | None = None) -> Classification:
+        return Classification(at, _dedupe(reasons), tuple(deciding), open_checks, summary,
+                              found, latency)
+
+    if decided and not untimed_invalid and not caps:
+        return step(Step.DECIDED_DEFECT, [*decided, *validity, *defects], failed)
+    if validity:
+        return step(Step.NOT_EVALUABLE, found, invalid)
+    if defects:
+        return step(Step.DEFECT, defects, defective)
+    if open_checks:
+        return step(Step.OPEN, (Reason.OPEN_CHECKS,), opened)
+    timed = [c for c in checks if c.latency is not None and c.arm != ArmRole.B0]
+    latency = timed[-1].latency if timed else None
+    if latency is None:
+        return step(Step.LATENCY, (Reason.LATENCY_INCONCLUSIVE,), ())
+    reason = _LATENCY_REASONS[latency.verdict]
+    if latency.reasons == (IntervalReason.SUPPORTED_OUT_OF_REACH,):
+        reason = Reason.LATENCY_OUT_OF_REACH
+    return step(Step.LATENCY, (reason,), timed[-1:], latency)
+
+
+def _of(checks: Iterable[CheckResult], category: Category) -> list[CheckResult]:
+    return [c for c in checks if c.reason is not None and c.reason.category is category]
+
+
+def _reasons(checks: Iterable[CheckResult]) -> list[Reason]:
+    return [c.reason for c in checks if c.reason is not None]
+
+
 def judge(
     track: str,
-    quality_class: str,
+    quality_class: QualityClass | str,
     candidate: str | None,
     checks: Sequence[CheckResult],
     cap_reason: str | Sequence[str] | None = None,
 ) -> TrackVerdict:
     """The verdict of one candidate in one track from every check recorded for the track.
 
-    Checks of the baseline arm ("b0") count for every candidate; a candidate's own checks only for
-    itself. `cap_reason` (an unfrozen or drifted protocol, a validity reason) caps the verdict at
-    inconclusive. Failed checks are sorted by their reason's category, never by guesswork.
+    Checks of the baseline arm (ArmRole.B0) count for every candidate; a candidate's own checks
+    only for itself. `cap_reason` (an unfrozen or drifted protocol, a validity reason) caps the
+    verdict at inconclusive. The order is `classify`'s.
     The row names the stand-in weights its lossy scores came from (labelled wherever shown).
     """
-    relevant = [c for c in checks if c.track == track and c.arm in ("b0", candidate)]
+    relevant = [c for c in checks if c.track == track and c.arm in (ArmRole.B0, candidate)]
     row = _judge(track, quality_class, candidate, relevant, cap_reason)
     said = [c.detail for c in relevant if c.reason is Reason.UNDECLARED_STAND_IN_WEIGHTS]
     if said and not row.note:  # why the scores decide nothing, in one line
@@ -217,7 +339,7 @@ def _localized(checks: Sequence[CheckResult]) -> str:
     """The place a localization pass named (``module (step N)``, ``code between A and B``,
     ``A .. B not run``), '' when none did."""
     for check in checks:
-        if check.name is Check.LOCALIZATION and check.status == "pass":
+        if check.name is Check.LOCALIZATION and check.status is CheckStatus.PASS:
             data = check.data
             where = data.get("where") or data.get("module") or "outside any module"
             step = data.get("step")
@@ -225,62 +347,34 @@ def _localized(checks: Sequence[CheckResult]) -> str:
     return ""
 
 
-def _judge(track: str, quality_class: str, candidate: str | None,
-           relevant: Sequence[CheckResult], cap_reason: str | Sequence[str] | None
-           ) -> TrackVerdict:
-    summary: dict[Check, CheckStatus] = {}
-    for check in relevant:
-        # fail > open > pass > not_applicable: one failing instance fails the check, one open
-        # instance leaves it open, and it is not applicable only when no instance applied.
-        seen = summary.get(check.name)
-        if seen is None or _PRECEDENCE[check.status] > _PRECEDENCE[seen]:
-            summary[check.name] = check.status
-    failed = [(c, c.reason) for c in relevant if c.reason is not None]
-    validity = [r for _, r in failed if r.category is Category.VALIDITY]
-    caps = [cap_reason] if isinstance(cap_reason, str) else list(cap_reason or ())
-    for given in caps:
+def _caps(cap_reason: str | Sequence[str] | None) -> list[Reason]:
+    caps = []
+    for given in [cap_reason] if isinstance(cap_reason, str) else list(cap_reason or ()):
         cap = reason_code(given)
         if cap.category is not Category.VALIDITY:
             raise ValueError(f"verdict cap: {cap.value!r} is a {cap.category} reason, "
                              "not a validity one")
-        validity.append(cap)
-    defects = [r for _, r in failed if r.category is Category.DEFECT]
-    # A quality failure decided without timing (a gate, an audit, a request) is not masked by
-    # a problem of the timing alone (drift, unsteady warm-ups, interference during latency
-    # instances): the candidate failed whatever its latency would have been.
-    decided = [r for c, r in failed if r.category is Category.DEFECT
-               and c.name not in TIMING_CHECKS]
-    untimed_validity = [r for c, r in failed if r.category is Category.VALIDITY
-                        and c.name not in TIMING_CHECKS]
-    open_checks = _dedupe(
-        [name for name in required_checks(quality_class)
-         if summary.get(name, "open") not in (*SATISFIED, "fail")]
-        + [c.name for c in relevant if c.status == "open"]
-    )
+        caps.append(cap)
+    return caps
+
+
+def _judge(track: str, quality_class: QualityClass | str, candidate: str | None,
+           relevant: Sequence[CheckResult], cap_reason: str | Sequence[str] | None
+           ) -> TrackVerdict:
+    found = classify(relevant, required_checks(quality_class), _caps(cap_reason))
     if candidate is None:
-        reasons = _dedupe([*validity, *defects, Reason.NO_CANDIDATE])
-        return TrackVerdict(track, None, "inconclusive", reasons, open_checks, summary,
+        return TrackVerdict(track, None, Verdict.INCONCLUSIVE,
+                            _dedupe([*found.found, Reason.NO_CANDIDATE]), found.open_checks,
+                            found.summary,
                             "the campaign names no candidate for this track: nothing to judge")
-    if decided and not untimed_validity and not caps:
-        return TrackVerdict(track, candidate, "failed", _dedupe([*decided, *validity, *defects]),
-                            open_checks, summary,
-                            "a quality failure decided without timing; the timing's own "
-                            "validity problems are listed after it" if validity else "")
-    if validity:
-        return TrackVerdict(track, candidate, "inconclusive", _dedupe([*validity, *defects]),
-                            open_checks, summary)
-    if defects:
-        return TrackVerdict(track, candidate, "failed", _dedupe(defects), open_checks, summary)
-    if open_checks:
-        return TrackVerdict(track, candidate, "inconclusive", (Reason.OPEN_CHECKS,),
-                            open_checks, summary)
-    latency = [c.latency for c in relevant
-               if c.latency is not None and c.arm == candidate]
-    verdict: Verdict = latency[-1].verdict if latency else "inconclusive"
-    reason = _LATENCY_REASONS[verdict]
-    if latency and latency[-1].reasons == ("supported_out_of_reach",):
-        reason = Reason.LATENCY_OUT_OF_REACH
-    return TrackVerdict(track, candidate, verdict, (reason,), (), summary)
+    note = ""
+    if found.step is Step.DECIDED_DEFECT and any(r.category is Category.VALIDITY
+                                                 for r in found.found):
+        note = ("a quality failure decided without timing; the timing's own validity problems "
+                "are listed after it")
+    open_checks = () if found.step is Step.LATENCY else found.open_checks
+    return TrackVerdict(track, candidate, found.verdict, found.reasons, open_checks,
+                        found.summary, note)
 
 
 def family_wise(rows: Sequence[TrackVerdict], checks: Sequence[CheckResult], alpha: float
@@ -311,12 +405,12 @@ def family_wise(rows: Sequence[TrackVerdict], checks: Sequence[CheckResult], alp
         rejected.add(row.candidate)
     return [replace(r, p_value=p.get(r.candidate),
                     holm=None if r.candidate is None else
-                    "supported" if r.verdict == "supported" and r.candidate in rejected
+                    "supported" if r.verdict is Verdict.SUPPORTED and r.candidate in rejected
                     else "not supported") for r in rows]
 
 
 _LATENCY_REASONS: dict[Verdict, Reason] = {
-    "supported": Reason.LATENCY_SUPPORTED,
-    "failed": Reason.LATENCY_FAILED,
-    "inconclusive": Reason.LATENCY_INCONCLUSIVE,
+    Verdict.SUPPORTED: Reason.LATENCY_SUPPORTED,
+    Verdict.FAILED: Reason.LATENCY_FAILED,
+    Verdict.INCONCLUSIVE: Reason.LATENCY_INCONCLUSIVE,
 }

@@ -21,22 +21,23 @@ from .evidence_log import utc_now
 from .replication import warmup_done
 from .run_plan import DEFAULT_PAIRS
 from .verdicts import CheckResult
+from .vocabulary import ArmRole, CheckStatus
 from .workload import Arms
 
 
 def _one(arms: Arms, steps: int | None, index: int) -> float | None:
     """A fresh B0 instance warmed up (full, or with `steps` steps), then one measured request."""
     plan = arms.plan
-    engine = arms.start("b0")
+    engine = arms.start(ArmRole.B0)
     try:
         warm: list[float] = []
         while not warmup_done(warm, plan.latency):
-            outcome = arms.request(engine, "b0", kind="warmup", index=index * 100 + len(warm),
+            outcome = arms.request(engine, ArmRole.B0, kind="warmup", index=index * 100 + len(warm),
                                    seed=plan.seeds[0], steps=steps)
             if not outcome.complete or outcome.sample.latency_s is None:
                 return None
             warm.append(outcome.sample.latency_s)
-        measured = arms.request(engine, "b0", kind="measured", index=index * 100 + 99,
+        measured = arms.request(engine, ArmRole.B0, kind="measured", index=index * 100 + 99,
                                 seed=plan.seeds[0])
         return measured.sample.latency_s if measured.complete else None
     finally:
@@ -56,7 +57,8 @@ def demonstrate(arms: Arms, steps: int, pairs: int = DEFAULT_PAIRS) -> CheckResu
         for slot, kind in enumerate(order):
             value = _one(arms, kind, pair * 2 + slot)
             if value is None:
-                return CheckResult(plan.track_id, "b0", Check.WARMUP_DEMONSTRATION, "fail",
+                return CheckResult(plan.track_id, ArmRole.B0, Check.WARMUP_DEMONSTRATION,
+                                   CheckStatus.FAIL,
                                    Reason.BASELINE_REQUEST_FAILED,
                                    f"pair {pair + 1}: a B0 request failed; nothing shown")
             (full if kind is None else cheap).append(value)
@@ -69,6 +71,6 @@ def demonstrate(arms: Arms, steps: int, pairs: int = DEFAULT_PAIRS) -> CheckResu
     detail = (f"the request after {steps}-step warm-ups took {ratio:.3f} of one after full "
               f"warm-ups (median of {pairs} each; within {limit:g}: "
               f"{'yes' if within else 'no'}); per_duration entry: {yaml}")
-    return CheckResult(plan.track_id, "b0", Check.WARMUP_DEMONSTRATION,
-                       "pass" if within else "fail",
+    return CheckResult(plan.track_id, ArmRole.B0, Check.WARMUP_DEMONSTRATION,
+                       CheckStatus.PASS if within else CheckStatus.FAIL,
                        None if within else Reason.WARMUP_NOT_STEADY, detail, data)

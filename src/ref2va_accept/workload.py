@@ -36,6 +36,7 @@ from .server import (
     start_instance,
 )
 from .verdicts import CheckResult
+from .vocabulary import ArmRole, CheckStatus
 
 # Placeholders that only a run on the host can fill, so they must not stop engines from starting:
 # comparison-point shapes (from B0's first dump: `ref2va-accept fill-points`), the engine's source
@@ -255,7 +256,7 @@ class Arms:
             nonce=new_nonce() if kind.echoes_nonce else None,
         )
 
-    def start(self, arm_id: str = "b0",
+    def start(self, arm_id: str = ArmRole.B0,
               profiler_config: Mapping[str, Any] | None = None) -> EngineInstance:
         track_id = self.plan.track_id
         unfilled = [f for f in unfilled_fields(self.campaign) if not _FILLED_FROM_A_RUN.match(f)]
@@ -273,7 +274,7 @@ class Arms:
         except ForeignServerError as exc:
             # Another server on the port is not the engine failing: its own reason, never judged.
             self.evidence.add_check(CheckResult(
-                track_id, arm_id, Check.ENGINE_START, "fail", Reason.FOREIGN_SERVER,
+                track_id, arm_id, Check.ENGINE_START, CheckStatus.FAIL, Reason.FOREIGN_SERVER,
                 str(exc).splitlines()[0], {"instance": spec.instance_id}))
             raise
         except EngineStartError as exc:
@@ -281,14 +282,14 @@ class Arms:
             # error that rises is one line naming the log, relative to the run's folder.
             log_file = self.evidence.relative(spec.log_path)
             self.evidence.add_check(CheckResult(
-                track_id, arm_id, Check.ENGINE_START, "fail", Reason.ENGINE_START_FAILED,
+                track_id, arm_id, Check.ENGINE_START, CheckStatus.FAIL, Reason.ENGINE_START_FAILED,
                 f"{exc}; last log lines ({log_file}):\n{exc.log_tail}",
                 {"instance": spec.instance_id, "log": log_file, "exit_code": exc.exit_code}))
             raise EngineStartError(f"{exc}; log: {log_file}", exit_code=exc.exit_code,
                                    log_tail=exc.log_tail) from None
         except Exception as exc:
             self.evidence.add_check(CheckResult(
-                track_id, arm_id, Check.ENGINE_START, "fail", Reason.ENGINE_START_FAILED,
+                track_id, arm_id, Check.ENGINE_START, CheckStatus.FAIL, Reason.ENGINE_START_FAILED,
                 str(exc).splitlines()[0], {"instance": spec.instance_id}))
             raise
         self.started.append(instance)
@@ -385,14 +386,16 @@ class Arms:
 
 def media_check(name: Check, track_id: str, arm_id: str, outcome: Outcome) -> CheckResult:
     """A completeness check of one arm's output, with the reason code its failure means."""
-    baseline = arm_id == "b0"
+    baseline = arm_id == ArmRole.B0
     data = {"sample_id": outcome.sample.sample_id, "latency_s": outcome.sample.latency_s,
             "sha256": outcome.sample.sha256}
     if not outcome.sample.ok:
         reason = Reason.BASELINE_REQUEST_FAILED if baseline else Reason.CANDIDATE_REQUEST_FAILED
-        return CheckResult(track_id, arm_id, name, "fail", reason, outcome.explain(), data)
+        return CheckResult(track_id, arm_id, name, CheckStatus.FAIL, reason, outcome.explain(),
+                           data)
     if not outcome.complete:
         reason = Reason.BASELINE_INVALID_MEDIA if baseline else Reason.INVALID_MEDIA
-        return CheckResult(track_id, arm_id, name, "fail", reason, outcome.explain(), data)
-    return CheckResult(track_id, arm_id, name, "pass", None, "complete MP4", data)
+        return CheckResult(track_id, arm_id, name, CheckStatus.FAIL, reason, outcome.explain(),
+                           data)
+    return CheckResult(track_id, arm_id, name, CheckStatus.PASS, None, "complete MP4", data)
 

@@ -23,6 +23,7 @@ from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from ref2va_accept.latency_settings import LatencySettings
 from ref2va_accept.plan import plan_campaign
+from ref2va_accept.vocabulary import ArmRole, LatencyDecisionReason
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN_910C = ROOT / "fixtures" / "campaigns" / "910c.yaml"
@@ -139,6 +140,24 @@ def test_the_steady_state_rule_runs_on_the_simulated_warmups() -> None:
     # A first-request transient alone is absorbed by the third warm-up.
     transient = cal.simulate(s, "c", cal.Noise(first_request_factor=1.5), 0.5, 2000, 5)
     assert transient.rate("warmup_not_steady") < 0.01
+
+
+def test_both_decisions_take_the_not_evaluable_reasons_in_the_one_order() -> None:
+    # replication.not_evaluable and the vectorised decision both read LatencyDecisionReason's
+    # order: a run whose warm-up never became steady and whose B0 also drifted is
+    # warmup_not_steady in each; drift alone is drift; neither leaves the interval to decide.
+    s = _settings()  # instance design, 2..3 warm-ups within 5%, drift tolerance 10%
+    arms = tuple(replication.sequence(s, "c"))
+    b0 = [i for i, a in enumerate(arms) if a == ArmRole.B0]
+    warmups = np.ones((3, len(arms), s.max_warmups))
+    warmups[0, b0[0]] = (1.0, 2.0, 1.0)  # trial 0 only: two in a row never agree
+    measured = np.ones((3, len(arms), s.repeats))
+    measured[:2, b0[-1]] = 1.5  # trials 0 and 1: B0's last instance 50% slower
+    draws = cal.Draws(s, arms, warmups, measured, ("c",))
+    expected = [cal.UNSTEADY, cal.DRIFT]
+    assert cal.decide_exact(draws)[:2].tolist() == cal._decide_fast(draws)[:2].tolist() == expected
+    assert [cal.OUTCOMES[o] for o in expected] == list(LatencyDecisionReason)
+    assert cal.decide_exact(draws)[2] == cal._decide_fast(draws)[2] not in expected
 
 
 def _designs() -> list[LatencySettings]:

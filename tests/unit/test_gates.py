@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from ref2va_accept.checks import Check, Reason
-from ref2va_accept.gates import Gate, GateResult, Outcome, QualityGate, expect
+from ref2va_accept.gates import Gate, GateOutcome, GateResult, QualityGate, expect
 from ref2va_accept.latency import LatencyProtocol
 from ref2va_accept.lossless import LosslessGateRunner
 from ref2va_accept.lossy import LossyGateRunner
 from ref2va_accept.plugin import Baselines
 from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import CheckResult, TrackVerdict
+from ref2va_accept.verdicts import CheckResult, TrackVerdict, judge
 
 T = "5s-lossless"
 
@@ -35,23 +35,23 @@ def test_validity_comes_before_a_defect_then_open_then_the_latency_result() -> N
     defect = _check(Check.CACHING_PROBE, "fail", Reason.CACHING_SUSPECTED, "repeats faster")
     opened = _check(Check.LOSSY_GATE, "open", None, "cannot decide: open dimensions x")
     result = GateResult.from_checks([defect, interference, opened])
-    assert result.outcome is Outcome.INCONCLUSIVE
+    assert result.outcome is GateOutcome.INCONCLUSIVE
     assert result.message == "resource_interference: during b0#0: device 1 pid 7"
-    assert GateResult.from_checks([opened, defect]).outcome is Outcome.FAILED
+    assert GateResult.from_checks([opened, defect]).outcome is GateOutcome.FAILED
     assert GateResult.from_checks([opened]).message == "cannot decide: open dimensions x"
     slow = CheckResult(T, "c1", Check.LATENCY_RATIO, "pass", detail="failed: ratio 0.98",
                        latency=latency_verdict([300, 298, 305], [290, 300, 295]))
-    assert GateResult.from_checks([slow]) == GateResult(Outcome.FAILED, "failed: ratio 0.98",
+    assert GateResult.from_checks([slow]) == GateResult(GateOutcome.FAILED, "failed: ratio 0.98",
                                                         (slow,))
     fast = CheckResult(T, "c1", Check.LATENCY_RATIO, "pass",
                        latency=latency_verdict([300, 298, 305], [140, 141, 139]))
-    assert GateResult.from_checks([fast, _check(Check.CACHING_PROBE)]).outcome is Outcome.PASSED
+    assert GateResult.from_checks([fast, _check(Check.CACHING_PROBE)]).outcome is GateOutcome.PASSED
 
 
 @pytest.mark.parametrize(("verdict", "outcome"), [
-    ("supported", Outcome.PASSED), ("failed", Outcome.FAILED),
-    ("inconclusive", Outcome.INCONCLUSIVE)])
-def test_a_track_verdict_maps_to_the_same_outcomes(verdict: str, outcome: Outcome) -> None:
+    ("supported", GateOutcome.PASSED), ("failed", GateOutcome.FAILED),
+    ("inconclusive", GateOutcome.INCONCLUSIVE)])
+def test_a_track_verdict_maps_to_the_same_outcomes(verdict: str, outcome: GateOutcome) -> None:
     v = TrackVerdict(T, "c1", verdict, (Reason.DRIFT,), (Check.TIMED_OUTPUT,), {})  # type: ignore[arg-type]
     result = GateResult.from_verdict(v)
     assert result.outcome is outcome
@@ -59,9 +59,50 @@ def test_a_track_verdict_maps_to_the_same_outcomes(verdict: str, outcome: Outcom
 
 
 def test_expect_passes_a_pass_and_fails_the_rest_naming_the_kind_first() -> None:
-    expect(GateResult(Outcome.PASSED, "fine"))
-    for outcome in (Outcome.FAILED, Outcome.INCONCLUSIVE, Outcome.OPEN):
+    expect(GateResult(GateOutcome.PASSED, "fine"))
+    for outcome in (GateOutcome.FAILED, GateOutcome.INCONCLUSIVE, GateOutcome.OPEN):
         with pytest.raises(pytest.fail.Exception) as caught:
             expect(GateResult(outcome, "why"))
         assert str(caught.value) == f"{outcome.upper()}: why"
         assert not caught.value.pytrace
+
+
+def _track(defect: Check | None, validity: Check | None, latency: str) -> list[CheckResult]:
+    """Every check a lossy track requires, passed, with one failure of each kind given."""
+    checks = [CheckResult("5s-lossy", "b0", name, "pass")  # type: ignore[arg-type]
+              for name in (Check.B0_MEDIA, Check.CLEANUP, Check.BASELINE_VARIABILITY)]
+    checks += [CheckResult("5s-lossy", "c1", name, "pass")  # type: ignore[arg-type]
+               for name in (Check.CANDIDATE_MEDIA, Check.CLEANUP, Check.LOSSY_GATE,
+                            Check.TIMED_OUTPUT_FIDELITY, Check.RESOURCE_INTERFERENCE)]
+    if defect is not None:
+        reason = (Reason.CACHING_SUSPECTED if defect is Check.CACHING_PROBE
+                  else Reason.QUALITY_GATE_FAILED)
+        checks.append(CheckResult("5s-lossy", "c1", defect, "fail", reason))  # type: ignore[arg-type]
+    if validity is not None:
+        reason = (Reason.RESOURCE_INTERFERENCE if validity is Check.RESOURCE_INTERFERENCE
+                  else Reason.INCOMPLETE_CLEANUP)
+        checks.append(CheckResult("5s-lossy", "b0", validity, "fail", reason))  # type: ignore[arg-type]
+    timed = {"supported": [140, 141, 139], "failed": [290, 300, 295],
+             "inconclusive": [150, 160, 155]}[latency]
+    return [*checks, CheckResult("5s-lossy", "c1", Check.LATENCY_RATIO, "pass",  # type: ignore[arg-type]
+                                 latency=latency_verdict([300, 298, 305], timed))]
+
+
+@pytest.mark.parametrize("defect", [None, Check.LOSSY_GATE, Check.CACHING_PROBE])
+@pytest.mark.parametrize("validity", [None, Check.CLEANUP, Check.RESOURCE_INTERFERENCE])
+@pytest.mark.parametrize("latency", ["supported", "failed", "inconclusive"])
+def test_the_gate_and_the_verdict_read_the_one_verdict_order(
+        defect: Check | None, validity: Check | None, latency: str) -> None:
+    # verdicts.classify decides both: a gate holding a track's checks gives the track's verdict
+    # as its outcome. A quality failure found without timing is not masked by a problem of the
+    # timing alone (step 0): failed, for the gate as for the verdict; a timing defect
+    # (caching) or a validity problem of the quality path leaves both inconclusive.
+    checks = _track(defect, validity, latency)
+    verdict = judge("5s-lossy", "lossy", "c1", checks).verdict
+    outcome = GateResult.from_checks(checks).outcome
+    assert outcome is {"supported": GateOutcome.PASSED, "failed": GateOutcome.FAILED,
+                       "inconclusive": GateOutcome.INCONCLUSIVE}[verdict]
+    if defect is Check.LOSSY_GATE and validity is Check.RESOURCE_INTERFERENCE:
+        assert outcome is GateOutcome.FAILED
+    if defect is Check.CACHING_PROBE and validity is not None:
+        assert outcome is GateOutcome.INCONCLUSIVE

@@ -16,10 +16,9 @@ from ref2va_accept.b0_gate import Baselines
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.checks import Check, Reason
 from ref2va_accept.errors import EngineStartError
-from ref2va_accept.gates import BaselineGateRunner
-from ref2va_accept.gates import Outcome as GateOutcome
+from ref2va_accept.gates import BaselineGateRunner, GateOutcome
 from ref2va_accept.plan import TrackPlan, plan_campaign, plan_track
-from ref2va_accept.replication import BASELINE, schedule
+from ref2va_accept.replication import schedule
 from ref2va_accept.run_plan import (
     ScenarioItem,
     hosted_gate_requests,
@@ -28,6 +27,7 @@ from ref2va_accept.run_plan import (
     plan_run,
 )
 from ref2va_accept.verdicts import CheckResult, GateChecks
+from ref2va_accept.vocabulary import ArmRole
 from tests.unit.suite_runner import ROOT
 from tests.unit.test_shared_baseline import SECONDS, THREE, ScriptedArms
 
@@ -159,11 +159,11 @@ def test_a_b0_decided_first_leaves_the_gate_to_an_instance_of_its_own(
         drawn = dataclasses.replace(plan, latency=dataclasses.replace(plan.latency,
                                                                      order_seed=seed))
         order = schedule(drawn.latency, "5s-lossless", THREE)
-        first_b0 = order.index(BASELINE)
+        first_b0 = order.index(ArmRole.B0)
         late = [c for c in THREE if order.index(c) > first_b0]
         if late and len(late) < len(THREE):
             break
-    arms = ScriptedArms(drawn, SECONDS, failing={BASELINE: 1})
+    arms = ScriptedArms(drawn, SECONDS, failing={ArmRole.B0: 1})
     hosts = {c: Host(c) for c in THREE}
     schedules = _schedules(hosts)
     for candidate in THREE:

@@ -23,12 +23,14 @@ from ref2va_accept.plan import (
     plan_campaign,
     plan_track,
 )
-from ref2va_accept.replication import BASELINE, schedule, sequence
+from ref2va_accept.replication import schedule, sequence
 from ref2va_accept.run_plan import ScenarioItem, latency_requests, plan_run
+from ref2va_accept.vocabulary import ArmRole
 from ref2va_accept.workload import Outcome, OutcomeLog, Sample
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 CAMPAIGN = ROOT / "fixtures/campaigns/reference.yaml"
+BASELINE = ArmRole.B0
 THREE = ("lossless-text-kv", "reduction-order", "mislabelled-cache")
 
 

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from ref2va_accept import stats
 from ref2va_accept.stats import (
-    VERDICT_ORDER,
     early_stopping_min_queries,
     interval_k,
     latency_verdict,
@@ -26,6 +25,7 @@ from ref2va_accept.stats import (
     ratio_interval,
     tail_claims,
 )
+from ref2va_accept.vocabulary import DecisionRule, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger(__name__)
@@ -146,8 +146,9 @@ def test_faster_candidate_never_gets_a_worse_verdict(base: list[float], cand: li
     factor = data.draw(st.floats(0.01, 1.0))
     faster = list(cand)
     faster[index] *= factor
-    assert (VERDICT_ORDER[latency_verdict(base, faster).verdict]
-            >= VERDICT_ORDER[latency_verdict(base, cand).verdict])
+    worse_first = (Verdict.FAILED, Verdict.INCONCLUSIVE, Verdict.SUPPORTED)
+    assert (worse_first.index(latency_verdict(base, faster).verdict)
+            >= worse_first.index(latency_verdict(base, cand).verdict))
 
 
 @pytest.mark.parametrize("n", [3, 4, 5, 6])
@@ -225,21 +226,21 @@ def test_welch_interval_is_scipys_welch_test_on_log_values() -> None:
     lb, lc = np.log(base), np.log(cand)
     res = sps.ttest_ind(lc, lb, equal_var=False, alternative="less")
     ci = res.confidence_interval(0.955)
-    assert interval.rule == stats.WELCH_RULE and interval.k == 0
+    assert interval.rule == DecisionRule.WELCH and interval.k == 0
     assert math.log(interval.upper) == pytest.approx(ci.high, rel=1e-9)
     assert interval.df == pytest.approx(res.df, rel=1e-9)
     # p of "ratio >= target" is scipy's one-sided p for the shifted null
     shifted = sps.ttest_ind(lc - math.log(0.5), lb, equal_var=False, alternative="less")
-    assert stats.p_value(stats.WELCH_RULE, base, cand, 0.5) == pytest.approx(shifted.pvalue)
+    assert stats.p_value(DecisionRule.WELCH, base, cand, 0.5) == pytest.approx(shifted.pvalue)
 
 
-@pytest.mark.parametrize("rule", stats.DECISION_RULES)
+@pytest.mark.parametrize("rule", tuple(DecisionRule))
 @given(base=st.lists(st.floats(1.0, 100.0), min_size=2, max_size=6),
        cand=st.lists(st.floats(0.2, 100.0), min_size=2, max_size=6),
        target=st.floats(0.1, 0.9))
 @settings(max_examples=150, deadline=None)
 def test_the_p_value_says_supported_exactly_when_the_interval_does(
-        rule: stats.DecisionRule, base: list[float], cand: list[float], target: float) -> None:
+        rule: DecisionRule, base: list[float], cand: list[float], target: float) -> None:
     verdict = stats.latency_verdict(base, cand, target, 0.955, rule=rule)
     if verdict.p_value is None or verdict.interval.upper is None:
         assert verdict.verdict == "inconclusive"
@@ -251,20 +252,20 @@ def test_the_p_value_says_supported_exactly_when_the_interval_does(
 
 
 def test_welch_needs_two_values_per_arm_and_some_spread() -> None:
-    few = stats.latency_verdict([300.0], [140.0, 141.0], rule=stats.WELCH_RULE)
+    few = stats.latency_verdict([300.0], [140.0, 141.0], rule=DecisionRule.WELCH)
     assert (few.verdict, few.reasons) == ("inconclusive", ("too_few_samples",))
-    flat = stats.latency_verdict([300.0, 300.0], [140.0, 140.0], rule=stats.WELCH_RULE)
+    flat = stats.latency_verdict([300.0, 300.0], [140.0, 140.0], rule=DecisionRule.WELCH)
     assert (flat.verdict, flat.reasons) == ("inconclusive", ("no_spread",))
     assert flat.p_value is None
 
 
 def test_welch_decides_both_ways() -> None:
     fast = stats.latency_verdict([300.0, 310.0, 295.0], [120.0, 124.0, 118.0],
-                                 rule=stats.WELCH_RULE, confidence=0.955)
+                                 rule=DecisionRule.WELCH, confidence=0.955)
     assert fast.verdict == "supported" and fast.to_dict()["rule"] == "welch-log/1"
     slow = stats.latency_verdict([300.0, 310.0, 295.0], [200.0, 210.0, 190.0],
-                                 rule=stats.WELCH_RULE, confidence=0.955)
+                                 rule=DecisionRule.WELCH, confidence=0.955)
     assert slow.verdict == "failed"
     near = stats.latency_verdict([300.0, 330.0, 280.0], [150.0, 140.0, 160.0],
-                                 rule=stats.WELCH_RULE, confidence=0.955)
+                                 rule=DecisionRule.WELCH, confidence=0.955)
     assert near.verdict == "inconclusive"

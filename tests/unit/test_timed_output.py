@@ -1,5 +1,6 @@
 """Timed output equals watched output (MLPerf TEST01 idea), from the run's typed outcomes; on a
-lossy track, within what the lossy contract tolerates of the scored output."""
+lossy track, within what the lossy contract tolerates of the scored output; judged once, at
+verdict time."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
-from ref2va_accept.campaign import LossyGate
+from ref2va_accept import timed_output
+from ref2va_accept.campaign import LossyGate, load_campaign
 from ref2va_accept.client import Sample
+from ref2va_accept.plan import TrackPlan, plan_campaign
 from ref2va_accept.timed_output import (
     DEFAULT_MIN_PSNR_DB,
+    judge_timed_outputs,
     lossy_timed_output_check,
     timed_output_check,
 )
@@ -47,7 +52,7 @@ def test_a_timed_output_that_differs_fails_naming_it(tmp_path: Path) -> None:
 
 
 def test_until_both_sides_ran_nothing_is_judged(tmp_path: Path) -> None:
-    # Either scenario may run first; the one that completes the pair records the check.
+    # Either scenario may run first: nothing is judged until both have.
     log = OutcomeLog()
     log.add(_outcome(tmp_path, "measured", 124, 0))
     assert timed_output_check(log, T, "c1") is None
@@ -140,3 +145,51 @@ def test_lossy_until_both_sides_ran_nothing_is_judged(tmp_path: Path) -> None:
     sample = Sample("m", "c1", "5s-lossy", "measured", 0, 42, "t", ok=True)
     log.add(Outcome(sample, {"video": {}}, (), _lossy_mp4(tmp_path / "m.mp4")))
     assert lossy_timed_output_check(log, "5s-lossy", "c1", _gate()) is None
+
+
+# ---- at verdict time: once per candidate, every candidate of the tracks judged ----------------
+
+def test_at_verdict_time_each_candidate_with_both_sides_is_judged_once(tmp_path: Path) -> None:
+    plans = plan_campaign(load_campaign(Path(__file__).resolve().parents[2]
+                                        / "fixtures/campaigns/reference.yaml"))
+    first, second, *_ = [a.id for a in plans[T].candidates]
+    log = OutcomeLog()
+    for n, (arm, kind, frames) in enumerate(((first, "quality", 124), (first, "measured", 120),
+                                             (second, "measured", 124))):
+        path = write_mp4(tmp_path / f"{arm}-{kind}.mp4", frames=frames)
+        log.add(Outcome(Sample(f"s{n}", arm, T, kind, n, 42, "t", ok=True), {"video": {}}, (),
+                        path))
+    found, problems = judge_timed_outputs(plans, log, [], [T])
+    # The first candidate's pair differs; the second has no quality output yet: not judged.
+    assert [(c.arm, c.name, c.status, c.reason) for c in found] == [
+        (first, "timed_output", "fail", "output_differs_when_unobserved")] and problems == []
+    assert judge_timed_outputs(plans, log, found, [T]) == ([], [])  # recorded: never again
+    assert judge_timed_outputs(plans, log, [], ["5s-lossy"]) == ([], [])  # another track's
+    log.add(Outcome(Sample("s3", second, T, "quality", 3, 42, "t", ok=True), {"video": {}}, (),
+                    write_mp4(tmp_path / "second-quality.mp4", frames=124)))
+    again, _ = judge_timed_outputs(plans, log, found, [T])
+    assert [(c.arm, c.status) for c in again] == [(second, "pass")]
+
+
+def test_a_comparison_that_raises_leaves_its_check_open_and_the_others_judged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plans = plan_campaign(load_campaign(Path(__file__).resolve().parents[2]
+                                        / "fixtures/campaigns/reference.yaml"))
+    first, second, *_ = [a.id for a in plans[T].candidates]
+    judged = timed_output.timed_output_for
+
+    def comparing(plan: TrackPlan, outcomes: OutcomeLog, candidate: str) -> Any:
+        if candidate == first:
+            raise OSError("disk gone")
+        return judged(plan, outcomes, candidate)
+
+    monkeypatch.setattr(timed_output, "timed_output_for", comparing)
+    log = OutcomeLog()
+    for n, kind in enumerate(("quality", "measured")):
+        path = write_mp4(tmp_path / f"{kind}.mp4", frames=124)
+        log.add(Outcome(Sample(f"s{n}", second, T, kind, n, 42, "t", ok=True), {"video": {}}, (),
+                        path))
+    found, problems = judge_timed_outputs(plans, log, [], [T])
+    assert [(c.arm, c.status) for c in found] == [(second, "pass")]
+    assert problems == [f"{T}/{first}: timed outputs not compared (OSError: disk gone); "
+                        "timed_output stays open"]

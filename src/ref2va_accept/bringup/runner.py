@@ -30,6 +30,7 @@ from ..identity.pin import IdentityToolMissing
 from ..plan import Arm
 from ..sanitize import Sanitizer
 from ..server import EngineInstance, engine_environment
+from ..vocabulary import ArmRole
 from ..workload import Arms, build_request
 from . import probes
 from .judge import Judging
@@ -124,7 +125,7 @@ class _Bringup(Judging):
                                  "--help=all`"))
             return
         launch = self.arms(self.plan.track_5s or next(iter(self.model.tracks)),
-                           self.model.baseline).launch_spec(Arm("b0", self.model.baseline))
+                           self.model.baseline).launch_spec(Arm(ArmRole.B0, self.model.baseline))
         env = engine_environment(launch, os.environ)
         found, why = probes.help_flags(self.model.engine.resolved_command(), env,
                                        self.campaign.engine_workdir())
@@ -180,7 +181,7 @@ class _Bringup(Judging):
         arms = self.arms(track, spec)
         t0 = time.monotonic()
         try:
-            engine = arms.start("b0")
+            engine = arms.start(ArmRole.B0)
         except Ref2VAError as exc:
             run.start_error = str(exc).splitlines()[0]
             return run
@@ -190,7 +191,7 @@ class _Bringup(Judging):
             run.server_env = probes.process_environment(engine.pid) if engine.pid else None
             points = (arms.plan.lossless.diagnostics
                       if arms.plan.quality == "lossless" else (POINT_FOR_PATH,))
-            run.request = arms.request(engine, "b0", kind=TRACK_LABEL, index=0,
+            run.request = arms.request(engine, ArmRole.B0, kind=TRACK_LABEL, index=0,
                                        diagnostics_points=points)
             run.enabled_path = enabled_path_of(run.request)
             if run.request.dump_dir is not None:
@@ -242,7 +243,7 @@ class _Bringup(Judging):
         request = replace(request, references=(*references, ReferenceFile(
             "too-short.wav", probes.short_wav(), "audio/wav")))
         with TimedClient(engine.base_url, plan.timeouts) as client:
-            sample, _ = client.generate(request, arm="b0", track=plan.track_id,
+            sample, _ = client.generate(request, arm=ArmRole.B0, track=plan.track_id,
                                         kind="bringup-bad-audio", index=0, seed=plan.seeds[0])
         self.bundle.add_sample(sample.to_dict() | {"request": request.describe()})
         detail = (sample.detail or "").removeprefix(f"HTTP {sample.status}: ")
@@ -259,7 +260,7 @@ class _Bringup(Judging):
             return
         arms = self.arms(track, spec)
         points = arms.plan.lossless.diagnostics if arms.plan.quality == "lossless" else ()
-        self.long_request = arms.request(engine, "b0", kind=TRACK_LABEL, index=1,
+        self.long_request = arms.request(engine, ArmRole.B0, kind=TRACK_LABEL, index=1,
                                          diagnostics_points=points)
         self.long_path = enabled_path_of(self.long_request)
         self.data["long_request"] = {"track": track, "ok": self.long_request.sample.ok,

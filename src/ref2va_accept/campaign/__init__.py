@@ -17,7 +17,6 @@ The package, by seam:
 from .fields import (
     TRACK_IDS,
     DurationClass,
-    QualityClass,
     RelPath,
     Sha256,
     StrictModel,
@@ -69,7 +68,6 @@ __all__ = [
     "LossyGate",
     "PinnedFile",
     "Protocol",
-    "QualityClass",
     "RelPath",
     "RequestShape",
     "ScorerWeights",

@@ -11,10 +11,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.placeholder import is_placeholder
+from ref2va_accept.vocabulary import QualityClass
 
 TrackId = Literal["5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy"]
 DurationClass = Literal["5s", "15s"]
-QualityClass = Literal["lossless", "lossy"]
 TRACK_IDS: tuple[str, ...] = get_args(TrackId)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -40,8 +40,8 @@ def track_rank(track_id: str) -> int:
 
 
 def quality_class(track_id: str) -> QualityClass:
-    """'lossless' or 'lossy' for a track id."""
-    return "lossless" if _split_track_id(track_id)[1] == "lossless" else "lossy"
+    """QualityClass.LOSSLESS ('lossless') or QualityClass.LOSSY ('lossy') for a track id."""
+    return QualityClass(_split_track_id(track_id)[1])
 
 
 def _check_relative_path(value: str) -> str:

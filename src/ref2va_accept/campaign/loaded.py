@@ -18,6 +18,7 @@ from ref2va_accept import h3_limits
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.known_standins import stand_in_name
 from ref2va_accept.placeholder import is_placeholder
+from ref2va_accept.vocabulary import ArmRole
 from ref2va_accept.weight_names import VBENCH_LAYOUT
 from ref2va_contract.launch import DECLARED_TIME_ENV, DECLARED_TIME_FLAGS
 
@@ -102,7 +103,7 @@ class LoadedCampaign:
 
     def profile(self, arm: ArmSpec) -> LaunchProfile:
         # ids are unique and only the baseline is b0, so the id says which role the arm plays
-        role = "baseline" if arm.id == "b0" else "candidate"
+        role = "baseline" if arm.id == ArmRole.B0 else "candidate"
         if is_placeholder(arm.profile):
             where = "baseline" if role == "baseline" else f"candidate {arm.id!r}"
             raise CampaignError(f"{self.path}: {where}: profile: unfilled {arm.profile}")

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
+    Strict,
     model_serializer,
     model_validator,
 )
@@ -21,6 +22,14 @@ from pydantic import (
 from ref2va_accept.device_memory import MemoryRelease
 from ref2va_accept.engine_kinds import EngineKindName, engine_kind
 from ref2va_accept.identity import SourcePin, pin_violations
+from ref2va_accept.vocabulary import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_DECISION_RULE,
+    DEFAULT_TARGET_RATIO,
+    ArmRole,
+    DecisionRule,
+    Unit,
+)
 from ref2va_accept.weight_names import WEIGHT_NAMES, unknown_weight_message
 from ref2va_contract.launch import DECLARED_TIME_ENV
 
@@ -96,7 +105,8 @@ class Protocol(StrictModel):
     # and the interval computed on one value per instance (the median of its measured requests).
     # "request": the older design, every measured request a sample; kept as an explicit,
     # labelled choice (its interval speaks of variation inside one instance per arm only).
-    replication: Literal["instance", "request"] = "instance"
+    # (The vocabulary's enums take their values from the YAML's strings: Strict(False).)
+    replication: Annotated[Unit, Strict(False)] = Unit.INSTANCE
     instances_per_arm: int | None = Field(default=None, ge=1)
     # B0's instances in the instance design: "per_candidate" (each candidate is paired with N B0
     # instances of its own) or "shared" (a track's N B0 instances serve all its candidates: N
@@ -125,9 +135,9 @@ class Protocol(StrictModel):
     # reduction): the distribution-free rank interval (exact only when the candidate's values are
     # B0's scaled by a constant), or the one-sided Welch interval on log values, each arm with
     # its own spread (docs/protocol.md; `ref2va-accept calibrate` shows either's error rates).
-    decision_rule: Literal["ratio-interval-moses/1", "welch-log/1"] = "ratio-interval-moses/1"
-    target_ratio: float = Field(default=0.5, gt=0, lt=1)
-    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    decision_rule: Annotated[DecisionRule, Strict(False)] = DEFAULT_DECISION_RULE
+    target_ratio: float = Field(default=DEFAULT_TARGET_RATIO, gt=0, lt=1)
+    confidence: float = Field(default=DEFAULT_CONFIDENCE, gt=0.5, lt=1)
     # Caching probe (MLPerf TEST04 idea): this many requests with fresh distinct seeds per
     # candidate, spread over its instances and each sent right after a measured request; caching
     # is suspected when, on every probed instance, the repeated identical requests are more than
@@ -154,7 +164,7 @@ class Protocol(StrictModel):
 
     @model_validator(mode="after")
     def _design_is_whole(self) -> Protocol:
-        if self.replication == "instance":
+        if self.replication == Unit.INSTANCE:
             if self.ordering != "interleaved":
                 raise ValueError(
                     f"ordering {self.ordering!r} is a request-level design: with replication "
@@ -479,12 +489,13 @@ class Campaign(StrictModel):
                  "engine sleeps is no measurement (a campaign of the harness's own tests sets "
                  "protocol.declared_device_time: true, and every verdict is then capped)")
             )  # fmt: skip
-        if self.baseline.id != "b0":
-            violations.append((("baseline", "id"), f"'b0', found {self.baseline.id!r}"))
+        if self.baseline.id != ArmRole.B0:
+            violations.append((("baseline", "id"),
+                               f"{ArmRole.B0.value!r}, found {self.baseline.id!r}"))
         ids: set[str] = set()
         for i, arm in enumerate(self.candidates):
-            if arm.id == "b0" or arm.id in ids:
-                why = "the baseline's id" if arm.id == "b0" else "an id used earlier"
+            if arm.id == ArmRole.B0 or arm.id in ids:
+                why = "the baseline's id" if arm.id == ArmRole.B0 else "an id used earlier"
                 violations.append((("candidates", i, "id"), f"a unique id, found {why} {arm.id!r}"))
             ids.add(arm.id)
         if self.search is not None:

@@ -17,10 +17,10 @@ from pydantic import Field, PrivateAttr, model_validator
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.h3_limits import H3_FPS
 from ref2va_accept.placeholder import is_placeholder
+from ref2va_accept.vocabulary import QualityClass
 
 from .fields import (
     DurationClass,
-    QualityClass,
     RelPath,
     Sha256,
     StrictModel,

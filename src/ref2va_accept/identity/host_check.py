@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import Check, Reason
 from ..placeholder import is_placeholder
 from ..verdicts import CheckResult
+from ..vocabulary import ArmRole, CheckStatus
 
 if TYPE_CHECKING:
     from ..campaign import LoadedCampaign
@@ -126,9 +127,10 @@ def identity_checks(result: Preflight, track_ids: Iterable[str]) -> list[CheckRe
     """
     data = {"rows": [row.to_dict() for row in result.rows]}
     if result.ok:
-        return [CheckResult(t, "b0", Check.HOST_IDENTITY, "pass", None,
+        return [CheckResult(t, ArmRole.B0, Check.HOST_IDENTITY, CheckStatus.PASS, None,
                             f"all {len(result.rows)} pinned fields match the host", data)
                 for t in track_ids]
-    return [CheckResult(t, "b0", Check.HOST_IDENTITY, "fail", Reason.PROTOCOL_DEVIATION,
+    return [CheckResult(t, ArmRole.B0, Check.HOST_IDENTITY, CheckStatus.FAIL,
+                        Reason.PROTOCOL_DEVIATION,
                         "host identity differs from engine.source_pin: " + result.detail(), data)
             for t in track_ids]

@@ -26,6 +26,7 @@ from ..lock import canonical_campaign, verify
 from ..plan import plan_campaign
 from ..sanitize import Sanitizer
 from ..server import InstanceRegistry
+from ..vocabulary import ArmRole
 from ..workload import Arms
 from .runner import Pass, equal_before
 
@@ -89,7 +90,7 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
     arms = Arms(campaign, plan, bundle, registry)
     status = "complete"
     try:
-        b0_dir, cand_dir = (_dump_dir(run, evidence, track, a) for a in ("b0", candidate))
+        b0_dir, cand_dir = (_dump_dir(run, evidence, track, a) for a in (ArmRole.B0, candidate))
         result = Pass(arms, candidate, point, int(seed) if seed is not None else plan.seeds[0],
                       (b0_dir, cand_dir) if b0_dir and cand_dir else None,
                       equal_points=equal_before(data)).run()

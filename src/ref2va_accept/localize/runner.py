@@ -59,6 +59,7 @@ from ..errors import LocalizeError, Ref2VAError, TensorFileError
 from ..tensors import compare_dumps, compare_tensor_files, point_file
 from ..tensors.comparison import dit_step
 from ..verdicts import CheckResult
+from ..vocabulary import ArmRole, CheckStatus
 from .capture import Call, Parting, parting, read_log
 from .picture import DiffMap, diff_map
 
@@ -138,7 +139,8 @@ class Localization:
                   + (f", in {self.target.describe()}" if self.target else "")
                   + f": {self.sentence}")
         return CheckResult(self.track, self.candidate, Check.LOCALIZATION,
-                           "pass" if self.found else "open", None, detail, self.to_dict())
+                           CheckStatus.PASS if self.found else CheckStatus.OPEN, None, detail,
+                           self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -262,10 +264,11 @@ class Pass:
                target.first_step, within)
         made = self.b0_captures.get(key)
         if made is None:
-            made = self._on("b0", lambda e: self._capture("b0", target, within, level, e))
+            made = self._on(ArmRole.B0,
+                            lambda e: self._capture(ArmRole.B0, target, within, level, e))
             self.b0_captures[key] = made
         else:
-            self.result.requests.append({"arm": "b0", "level": level, "within": within,
+            self.result.requests.append({"arm": ArmRole.B0, "level": level, "within": within,
                                          "ok": True, "reused": True})
         return made
 
@@ -350,7 +353,7 @@ class Pass:
         compared = compare_dumps(b0.dump_dir, candidate.dump_dir, [self.point])  # type: ignore[arg-type]
         status = compared.points[0].status
         if status in ("missing_in_a", "missing_in_b"):
-            arm = "b0" if status == "missing_in_a" else self.candidate
+            arm = ArmRole.B0 if status == "missing_in_a" else self.candidate
             raise LocalizeError(f"{self.point} was not written by {arm}'s level-1 request: the "
                                 "divergence cannot be confirmed")
         if compared.equal:

@@ -146,6 +146,7 @@ def track_verdict(pytestconfig: pytest.Config, evidence: EvidenceBundle
 
     def verdict(track_id: str, candidate: str) -> TrackVerdict:
         state.ran_tracks.add(track_id)
+        state.judge_timed_outputs([track_id])
         return judge(track_id, quality_class(track_id), candidate, evidence.checks,
                      state.verdict_caps)
 

@@ -23,6 +23,7 @@ from ..errors import CampaignError, Ref2VAError
 from ..plan import TrackPlan, baseline_groups, gate_groups
 from ..progress import scenario_item
 from ..run_plan import hosts_gate
+from ..vocabulary import ArmRole
 from .state import run_state
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "candidate_id" in metafunc.fixturenames:
         metafunc.parametrize(("track_id", "candidate_id"), [
             pytest.param(t, arm.id, id=f"{t}:{arm.id}", marks=marks(t))
-            for t in track_ids for arm in campaign.arms_for(t) if arm.id != "b0"
+            for t in track_ids for arm in campaign.arms_for(t) if arm.id != ArmRole.B0
         ])
     else:
         metafunc.parametrize("track_id", [pytest.param(t, id=t, marks=marks(t))

@@ -33,7 +33,9 @@ from ..run_plan import ScenarioItem, plan_run
 from ..safe_write import WriteFailed, describe
 from ..sanitize import Sanitizer
 from ..server import CleanupAudit
+from ..timed_output import judge_timed_outputs
 from ..verdicts import CheckResult, TrackVerdict, family_wise, judge
+from ..vocabulary import ArmRole, CheckStatus
 from ..workload import OutcomeLog
 
 STATE = pytest.StashKey["RunState"]()
@@ -193,7 +195,8 @@ class RunState:
         bundle.add_audit(audit.to_dict())
         track = audit.instance_id.split(".", 1)[0]
         bundle.add_check(CheckResult(
-            track, audit.arm_id, Check.CLEANUP, "pass" if audit.clean else "fail",
+            track, audit.arm_id, Check.CLEANUP,
+            CheckStatus.PASS if audit.clean else CheckStatus.FAIL,
             None if audit.clean else Reason.INCOMPLETE_CLEANUP, "; ".join(audit.problems),
             {"instance": audit.instance_id, "stop_s": round(audit.stop_s, 3)}))
 
@@ -232,7 +235,7 @@ class RunState:
         for track_id in dict.fromkeys(p.track for p in problems):
             own = [p for p in problems if p.track == track_id]
             bundle.add_check(CheckResult(
-                track_id, "b0", Check.INPUTS, "fail", Reason.PROTOCOL_DEVIATION,
+                track_id, ArmRole.B0, Check.INPUTS, CheckStatus.FAIL, Reason.PROTOCOL_DEVIATION,
                 "; ".join(p.line() for p in own), {"inputs": [p.to_dict() for p in own]}))
         self.ran_tracks.update(tracks)
         self.stopped = "\n".join(lines)
@@ -384,10 +387,25 @@ class RunState:
             caps.append(Reason.DECLARED_DEVICE_TIME.value)
         return caps
 
+    def judge_timed_outputs(self, tracks: Iterable[str]) -> None:
+        """The timed-output checks of `tracks`' candidates, judged now (verdict time) where both
+        outputs are in and none is recorded yet (timed_output.judge_timed_outputs), and
+        recorded; a comparison that could not be made is a note, its check left open."""
+        if self._plans is None or self.bundle is None:
+            return  # no track was planned, so no request ran: nothing to compare
+        bundle = self.bundle
+        found, problems = judge_timed_outputs(self._plans, self.outcomes, bundle.checks, tracks)
+        with contextlib.suppress(WriteFailed):  # a failed write is the run's failed_write status
+            for line in problems:
+                bundle.note(line)
+            for check in found:
+                bundle.add_check(check)
+
     def verdicts(self, checks: list[CheckResult]) -> list[TrackVerdict]:
         if self.bundle is not None and self.bundle.failures:
             # Its verdict scenarios may never have run: every selected track gets its row.
             self.ran_tracks |= self.selected_tracks
+        self.judge_timed_outputs(self.ran_tracks)
         campaign = self.campaign
         caps = self.verdict_caps
         rows: list[TrackVerdict] = []
@@ -395,7 +413,7 @@ class RunState:
         for track_id in TRACK_IDS:
             if track_id not in self.ran_tracks:
                 continue
-            candidates = [a.id for a in campaign.arms_for(track_id) if a.id != "b0"]
+            candidates = [a.id for a in campaign.arms_for(track_id) if a.id != ArmRole.B0]
             judged: list[str | None] = [*candidates] or [None]
             track_rows = [judge(track_id, quality_class(track_id), candidate, checks, caps)
                           for candidate in judged]
