@@ -26,8 +26,8 @@ from .plan import TrackPlan, needs
 from .vocabulary import ArmRole
 
 if TYPE_CHECKING:
+    from .check_records import CheckResult
     from .latency import LatencySchedules
-    from .verdicts import CheckResult
     from .workload import Arms, Outcome
 
 T = TypeVar("T")

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .check_records import CheckResult
 from .checks import Check, Reason
 from .devices import DeviceProbe, DeviceSnapshot
-from .verdicts import CheckResult
 from .vocabulary import CheckStatus
 
 log = logging.getLogger(__name__)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .check_records import CheckResult, TrackVerdict
 from .evidence_log import (
     EVENTS_FILE,
     EVIDENCE_FILE,
@@ -42,7 +43,6 @@ from .evidence_log import (
 )
 from .safe_write import WriteFailed, append_line, atomic_write, write_new
 from .sanitize import Sanitizer
-from .verdicts import CheckResult, TrackVerdict
 
 __all__ = ["SCHEMA", "SCHEMA_PATH", "WRITE_FAILED", "EvidenceBundle", "new_run_id", "rebuild"]
 

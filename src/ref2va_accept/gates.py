@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import pytest
 
-from .verdicts import CheckResult, GateChecks, Step, TrackVerdict, classify
+from .check_records import CheckResult, TrackVerdict
+from .verdicts import GateChecks, Step, classify
 from .vocabulary import CheckStatus, Verdict
 
 if TYPE_CHECKING:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .campaign import TRACK_IDS
+from .check_records import CheckResult
 from .checks import Check, Reason
 from .devices import DeviceProbe, foreign_processes, probe_for
 from .gates import GateResult
@@ -45,7 +46,6 @@ from .replication import (
     warmup_done,
 )
 from .server import EngineInstance
-from .verdicts import CheckResult
 from .vocabulary import ArmRole, CheckStatus, IntervalReason, LatencyDecisionReason, Unit, Verdict
 from .workload import Arms, Outcome
 

@@ -24,12 +24,12 @@ from typing import Any
 
 from . import budget
 from .campaign import LoadedCampaign
+from .check_records import stand_in_label
 from .errors import Ref2VAError
 from .evidence import EvidenceBundle
 from .evidence_log import utc_now
 from .report_cells import latency_summary, ratio_text
 from .safe_write import WriteFailed
-from .verdicts import stand_in_label
 
 __all__ = ["LEDGER_ENV", "LEDGER_SCHEMA", "LedgerError", "append", "attempts", "entries",
            "ledger_path", "read_ledger", "run_entry", "table_lines"]

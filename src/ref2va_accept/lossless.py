@@ -34,6 +34,7 @@ from ref2va_contract.diagnostics import (
 )
 
 from .b0_gate import GateRuns, mark_shared, run_gate_instances
+from .check_records import CheckResult
 from .checks import Check, Reason
 from .decoded import compare_decoded_mp4
 from .errors import MediaError, TensorFileError
@@ -47,7 +48,7 @@ from .tensors import (
     point_file,
     read_header,
 )
-from .verdicts import CheckResult, GateChecks
+from .verdicts import GateChecks
 from .vocabulary import ArmRole, CheckStatus
 from .workload import Arms, Outcome
 

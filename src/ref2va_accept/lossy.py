@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .b0_gate import GateRuns, mark_shared, run_gate_instances
 from .campaign import LossyGate
+from .check_records import CheckResult
 from .checks import Check, Reason
 from .errors import MediaError, Ref2VAError
 from .gates import BaselineGateRunner
@@ -40,7 +41,7 @@ from .quality.pipeline import score_video
 from .quality.registry import SCORERS, Score, ScorerError, WeightIdentity, error_score
 from .quality.scoring import RelativeError, check_comparable, relative_errors
 from .run_plan import hosted_gate_warmups
-from .verdicts import CheckResult, GateChecks
+from .verdicts import GateChecks
 from .vocabulary import ArmRole, CheckStatus
 from .workload import Arms, Outcome
 

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from .campaign import track_rank
+from .check_records import stand_in_label
 from .errors import Ref2VAError
 from .evidence_log import read_bundle_file
 from .report_cells import TABLE, VERDICT_COLOURS, latency_summary
 from .report_latency import latency_cell
 from .safe_write import atomic_write
-from .verdicts import stand_in_label
 
 __all__ = ["MergeInputError", "MergeRefused", "Run", "load_run", "merge", "merged_html"]
 

@@ -16,12 +16,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .check_records import stand_in_label
 from .evidence import EvidenceBundle
 from .report_cells import TABLE, VERDICT_COLOURS, cells, number, ratio_text
 from .report_latency import latency_cell, latency_tables_html
 from .report_localize import localization_html
 from .report_profiles import profiles_html
-from .verdicts import stand_in_label
 
 __all__ = ["audio_comparison_text", "number", "summary_html"]
 

@@ -24,10 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .check_records import CheckResult
 from .checks import Check, Reason
 from .decoded import compare_decoded_mp4
 from .errors import MediaError, Ref2VAError
-from .verdicts import CheckResult
 from .vocabulary import CheckStatus, QualityClass
 from .workload import OutcomeLog
 

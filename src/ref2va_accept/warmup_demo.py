@@ -16,11 +16,11 @@ from __future__ import annotations
 import random
 import statistics
 
+from .check_records import CheckResult
 from .checks import Check, Reason
 from .evidence_log import utc_now
 from .replication import warmup_done
 from .run_plan import DEFAULT_PAIRS
-from .verdicts import CheckResult
 from .vocabulary import ArmRole, CheckStatus
 from .workload import Arms
 

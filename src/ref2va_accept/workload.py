@@ -20,6 +20,7 @@ from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, CAPTURE_KEY, DUMP_DIR_
 from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV, WORKDIR_TOKEN
 
 from .campaign import LoadedCampaign, unfilled_fields
+from .check_records import CheckResult
 from .checks import Check, Reason
 from .client import GenerationRequest, ReferenceFile, Sample, TimedClient
 from .engine_kinds import engine_kind
@@ -35,7 +36,6 @@ from .server import (
     free_port,
     start_instance,
 )
-from .verdicts import CheckResult
 from .vocabulary import ArmRole, CheckStatus
 
 # Placeholders that only a run on the host can fill, so they must not stop engines from starting:

@@ -17,13 +17,14 @@ import pytest
 import yaml
 
 from ref2va_accept.campaign import load_campaign
+from ref2va_accept.check_records import CheckResult
 from ref2va_accept.checks import Check, Reason
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.lossless import declared_time
 from ref2va_accept.lossy import OPEN, decide
 from ref2va_accept.quality import relative_errors
 from ref2va_accept.quality.registry import ok_score, scorer
-from ref2va_accept.verdicts import CheckResult, judge
+from ref2va_accept.verdicts import judge
 from tests.unit.suite_runner import campaign_variant
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ref2va_accept.campaign import Campaign, validate_model
+from ref2va_accept.check_records import CheckResult
 from ref2va_accept.checks import Check
 from ref2va_accept.device_memory import (
     REASON,
@@ -20,7 +21,7 @@ from ref2va_accept.device_memory import (
 from ref2va_accept.devices import DeviceSnapshot, parse_npu_smi_info, parse_npu_smi_map
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import VALIDITY_REASONS, CheckResult, judge
+from ref2va_accept.verdicts import VALIDITY_REASONS, judge
 
 DEVICES = Path(__file__).resolve().parents[2] / "fixtures" / "devices"
 ASSIGNED = (0, 1, 2, 3)

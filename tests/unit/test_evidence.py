@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.checks import CHECK_REASON_CATEGORIES, Check, Reason
 from ref2va_accept.evidence import SCHEMA_PATH, EvidenceBundle, rebuild
 from ref2va_accept.evidence_log import EVENTS_FILE, EvidenceLogError, read_events
 from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.verdicts import CHECK_STATUSES, CheckResult, TrackVerdict
+from ref2va_accept.verdicts import CHECK_STATUSES
 from tests.unit.evidence_schema import schema_errors, validate_bundle
 
 T = "5s-lossless"

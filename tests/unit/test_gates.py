@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.checks import Check, Reason
 from ref2va_accept.gates import Gate, GateOutcome, GateResult, QualityGate, expect
 from ref2va_accept.latency import LatencyProtocol
@@ -11,7 +12,7 @@ from ref2va_accept.lossless import LosslessGateRunner
 from ref2va_accept.lossy import LossyGateRunner
 from ref2va_accept.plugin import Baselines
 from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import CheckResult, TrackVerdict, judge
+from ref2va_accept.verdicts import judge
 
 T = "5s-lossless"
 

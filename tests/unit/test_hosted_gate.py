@@ -14,6 +14,7 @@ import pytest
 from ref2va_accept import latency
 from ref2va_accept.b0_gate import Baselines
 from ref2va_accept.campaign import load_campaign
+from ref2va_accept.check_records import CheckResult
 from ref2va_accept.checks import Check, Reason
 from ref2va_accept.errors import EngineStartError
 from ref2va_accept.gates import BaselineGateRunner, GateOutcome
@@ -26,7 +27,7 @@ from ref2va_accept.run_plan import (
     hosts_gate,
     plan_run,
 )
-from ref2va_accept.verdicts import CheckResult, GateChecks
+from ref2va_accept.verdicts import GateChecks
 from ref2va_accept.vocabulary import ArmRole
 from tests.unit.suite_runner import ROOT
 from tests.unit.test_shared_baseline import SECONDS, THREE, ScriptedArms

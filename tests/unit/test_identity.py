@@ -17,6 +17,7 @@ import yaml
 
 from ref2va_accept import cli
 from ref2va_accept.campaign import Campaign, load_campaign, unfilled_fields, validate_model
+from ref2va_accept.check_records import CheckResult
 from ref2va_accept.checks import Check
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.identity import (
@@ -35,7 +36,7 @@ from ref2va_accept.identity import (
 )
 from ref2va_accept.identity.host_check import import_rows
 from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import CheckResult, judge
+from ref2va_accept.verdicts import judge
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ROOT / "fixtures" / "devices"

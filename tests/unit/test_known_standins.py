@@ -16,6 +16,7 @@ import yaml
 
 from ref2va_accept import known_standins, lossy
 from ref2va_accept.campaign import load_campaign
+from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.checks import Check, Reason
 from ref2va_accept.evidence import EvidenceBundle
 from ref2va_accept.hashing import file_sha256
@@ -25,7 +26,7 @@ from ref2va_accept.merge import merge
 from ref2va_accept.quality.registry import SCORERS, WeightIdentity, ok_score, weight_identity
 from ref2va_accept.report import verdict_table_html
 from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.verdicts import CheckResult, TrackVerdict, judge
+from ref2va_accept.verdicts import judge
 from ref2va_accept.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
 from tests.unit.suite_runner import ROOT, campaign_variant
 

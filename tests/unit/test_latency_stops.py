@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.campaign import load_campaign
+from ref2va_accept.check_records import CheckResult
 from ref2va_accept.checks import Check, Reason
 from ref2va_accept.client import Sample
 from ref2va_accept.latency import LatencySchedules, quality_stop, run_latency
 from ref2va_accept.plan import TrackPlan, plan_campaign
-from ref2va_accept.verdicts import CheckResult, judge
+from ref2va_accept.verdicts import judge
 from ref2va_accept.workload import Outcome, OutcomeLog
 from tests.unit.test_shared_baseline import _Engine
 

@@ -13,12 +13,12 @@ import yaml
 
 from ref2va_accept import ledger
 from ref2va_accept.campaign import load_campaign
+from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.cli import main
 from ref2va_accept.errors import CampaignError
 from ref2va_accept.evidence import EvidenceBundle
 from ref2va_accept.latency import judge_latency
 from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.verdicts import CheckResult, TrackVerdict
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,

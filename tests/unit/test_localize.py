@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ref2va_accept.check_records import CheckResult
 from ref2va_accept.checks import Check, Reason
 from ref2va_accept.errors import LocalizeError
 from ref2va_accept.localize import diff_map, parting, read_log, svg, target_of, wants_pass
 from ref2va_accept.tensors import write_tensor_file
-from ref2va_accept.verdicts import CheckResult
 
 
 def _log(folder: Path, calls: list[tuple[str, str, str]]) -> Path:

@@ -215,8 +215,8 @@ def test_a_point_after_the_dit_runs_no_request(tmp_path: Path) -> None:
 
 
 def _failed_gate(reason: Any, point: str | None) -> Any:
+    from ref2va_accept.check_records import CheckResult
     from ref2va_accept.checks import Check
-    from ref2va_accept.verdicts import CheckResult
 
     status = "fail" if reason is not None else "pass"
     return CheckResult("5s-lossless", "cand", Check.LOSSLESS_GATE, status, reason, "x",

@@ -394,8 +394,8 @@ def test_a_start_failure_recorded_by_the_schedule_runs_no_second_schedule(
         plan: TrackPlan) -> None:
     # Arms.start records a failed engine start as a check; the next candidate's scenario must
     # be judged on the schedule already run, not draw a new one without that candidate.
+    from ref2va_accept.check_records import CheckResult
     from ref2va_accept.checks import Check, Reason
-    from ref2va_accept.verdicts import CheckResult
 
     arms = ScriptedArms(plan, SECONDS, not_starting="reduction-order")
     real_start = arms.start

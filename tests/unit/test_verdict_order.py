@@ -13,9 +13,10 @@ import itertools
 
 import pytest
 
+from ref2va_accept.check_records import CheckResult
 from ref2va_accept.checks import Check, Reason
 from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import CheckResult, judge
+from ref2va_accept.verdicts import judge
 
 T, C = "5s-lossy", "c1"
 LATENCY = {  # per outcome, candidate latencies against B0's (300, 298, 305)

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.checks import Category, Check, Reason, required_checks
 from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import CheckResult, TrackVerdict, judge
+from ref2va_accept.verdicts import judge
 
 T = "5s-lossless"
 

@@ -12,9 +12,9 @@ import pytest
 
 from ref2va_accept import stats
 from ref2va_accept.campaign.schema import Protocol
+from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.checks import Check
 from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import CheckResult, TrackVerdict
 from ref2va_accept.vocabulary import (
     DEFAULT_CONFIDENCE,
     DEFAULT_DECISION_RULE,

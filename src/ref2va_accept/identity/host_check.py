@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..check_records import CheckResult
 from ..checks import Check, Reason
 from ..placeholder import is_placeholder
-from ..verdicts import CheckResult
 from ..vocabulary import ArmRole, CheckStatus
 
 if TYPE_CHECKING:

@@ -53,12 +53,12 @@ from ref2va_contract.diagnostics import (
     ENABLED_PATH_FILE,
 )
 
+from ..check_records import CheckResult
 from ..checks import Check, Reason
 from ..disk import DTYPE_BYTES, fmt_bytes
 from ..errors import LocalizeError, Ref2VAError, TensorFileError
 from ..tensors import compare_dumps, compare_tensor_files, point_file
 from ..tensors.comparison import dit_step
-from ..verdicts import CheckResult
 from ..vocabulary import ArmRole, CheckStatus
 from .capture import Call, Parting, parting, read_log
 from .picture import DiffMap, diff_map

@@ -18,12 +18,13 @@ import pytest
 
 from .. import ledger
 from ..campaign import quality_class
+from ..check_records import TrackVerdict
 from ..errors import Ref2VAError
 from ..evidence import WRITE_FAILED, EvidenceBundle, new_run_id
 from ..ledger import LEDGER_ENV, ledger_path
 from ..progress import scenario_item
 from ..safe_write import WriteFailed
-from ..verdicts import TrackVerdict, judge
+from ..verdicts import judge
 from . import engines
 from .selection import campaign_path, is_campaign_item
 from .state import STATE, RunState, run_state

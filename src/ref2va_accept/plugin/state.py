@@ -19,6 +19,7 @@ import pytest
 from .. import budget, disk, ledger
 from ..b0_gate import Baselines, GateInstances
 from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
+from ..check_records import CheckResult, TrackVerdict
 from ..checks import Check, Reason
 from ..device_memory import MemoryGuard
 from ..devices import probe_for
@@ -34,7 +35,7 @@ from ..safe_write import WriteFailed, describe
 from ..sanitize import Sanitizer
 from ..server import CleanupAudit
 from ..timed_output import judge_timed_outputs
-from ..verdicts import CheckResult, TrackVerdict, family_wise, judge
+from ..verdicts import family_wise, judge
 from ..vocabulary import ArmRole, CheckStatus
 from ..workload import OutcomeLog
 
