@@ -132,5 +132,3 @@ def stand_in_label(files: Sequence[str] | None) -> str:
     """The label of a verdict whose lossy scores came from stand-in weights (`files`, their
     names), for the report, the terminal, the ledger and merge alike; "" without any."""
     return f"STAND-IN scores ({', '.join(files)})" if files else ""
-
-
