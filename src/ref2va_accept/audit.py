@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .check_records import CheckResult
+from .checks import Check, Reason
+from .vocabulary import CheckStatus
+
 
 @dataclass(frozen=True)
 class ProcessRecord:
@@ -55,6 +59,16 @@ class CleanupAudit:
     @property
     def clean(self) -> bool:
         return not self.problems
+
+    def check(self) -> CheckResult:
+        """The instance's `cleanup` check: a pass, or a failure (`incomplete_cleanup`) naming
+        what the stop left behind."""
+        track = self.instance_id.split(".", 1)[0]
+        return CheckResult(
+            track, self.arm_id, Check.CLEANUP,
+            CheckStatus.PASS if self.clean else CheckStatus.FAIL,
+            None if self.clean else Reason.INCOMPLETE_CLEANUP, "; ".join(self.problems),
+            {"instance": self.instance_id, "stop_s": round(self.stop_s, 3)})
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .check_records import CheckResult
 from .checks import Check, Reason
-from .devices import DeviceProbe, DeviceSnapshot
+from .devices import DeviceProbe, DeviceSnapshot, probe_for
 from .vocabulary import CheckStatus
 
 log = logging.getLogger(__name__)
@@ -152,6 +152,12 @@ class MemoryGuard:
     sleep: Callable[[float], None] = time.sleep
     idle: IdleLevel | None = None
     waits: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def for_devices(cls, kind: Literal["none", "npu", "cuda"], visible: Sequence[int],
+                    spec: MemoryRelease) -> MemoryGuard:
+        """The guard of a campaign's devices, probing them with the tool of their kind."""
+        return cls(kind, tuple(visible), spec, probe_for(kind, visible))
 
     @property
     def applicable(self) -> bool:

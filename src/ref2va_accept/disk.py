@@ -223,6 +223,12 @@ class DiskCheck:
                 f"{need.parts()}) but its filesystem has {fmt_bytes(self.free_bytes)} free; "
                 "free space, choose another --evidence-dir, or pass --ref2va-skip-disk-check")
 
+    def skipped_line(self, shown: str) -> str:
+        """The note of a check that was skipped (--ref2va-skip-disk-check): what it found."""
+        return (f"ref2va: disk check skipped (--ref2va-skip-disk-check): needs about "
+                f"{fmt_bytes(self.estimate.need_bytes)}, {fmt_bytes(self.free_bytes)} free on "
+                f"the filesystem of {shown}")
+
     def to_dict(self) -> dict[str, Any]:
         need = self.estimate
         return {"estimate_bytes": need.estimate_bytes, "margin": MARGIN,

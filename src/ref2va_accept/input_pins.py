@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from .campaign import LoadedCampaign
+from .check_records import CheckResult
+from .checks import Check, Reason
 from .hashing import file_sha256
 from .placeholder import is_placeholder
+from .vocabulary import ArmRole, CheckStatus
 
 INPUT_FIELDS = ("prompt", "reference_image", "reference_audio")
 
@@ -95,3 +98,13 @@ def problem_lines(problems: Sequence[InputProblem]) -> list[str]:
     for problem in problems:
         grouped.setdefault(problem._same, []).append(problem)
     return [same[0].line([p.track for p in same]) for same in grouped.values()]
+
+
+def input_checks(problems: Sequence[InputProblem]) -> list[CheckResult]:
+    """Per track that a problem touches, one failing `inputs` check on B0
+    (`protocol_deviation`) naming its problems: the run stops before any engine."""
+    return [CheckResult(track_id, ArmRole.B0, Check.INPUTS, CheckStatus.FAIL,
+                        Reason.PROTOCOL_DEVIATION,
+                        "; ".join(p.line() for p in problems if p.track == track_id),
+                        {"inputs": [p.to_dict() for p in problems if p.track == track_id]})
+            for track_id in dict.fromkeys(p.track for p in problems)]

@@ -17,14 +17,14 @@ import fcntl
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from . import budget
 from .campaign import LoadedCampaign
-from .check_records import stand_in_label
+from .check_records import TrackVerdict, stand_in_label
 from .errors import Ref2VAError
 from .evidence import EvidenceBundle
 from .evidence_log import utc_now
@@ -139,6 +139,20 @@ def run_entry(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
 def attempts(ledger: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The candidate attempts (entries without a kind are attempts too)."""
     return [e for e in ledger if e.get("kind", "attempt") == "attempt"]
+
+
+def with_attempt(row: TrackVerdict, campaign: str, ledger: Iterable[Mapping[str, Any]]
+                 ) -> TrackVerdict:
+    """The row with its attempt number and the earlier attempts' verdicts in `campaign`'s
+    ledger (a row without a candidate has no attempts)."""
+    if row.candidate is None:
+        return row
+    earlier = [e for e in attempts(ledger) if e.get("campaign") == campaign
+               and e.get("track") == row.track and e.get("candidate") == row.candidate]
+    said = tuple(f"{e.get('run_id')}: {e.get('verdict')}"
+                 + (f" ({', '.join(e.get('reasons') or [])})" if e.get("reasons") else "")
+                 for e in earlier)
+    return replace(row, attempt=len(earlier) + 1, earlier=said)
 
 
 def append(path: Path, new: Sequence[Mapping[str, Any]]) -> None:

@@ -180,10 +180,10 @@ def finish_dead_run(folder: Path, repo: Path, evidence_root: Path) -> bool:
     if not path.is_file():
         return False
     events = list(read_events(path))
-    if project(events).get("status") != "running":
+    if project(events).status != "running":
         return False
     log = EventLog(path)
-    log.seq = max((int(e.get("seq", 0)) for e in events), default=0)
+    log.seq = max((e.seq for e in events), default=0)
     now = utc_now()
     events.append(log.append(
         "note", "the judge died before the run ended (killed outright or crashed); its reaper "

@@ -261,6 +261,20 @@ def _judge(track: str, quality_class: QualityClass | str, candidate: str | None,
                         found.summary, note)
 
 
+def judge_tracks(tracks: Sequence[tuple[str, QualityClass | str, Sequence[str]]],
+                 checks: Sequence[CheckResult], caps: Sequence[str], alpha: float
+                 ) -> list[TrackVerdict]:
+    """A run's verdict rows: per track (its id, quality class and candidates, in the order
+    given) one row per candidate (one without a candidate where none entered), Holm's column
+    at `alpha` over each track's candidates."""
+    rows: list[TrackVerdict] = []
+    for track, quality_class, candidates in tracks:
+        judged: list[str | None] = [*candidates] or [None]
+        rows += family_wise([judge(track, quality_class, c, checks, caps) for c in judged],
+                            checks, alpha)
+    return rows
+
+
 def family_wise(rows: Sequence[TrackVerdict], checks: Sequence[CheckResult], alpha: float
                 ) -> list[TrackVerdict]:
     """The rows of one track with Holm's column: with K candidates judged against one B0,

@@ -20,14 +20,13 @@ from .. import budget, disk, ledger
 from ..b0_gate import Baselines, GateInstances
 from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
 from ..check_records import CheckResult, TrackVerdict
-from ..checks import Check, Reason
+from ..checks import Reason
 from ..device_memory import MemoryGuard
-from ..devices import probe_for
 from ..evidence import WRITE_FAILED, EvidenceBundle
 from ..identity import IdentityToolMissing, identity_checks, preflight
-from ..input_pins import input_problems, problem_lines
+from ..input_pins import input_checks, input_problems, problem_lines
 from ..latency import LatencySchedules
-from ..leftovers import DONE, start_reaper, stop_leftovers
+from ..leftovers import DONE, start_reaper, stop_leftovers, stopped_line
 from ..lock import FreezeStatus, canonical_campaign, verify
 from ..plan import LossyScoring, TrackPlan, plan_campaign
 from ..run_plan import ScenarioItem, plan_run
@@ -35,8 +34,8 @@ from ..safe_write import WriteFailed, describe
 from ..sanitize import Sanitizer
 from ..server import CleanupAudit
 from ..timed_output import judge_timed_outputs
-from ..verdicts import family_wise, judge
-from ..vocabulary import ArmRole, CheckStatus
+from ..verdicts import judge_tracks
+from ..vocabulary import ArmRole
 from ..workload import OutcomeLog
 
 STATE = pytest.StashKey["RunState"]()
@@ -194,12 +193,7 @@ class RunState:
     def _record_audit(self, audit: CleanupAudit) -> None:
         bundle = self.evidence()
         bundle.add_audit(audit.to_dict())
-        track = audit.instance_id.split(".", 1)[0]
-        bundle.add_check(CheckResult(
-            track, audit.arm_id, Check.CLEANUP,
-            CheckStatus.PASS if audit.clean else CheckStatus.FAIL,
-            None if audit.clean else Reason.INCOMPLETE_CLEANUP, "; ".join(audit.problems),
-            {"instance": audit.instance_id, "stop_s": round(audit.stop_s, 3)}))
+        bundle.add_check(audit.check())
 
     def warn_stand_ins(self, tracks: Iterable[str]) -> None:
         """A note and a terminal line, before any engine, for each scorer pin that is a seeded
@@ -233,11 +227,8 @@ class RunState:
         lines = [f"ref2va: input check: {line}" for line in problem_lines(problems)]
         for line in lines:
             bundle.note(line)
-        for track_id in dict.fromkeys(p.track for p in problems):
-            own = [p for p in problems if p.track == track_id]
-            bundle.add_check(CheckResult(
-                track_id, ArmRole.B0, Check.INPUTS, CheckStatus.FAIL, Reason.PROTOCOL_DEVIATION,
-                "; ".join(p.line() for p in own), {"inputs": [p.to_dict() for p in own]}))
+        for check in input_checks(problems):
+            bundle.add_check(check)
         self.ran_tracks.update(tracks)
         self.stopped = "\n".join(lines)
         bundle.checkpoint()
@@ -258,10 +249,7 @@ class RunState:
             return None
         line = result.refusal(str(self.evidence_root))
         if skip:
-            said = (f"ref2va: disk check skipped (--ref2va-skip-disk-check): needs about "
-                    f"{disk.fmt_bytes(result.estimate.need_bytes)}, "
-                    f"{disk.fmt_bytes(result.free_bytes)} free on the filesystem of "
-                    f"{self.evidence_root}")
+            said = result.skipped_line(str(self.evidence_root))
             bundle.note(said)
             self._say(said)
             bundle.checkpoint()
@@ -321,8 +309,8 @@ class RunState:
         for check in identity_checks(result, campaign.model.tracks):
             bundle.add_check(check)
         devices = campaign.model.devices
-        self.memory = MemoryGuard(devices.kind, tuple(devices.visible), devices.memory_release,
-                                  probe_for(devices.kind, devices.visible))
+        self.memory = MemoryGuard.for_devices(devices.kind, devices.visible,
+                                              devices.memory_release)
         self.memory.read_idle()
         self._record_memory()
         bundle.checkpoint()
@@ -333,11 +321,9 @@ class RunState:
         that they are gone within the grace)."""
         found = stop_leftovers(grace_s / 2)
         if found:
-            listed = ", ".join(f"{f.name}[{f.pid}] ({f.tag}, {f.stopped_by})" for f in found)
             bundle.set_section("leftovers", [f.to_dict() for f in found])
-            bundle.note(f"stopped {len(found)} engine process(es) left by a dead run: {listed}")
-            self._say(f"ref2va: stopped {len(found)} engine process(es) left by a dead run: "
-                      f"{listed}")
+            bundle.note(stopped_line(found))
+            self._say(f"ref2va: {stopped_line(found)}")
         if self.reaper is None:
             self.reaper = start_reaper(self.run_id, grace_s / 2, self.run_folder,
                                        self.config.rootpath, self.evidence_root)
@@ -408,28 +394,11 @@ class RunState:
             self.ran_tracks |= self.selected_tracks
         self.judge_timed_outputs(self.ran_tracks)
         campaign = self.campaign
-        caps = self.verdict_caps
-        rows: list[TrackVerdict] = []
-        alpha = 1 - campaign.model.protocol.confidence
-        for track_id in TRACK_IDS:
-            if track_id not in self.ran_tracks:
-                continue
-            candidates = [a.id for a in campaign.arms_for(track_id) if a.id != ArmRole.B0]
-            judged: list[str | None] = [*candidates] or [None]
-            track_rows = [judge(track_id, quality_class(track_id), candidate, checks, caps)
-                          for candidate in judged]
-            rows += [self._attempt(r) for r in family_wise(track_rows, checks, alpha)]
-        return rows
-
-    def _attempt(self, row: TrackVerdict) -> TrackVerdict:
-        """The row with its attempt number and the earlier attempts' verdicts (the ledger)."""
-        if self.ledger_entries is None or row.candidate is None:
-            return row
-        name = self.campaign.model.name
-        earlier = [e for e in self.ledger_entries
-                   if e.get("kind", "attempt") == "attempt" and e.get("campaign") == name
-                   and e.get("track") == row.track and e.get("candidate") == row.candidate]
-        said = tuple(f"{e.get('run_id')}: {e.get('verdict')}"
-                     + (f" ({', '.join(e.get('reasons') or [])})" if e.get("reasons") else "")
-                     for e in earlier)
-        return replace(row, attempt=len(earlier) + 1, earlier=said)
+        tracks = [(t, quality_class(t), [a.id for a in campaign.arms_for(t) if a.id != ArmRole.B0])
+                  for t in TRACK_IDS if t in self.ran_tracks]
+        rows = judge_tracks(tracks, checks, self.verdict_caps,
+                            1 - campaign.model.protocol.confidence)
+        if self.ledger_entries is None:  # the run read no ledger: no attempts to number
+            return rows
+        return [ledger.with_attempt(row, campaign.model.name, self.ledger_entries)
+                for row in rows]
