@@ -133,6 +133,12 @@ def stop_leftovers(grace_s: float) -> list[Leftover]:
     return _stop(find_leftovers(), grace_s)
 
 
+def stopped_line(found: Sequence[Leftover]) -> str:
+    """What was stopped, in one line for the evidence's notes and the terminal."""
+    listed = ", ".join(f"{f.name}[{f.pid}] ({f.tag}, {f.stopped_by})" for f in found)
+    return f"stopped {len(found)} engine process(es) left by a dead run: {listed}"
+
+
 # -- the reaper ------------------------------------------------------------------------------------
 def start_reaper(run_id: str, grace_s: float, folder: Path | None = None,
                  repo: Path | None = None, evidence_root: Path | None = None
