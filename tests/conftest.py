@@ -1,4 +1,12 @@
-"""Spreading the selftest's untimed phase over xdist workers (``-n N --dist loadfile``).
+"""The fast tier's guard, and spreading the selftest's untimed phase over xdist workers.
+
+The fast tier (``./ref2va fast``, ``pytest -m fast``): a test marked ``fast`` runs in this
+process only. While its setup and its call run, every way of starting a process
+(:data:`SPAWNERS`: subprocess, multiprocessing, fork, posix_spawn, os.system) fails the test
+with a message naming it (:func:`in_process_only`); a module whose tests start an engine, a
+pytest session in a subprocess or a script is not marked.
+
+Spreading (``-n N --dist loadfile``):
 
 ``--dist loadfile`` sends each test file to one worker, so that a module's shared run (a fixture
 wider than a test: an engine started once, a campaign run once) happens once. The modules in
@@ -18,9 +26,74 @@ pytest 9.2's structured node ids no longer read; pytest-dev/pytest-xdist#1386.)
 
 from __future__ import annotations
 
-from typing import Any
+import _posixsubprocess
+import os
+import subprocess
+from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, NoReturn
 
 import pytest
+
+FAST = "fast"
+# Every way a test can start a process, as (object, attribute, the name a failure gives):
+# subprocess (run, Popen, check_output, asyncio's subprocesses, os.popen) goes through
+# Popen._execute_child; multiprocessing's spawn and forkserver through _posixsubprocess.fork_exec,
+# its fork through os.fork; os.spawn* and pty.fork through os.fork or os.forkpty.
+SPAWNERS: tuple[tuple[Any, str, str], ...] = (
+    (subprocess.Popen, "_execute_child", "subprocess.Popen"),
+    (_posixsubprocess, "fork_exec", "_posixsubprocess.fork_exec"),
+    (os, "fork", "os.fork"),
+    (os, "forkpty", "os.forkpty"),
+    (os, "posix_spawn", "os.posix_spawn"),
+    (os, "posix_spawnp", "os.posix_spawnp"),
+    (os, "system", "os.system"),
+)
+
+
+def _refusal(nodeid: str, name: str) -> Callable[..., NoReturn]:
+    def refused(*_args: Any, **_kwargs: Any) -> NoReturn:
+        pytest.fail(
+            f"{nodeid} is marked fast (in-process only: no engine, no subprocess, no pytest "
+            f"session in a subprocess, no network, no sleeping) but started a process through "
+            f"{name}; keep the test in-process, or take the mark off it (pytestmark = "
+            f"pytest.mark.fast in its module, or the test's own mark) so that it runs in the "
+            f"selftest only", pytrace=True)
+    return refused
+
+
+@contextmanager
+def in_process_only(nodeid: str) -> Iterator[None]:
+    """Every function of :data:`SPAWNERS` fails the test ``nodeid`` while this block runs."""
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in SPAWNERS
+             if hasattr(owner, attr)]
+    try:
+        for owner, attr, name in SPAWNERS:
+            if hasattr(owner, attr):
+                setattr(owner, attr, _refusal(nodeid, name))
+        yield
+    finally:
+        for owner, attr, original in saved:
+            setattr(owner, attr, original)
+
+
+def _guarded(item: pytest.Item) -> AbstractContextManager[None]:
+    return in_process_only(item.nodeid) if item.get_closest_marker(FAST) else nullcontext()
+
+
+# The setup (fixtures a fast test needs, a module's shared ones included) and the call; not the
+# teardown, where the last test of a session tears down every session-wide fixture, its own or not.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    with _guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    with _guarded(item):
+        return (yield)
+
 
 SHARED_SCOPES = frozenset({"class", "module", "package", "session"})
 # Modules whose every test is its own suite run (paths as node ids give them).

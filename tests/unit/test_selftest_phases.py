@@ -110,8 +110,15 @@ def test_the_phases_run_exactly_the_serial_selftest(tmp_path: Path) -> None:
     assert any("test_lossless_suite.py" in t for t in timed)
     assert any("test_vbench_upstream.py" in t for t in heavy)
     assert any("test_lossy_suite.py" in t for t in heavy)
+    # The fast tier (./ref2va fast) is a part of phase 2, run on its own: nothing of it is timed
+    # or heavy, and the selftest runs each of its tests once, in phase 2.
+    fast_paths = re.search(r"FAST_PATHS=\(([^)]*)\)", SCRIPT)
+    assert fast_paths and 'run_pytest "${FAST_PATHS[@]}" -m fast ' in SCRIPT
+    fast = _selected(items, [*fast_paths.group(1).split(), "-m", "fast"])
+    assert fast and fast <= spread
 
 
+@pytest.mark.fast
 def test_the_spread_phase_is_file_by_file_with_the_spread_modules_test_by_test() -> None:
     line = next(line for line in SCRIPT.splitlines() if "pytest_rc tests/unit tests/engine" in line)
     following = SCRIPT.splitlines()[SCRIPT.splitlines().index(line) + 1]
@@ -262,6 +269,7 @@ def test_widen_gives_a_pinned_tree_every_cpu_and_refuses_bad_arguments() -> None
     assert wrong.returncode == 2 and "widen PID" in wrong.stderr
 
 
+@pytest.mark.fast
 def test_the_phases_run_at_once_on_separate_cpus_when_there_are_two() -> None:
     body = SCRIPT.split("selftest_phased() {", 1)[1].split("\n}\n", 1)[0]
     assert "PIN_CPUS=$first; pytest_rc tests/unit -m timed" in body
