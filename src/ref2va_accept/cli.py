@@ -18,6 +18,7 @@ from pathlib import Path
 from . import __version__, bringup, calibration
 from .campaign import load_campaign
 from .cli_record import add_record_commands
+from .cli_schema import add_schema_command
 from .cli_scorers import add_scorer_commands
 from .cost import Prices, campaign_costs, describe
 from .errors import (
@@ -310,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_localize_command(sub)
     add_record_commands(sub)
     add_scorer_commands(sub)
+    add_schema_command(sub)
 
     p = sub.add_parser("calibrate", help="simulate the campaign's latency protocol: false "
                        "'supported' at the target and power, beside the older ABA design")

@@ -12,7 +12,13 @@ Layout of `evidence/<run-id>/`:
 An interrupted run keeps everything recorded so far; its status says `interrupted`. A file that
 cannot be written (a full disk) is undone (safe_write), named once through ``on_failure``, and
 the run's status becomes `failed_write`; what was recorded before stays valid. The JSON Schema
-of evidence.json ships with the package (``SCHEMA_PATH``).
+of evidence.json ships with the package (``SCHEMA_PATH``), generated from the record models
+(records.py; ``ref2va-accept schema`` writes it).
+
+In memory the projection is typed: ``record`` is the run's records.Bundle, each event's payload
+read into its model before the event is appended (a payload that does not match its model is
+refused, naming the event and the field, and nothing is written). TRANSITIONAL: ``data`` is the
+same projection as a plain dict, for the readers not yet converted to the models.
 """
 
 from __future__ import annotations
@@ -37,22 +43,29 @@ from .evidence_log import (
     SAMPLES_FILE,
     EventKind,
     EventLog,
-    apply,
+    apply_payload,
+    payload,
     rebuild,
     utc_now,
+)
+from .records import (
+    SCHEMA_VERSION,
+    Bundle,
+    Instance,
+    Media,
+    Sample,
+    bundle_text,
+    transitional_dict,
 )
 from .safe_write import WriteFailed, append_line, atomic_write, write_new
 from .sanitize import Sanitizer
 
 __all__ = ["SCHEMA", "SCHEMA_PATH", "WRITE_FAILED", "EvidenceBundle", "new_run_id", "rebuild"]
 
-SCHEMA = "ref2va-evidence/1"
+SCHEMA = SCHEMA_VERSION
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "evidence.schema.json"
 WRITE_FAILED = "failed_write"  # the final status of a run that could not write its evidence
 _PACKAGES = ("pytest", "pytest-html", "httpx", "av", "numpy", "pydantic", "psutil", "torch")
-
-Record = Mapping[str, Any]
-
 
 def new_run_id() -> str:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -70,23 +83,20 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def _matches(record: Record, **wanted: Any) -> bool:
-    return all(value is None or record.get(key) == value for key, value in wanted.items())
-
-
 @dataclass
 class EvidenceBundle:
-    """Records one run's evidence as events and keeps their projection (`data`) in memory.
+    """Records one run's evidence as events and keeps their typed projection (`record`) in
+    memory.
 
-    Every addition goes through ``_record``: its sanitized value is appended to events.jsonl and
-    applied to `data`; ``checkpoint`` writes `data` to evidence.json. Not thread-safe: the suite
-    runs serially.
+    Every addition goes through ``_record``: its sanitized value is read into its record model,
+    appended to events.jsonl and applied to `record`; ``checkpoint`` writes `record` to
+    evidence.json. Not thread-safe: the suite runs serially.
     """
 
     folder: Path
     run_id: str
     sanitizer: Sanitizer
-    data: dict[str, Any] = field(default_factory=dict)
+    projection: Bundle | None = None
     checks: list[CheckResult] = field(default_factory=list)
     verdicts: list[TrackVerdict] = field(default_factory=list)
     log: EventLog | None = None
@@ -96,6 +106,28 @@ class EvidenceBundle:
     on_failure: Callable[[WriteFailed], None] | None = None
     # Files already scrubbed during the run (sanitize_now): the run's end does not read them again.
     scrubbed: set[Path] = field(default_factory=set)
+    # TRANSITIONAL: the projection as a plain dict (`data`), made once per projection state.
+    _plain: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def record(self) -> Bundle:
+        """The run's evidence so far, typed (what evidence.json will hold)."""
+        if self.projection is None:
+            raise RuntimeError(f"{self.folder}: the bundle has no start event")
+        return self.projection
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """TRANSITIONAL: the projection as the plain dict readers used before the records; for
+        the readers not yet converted (use `record`). Made again after every event."""
+        if self._plain is None:
+            self._plain = transitional_dict(self.record)
+        return self._plain
+
+    def _project(self, kind: EventKind, value: Any) -> None:
+        self.projection = apply_payload(self.projection if kind != "start" else None, kind,
+                                        value)
+        self._plain = None
 
     @classmethod
     def create(cls, root: Path, run_id: str, sanitizer: Sanitizer,
@@ -174,17 +206,25 @@ class EvidenceBundle:
         return failure
 
     # -- additions (each an event, persisted at once) --------------------------------------------
+    def _typed(self, kind: EventKind, clean: Any) -> Any:
+        """The sanitized payload as a rebuild will read it (the JSON round trip), typed;
+        EvidenceLogError naming the event and the field when it is not its record."""
+        return payload(kind, json.loads(json.dumps(clean)), f"{self.folder.name}: {kind}")
+
     def _record(self, kind: EventKind, value: Any) -> Any:
-        """Append one sanitized event and apply it; returns the value as recorded. An event that
-        cannot be appended is not applied either (WriteFailed)."""
+        """Append one sanitized event and apply it; returns the value as recorded. An event
+        whose payload is not its record is refused before anything is written
+        (EvidenceLogError); one that cannot be appended is not applied either (WriteFailed)."""
         if self.log is None:
             raise RuntimeError(f"{self.folder}: a bundle read back from its log records nothing")
+        clean = self.sanitizer.value(value)
+        typed = self._typed(kind, clean)
         try:
-            event = self.log.append(kind, self.sanitizer.value(value), utc_now())
+            event = self.log.append(kind, clean, utc_now())
         except WriteFailed as exc:
             raise self._failed(exc) from exc.error
-        self.data = apply(self.data if kind != "start" else None, event)
-        return event["data"]
+        self._project(kind, typed)
+        return event.data
 
     def set_campaign(self, info: dict[str, Any]) -> None:
         self._record("campaign", info)
@@ -219,13 +259,13 @@ class EvidenceBundle:
 
     def add_profile(self, entry: Mapping[str, Any]) -> None:
         """One arm's profile (profile_run.py) added to the `profiles` section."""
-        self.set_section("profiles", [*(self.data.get("profiles") or []), dict(entry)])
+        earlier = [p.json_dict() for p in self.record.profiles or []]
+        self.set_section("profiles", [*earlier, dict(entry)])
 
     def checkpoint(self) -> None:
         """Write the projection to evidence.json (atomically; the old one stays on failure)."""
         try:
-            atomic_write(self.folder / EVIDENCE_FILE,
-                         json.dumps(self.data, indent=2, sort_keys=False) + "\n")
+            atomic_write(self.folder / EVIDENCE_FILE, bundle_text(self.record))
         except WriteFailed as exc:
             raise self._failed(exc) from exc.error
 
@@ -237,24 +277,22 @@ class EvidenceBundle:
                 and (arm is None or c.arm == arm) and (name is None or c.name == name)]
 
     def samples_where(self, *, track: str | None = None, arm: str | None = None,
-                      kind: str | None = None, ok: bool | None = None) -> list[Record]:
+                      kind: str | None = None, ok: bool | None = None) -> list[Sample]:
         """The timed requests recorded so far (as in evidence.json), filtered on what is given."""
-        return [s for s in self.data["samples"]
-                if _matches(s, track=track, arm=arm, kind=kind, ok=ok)]
+        return self.record.samples_where(track=track, arm=arm, kind=kind, ok=ok)
 
     def instances_where(self, *, track: str | None = None,
-                        arm: str | None = None) -> list[Record]:
+                        arm: str | None = None) -> list[Instance]:
         """The engine instances (launch record and, once stopped, `cleanup`)."""
-        return [i for i in self.data["instances"] if _matches(i, track=track, arm=arm)]
+        return self.record.instances_where(track=track, arm=arm)
 
-    def media_of(self, sample_id: str) -> Record | None:
+    def media_of(self, sample_id: str) -> Media | None:
         """The media probe of one sample, None when its body was never probed."""
-        return next((m for m in self.data["media"] if m.get("sample_id") == sample_id), None)
+        return self.record.media_of(sample_id)
 
-    def media_file(self, sample: Record) -> Path | None:
+    def media_file(self, sample: Sample) -> Path | None:
         """Where a sample's MP4 lies, None when it kept none."""
-        name = sample.get("media_file")
-        return self.folder / name if name else None
+        return self.folder / sample.media_file if sample.media_file else None
 
     # -- end of run ------------------------------------------------------------------------------
     def finish(self, status: str, judge: Callable[[list[CheckResult]], list[TrackVerdict]]) -> None:
@@ -279,12 +317,11 @@ class EvidenceBundle:
         try:
             self._record(kind, value)
         except WriteFailed:
-            self.data = apply(self.data, {"seq": None, "event": kind,
-                                          "data": self.sanitizer.value(value)})
+            self._project(kind, self._typed(kind, self.sanitizer.value(value)))
 
     @property
     def status(self) -> str:
-        return str(self.data.get("status"))
+        return self.record.status
 
     def sanitize_now(self, folder: Path) -> None:
         """Scrub a folder of the run now rather than at its end: files whose hashes go into the

@@ -23,18 +23,37 @@ of the events (``project``), written at checkpoints, and can always be rebuilt f
 
 An event whose append fails (a full disk) is not in the log and not applied: the log stays
 readable (safe_write.append_line undoes a line cut short).
+
+The projection is typed (records.Bundle): every event's payload is read into its record model
+(``payload``), so that an event whose payload does not match its model (a misspelt key, a value
+of the wrong kind) is an error naming the event and the field, never a silently different
+bundle. evidence.json is the bundle's JSON (records.bundle_text).
+
+TRANSITIONAL: ``read_bundle_file_transitional`` reads evidence.json as a plain dict, unchecked,
+for the readers not yet converted to the models (merge, review); it goes with them.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from pydantic import ValidationError
+
 from .errors import Ref2VAError
+from .records import (
+    EVENT_MODELS,
+    SECTION_KEYS,
+    Bundle,
+    Event,
+    Instance,
+    SectionEvent,
+    looks_like_bundle,
+    section_value,
+)
 from .safe_write import append_line
 
 EVENTS_FILE = "events.jsonl"
@@ -50,8 +69,7 @@ EventKind = Literal["start", "campaign", "instance", "audit", "sample", "media",
                     "section", "verdicts", "status"]
 EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
 # Top-level keys set whole by a `section` event; absent from the bundle until one is recorded.
-SECTIONS = frozenset({"bringup", "host_identity", "device_memory", "sanitized_files", "leftovers",
-                      "disk", "ledger", "budget", "human_evaluation", "profiles"})
+SECTIONS = frozenset(SECTION_KEYS)
 # The keys a `start` event must give: the bundle's header and its empty collections.
 HEADER_KEYS = ("schema", "run_id", "status", "started_at", "finished_at", "harness_version",
                "environment", "campaign", "verdicts", "checks", "instances", "samples", "media",
@@ -59,7 +77,8 @@ HEADER_KEYS = ("schema", "run_id", "status", "started_at", "finished_at", "harne
 
 
 class EvidenceLogError(Ref2VAError):
-    """An events.jsonl that cannot be read back into a bundle."""
+    """An events.jsonl that cannot be read back into a bundle, or an event whose payload is not
+    its record."""
 
 
 class EventLog:
@@ -69,7 +88,7 @@ class EventLog:
         self.path = path
         self.seq = 0
 
-    def append(self, kind: EventKind, data: Any, at: str) -> dict[str, Any]:
+    def append(self, kind: EventKind, data: Any, at: str) -> Event:
         """Persist one event and return it as it reads back from the file."""
         if kind not in EVENT_KINDS:
             raise EvidenceLogError(f"{self.path}: unknown evidence event {kind!r}")
@@ -81,54 +100,92 @@ class EventLog:
         self.seq += 1
         # What the projection applies is what a rebuild will read: the JSON round trip, not the
         # caller's objects (tuples become lists, keys become strings).
-        event: dict[str, Any] = json.loads(line)
-        return event
+        return Event.model_validate_json(line)
 
 
-def apply(bundle: dict[str, Any] | None, event: Mapping[str, Any]) -> dict[str, Any]:
-    """The projection after one more event (``bundle`` is changed in place and returned)."""
-    kind, where = event.get("event"), f"event {event.get('seq')}"
-    data: Any = event.get("data")
+def _errors(exc: ValidationError) -> str:
+    shown = [f"{'.'.join(map(str, e['loc'])) or '<payload>'}: {e['msg']}"
+             for e in exc.errors()[:5]]
+    more = len(exc.errors()) - len(shown)
+    return "; ".join(shown) + (f" (and {more} more)" if more > 0 else "")
+
+
+def payload(kind: str, data: Any, where: str = "event") -> Any:
+    """An event's payload read into its record model (a section: (key, typed value));
+    EvidenceLogError naming the event, and each field that does not match, otherwise."""
+    what = f"{kind} event"
+    try:
+        if kind == "start":
+            missing = [k for k in HEADER_KEYS if not isinstance(data, Mapping) or k not in data]
+            if missing:
+                raise EvidenceLogError(f"{where}: start event lacks {', '.join(missing)}")
+            return Bundle.model_validate(data)
+        if kind == "section":
+            section = SectionEvent.model_validate(data)
+            if section.key not in SECTIONS:
+                raise EvidenceLogError(f"{where}: unknown section {section.key!r}")
+            what = f"section {section.key!r}"
+            return section.key, section_value(section.key, section.value)
+        model = EVENT_MODELS.get(kind)
+        if model is None:
+            raise EvidenceLogError(f"{where}: unknown evidence event {kind!r}")
+        return model(data)
+    except ValidationError as exc:
+        raise EvidenceLogError(f"{where}: the {what} does not match its record "
+                               f"(records.py): {_errors(exc)}") from None
+
+
+def apply_payload(bundle: Bundle | None, kind: str, value: Any, where: str = "event") -> Bundle:
+    """The projection after one more event whose payload is already typed (``payload``);
+    ``bundle`` is changed in place and returned."""
     if kind == "start":
         if bundle is not None:
             raise EvidenceLogError(f"{where}: a second start event")
-        missing = [k for k in HEADER_KEYS if k not in data]
-        if missing:
-            raise EvidenceLogError(f"{where}: start event lacks {', '.join(missing)}")
-        return copy.deepcopy(dict(data))
+        started: Bundle = value
+        return started
     if bundle is None:
         raise EvidenceLogError(f"{where}: {kind!r} before the start event")
     if kind == "campaign":
-        bundle["campaign"] = data
+        bundle.campaign = value
     elif kind == "instance":
-        bundle["instances"].append(data)
+        bundle.instances.append(value)
     elif kind == "audit":
-        for entry in bundle["instances"]:
-            if entry.get("instance") == data.get("instance"):
-                entry["cleanup"] = data
+        for entry in bundle.instances:
+            if entry.instance == value.instance:
+                entry.cleanup = value
                 break
         else:
-            bundle["instances"].append({"instance": data.get("instance"), "cleanup": data})
-    elif kind in ("sample", "media", "check"):
-        bundle[{"sample": "samples", "media": "media", "check": "checks"}[kind]].append(data)
+            # An audit of an instance this log never launched: the instance and its audit alone.
+            bundle.instances.append(Instance(instance=value.instance, cleanup=value))
+    elif kind == "sample":
+        bundle.samples.append(value)
+    elif kind == "media":
+        bundle.media.append(value)
+    elif kind == "check":
+        bundle.checks.append(value)
     elif kind == "note":
-        bundle["notes"].append(data)
+        bundle.notes.append(value)
     elif kind == "section":
-        if data.get("key") not in SECTIONS:
-            raise EvidenceLogError(f"{where}: unknown section {data.get('key')!r}")
-        bundle[data["key"]] = data["value"]
+        key, typed = value
+        setattr(bundle, key, typed)
     elif kind == "verdicts":
-        bundle["verdicts"] = data
+        bundle.verdicts = value
     elif kind == "status":
-        bundle["status"], bundle["finished_at"] = data["status"], data["finished_at"]
+        bundle.status, bundle.finished_at = value.status, value.finished_at
     else:
         raise EvidenceLogError(f"{where}: unknown evidence event {kind!r}")
     return bundle
 
 
-def project(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def apply(bundle: Bundle | None, event: Event) -> Bundle:
+    """The projection after one more event (``bundle`` is changed in place and returned)."""
+    where = f"event {event.seq}"
+    return apply_payload(bundle, event.event, payload(event.event, event.data, where), where)
+
+
+def project(events: Iterable[Event]) -> Bundle:
     """The bundle (evidence.json's content) that a sequence of events makes."""
-    bundle: dict[str, Any] | None = None
+    bundle: Bundle | None = None
     for event in events:
         bundle = apply(bundle, event)
     if bundle is None:
@@ -136,25 +193,27 @@ def project(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return bundle
 
 
-def read_events(path: Path) -> Iterator[dict[str, Any]]:
+def read_events(path: Path) -> Iterator[Event]:
     """The events of a log in order. A last line cut short (the process killed mid-write) is
     left out; any other line that is not an event is an error naming it."""
     lines = path.read_text(encoding="utf-8").split("\n")
     complete = lines[:-1]  # every event ends with a newline; what follows the last is partial
     for number, line in enumerate(complete, 1):
         try:
-            event = json.loads(line)
+            parsed = json.loads(line)
         except json.JSONDecodeError as exc:
             raise EvidenceLogError(f"{path}:{number}: not a JSON event ({exc})") from None
-        if not isinstance(event, dict) or event.get("seq") != number:
+        try:
+            event = Event.model_validate(parsed)
+        except ValidationError:
+            event = None
+        if event is None or event.seq != number:
             raise EvidenceLogError(f"{path}:{number}: expected event seq {number}, got "
-                                   f"{str(event)[:80]}")
+                                   f"{str(parsed)[:80]}")
         yield event
 
 
-def read_bundle_file(path: Path, error: type[Ref2VAError]) -> tuple[str, dict[str, Any], Path]:
-    """A finished run's evidence.json, given its run folder or the file: (the run's label, the
-    bundle, its folder). What cannot be read is one line in ``error``, naming the run."""
+def _read_json(path: Path, error: type[Ref2VAError]) -> tuple[str, dict[str, Any], Path]:
     file = path / EVIDENCE_FILE if path.is_dir() else path
     label = file.parent.name if file.name == EVIDENCE_FILE else file.name
     try:
@@ -165,13 +224,33 @@ def read_bundle_file(path: Path, error: type[Ref2VAError]) -> tuple[str, dict[st
         raise error(f"{label}: cannot read {file.name}: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise error(f"{label}: {file.name} is not JSON ({exc})") from None
-    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(
-            "ref2va-evidence/"):
+    if not looks_like_bundle(data):
         raise error(f"{label}: {file.name} is not a ref2va evidence bundle")
-    return label, data, file.parent
+    found: dict[str, Any] = data
+    return label, found, file.parent
 
 
-def rebuild(folder: Path) -> dict[str, Any]:
+def read_bundle_file(path: Path, error: type[Ref2VAError]) -> tuple[str, Bundle, Path]:
+    """A finished run's evidence.json, given its run folder or the file: (the run's label, the
+    bundle, its folder). What cannot be read, or does not match the records, is one line in
+    ``error``, naming the run."""
+    label, data, folder = _read_json(path, error)
+    try:
+        bundle = Bundle.model_validate(data)
+    except ValidationError as exc:
+        raise error(f"{label}: {EVIDENCE_FILE} does not match the evidence records "
+                    f"(records.py): {_errors(exc)}") from None
+    return label, bundle, folder
+
+
+def read_bundle_file_transitional(path: Path, error: type[Ref2VAError]
+                                  ) -> tuple[str, dict[str, Any], Path]:
+    """TRANSITIONAL: ``read_bundle_file`` as a plain dict, not checked against the records, for
+    the readers not yet converted to the models; use read_bundle_file."""
+    return _read_json(path, error)
+
+
+def rebuild(folder: Path) -> Bundle:
     """A run's bundle rebuilt from its events.jsonl alone."""
     path = folder / EVENTS_FILE
     if not path.is_file():

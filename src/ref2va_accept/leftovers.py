@@ -199,7 +199,8 @@ def finish_dead_run(folder: Path, repo: Path, evidence_root: Path) -> bool:
     sanitizer.files(folder)
     # Last, so that a reader who sees the final status finds the folder already scrubbed.
     atomic_write(folder / EVIDENCE_FILE,
-                 json.dumps(sanitizer.value(project(events)), indent=2) + "\n")
+                 json.dumps(sanitizer.value(project(events).json_dict()), indent=2,
+                            sort_keys=True) + "\n")
     return True
 
 

@@ -29,9 +29,9 @@ from typing import Any
 from .campaign import track_rank
 from .check_records import stand_in_label
 from .errors import Ref2VAError
-from .evidence_log import read_bundle_file
+from .evidence_log import read_bundle_file_transitional
 from .report_cells import TABLE, VERDICT_COLOURS, latency_summary
-from .report_latency import latency_cell
+from .report_latency import latency_cell_transitional
 from .safe_write import atomic_write
 
 __all__ = ["MergeInputError", "MergeRefused", "Run", "load_run", "merge", "merged_html"]
@@ -85,7 +85,7 @@ class Run:
 
 def load_run(path: Path) -> Run:
     """A run folder (evidence/<run-id>) or its evidence.json."""
-    return Run(*read_bundle_file(path, MergeInputError))
+    return Run(*read_bundle_file_transitional(path, MergeInputError))
 
 
 def check_mergeable(runs: Sequence[Run], *, allow_campaigns: bool = False,
@@ -148,10 +148,11 @@ def _cell(verdict: Mapping[str, Any] | None, latency: Mapping[str, Any] | None) 
     reasons = ", ".join(verdict.get("reasons") or [])
     opened = ", ".join(verdict.get("open_checks") or [])
     label = stand_in_label(verdict.get("stand_in_weights"))
+    cell = latency_cell_transitional(latency) if latency is not None else "no latency check"
     return (f"<td><b style='color:{colour}'>{html.escape(name.upper())}</b>"
             + (f" <span class='ref2va-stand-in' style='color:#9a6700'>{html.escape(label)}"
                "</span>" if label else "") + "<br>"
-            f"{latency_cell(latency) if latency is not None else 'no latency check'}<br>"
+            f"{cell}<br>"
             f"<small>{html.escape(reasons)}"
             + (f"; open: {html.escape(opened)}" if opened else "") + "</small></td>")
 

@@ -53,6 +53,7 @@ __all__ = [
     "Bundle",
     "Campaign",
     "Cleanup",
+    "Event",
     "Instance",
     "LatencyData",
     "LatencyInterval",
@@ -1135,7 +1136,8 @@ class LedgerEntry(OpenRecord):
     others kept."""
 
     schema_id: Literal["ref2va-ledger/1"] = Field(alias="schema")
-    kind: Literal["attempt", "run"]
+    # Entries written before runs had entries of their own have no kind: attempts (ledger.py).
+    kind: Literal["attempt", "run"] = "attempt"
     at: str | None = None
     run_id: str
     run_status: str
@@ -1469,6 +1471,31 @@ def evidence_schema() -> dict[str, Any]:
 def schema_text() -> str:
     """The published schema file's text (src/ref2va_accept/schemas/evidence.schema.json)."""
     return json.dumps(evidence_schema(), indent=2, sort_keys=False) + "\n"
+
+
+# -- the event log -------------------------------------------------------------------------------
+
+class Event(Record):
+    """One line of events.jsonl (evidence_log.EventLog.append): its number, time, kind and
+    payload, which the kind's model reads (EVENT_MODELS, section_value)."""
+
+    at: str
+    data: Any
+    event: str
+    seq: int
+
+
+class SectionEvent(Record):
+    """The payload of a `section` event: which section, and its whole value."""
+
+    key: str
+    value: Any
+
+
+def looks_like_bundle(data: Any) -> bool:
+    """Whether parsed JSON says it is an evidence bundle (its `schema`), before it is read."""
+    return isinstance(data, Mapping) and str(data.get("schema", "")).startswith(
+        "ref2va-evidence/")
 
 
 # A record's model per event kind (evidence_log.apply); sections and notes are handled there.

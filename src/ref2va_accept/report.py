@@ -19,7 +19,7 @@ from typing import Any
 from .check_records import stand_in_label
 from .evidence import EvidenceBundle
 from .report_cells import TABLE, VERDICT_COLOURS, cells, number, ratio_text
-from .report_latency import latency_cell, latency_tables_html
+from .report_latency import latency_cell_transitional, latency_tables_html
 from .report_localize import localization_html
 from .report_profiles import profiles_html
 
@@ -197,7 +197,7 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
             f"<td>{html.escape(v.track)}</td><td>{html.escape(v.candidate or '(none)')}</td>"
             f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}"
             f"{_stand_in_mark(v.stand_in_label)}</td>"
-            f"<td>{latency_cell(latency.get((v.track, v.candidate)))}</td>"
+            f"<td>{latency_cell_transitional(latency.get((v.track, v.candidate)))}</td>"
             f"<td>{html.escape(v.holm or '-')}</td>"
             f"<td>{_attempt_cell(v)}</td>"
             f"<td>{html.escape(', '.join(v.reasons))}</td>"

@@ -4,7 +4,11 @@ For each latency comparison a reviewer sees the unit of replication the interval
 instance in the order it was started (its warm-ups, whether they reached the steady state, its
 measured and distinct requests, its one value), the interval against the target, B0's spread
 between instances next to its spread within an instance, and B0's drift. Everything is read from
-the latency check the runner recorded (latency.py); nothing is decided here.
+the latency check the runner recorded (latency.py), through its typed record
+(records.LatencyRatioCheck); nothing is decided here.
+
+TRANSITIONAL: ``latency_cell_transitional`` takes the check as a plain dict, for the readers not
+yet converted to the records (report.py's verdict table, merge.py); it goes with them.
 """
 
 from __future__ import annotations
@@ -14,43 +18,51 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .evidence import EvidenceBundle
+from .records import (
+    Bundle,
+    LatencyData,
+    LatencyInstance,
+    LatencyRatioCheck,
+    LatencyStopped,
+    Spread,
+)
 from .report_cells import TABLE, VERDICT_COLOURS, cells, latency_summary, number, ratio_text
+from .vocabulary import DecisionRule, Unit
+
+LatencyRecord = LatencyData | LatencyStopped
 
 
-def _seconds(values: Iterable[Any]) -> str:
+def _seconds(values: Iterable[float | None]) -> str:
     shown = [f"{v:.3f}" for v in values if isinstance(v, (int, float))]
     return ", ".join(shown) or "-"
 
 
-def _unit_text(data: Mapping[str, Any]) -> str:
-    if data.get("unit") == "instance":
-        shared = data.get("baseline_shared_with")
-        b0 = (f"; B0's instances shared with {', '.join(map(str, shared))}"
-              if isinstance(shared, list) and shared else "")
-        tracks = data.get("baseline_tracks")
-        if isinstance(tracks, list) and len(tracks) > 1:
-            b0 += (f" (one B0 for the tracks {' + '.join(map(str, tracks))}: the same server "
+def _unit_text(data: LatencyRecord) -> str:
+    if isinstance(data, LatencyData) and data.unit == Unit.INSTANCE:
+        shared = data.baseline_shared_with
+        b0 = f"; B0's instances shared with {', '.join(shared)}" if shared else ""
+        tracks = data.baseline_tracks
+        if tracks is not None and len(tracks) > 1:
+            b0 += (f" (one B0 for the tracks {' + '.join(tracks)}: the same server "
                    "asked the same timed request)")
-        return (f"unit: server instance ({data.get('instances_per_arm')} fresh instances per "
+        return (f"unit: server instance ({data.instances_per_arm} fresh instances per "
                 f"arm, one value each: the median of its measured requests{b0})")
-    if data.get("unit") == "request":
-        return (f"unit: request ({data.get('design')}; every measured request a sample, so the "
+    if isinstance(data, LatencyData) and data.unit == Unit.REQUEST:
+        return (f"unit: request ({data.design}; every measured request a sample, so the "
                 "interval speaks of variation inside an instance only)")
     return "unit: not recorded"
 
 
-def _instances_table(instances: Sequence[Mapping[str, Any]], candidate: str) -> str:
+def _instances_table(instances: Sequence[LatencyInstance], candidate: str) -> str:
     rows = []
     for i in instances:
-        arm = str(i.get("arm"))
-        steady = "yes" if i.get("steady") else "NO"
+        steady = "yes" if i.steady else "NO"
         rows.append(
-            "<tr" + (" style='background:#f6f8fa'" if arm == "b0" else "") + ">"
-            + cells((i.get("position"), "B0" if arm == "b0" else candidate + (
-                " (its quality gate first)" if i.get("hosted_gate") else ""),
-                     _seconds(i.get("warmups_s") or []), steady,
-                     _seconds(i.get("measured_s") or []), _seconds(i.get("distinct_s") or []),
-                     number(i.get("value_s"), ".3f")))
+            "<tr" + (" style='background:#f6f8fa'" if i.arm == "b0" else "") + ">"
+            + cells((i.position, "B0" if i.arm == "b0" else candidate + (
+                " (its quality gate first)" if i.hosted_gate else ""),
+                     _seconds(i.warmups_s), steady, _seconds(i.measured_s),
+                     _seconds(i.distinct_s), number(i.value_s, ".3f")))
             + "</tr>")
     return (f"<table class='ref2va-instances' {TABLE}><tr>"
             + cells((
@@ -62,21 +74,19 @@ def _instances_table(instances: Sequence[Mapping[str, Any]], candidate: str) -> 
 ARM_COLOURS = {"b0": "#57606a", "candidate": "#bc4c00"}
 
 
-def latency_svg(instances: Sequence[Mapping[str, Any]], candidate: str) -> str:
+def latency_svg(instances: Sequence[LatencyInstance], candidate: str) -> str:
     """Every request of the comparison as a point: x is the instance's position in the order it
     was started (B0's before and after the candidate's show), y its latency; warm-ups hollow,
     measured requests filled, caching-probe requests as crosses. Inline SVG, no script."""
     points: list[tuple[float, float, str, str]] = []  # x, seconds, arm, kind
     offsets = {"warm-up": -0.3, "measured": 0.0, "distinct": 0.25}
     positions: list[float] = []
-    for index, instance in enumerate(instances):
-        position = instance.get("position")
-        x = float(position) if isinstance(position, (int, float)) else float(index)
-        arm = "b0" if instance.get("arm") == "b0" else "candidate"
+    for instance in instances:
+        x = float(instance.position)
+        arm = "b0" if instance.arm == "b0" else "candidate"
         positions.append(x)
-        for kind, key in (("warm-up", "warmups_s"), ("measured", "measured_s"),
-                          ("distinct", "distinct_s")):
-            values = [v for v in instance.get(key) or [] if isinstance(v, (int, float))]
+        for kind, values in (("warm-up", instance.warmups_s), ("measured", instance.measured_s),
+                             ("distinct", instance.distinct_s)):
             for j, value in enumerate(values):
                 points.append((x + offsets[kind] + j * 0.1, float(value), arm, kind))
     if not points:
@@ -126,88 +136,113 @@ def latency_svg(instances: Sequence[Mapping[str, Any]], candidate: str) -> str:
             "hollow warm-up, filled measured, x caching probe</text></svg>")
 
 
-def latency_cell(check: Mapping[str, Any] | None) -> str:
+def _cell(decided: tuple[str | None, str] | None, stopped: str | None,
+          reason: str | None) -> str:
+    """The latency cell from the decision (its verdict and ratio_text), what stopped the
+    candidate before any instance, and the check's reason."""
+    if decided is None and stopped:  # a quality check stopped it before any instance started
+        return (f"<span style='color:#9a6700'>not measured: stopped on "
+                f"{html.escape(stopped)}</span>")
+    if decided is None:
+        return ("<span style='color:#9a6700'>not decided: "
+                f"{html.escape(reason or 'no interval')}</span>")
+    verdict, text = decided
+    colour = VERDICT_COLOURS.get(str(verdict), "#000")
+    return f"<span style='color:{colour}'>{html.escape(text)}</span>"
+
+
+def latency_cell(check: LatencyRatioCheck | None) -> str:
     """The verdict table's latency cell: ratio of medians, interval and target, or why none."""
+    if check is None:
+        return "-"
+    data = check.data
+    interval = data.interval if isinstance(data, LatencyData) else None
+    decided = None if interval is None else (str(interval.verdict), ratio_text({
+        "ratio_of_medians": interval.ratio_of_medians, "lower": interval.interval.lower,
+        "upper": interval.interval.upper, "target": interval.target}))
+    stopped = data.stopped_on if isinstance(data, LatencyStopped) else None
+    return _cell(decided, stopped, None if check.reason is None else str(check.reason))
+
+
+def latency_cell_transitional(check: Mapping[str, Any] | None) -> str:
+    """TRANSITIONAL: ``latency_cell`` of a check as a plain dict, for the readers not yet
+    converted to the records (report.py's verdict table, merge.py); use latency_cell."""
     if check is None:
         return "-"
     summary = latency_summary(check)
     stopped = (check.get("data") or {}).get("stopped_on")
-    if summary is None and stopped:  # a quality check stopped it before any instance started
-        return (f"<span style='color:#9a6700'>not measured: stopped on "
-                f"{html.escape(str(stopped))}</span>")
-    if summary is None:
-        reason = check.get("reason") or "no interval"
-        return f"<span style='color:#9a6700'>not decided: {html.escape(str(reason))}</span>"
-    colour = VERDICT_COLOURS.get(str(summary.get("verdict")), "#000")
-    return f"<span style='color:{colour}'>{html.escape(ratio_text(summary))}</span>"
+    reason = check.get("reason")
+    return _cell(None if summary is None else (summary.get("verdict"), ratio_text(summary)),
+                 None if stopped is None else str(stopped),
+                 None if reason is None else str(reason))
 
 
-def _spread_text(data: Mapping[str, Any]) -> str:
-    b0 = data.get("b0_spread") or {}
-    cand = data.get("candidate_spread") or {}
-    drift = data.get("drift")
+def _spread_text(data: LatencyRecord) -> str:
+    none = Spread(between_instances=None, within_instance=None, instances=0)
+    b0 = data.b0_spread if isinstance(data, LatencyData) else none
+    cand = data.candidate_spread if isinstance(data, LatencyData) else none
+    drift = data.drift if isinstance(data, LatencyData) else None
     return ("B0 spread (sd / mean): between instances "
-            f"{number(b0.get('between_instances'), '.2%')}, within an instance "
-            f"{number(b0.get('within_instance'), '.2%')} "
-            f"({b0.get('instances', 0)} instances); candidate: between "
-            f"{number(cand.get('between_instances'), '.2%')}, within "
-            f"{number(cand.get('within_instance'), '.2%')}. B0 drift, first to last: "
+            f"{number(b0.between_instances, '.2%')}, within an instance "
+            f"{number(b0.within_instance, '.2%')} "
+            f"({b0.instances} instances); candidate: between "
+            f"{number(cand.between_instances, '.2%')}, within "
+            f"{number(cand.within_instance, '.2%')}. B0 drift, first to last: "
             + number(drift, ".2%"))
 
 
-def _interval_text(data: Mapping[str, Any]) -> str:
-    latency = data.get("interval")
-    if not isinstance(latency, Mapping):
+def _interval_text(data: LatencyRecord) -> str:
+    latency = data.interval if isinstance(data, LatencyData) else None
+    if latency is None:
         return "no interval: the protocol ended before a decision (see the check's reason)"
-    interval = latency.get("interval") or {}
-    verdict = str(latency.get("verdict"))
+    interval = latency.interval
+    verdict = str(latency.verdict)
     colour = VERDICT_COLOURS.get(verdict, "#000")
 
-    def bound(key: str) -> str:
-        value = interval.get(key)
+    def bound(value: float | None) -> str:
         return "-" if value is None else f"{value:.3f}"
 
-    if interval.get("rule") == "welch-log/1":
-        how = (f"Welch interval on log values [{bound('lower')}, {bound('upper')}] at "
-               f"{interval.get('confidence')} per end (df {number(interval.get('df'), '.2f')}, "
-               f"{interval.get('n_baseline')} B0 and {interval.get('n_candidate')} candidate "
-               "values)")
+    if interval.rule == DecisionRule.WELCH:
+        how = (f"Welch interval on log values [{bound(interval.lower)}, "
+               f"{bound(interval.upper)}] at {interval.confidence} per end (df "
+               f"{number(interval.df, '.2f')}, {interval.n_baseline} B0 and "
+               f"{interval.n_candidate} candidate values)")
     else:
-        how = (f"ratio interval [{bound('lower')}, {bound('upper')}] at "
-               f"{interval.get('confidence')} per end (k = {interval.get('k')}, "
-               f"{interval.get('n_baseline')} B0 and {interval.get('n_candidate')} candidate "
+        how = (f"ratio interval [{bound(interval.lower)}, {bound(interval.upper)}] at "
+               f"{interval.confidence} per end (k = {interval.k}, "
+               f"{interval.n_baseline} B0 and {interval.n_candidate} candidate "
                "values)")
-    reasons = ", ".join(str(r) for r in latency.get("reasons") or [])
-    futile = data.get("futility")
-    stop = (f"; stopped after instance #{futile.get('stopped_after_position')}, "
-            f"{futile.get('own_instances_not_started')} of its instances not started: "
-            "supported was out of reach" if isinstance(futile, Mapping) else "")
+    reasons = ", ".join(str(r) for r in latency.reasons)
+    futile = data.futility if isinstance(data, LatencyData) else None
+    stop = (f"; stopped after instance #{futile.stopped_after_position}, "
+            f"{futile.own_instances_not_started} of its instances not started: "
+            "supported was out of reach" if futile is not None else "")
     return (f"<b style='color:{colour}'>{html.escape(verdict.upper())}</b>: {how} against "
-            f"target {latency.get('target')}; ratio of medians "
-            f"{latency.get('ratio_of_medians', 0):.3f}; p-value of ratio &gt;= target "
-            f"{number(latency.get('p_value'), '.4f')}; {html.escape(reasons)}"
+            f"target {latency.target}; ratio of medians "
+            f"{latency.ratio_of_medians:.3f}; p-value of ratio &gt;= target "
+            f"{number(latency.p_value, '.4f')}; {html.escape(reasons)}"
             f"{html.escape(stop)}")
 
 
-def latency_tables_html(bundle: EvidenceBundle) -> str:
+def latency_tables_html(bundle: EvidenceBundle | Bundle) -> str:
+    record = bundle.record if isinstance(bundle, EvidenceBundle) else bundle
     parts = []
-    for check in bundle.data["checks"]:
-        if check["name"] != "latency_ratio":
-            continue
-        data = check.get("data") or {}
-        rule = data.get("warmup_rule") or {}
-        steady = rule.get("steady_fraction")
-        warm = (f"warm-ups: {rule.get('min')} to {rule.get('max')}, until the last two agree "
-                f"within {steady:.0%}" if isinstance(steady, (int, float))
-                else f"warm-ups: {rule.get('min')} (a fixed count)")
-        reason = check.get("reason")
+    for check in record.checks_of(LatencyRatioCheck):
+        data = check.data
+        rule = data.warmup_rule if isinstance(data, LatencyData) else None
+        steady = None if rule is None else rule.steady_fraction
+        warm = (f"warm-ups: {rule.min} to {rule.max}, until the last two agree "
+                f"within {steady:.0%}" if rule is not None and steady is not None
+                else f"warm-ups: {None if rule is None else rule.min} (a fixed count)")
+        reason = check.reason
         parts.append(
-            f"<h4>{html.escape(check['track'])} / {html.escape(check['arm'])}: latency "
+            f"<h4>{html.escape(check.track)} / {html.escape(check.arm)}: latency "
             + (f"<span style='color:#9a6700'>not decided: {html.escape(str(reason))}</span>"
                if reason else "")
             + f"</h4><p>{_interval_text(data)}<br><small>{html.escape(_unit_text(data))}; "
             f"{html.escape(warm)}</small><br>{html.escape(_spread_text(data))}</p>"
-            f"<p>{html.escape(check.get('detail') or '')}</p>"
-            + latency_svg(data.get("instances") or [], check["arm"])
-            + _instances_table(data.get("instances") or [], check["arm"]))
+            f"<p>{html.escape(check.detail)}</p>"
+            + latency_svg(data.instances if isinstance(data, LatencyData) else [], check.arm)
+            + _instances_table(data.instances if isinstance(data, LatencyData) else [],
+                               check.arm))
     return ("<h3>Latency: instances and intervals</h3>" + "".join(parts)) if parts else ""

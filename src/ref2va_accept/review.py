@@ -37,12 +37,14 @@ from .evidence_log import (
     EVENTS_FILE,
     EVIDENCE_FILE,
     EventLog,
-    read_bundle_file,
+    payload,
+    read_bundle_file_transitional,
     read_events,
     rebuild,
     utc_now,
 )
 from .hashing import file_sha256
+from .records import bundle_text, transitional_dict
 from .review_pages import DIFFERENCES, PREFERRED, SIDES, Pair, results_page, sheet_page
 from .safe_write import atomic_write
 from .sanitize import Sanitizer
@@ -62,7 +64,7 @@ class ReviewError(Ref2VAError):
 
 
 def _load(run: Path) -> dict[str, Any]:
-    return read_bundle_file(run, ReviewError)[1]
+    return read_bundle_file_transitional(run, ReviewError)[1]
 
 
 def _outputs(data: Mapping[str, Any]) -> dict[tuple[str, str, int, str], str]:
@@ -293,10 +295,13 @@ def ingest(run: Path, ratings_file: Path, review: Path | None = None) -> dict[st
     events = run / EVENTS_FILE
     if not events.is_file():
         raise ReviewError(f"{run.name}: no {EVENTS_FILE}; the evidence cannot take an addition")
+    section = {"key": "human_evaluation", "value": [*earlier, entry]}
+    # Refused before it is appended when it is not its record (the log would not rebuild).
+    payload("section", json.loads(json.dumps(section)), f"{run.name}: human_evaluation")
     log = EventLog(events)
     log.seq = sum(1 for _ in read_events(events))
-    log.append("section", {"key": "human_evaluation", "value": [*earlier, entry]}, utc_now())
+    log.append("section", section, utc_now())
     bundle = rebuild(run)
-    atomic_write(run / EVIDENCE_FILE, json.dumps(bundle, indent=2, sort_keys=False) + "\n")
-    atomic_write(folder / "results.html", results_page(bundle))
+    atomic_write(run / EVIDENCE_FILE, bundle_text(bundle))
+    atomic_write(folder / "results.html", results_page(transitional_dict(bundle)))
     return entry

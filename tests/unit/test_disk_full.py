@@ -82,7 +82,7 @@ def test_the_bundle_names_its_first_failure_once_and_ends_failed_write(
     # The log is as it was (valid: rebuild reads it); the status lives in memory and on the
     # terminal, evidence.json keeps its last checkpoint.
     assert (bundle.folder / "events.jsonl").read_text() == events
-    assert rebuild(bundle.folder)["notes"] == ["before"]
+    assert rebuild(bundle.folder).notes == ["before"]
     assert bundle.status == WRITE_FAILED
     assert not list((bundle.folder / "media").rglob("*.mp4")) and not _leftovers(bundle.folder)
 
@@ -148,7 +148,7 @@ def test_an_mp4_that_does_not_fit_stops_the_run_with_its_line_status_and_report(
     result.assert_outcomes(failed=1)  # the others never ran
     bundle = read_bundle(run)
     assert bundle["status"] == WRITE_FAILED and bundle["notes"] == ["first ran"]
-    assert rebuild(run)["status"] == WRITE_FAILED  # what fit, fsynced: the log says it too
+    assert rebuild(run).status == WRITE_FAILED  # what fit, fsynced: the log says it too
     assert {v["track"] for v in bundle["verdicts"]} == {"5s-lossless"}
     assert "Ref2VA verdicts per track" in output and f"status {WRITE_FAILED}" in output
     assert "Ref2VA acceptance report" in (run / "report.html").read_text()
@@ -175,7 +175,7 @@ def test_an_event_log_that_fills_keeps_its_valid_events_and_evidence_json_the_st
     bundle = read_bundle(run)
     assert bundle["status"] == WRITE_FAILED  # in evidence.json, though not in the log
     rebuilt = rebuild(run)  # every line that is there is a whole event
-    assert rebuilt["status"] == "running"
+    assert rebuilt.status == "running"
     assert len((run / "events.jsonl").read_text().splitlines()) == 4
     assert not _leftovers(run)
 
@@ -211,7 +211,7 @@ def test_b0_smoke_with_its_mp4_refused_ends_failed_write(tmp_path: Path) -> None
     assert len(said) == 1 and ".mp4: " in said[0] and ENOSPC in said[0], output[-3000:]
     assert "Traceback" not in output
     bundle = json.loads((run / "evidence.json").read_text())
-    assert bundle["status"] == WRITE_FAILED and rebuild(run)["status"] == WRITE_FAILED
+    assert bundle["status"] == WRITE_FAILED and rebuild(run).status == WRITE_FAILED
     assert bundle["instances"] and all("cleanup" in i for i in bundle["instances"])
     assert (run / "report.html").is_file()
     assert not list(run.rglob("*.mp4")) and not _leftovers(run)

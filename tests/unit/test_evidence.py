@@ -14,22 +14,37 @@ from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.checks import CHECK_REASON_CATEGORIES, Check, Reason
 from ref2va_accept.evidence import SCHEMA_PATH, EvidenceBundle, rebuild
 from ref2va_accept.evidence_log import EVENTS_FILE, EvidenceLogError, read_events
+from ref2va_accept.records import B0MediaCheck, Event, LatencyRatioCheck, LatencyStopped
 from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.verdicts import CHECK_STATUSES
-from tests.unit.evidence_schema import schema_errors, validate_bundle
+from ref2va_accept.vocabulary import CheckStatus
+from tests.unit.evidence_schema import record_errors, schema_errors, validate_bundle
 
 T = "5s-lossless"
 
 
-def _events(run: Path) -> list[dict[str, Any]]:
+def _events(run: Path) -> list[Event]:
     return list(read_events(run / EVENTS_FILE))
 
 
 def _sample(arm: str, kind: str, index: int, ok: bool = True) -> dict[str, Any]:
-    return {"sample_id": f"{arm}-{kind}-{index}", "track": T, "arm": arm, "kind": kind,
+    """A sample as workload.Arms._request records it (client.Sample.to_dict and its request)."""
+    return {"sample_id": f"{arm}-{kind}-{index}", "arm": arm, "track": T, "kind": kind,
             "index": index, "seed": 42, "started_at": "2026-01-01T00:00:00+00:00", "ok": ok,
-            "failure": None if ok else "timeout", "status": 200 if ok else None,
-            "latency_s": 1.5 if ok else None, "media_file": f"media/{arm}-{index}.mp4"}
+            "failure": None if ok else "timeout", "detail": None, "status": 200 if ok else None,
+            "latency_s": 1.5 if ok else None, "ttfb_s": 1.4 if ok else None,
+            "body_bytes": 1000 if ok else 0, "sha256": "ab" * 32 if ok else None,
+            "content_type": "video/mp4" if ok else None, "server_request_id": None,
+            "server_model": None, "inference_time_s": None, "stage_durations": None,
+            "peak_memory_mb": None, "media_file": f"media/{arm}-{index}.mp4" if ok else None,
+            "extra": {}, "request": {"fields": {"prompt": "p", "seed": "42"}, "references": []}}
+
+
+def _audit(instance: str) -> dict[str, Any]:
+    """A clean stop as audit.CleanupAudit.to_dict records it."""
+    return {"arm": "b0", "instance": instance, "pid": 1, "exit_code": 0, "processes_seen": 1,
+            "needed_sigkill": [], "survivors": [], "port_free": True, "stop_s": 0.5,
+            "lifetime_s": 12.0, "clean": True, "problems": [],
+            "steps": [{"action": "SIGTERM main", "at_s": 0.0, "waited_s": 0.5, "alive_after": 0}]}
 
 
 def _full_run(root: Path) -> EvidenceBundle:
@@ -39,21 +54,26 @@ def _full_run(root: Path) -> EvidenceBundle:
     bundle.set_campaign({"name": "c", "file": "c.yaml", "engine_kind": "reference",
                          "source_pin": {}, "canonical": {"name": "c"},
                          "freeze": {"state": "frozen", "lock_sha256": "ab", "problems": [],
-                                    "unfilled": [], "verdict_cap": None}})
-    bundle.set_section("host_identity", {"ok": True, "rows": []})
-    bundle.add_instance({"instance": f"{T}.b0.1", "arm": "b0", "track": T, "argv": ["x"],
-                         "env": {"HOME": str(root)}, "port": 1, "log": "x.log"})
+                                    "unfilled": [], "verdict_cap": None},
+                         "order": {"seed": 7, "drawn_per_run": True, "given": False}})
+    bundle.set_section("host_identity", {"engine_kind": "reference", "ok": True, "rows": []})
+    bundle.add_instance({"arm": "b0", "instance": f"{T}.b0.1", "argv": ["x"],
+                         "env": {"HOME": str(root)}, "port": 1, "startup_timeout_s": 60,
+                         "shutdown_grace_s": 5.0, "log": "x.log", "track": T,
+                         "run": "20260101T000000Z-abcdef"})
     for index in range(2):
         bundle.add_sample(_sample("b0", "measured", index))
     bundle.add_sample(_sample("c1", "measured", 0, ok=False))
     bundle.add_media({"sample_id": "b0-measured-0", "file": "media/b0-0.mp4", "probe": None,
                       "problems": [{"code": "truncated", "message": "cut"}]})
-    bundle.add_check(CheckResult(T, "b0", "b0_media", "pass", None, "ok", {"n": (1, 2)}))
-    bundle.add_check(CheckResult(T, "c1", "latency_ratio", "open"))
-    bundle.add_audit({"arm": "b0", "instance": f"{T}.b0.1", "pid": 1, "exit_code": 0,
-                      "needed_sigkill": [], "survivors": [], "port_free": True, "stop_s": 0.5,
-                      "clean": True, "problems": []})
-    bundle.set_section("device_memory", {"status": "not_applicable", "reason": "none"})
+    bundle.add_check(CheckResult(T, "b0", "b0_media", "pass", None, "complete MP4",
+                                 {"sample_id": "b0-measured-0", "latency_s": 1.5,
+                                  "sha256": "ab" * 32}))
+    bundle.add_check(CheckResult(T, "c1", "latency_ratio", "open", None, "not measured",
+                                 {"stopped_on": "lossless_gate (open)"}))
+    bundle.add_audit(_audit(f"{T}.b0.1"))
+    bundle.set_section("device_memory", {"status": "not_applicable", "kind": "none",
+                                         "reason": "no accelerator is assigned"})
     bundle.note(f"written under {root}")
     bundle.finish("complete", lambda checks: [TrackVerdict(
         T, "c1", "inconclusive", ("open_checks",), ("latency_ratio",), {"latency_ratio": "open"})])
@@ -63,11 +83,11 @@ def _full_run(root: Path) -> EvidenceBundle:
 
 def test_every_addition_is_one_fsynced_event_in_order(tmp_path: Path) -> None:
     bundle = _full_run(tmp_path)
-    kinds = [e["event"] for e in _events(bundle.folder)]
+    kinds = [e.event for e in _events(bundle.folder)]
     assert kinds == ["start", "campaign", "section", "instance", "sample", "sample", "sample",
                      "media", "check", "check", "audit", "section", "note", "verdicts", "status",
                      "section"]
-    assert [e["seq"] for e in _events(bundle.folder)] == list(range(1, len(kinds) + 1))
+    assert [e.seq for e in _events(bundle.folder)] == list(range(1, len(kinds) + 1))
     # samples.jsonl stays: the samples alone, one a line.
     lines = (bundle.folder / "samples.jsonl").read_text().splitlines()
     assert [json.loads(line)["sample_id"] for line in lines] == [
@@ -79,24 +99,30 @@ def test_the_bundle_is_rebuilt_from_events_alone(tmp_path: Path) -> None:
     written = json.loads((bundle.folder / "evidence.json").read_text())
     (bundle.folder / "evidence.json").unlink()
     rebuilt = rebuild(bundle.folder)
-    assert rebuilt == written == bundle.data
-    validate_bundle(rebuilt)
+    assert rebuilt == bundle.record and rebuilt.json_dict() == written == bundle.data
+    validate_bundle(written)
     # What was recorded is sanitized, in the log as in the projection.
     assert str(tmp_path) not in (bundle.folder / EVENTS_FILE).read_text()
-    assert rebuilt["instances"][0]["env"]["HOME"] == "<abs>"
-    assert rebuilt["instances"][0]["cleanup"]["clean"] is True
-    assert rebuilt["checks"][0]["data"] == {"n": [1, 2]}  # as JSON reads it, in memory too
+    instance = rebuilt.instances[0]
+    assert instance.env == {"HOME": "<abs>"} and instance.startup_timeout_s == 60
+    assert instance.cleanup is not None and instance.cleanup.clean is True
+    media = rebuilt.checks_of(B0MediaCheck)
+    assert [(c.arm, c.data.sample_id) for c in media] == [("b0", "b0-measured-0")]
+    stopped = rebuilt.checks_of(LatencyRatioCheck)[0].data
+    assert isinstance(stopped, LatencyStopped) and stopped.stopped_on == "lossless_gate (open)"
 
 
 def test_evidence_json_is_written_at_checkpoints_not_at_every_event(tmp_path: Path) -> None:
     bundle = EvidenceBundle.create(tmp_path, "run", Sanitizer((), ()))
     before = (bundle.folder / "evidence.json").read_text()
     bundle.add_sample(_sample("b0", "measured", 0))
-    bundle.add_check(CheckResult(T, "b0", "b0_media", "pass"))
+    bundle.add_check(CheckResult(T, "b0", "b0_media", "pass", None, "complete MP4",
+                                 {"sample_id": "b0-measured-0", "latency_s": 1.5, "sha256": None}))
     assert (bundle.folder / "evidence.json").read_text() == before
-    assert len(rebuild(bundle.folder)["samples"]) == 1  # the log has it already
+    assert len(rebuild(bundle.folder).samples) == 1  # the log has it already
     bundle.checkpoint()
-    assert json.loads((bundle.folder / "evidence.json").read_text()) == rebuild(bundle.folder)
+    assert json.loads((bundle.folder / "evidence.json").read_text()) == rebuild(
+        bundle.folder).json_dict()
 
 
 def test_a_last_line_cut_short_is_left_out_and_a_bad_line_elsewhere_is_named(
@@ -106,11 +132,15 @@ def test_a_last_line_cut_short_is_left_out_and_a_bad_line_elsewhere_is_named(
     log = bundle.folder / EVENTS_FILE
     with open(log, "a", encoding="utf-8") as handle:
         handle.write('{"seq": 3, "event": "no')  # killed mid-write
-    assert rebuild(bundle.folder)["notes"] == ["kept"]
+    assert rebuild(bundle.folder).notes == ["kept"]
     lines = log.read_text().split("\n")
     lines[1] = "garbage"
     log.write_text("\n".join(lines))
     with pytest.raises(EvidenceLogError, match=r"events\.jsonl:2: not a JSON event"):
+        rebuild(bundle.folder)
+    lines[1] = '{"seq": 2, "event": "note"}'  # JSON, but no event: its time and data missing
+    log.write_text("\n".join(lines))
+    with pytest.raises(EvidenceLogError, match=r"events\.jsonl:2: expected event seq 2, got"):
         rebuild(bundle.folder)
 
 
@@ -127,20 +157,20 @@ def test_the_query_api_filters_checks_samples_instances_and_media(tmp_path: Path
     assert [c.name for c in bundle.checks_where(track=T, arm="b0")] == ["b0_media"]
     assert [c.arm for c in bundle.checks_where(name="latency_ratio")] == ["c1"]
     assert bundle.checks_where(track="15s-lossy") == []
-    assert [s["index"] for s in bundle.samples_where(arm="b0", kind="measured")] == [0, 1]
-    assert [s["arm"] for s in bundle.samples_where(track=T, ok=False)] == ["c1"]
-    assert [i["instance"] for i in bundle.instances_where(arm="b0")] == [f"{T}.b0.1"]
+    assert [s.index for s in bundle.samples_where(arm="b0", kind="measured")] == [0, 1]
+    assert [s.arm for s in bundle.samples_where(track=T, ok=False)] == ["c1"]
+    assert [i.instance for i in bundle.instances_where(arm="b0")] == [f"{T}.b0.1"]
     assert bundle.instances_where(arm="c1") == []
     media = bundle.media_of("b0-measured-0")
-    assert media is not None and media["problems"][0]["code"] == "truncated"
+    assert media is not None and media.problems[0].code == "truncated"
     assert bundle.media_of("c1-measured-0") is None
     sample = bundle.samples_where(arm="b0")[0]
     assert bundle.media_file(sample) == bundle.folder / "media/b0-0.mp4"
 
 
 def test_the_schema_refuses_a_wrong_type_and_a_missing_key(tmp_path: Path) -> None:
-    good = _full_run(tmp_path).data
-    assert schema_errors(good) == []
+    good = _full_run(tmp_path).record.json_dict()
+    assert schema_errors(good) == [] and record_errors(good) == []
     wrong_type = copy.deepcopy(good)
     wrong_type["samples"][0]["latency_s"] = "fast"
     assert any(e.startswith("samples/0/latency_s:") for e in schema_errors(wrong_type))
@@ -156,23 +186,32 @@ def test_the_schema_refuses_a_wrong_type_and_a_missing_key(tmp_path: Path) -> No
     bad_status = copy.deepcopy(good)
     bad_status["verdicts"][0]["verdict"] = "passed"
     assert schema_errors(bad_status)
+    # The record models refuse each of them too.
+    for bad in (wrong_type, missing, no_verdicts, unknown, bad_status):
+        assert record_errors(bad)
 
 
 def test_the_schema_knows_exactly_the_judges_vocabulary() -> None:
     # The published schema lists check names and reason codes; it must say what the judge says.
     defs = json.loads(SCHEMA_PATH.read_text())["$defs"]
-    assert defs["check_name"]["enum"] == [c.value for c in Check]
-    assert defs["reason"]["enum"] == [r.value for r in Reason]
-    assert defs["check_reason"]["enum"] == [
+    assert defs["Check"]["enum"] == [c.value for c in Check]
+    assert defs["Reason"]["enum"] == [r.value for r in Reason]
+    assert defs["CheckReason"]["enum"] == [
         r.value for r in Reason if r.category in CHECK_REASON_CATEGORIES]
     # ... and the check statuses, not_applicable among them, on checks and in verdicts alike.
-    assert defs["check"]["properties"]["status"]["enum"] == list(CHECK_STATUSES)
-    assert defs["verdict"]["properties"]["checks"]["additionalProperties"]["enum"] == list(
-        CHECK_STATUSES)
+    assert defs["CheckStatus"]["enum"] == [s.value for s in CheckStatus]
+    envelope = defs["check"]["allOf"][0]["properties"]
+    assert envelope["name"] == {"$ref": "#/$defs/Check"}
+    assert envelope["status"] == {"$ref": "#/$defs/CheckStatus"}
+    assert defs["VerdictRecord"]["properties"]["checks"]["additionalProperties"] == {
+        "$ref": "#/$defs/CheckStatus"}
+    # Every check of the vocabulary has its own class, selected by its name.
+    mapping = defs["AnyCheck"]["discriminator"]["mapping"]
+    assert sorted(mapping) == sorted(c.value for c in Check)
 
 
 def test_the_schema_refuses_a_check_name_or_reason_outside_the_vocabulary(tmp_path: Path) -> None:
-    data = _full_run(tmp_path).data
+    data = _full_run(tmp_path).record.json_dict()
     assert schema_errors(data) == []
     for key, value in (("name", "b0_mediaa"), ("reason", "baseline_invalid_medium")):
         bad = copy.deepcopy(data)
@@ -181,3 +220,39 @@ def test_the_schema_refuses_a_check_name_or_reason_outside_the_vocabulary(tmp_pa
     bad = copy.deepcopy(data)
     bad["verdicts"][0]["reasons"] = ["open_check"]
     assert any(e.startswith("verdicts/0/reasons/0:") for e in schema_errors(bad))
+
+
+def test_a_payload_that_is_not_its_record_is_refused_before_anything_is_written(
+        tmp_path: Path) -> None:
+    bundle = EvidenceBundle.create(tmp_path, "run", Sanitizer((), ()))
+    log = (bundle.folder / EVENTS_FILE).read_text()
+    slow = {**_sample("b0", "measured", 0), "latency_s": "slow"}
+    with pytest.raises(EvidenceLogError, match=r"run: sample: the sample event does not match "
+                                               r"its record \(records\.py\): latency_s"):
+        bundle.add_sample(slow)
+    misspelt = {**_sample("b0", "measured", 0), "latency": 1.5}
+    with pytest.raises(EvidenceLogError, match=r"latency: Extra inputs are not permitted"):
+        bundle.add_sample(misspelt)
+    with pytest.raises(EvidenceLogError, match=r"the section 'disk' does not match its record"):
+        bundle.set_section("disk", {"fits": True})
+    with pytest.raises(EvidenceLogError, match=r"data\.sample_id: Field required"):
+        bundle.add_check(CheckResult(T, "b0", Check.B0_MEDIA, "pass", None, "", {}))
+    # Nothing of them was written or applied; the same payloads, well formed, are taken.
+    assert (bundle.folder / EVENTS_FILE).read_text() == log
+    assert bundle.record.samples == [] and bundle.record.checks == []
+    assert not (bundle.folder / "samples.jsonl").exists()
+    bundle.add_sample(_sample("b0", "measured", 0))
+    assert [s.latency_s for s in rebuild(bundle.folder).samples] == [1.5]
+
+
+def test_a_log_whose_event_is_not_its_record_names_the_event_and_the_field(
+        tmp_path: Path) -> None:
+    bundle = EvidenceBundle.create(tmp_path, "run", Sanitizer((), ()))
+    bundle.add_sample(_sample("b0", "measured", 0))
+    log = bundle.folder / EVENTS_FILE
+    lines = log.read_text().splitlines()
+    lines[1] = lines[1].replace('"latency_s": 1.5', '"latency_s": "slow"')
+    log.write_text("\n".join(lines) + "\n")
+    with pytest.raises(EvidenceLogError, match=r"event 2: the sample event does not match its "
+                                               r"record \(records\.py\): latency_s"):
+        rebuild(bundle.folder)

@@ -81,7 +81,7 @@ def _bundle(tmp_path: Path, status: str) -> EvidenceBundle:
         found.add_check(check)
     found.add_check(CheckResult("5s-lossless", "reduction-order", "lossless_gate", "fail",
                                 "quality_gate_failed", "not bit-exact",
-                                {"first_divergence": "dit.step000"}))
+                                {"seed": 42, "points": [], "first_divergence": "dit.step000"}))
     found.finish(status, lambda checks: [
         TrackVerdict("5s-lossless", "lossless-text-kv", "supported", ("latency_supported",),
                      (), {}),

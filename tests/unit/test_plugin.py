@@ -75,7 +75,7 @@ def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
     bundle = read_bundle(run)
     assert bundle["status"] == "complete"
     # evidence.json is the projection of the run's event log, and can be rebuilt from it alone.
-    assert rebuild(run) == bundle
+    assert rebuild(run).json_dict() == bundle
     # One row per candidate of the track; only B0 ran, so every gate is still open.
     assert [(v["track"], v["candidate"]) for v in bundle["verdicts"]] == [
         ("5s-lossless", c) for c in ("lossless-text-kv", "reduction-order", "mislabelled-cache")]

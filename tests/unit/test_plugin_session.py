@@ -94,7 +94,7 @@ def test_a_campaign_run_writes_its_report_events_and_bundle_in_the_run_folder(
     assert run == seen[-1].resolve()
     bundle = read_bundle(run)
     assert bundle["status"] == "complete" and bundle["notes"] == ["5s-lossless ran"]
-    assert rebuild(run) == bundle
+    assert rebuild(run).json_dict() == bundle
     assert (run / "events.jsonl").is_file()
     report = (run / "report.html").read_text()
     assert "Ref2VA acceptance report" in report and "Verdicts per track" in report

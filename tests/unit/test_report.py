@@ -7,6 +7,7 @@ from pathlib import Path
 from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.checks import Check
 from ref2va_accept.evidence import EvidenceBundle
+from ref2va_accept.records import LatencyInstance, LatencyRatioCheck, check_record
 from ref2va_accept.report import host_html, lossy_tables_html, summary_html, verdict_table_html
 from ref2va_accept.sanitize import Sanitizer
 
@@ -18,7 +19,8 @@ def _bundle(tmp_path: Path) -> EvidenceBundle:
         {"same_seed_spread": {"vbench.temporal_flickering": 0.0, "fidelity.x": 0.0},
          "different_seed_spread": {"vbench.temporal_flickering": 0.0039},
          "gated": ["vbench.temporal_flickering"], "limit": 0.0025, "threshold": 0.01,
-         "below_limit": {"vbench.temporal_flickering": True}}))
+         "below_limit": {"vbench.temporal_flickering": True}, "unmeasured": [],
+         "baseline_scores": []}))
     errors = [
         {"scorer": "vbench.temporal_flickering", "dimension": "temporal_flickering",
          "kind": "vbench", "baseline": 0.98, "candidate": 0.97, "error": 0.0102,
@@ -35,7 +37,8 @@ def _bundle(tmp_path: Path) -> EvidenceBundle:
         "relative error at or above 1.00%: vbench.temporal_flickering 1.020%",
         {"threshold": 0.01, "normalized": False, "min_psnr_db": 30.0, "min_ssim": None,
          "worst": {"vbench.temporal_flickering": 0.0102},
-         "per_seed": [{"seed": 42, "errors": errors,
+         "per_seed": [{"seed": 42, "threshold": 0.01, "errors": errors,
+                       "fidelity_gate": {"below_minimum": [], "open": []},
                        "fidelity": {"frames": 3, "psnr_db": 27.5, "psnr_min_db": 25.0,
                                     "ssim_mean": 0.91, "ssim_min": 0.88, "identical_frames": 1,
                                     "all_identical": False,
@@ -109,13 +112,17 @@ def test_the_report_renders_the_gates_decisions_and_does_not_decide_again(tmp_pa
         "5s-lossy", "b0", "baseline_variability", "pass", None, "spread",
         {"same_seed_spread": {"vbench.x": 0.001}, "different_seed_spread": {},
          "gated": ["vbench.x"], "limit": 0.0025, "threshold": 0.01,
-         "below_limit": {"vbench.x": False}}))
+         "below_limit": {"vbench.x": False}, "unmeasured": [], "baseline_scores": []}))
     bundle.add_check(CheckResult(
         "5s-lossy", "c1", "lossy_gate", "fail", "quality_gate_failed", "broken",
-        {"threshold": 0.01, "per_seed": [{"seed": 1, "errors": [
-            {"scorer": "vbench.x", "kind": "vbench", "baseline": 1.0, "candidate": 1.0,
-             "error": 0.0, "status": "ok", "detail": "", "threshold": 0.01,
-             "gate": "broken"}]}]}))
+        {"threshold": 0.01, "normalized": False, "worst": {"vbench.x": 0.0},
+         "min_psnr_db": None, "min_ssim": None,
+         "per_seed": [{"seed": 1, "threshold": 0.01, "errors": [
+             {"scorer": "vbench.x", "dimension": "x", "kind": "vbench", "baseline": 1.0,
+              "candidate": 1.0, "error": 0.0, "status": "ok", "detail": "", "threshold": 0.01,
+              "gate": "broken"}],
+             "fidelity_gate": {"below_minimum": [], "open": []},
+             "fidelity": {"error": "not compared"}, "audio": {"error": "not compared"}}]}))
     page = lossy_tables_html(bundle)
     assert "<td>vbench.x</td><td>gated</td><td>0.1000%</td><td>-</td><td>no</td>" in page
     assert "<td>0.0000%</td><td style='color:#cf222e;font-weight:bold'>BROKEN</td>" in page
@@ -185,13 +192,13 @@ def test_the_verdict_table_carries_each_latency_interval_and_comes_before_the_en
 def test_the_latency_chart_draws_every_request_by_instance_position() -> None:
     from ref2va_accept.report_latency import latency_svg
 
-    instances = [
-        {"arm": "b0", "position": 0, "warmups_s": [7.0, 6.5], "measured_s": [6.6],
-         "distinct_s": []},
-        {"arm": "fast", "position": 1, "warmups_s": [2.5, 2.2], "measured_s": [2.1],
-         "distinct_s": [2.0]},
-        {"arm": "b0", "position": 2, "warmups_s": [7.1, 6.8], "measured_s": [6.7],
-         "distinct_s": []}]
+    instances = [LatencyInstance.model_validate(i) for i in (
+        {"arm": "b0", "position": 0, "warmups_s": [7.0, 6.5], "steady": True,
+         "measured_s": [6.6], "distinct_s": [], "value_s": 6.6},
+        {"arm": "fast", "position": 1, "warmups_s": [2.5, 2.2], "steady": True,
+         "measured_s": [2.1], "distinct_s": [2.0], "value_s": 2.1},
+        {"arm": "b0", "position": 2, "warmups_s": [7.1, 6.8], "steady": True,
+         "measured_s": [6.7], "distinct_s": [], "value_s": 6.7})]
     svg = latency_svg(instances, "fast")
     assert svg.startswith("<svg class='ref2va-latency-chart'")
     assert svg.count("<circle") == 9  # 6 warm-ups and 3 measured, each a point
@@ -219,9 +226,10 @@ def test_the_latency_cells_say_what_stopped_a_candidate_and_name_the_welch_rule(
                           "not measured: stopped on lossless_gate (quality_gate_failed)",
                           {"stopped_on": "lossless_gate (quality_gate_failed)"})
     bundle.add_check(stopped)
-    assert latency_cell(stopped.to_dict()) == ("<span style='color:#9a6700'>not measured: "
-                                               "stopped on lossless_gate (quality_gate_failed)"
-                                               "</span>")
+    record = check_record(stopped)
+    assert isinstance(record, LatencyRatioCheck)
+    assert latency_cell(record) == ("<span style='color:#9a6700'>not measured: "
+                                    "stopped on lossless_gate (quality_gate_failed)</span>")
     section = summary_html(bundle)
     section = section[section.index("Latency: instances and intervals"):]
     assert "Welch interval on log values [" in section and "p-value of ratio &gt;= target" \

@@ -13,6 +13,7 @@ import pytest
 from ref2va_accept.cli import main
 from ref2va_accept.evidence import rebuild
 from ref2va_accept.evidence_log import EVENTS_FILE, EVIDENCE_FILE, EventLog, project
+from ref2va_accept.records import bundle_text
 from ref2va_accept.review import ReviewError, ingest, pairs, write_review
 from tests.media_samples import write_mp4
 from tests.unit.browser import chromium
@@ -47,14 +48,19 @@ def _run(root: Path, outputs: list[tuple[str, str, int, str]] = OUTPUTS) -> Path
         (run / media).parent.mkdir(parents=True, exist_ok=True)
         write_mp4(run / media, 48, level=40 + 20 * index)  # 2 s, every frame one grey
         events.append(log.append("sample", {
-            "sample_id": f"s{index}", "track": track, "arm": arm, "kind": kind, "index": 0,
-            "seed": seed, "started_at": AT, "ok": True, "failure": None, "status": 200,
-            "latency_s": 1.0, "media_file": media}, AT))
+            "sample_id": f"s{index}", "arm": arm, "track": track, "kind": kind, "index": 0,
+            "seed": seed, "started_at": AT, "ok": True, "failure": None, "detail": None,
+            "status": 200, "latency_s": 1.0, "ttfb_s": 0.9, "body_bytes": 1000, "sha256": None,
+            "content_type": "video/mp4", "server_request_id": None, "server_model": None,
+            "inference_time_s": None, "stage_durations": None, "peak_memory_mb": None,
+            "media_file": media, "extra": {},
+            "request": {"fields": {"seed": str(seed)}, "references": []}}, AT))
     events.append(log.append("verdicts", [
         {"track": t, "candidate": c, "verdict": v, "reasons": [], "open_checks": [],
-         "checks": {}, "note": ""} for t, c, v in VERDICTS], AT))
+         "checks": {}, "note": "", "holm": None, "p_value": None, "attempt": None,
+         "earlier": [], "stand_in_weights": [], "localized": ""} for t, c, v in VERDICTS], AT))
     events.append(log.append("status", {"status": "complete", "finished_at": AT}, AT))
-    (run / EVIDENCE_FILE).write_text(json.dumps(project(events), indent=2))
+    (run / EVIDENCE_FILE).write_text(bundle_text(project(events)))
     return run
 
 
@@ -141,7 +147,7 @@ def test_ratings_are_resolved_through_the_key_into_the_evidence(tmp_path: Path) 
     assert entry["ratings"][0]["notes"].endswith("/frame.png")
     assert len((run / EVENTS_FILE).read_text().splitlines()) == lines_before + 1
     bundle = read_bundle(run)  # valid against the published schema
-    assert bundle["human_evaluation"] == [entry] and rebuild(run) == bundle
+    assert bundle["human_evaluation"] == [entry] and rebuild(run).json_dict() == bundle
     assert bundle["verdicts"][0]["verdict"] == "supported"  # no verdict reads it
     results = (run / "review" / "results.html").read_text()
     assert "reviewer-1" in results and "preferred candidate" in results

@@ -11,6 +11,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -129,6 +130,17 @@ planted = st.builds(
 )
 
 
+def _sample(index: int, text: str, media_file: str) -> dict[str, Any]:
+    """A sample as the workload records it, `text` where a failure's words go."""
+    return {"sample_id": f"b0-smoke-{index}", "arm": "b0", "track": "5s-lossless",
+            "kind": "smoke", "index": index, "seed": 42, "started_at": "2026-01-01T00:00:00+00:00",
+            "ok": True, "failure": text, "detail": text, "status": 200, "latency_s": 1.0,
+            "ttfb_s": 0.9, "body_bytes": 12, "sha256": None, "content_type": "video/mp4",
+            "server_request_id": None, "server_model": None, "inference_time_s": None,
+            "stage_durations": None, "peak_memory_mb": None, "media_file": media_file,
+            "extra": {}, "request": {"fields": {"prompt": text}, "references": []}}
+
+
 def _write_bundle(folder: Path, p: Planted, order: list[int]) -> EvidenceBundle:
     """One bundle written through the bundle's own paths, identifiers planted everywhere."""
     phrases = [p.phrases()[i % len(p.phrases())] for i in order] + p.phrases()
@@ -138,19 +150,20 @@ def _write_bundle(folder: Path, p: Planted, order: list[int]) -> EvidenceBundle:
     names = p.file_names()
     instance = f"5s-lossless.b0.1-{names[order[0] % len(names)]}"
     # JSON values and keys (events.jsonl, evidence.json)
-    bundle.add_instance({"instance": instance, "arm": "b0", "track": "5s-lossless",
-                         "argv": text.split(" ; "), "env": {p.user: text, "HOSTNAME": p.fqdn},
-                         "port": 1, "log": bundle.log_path(instance).name})
+    bundle.add_instance({"arm": "b0", "instance": instance, "argv": text.split(" ; "),
+                         "env": {p.user: text, "HOSTNAME": p.fqdn}, "port": 1,
+                         "startup_timeout_s": 60.0, "shutdown_grace_s": 5.0,
+                         "log": bundle.log_path(instance).name, "track": "5s-lossless",
+                         "run": bundle.run_id})
     bundle.note(text)
-    bundle.set_section("host_identity", {"rows": [{"field": "npu_driver", "found": "24.1.0.3",
-                                                   "detail": text}]})
+    bundle.set_section("host_identity", {"engine_kind": "vllm-omni", "ok": True, "rows": [
+        {"field": "npu_driver", "frozen": "24.1.0.3", "host": "24.1.0.3", "status": "match",
+         "source": text}]})
     # JSONL lines (samples.jsonl) with a media file whose name holds identifiers
     for index, name in enumerate(names):
         media = bundle.media_path("5s-lossless", "b0", f"smoke-{index}-{name}.mp4")
         media.write_bytes(b"\x00\x00\x00\x18ftypmp42")
-        bundle.add_sample({"sample_id": f"b0-smoke-{index}", "track": "5s-lossless", "arm": "b0",
-                           "kind": "smoke", "index": index, "ok": True, "failure": text,
-                           "media_file": bundle.relative(media)})
+        bundle.add_sample(_sample(index, text, bundle.relative(media)))
     # an engine's log, a dump folder and its JSON, written raw as the engine writes them
     bundle.log_path(instance).write_text("\n".join(phrases + list(SURVIVORS)) + "\n")
     dump = bundle.dump_dir("5s-lossless", instance, f"quality-{names[-1]}")
@@ -184,8 +197,8 @@ def test_planted_identifiers_leave_no_trace_in_any_file(p: Planted, order: list[
         # Still one consistent bundle: the JSON parses, the event log rebuilds it, and every
         # media file it names is where it says (names were renamed alike).
         data = json.loads((folder / "evidence.json").read_text())
-        assert rebuild(folder) == data
-        assert data["host_identity"]["rows"][0]["found"] == "24.1.0.3"
+        assert rebuild(folder).json_dict() == data
+        assert data["host_identity"]["rows"][0]["frozen"] == "24.1.0.3"
         for sample in data["samples"]:
             assert (folder / sample["media_file"]).is_file(), sample["media_file"]
         assert [json.loads(line) for line in

@@ -373,15 +373,18 @@ def test_cost_counts_b0_on_the_first_candidate_only() -> None:
 
 
 def test_the_report_names_a_b0_shared_across_tracks() -> None:
+    from ref2va_accept.records import LatencyData
     from ref2va_accept.report_latency import _unit_text
 
-    data = {"unit": "instance", "instances_per_arm": 3,
-            "baseline_shared_with": ["5s-lossy:frame-hold"],
-            "baseline_tracks": ["5s-lossless", "5s-lossy"]}
+    # Only what the unit's text reads (a judged comparison's data has every key).
+    data = LatencyData.model_construct(unit="instance", instances_per_arm=3,
+                                       baseline_shared_with=["5s-lossy:frame-hold"],
+                                       baseline_tracks=["5s-lossless", "5s-lossy"])
     text = _unit_text(data)
     assert "B0's instances shared with 5s-lossy:frame-hold" in text
     assert "one B0 for the tracks 5s-lossless + 5s-lossy" in text
-    assert "one B0 for the tracks" not in _unit_text({**data, "baseline_tracks": ["5s-lossy"]})
+    assert "one B0 for the tracks" not in _unit_text(
+        data.model_copy(update={"baseline_tracks": ["5s-lossy"]}))
 
 
 def test_a_candidate_id_with_a_colon_is_no_track_label() -> None:
