@@ -15,15 +15,13 @@ from ref2va_accept.campaign import load_campaign
 from ref2va_accept.plan import plan_campaign
 from ref2va_accept.run_plan import ScenarioItem, plan_run
 from tests.unit.evidence_schema import read_bundle
+from tests.unit.plugin_sessions import MARKS, run_plugin
 from tests.unit.suite_runner import ROOT
 
 pytest_plugins = ["pytester"]
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 HOST = ROOT / "fixtures/campaigns/910c.yaml"
-MARKS = "[pytest]\nmarkers =\n" + "".join(
-    f"    {m}: x\n" for m in ("5s", "15s", "lossless", "lossy", "acceptance", "quality", "perf",
-                           "verdict"))
 Usage = namedtuple("Usage", "total used free")
 
 
@@ -35,6 +33,7 @@ def _items(track: str, candidates: tuple[str, ...] = ()) -> list[ScenarioItem]:
     return items
 
 
+@pytest.mark.fast
 def test_an_unfilled_15s_host_dump_is_bounded_from_the_track_shape() -> None:
     plan = plan_campaign(load_campaign(HOST))["15s-lossless"]
     per_dump, bounded = disk.dump_bytes(plan)
@@ -48,6 +47,7 @@ def test_an_unfilled_15s_host_dump_is_bounded_from_the_track_shape() -> None:
     assert disk.mp4_bytes(plan) == math.ceil(362 * 1344 * 768 * 0.5 + 15 * 40_000 + 65_536)
 
 
+@pytest.mark.fast
 def test_filled_shapes_are_summed_exactly() -> None:
     campaign = load_campaign(REFERENCE)
     plan = plan_campaign(campaign)["5s-lossless"]
@@ -62,6 +62,7 @@ def test_filled_shapes_are_summed_exactly() -> None:
     assert disk.dump_bytes(plan_campaign(campaign)["5s-lossy"]) == (0, ())
 
 
+@pytest.mark.fast
 def test_the_estimate_follows_the_run_plan() -> None:
     plans = plan_campaign(load_campaign(HOST))
     one = disk.estimate(plan_run(_items("15s-lossless"), plans), plans)
@@ -112,9 +113,8 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, free: int,
 
     monkeypatch.setattr(disk.shutil, "disk_usage", usage)
     evidence = pytester.path / "evidence"
-    result = pytester.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
-                                          "--campaign", str(REFERENCE), "-m", "5s and lossless",
-                                          "--evidence-dir", str(evidence), *args)
+    result = run_plugin(pytester, "--campaign", str(REFERENCE), "-m", "5s and lossless",
+                        "--evidence-dir", str(evidence), *args)
     assert seen == [str(evidence)]  # the evidence folder, before any engine
     return result, (evidence / "latest").resolve()
 
@@ -164,6 +164,7 @@ def test_the_override_runs_anyway_and_says_so_in_the_evidence(
     assert bundle["notes"][1:] == ["baseline ran"]
 
 
+@pytest.mark.fast
 def test_free_space_is_read_where_the_evidence_will_go(tmp_path: Path) -> None:
     probed, free = disk.free_bytes(tmp_path / "not" / "yet")
     assert probed == tmp_path and free == shutil.disk_usage(tmp_path).free

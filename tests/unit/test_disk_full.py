@@ -18,14 +18,12 @@ from ref2va_accept.safe_write import WriteFailed, append_line, atomic_write, wri
 from ref2va_accept.sanitize import Sanitizer
 from tests.unit.evidence_schema import read_bundle
 from tests.unit.full_disk import ENV, FullDisk
+from tests.unit.plugin_sessions import MARKS, run_plugin
 from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_variant
 
 pytest_plugins = ["pytester"]
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
-MARKS = "[pytest]\nmarkers =\n" + "".join(
-    f"    {m}: x\n" for m in ("5s", "15s", "lossless", "lossy", "acceptance", "quality", "perf",
-                           "verdict"))
 ENOSPC = f"[Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)}"
 
 
@@ -34,6 +32,7 @@ def _leftovers(folder: Path) -> list[Path]:
 
 
 # -- the writers ---------------------------------------------------------------------------------
+@pytest.mark.fast
 def test_a_failed_append_is_cut_off_and_the_log_stays_as_it_was(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = tmp_path / "events.jsonl"
@@ -49,6 +48,7 @@ def test_a_failed_append_is_cut_off_and_the_log_stays_as_it_was(
     assert not new.exists()
 
 
+@pytest.mark.fast
 def test_a_failed_atomic_write_keeps_the_old_file_and_no_temporary(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "evidence.json"
@@ -119,10 +119,9 @@ def _run(pytester: pytest.Pytester, disk: FullDisk,
          monkeypatch: pytest.MonkeyPatch) -> tuple[pytest.RunResult, Path]:
     evidence = pytester.path / "evidence"
     disk.install(monkeypatch)
-    result = pytester.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
-                                          "--campaign", str(REFERENCE), "-m", "5s and lossless",
-                                          "--evidence-dir", str(evidence),
-                                          "--ref2va-skip-disk-check")
+    result = run_plugin(pytester, "--campaign", str(REFERENCE), "-m", "5s and lossless",
+                        "--evidence-dir", str(evidence),
+                        "--ref2va-skip-disk-check")
     runs = [p for p in evidence.iterdir() if not p.is_symlink()]
     assert len(runs) == 1
     return result, runs[0]

@@ -1,4 +1,5 @@
-"""The plugin as a user drives it: track selection by marks, evidence, and interruption."""
+"""The plugin as a user drives it, in pytest sessions of their own with engines: evidence, and
+interruption (track selection by marks, which needs no engine: test_plugin_selection.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from ref2va_accept.evidence import rebuild
@@ -24,45 +24,6 @@ from tests.unit.suite_runner import (
     run_pytest,
     tagged,
 )
-
-TRACKS = ("5s-lossless", "5s-lossy", "15s-lossless", "15s-lossy")
-
-
-def _collected(expression: str, *extra: str) -> list[str]:
-    result = run_pytest("tests/acceptance", "-m", expression, "--collect-only", "-q", *extra)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return [line for line in result.stdout.splitlines() if "::" in line]
-
-
-@pytest.mark.parametrize("track", TRACKS)
-def test_marks_select_exactly_one_track(track: str) -> None:
-    duration, quality = track.split("-")
-    items = _collected(f"{quality} and {duration}")
-    assert items, "nothing collected"
-    assert all(item.endswith(f"[{track}]") for item in items), items
-
-
-def test_a_duration_mark_selects_both_of_its_tracks() -> None:
-    items = _collected("5s")
-    ids = {re.search(r"\[(.*)\]$", item).group(1) for item in items}  # type: ignore[union-attr]
-    assert ids == {"5s-lossless", "5s-lossy"}
-
-
-def test_campaign_comes_from_the_environment_when_no_option_is_given(tmp_path: Path) -> None:
-    campaign = campaign_variant(tmp_path / "c", tracks={})
-    result = run_pytest("tests/acceptance", "--collect-only", "-q",
-                     env={"REF2VA_CAMPAIGN": str(campaign)})
-    assert result.returncode == pytest.ExitCode.USAGE_ERROR
-    assert "campaign.yaml" in result.stderr and "tracks" in result.stderr
-
-
-def test_malformed_campaign_fails_collection_with_file_and_field(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("schema_version: 1\nname: x\nsurprise: 1\n")
-    result = run_pytest("tests/acceptance", "--collect-only", "-q", "--campaign", str(bad))
-    assert result.returncode == pytest.ExitCode.USAGE_ERROR
-    assert "bad.yaml: surprise: unknown key" in result.stderr
-    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:

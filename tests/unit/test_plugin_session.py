@@ -4,9 +4,6 @@ and the run folder go, the engine registry per session, and what the plugin impo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,14 +12,12 @@ import yaml
 from ref2va_accept.evidence import rebuild
 from ref2va_accept.hashing import file_sha256
 from tests.unit.evidence_schema import read_bundle
+from tests.unit.plugin_sessions import MARKS, run_plugin
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 pytest_plugins = ["pytester"]
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
-MARKS = "[pytest]\nmarkers =\n" + "".join(
-    f"    {m}: x\n" for m in ("5s", "15s", "lossless", "lossy", "acceptance", "quality", "perf",
-                           "verdict", "profile"))
 
 
 @pytest.fixture
@@ -32,10 +27,10 @@ def session(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
-                                        "--campaign", str(REFERENCE), *args)
+    return run_plugin(pytester, "--campaign", str(REFERENCE), *args)
 
 
+@pytest.mark.fast
 def test_verdict_scenarios_run_last_whatever_their_folder_is_called(
         session: pytest.Pytester) -> None:
     for folder, mark, names in (("a_verdicts", "verdict", ("v1", "v2")),
@@ -54,6 +49,7 @@ def test_verdict_scenarios_run_last_whatever_their_folder_is_called(
     assert ran == ["test_u1", "test_a1", "test_a2", "test_q1", "test_p1", "test_v1", "test_v2"]
 
 
+@pytest.mark.fast
 def test_a_session_without_campaign_scenarios_makes_no_run_folder_nor_report(
         session: pytest.Pytester) -> None:
     session.makepyfile(test_own="def test_own():\n    pass\n")
@@ -150,6 +146,7 @@ def test_a_users_own_html_path_is_left_alone(session: pytest.Pytester) -> None:
     assert json.loads((evidence / "latest" / "evidence.json").read_text())["status"] == "complete"
 
 
+@pytest.mark.fast
 def test_collecting_only_makes_no_run_folder(session: pytest.Pytester) -> None:
     session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
     evidence = session.path / "evidence"
@@ -158,19 +155,7 @@ def test_collecting_only_makes_no_run_folder(session: pytest.Pytester) -> None:
     assert not evidence.exists()
 
 
-def test_loading_the_plugin_imports_neither_opencv_nor_scipy() -> None:
-    # A fresh interpreter: this session has imported them already.
-    code = ("import sys\n"
-            "import ref2va_accept.plugin\n"
-            "for name in ('selection', 'engines', 'evidence', 'report', 'state'):\n"
-            "    __import__('ref2va_accept.plugin.' + name)\n"
-            "print(sorted(m for m in ('cv2', 'scipy') if m in sys.modules))\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=ROOT, env=env, timeout=120, check=True)
-    assert result.stdout.strip() == "[]", result.stdout + result.stderr
-
-
+@pytest.mark.fast
 @pytest.mark.parametrize(("damage", "said"), [
     ("yaml", "invalid YAML"), ("schema", "surprise: unknown key"), ("lock", "malformed lock")])
 def test_an_unusable_campaign_is_said_once_and_nothing_runs(
@@ -187,9 +172,8 @@ def test_an_unusable_campaign_is_said_once_and_nothing_runs(
         campaign.write_text("name: x\nfoo: [\n" if damage == "yaml"
                             else "schema_version: 1\nname: x\nsurprise: 1\n")
     evidence = session.path / "evidence"
-    result = session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
-                                         "-ra", "-m", "5s and lossless", "--campaign",
-                                         str(campaign), "--evidence-dir", str(evidence))
+    result = run_plugin(session, "-ra", "-m", "5s and lossless", "--campaign",
+                        str(campaign), "--evidence-dir", str(evidence))
     output = "\n".join(result.outlines + result.errlines)
     assert output.count(said) == 1, output
     assert "ref2va: cannot use the campaign" in output and "Traceback" not in output
@@ -208,9 +192,8 @@ def test_inputs_not_matching_their_pins_stop_the_run_before_any_scenario(
     image.write_bytes(image.read_bytes() + b"\0")
     found = file_sha256(image)
     evidence = session.path / "evidence"
-    result = session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
-                                         "-m", "5s and lossless", "--campaign", str(campaign),
-                                         "--evidence-dir", str(evidence))
+    result = run_plugin(session, "-m", "5s and lossless", "--campaign", str(campaign),
+                        "--evidence-dir", str(evidence))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.assert_outcomes()  # the scenario never ran
     errors = [line for line in result.errlines if "input check" in line]
@@ -250,9 +233,8 @@ def test_pins_that_are_undeclared_stand_ins_are_said_before_any_engine(
     campaign.write_text(yaml.safe_dump(data, sort_keys=False))
     (tmp_path / "c" / "inputs" / "prompt.txt").unlink()  # and the run stops before any engine
     evidence = session.path / "evidence"
-    result = session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
-                                         "-m", selection, "--campaign", str(campaign),
-                                         "--evidence-dir", str(evidence))
+    result = run_plugin(session, "-m", selection, "--campaign", str(campaign),
+                        "--evidence-dir", str(evidence))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     line = ("ref2va: scorer_weights clip_vitb32 (pinned to the sha256 of clip_vitb32's seeded "
             "stand-in): the campaign does not mark them stand_in: true, so no lossy verdict "
@@ -267,10 +249,9 @@ def test_inputs_matching_their_pins_let_the_run_go_on(session: pytest.Pytester,
                                                        tmp_path: Path) -> None:
     session.makepyfile(test_scenario=CAMPAIGN_SCENARIO)
     evidence = session.path / "evidence"
-    session.runpytest_inprocess("-p", "ref2va_accept.plugin", "-p", "no:cacheprovider",
-                                "-m", "5s and lossless", "--campaign",
-                                str(campaign_variant(tmp_path / "c")), "--evidence-dir",
-                                str(evidence)).assert_outcomes(passed=1)
+    run_plugin(session, "-m", "5s and lossless", "--campaign",
+               str(campaign_variant(tmp_path / "c")), "--evidence-dir",
+               str(evidence)).assert_outcomes(passed=1)
     bundle = read_bundle((evidence / "latest").resolve())
     assert bundle["status"] == "complete" and bundle["notes"] == ["5s-lossless ran"]
     assert not [c for c in bundle["checks"] if c["name"] == "inputs"]

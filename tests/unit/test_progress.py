@@ -16,12 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import os
 import re
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -59,7 +54,10 @@ from ref2va_accept.run_plan import (
     plan_run,
 )
 from ref2va_accept.workload import Outcome, OutcomeLog, RequestStart
-from tests.unit.suite_runner import ROOT, campaign_variant, run_pytest
+from tests.unit.plugin_sessions import collect_in_checkout
+from tests.unit.suite_runner import ROOT, campaign_variant
+
+pytestmark = pytest.mark.fast
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 SCENARIO_DIRS = ("tests/acceptance", "tests/quality", "tests/perf", "tests/verdicts",
@@ -81,15 +79,16 @@ def _item(nodeid: str) -> ScenarioItem:
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory: pytest.TempPathFactory) -> list[ScenarioItem]:
-    """Every campaign scenario of the suite, as pytest collects it with the reference campaign."""
+    """Every campaign scenario of the suite, as pytest collects it with the reference campaign
+    (in this process: tests/unit/plugin_sessions.py)."""
     evidence = tmp_path_factory.mktemp("evidence")  # pytest-html's empty report goes there
     # -m names every scenario group: the profile scenarios are collected only when it names
     # theirs (selection.py).
-    result = run_pytest(*SCENARIO_DIRS, "--collect-only", "-q", "-p", "no:randomly", "-m",
-                        "acceptance or quality or perf or verdict or profile",
-                        "--campaign", str(REFERENCE), "--evidence-dir", str(evidence))
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    return [_item(line.strip()) for line in result.stdout.splitlines() if "::" in line]
+    result = collect_in_checkout(*SCENARIO_DIRS, "-p", "no:randomly", "-m",
+                                 "acceptance or quality or perf or verdict or profile",
+                                 "--campaign", str(REFERENCE), "--evidence-dir", str(evidence))
+    assert result.ret == 0, result.out[-2000:] + result.err[-2000:]
+    return [_item(nodeid) for nodeid in result.nodeids]
 
 
 def test_every_campaign_scenario_belongs_to_a_track(collected: list[ScenarioItem]) -> None:
@@ -551,97 +550,3 @@ def test_tty_line_is_rewritten_in_place_and_cleared(pytestconfig: pytest.Config)
     # pytest measures its line to place [ nn%]: it must see only its own text there
     assert tr._tw.width_of_current_line == len("tests/perf/test_latency.py ...")
 
-
-def test_tty_ticker_thread_updates_and_stops(pytestconfig: pytest.Config) -> None:
-    stream = FakeTTY()
-    tr = _terminal(pytestconfig, stream)
-    reporter = ProgressReporter(Progress(_plan(), {"5s": 100.0, "15s": 1000.0}),
-                                Terminal(tr), "tty", tick_s=0.01)
-    reporter.progress.item_started("a")
-    reporter.on_request_start(REQUEST)
-    time.sleep(0.3)
-    assert any(t.name == "ref2va-progress" for t in threading.enumerate())
-    reporter.on_request_end(REQUEST, _outcome(True, 0.3))
-    assert not any(t.name == "ref2va-progress" for t in threading.enumerate())
-    rewrites = stream.getvalue().count("\r[ref2va] request 1/6")
-    assert rewrites >= 3, stream.getvalue()
-    time.sleep(0.05)
-    assert stream.getvalue().count("\r[ref2va] request 1/6") == rewrites  # nothing after the end
-    assert _screen(stream.getvalue())[-1] == ""
-
-
-# -- through pytest, with the plugin ------------------------------------------------------------
-FAKE_SCENARIO = '''
-from types import SimpleNamespace
-
-import ref2va_accept.workload as workload
-from ref2va_accept.client import Sample
-
-
-class Client:
-    """Stands in for the HTTP client: the request fails at once, as an unreachable server would."""
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def generate(self, request, *, arm, track, kind, index, seed):
-        return Sample("s1", arm, track, kind, index, seed, "t", ok=False,
-                      failure="connect", detail="fake client"), b""
-
-
-def test_b0_returns_complete_mp4(arms, track_id, monkeypatch):
-    monkeypatch.setattr(workload, "TimedClient", Client)
-    engine = SimpleNamespace(base_url="http://fake", snapshot_tree=lambda: None,
-                             spec=SimpleNamespace(instance_id=track_id + ".b0.1"))
-    if arms.observer is not None:  # as Arms.start tells it
-        arms.observer.on_engine_start(track_id, "b0")
-    outcome = arms.request(engine, "b0", kind="smoke", index=0)
-    assert not outcome.sample.ok
-
-
-def test_harness_own():
-    pass
-'''
-
-
-def _run_fake(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    5s: x\n    15s: x\n"
-                                         "    lossless: x\n    lossy: x\n")
-    (tmp_path / "test_b0_output.py").write_text(FAKE_SCENARIO)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
-         "-p", "ref2va_accept.plugin", "--rootdir", str(tmp_path), "-c", "pytest.ini",
-         "test_b0_output.py", "--campaign", str(REFERENCE),
-         "--evidence-dir", str(tmp_path / "evidence"), *args],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
-
-
-def test_plugin_reports_a_scenarios_requests_in_plain_lines(tmp_path: Path) -> None:
-    result = _run_fake(tmp_path, "-m", "5s and lossless")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    lines = [line for line in result.stdout.splitlines() if line.startswith("[ref2va]")]
-    assert lines[0].startswith("[ref2va] plan: 1 request (5s: 1) in 1 scenario; expected time "
-                               "per request estimated from this run's finished requests")
-    assert lines[1] == ("[ref2va] request 1/1 start: 5s-lossless b0 smoke seed 42 · run ETA "
-                        "unknown (no finished request yet)")
-    assert re.fullmatch(r"\[ref2va\] request 1/1 end: 5s-lossless b0 smoke: FAILED [\d.]+ s "
-                        r"elapsed: request failed \(connect\): fake client · run ETA none left",
-                        lines[2]), lines[2]
-    assert len(lines) == 3
-    assert "test_b0_output.py ." in result.stdout  # pytest's own line put back for its result
-
-
-def test_plugin_is_silent_under_q_and_for_the_harness_own_tests(tmp_path: Path) -> None:
-    quiet = _run_fake(tmp_path, "-q", "-m", "5s and lossless")
-    assert quiet.returncode == 0, quiet.stdout[-3000:]
-    assert "passed" in quiet.stdout and "[ref2va]" not in quiet.stdout + quiet.stderr
-    own = _run_fake(tmp_path, "-k", "harness_own")
-    assert own.returncode == 0, own.stdout[-3000:]
-    assert "1 passed" in own.stdout and "[ref2va]" not in own.stdout + own.stderr

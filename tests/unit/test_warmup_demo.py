@@ -39,12 +39,14 @@ def _campaign(tmp_path: Path, **protocol: Any) -> Path:
     return path
 
 
+@pytest.mark.fast
 def test_a_cheap_warmup_without_its_demonstration_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CampaignError) as caught:
         load_campaign(_campaign(tmp_path, warmup_steps=4))
     assert "pytest -m warmup_demonstration --warmup-steps 4" in str(caught.value)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("change", "says"), [
     ({"warmup_steps": 8}, "measured warm-ups of 8 steps"),
     # The reference campaign's steady_fraction is 0.25.
@@ -61,6 +63,7 @@ def test_a_demonstration_that_does_not_show_it_is_refused(tmp_path: Path, change
         load_campaign(_campaign(tmp_path, warmup_steps=4, warmup_demonstration=demo))
 
 
+@pytest.mark.fast
 def test_a_demonstrated_cheap_warmup_is_used_priced_and_kept_out_of_the_spread(
         tmp_path: Path) -> None:
     campaign = load_campaign(_campaign(tmp_path, warmup_steps=4, warmup_demonstration=DEMO))
@@ -98,6 +101,7 @@ def test_the_latency_protocol_sends_its_warmups_with_the_cheap_steps() -> None:
     assert {steps for kind, steps in sent if kind == "measured"} == {None}
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("cheap_factor", "passes"), [(1.02, True), (1.3, False)])
 def test_the_demonstration_compares_the_request_after_each_warmup(cheap_factor: float,
                                                                   passes: bool) -> None:
@@ -125,12 +129,12 @@ def test_the_demonstration_compares_the_request_after_each_warmup(cheap_factor: 
     assert check.data["per_duration_yaml"].startswith('"5s": {full_s: [')
 
 
+@pytest.mark.fast
 def test_the_demonstration_runs_only_when_asked_for_by_name() -> None:
-    from tests.unit.suite_runner import run_pytest
+    from tests.unit.plugin_sessions import collect_in_checkout
 
-    plain = run_pytest("tests/perf", "--collect-only", "-q", timeout=120)
-    assert "test_warmup.py" not in plain.stdout and "test_latency.py" in plain.stdout
-    asked = run_pytest("tests/perf", "-m", "warmup_demonstration", "--collect-only", "-q",
-                       timeout=120)
-    collected = [line for line in asked.stdout.splitlines() if "test_warmup.py" in line]
+    plain = collect_in_checkout("tests/perf").out
+    assert "test_warmup.py" not in plain and "test_latency.py" in plain
+    asked = collect_in_checkout("tests/perf", "-m", "warmup_demonstration").nodeids
+    collected = [nodeid for nodeid in asked if "test_warmup.py" in nodeid]
     assert len(collected) == 2  # one track per duration class (the lossless ones)
