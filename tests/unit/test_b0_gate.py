@@ -26,6 +26,8 @@ from ref2va_accept.run_plan import (
 from ref2va_accept.workload import Outcome, OutcomeLog, Sample
 from tests.unit.suite_runner import ROOT
 
+pytestmark = pytest.mark.fast
+
 CAMPAIGNS = ("fixtures/campaigns/reference.yaml", "fixtures/campaigns/910c.yaml")
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[2]
 JUDGE, ENGINE, CONTRACT = "src/ref2va_accept", "engine", "src/ref2va_contract"
 

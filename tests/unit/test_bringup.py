@@ -44,6 +44,7 @@ devices:
 """
 
 
+@pytest.mark.fast
 def test_set_scalar_edits_block_and_flow_mappings_and_keeps_comments() -> None:
     text = set_scalar(TEXT, ("protocol", "expected_start_s", "15s"), 712)
     text = set_scalar(text, ("protocol", "expected_request_s", "5s"), 301.5)
@@ -56,6 +57,7 @@ def test_set_scalar_edits_block_and_flow_mappings_and_keeps_comments() -> None:
     assert "# a comment line" in text
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("keys", [("protocol", "nope"), ("devices", "memory_release", "poll_s"),
                                   ("nothing",)])
 def test_set_scalar_refuses_a_key_it_cannot_find(keys: tuple[str, ...]) -> None:
@@ -65,6 +67,7 @@ def test_set_scalar_refuses_a_key_it_cannot_find(keys: tuple[str, ...]) -> None:
 
 # --- schedule and price ---------------------------------------------------------------------------
 
+@pytest.mark.fast
 def test_the_910c_bringup_is_scheduled_and_priced_before_it_runs() -> None:
     campaign = load_campaign(CAMPAIGN_910C)
     plan = schedule(campaign)
@@ -79,6 +82,7 @@ def test_the_910c_bringup_is_scheduled_and_priced_before_it_runs() -> None:
     assert cost.unpriced == ()
 
 
+@pytest.mark.fast
 def test_plan_and_a_dry_run_print_the_bringup_cost(capsys: pytest.CaptureFixture[str]) -> None:
     main(["plan", str(CAMPAIGN_910C)])
     out = capsys.readouterr().out
@@ -88,6 +92,7 @@ def test_plan_and_a_dry_run_print_the_bringup_cost(capsys: pytest.CaptureFixture
     assert said["starts"] == 3 and said["cost"]["wall_s"] == pytest.approx(5503.7, abs=0.1)
 
 
+@pytest.mark.fast
 def test_every_question_gets_a_row_and_an_unanswered_one_stays_open() -> None:
     rows = complete({"flags": confirmed("flags", "all there")}, "an earlier step failed")
     assert [r.id for r in rows] == list(QUESTION_IDS) and len(rows) == 22

@@ -16,6 +16,8 @@ import yaml
 from ref2va_accept.campaign import LoadedCampaign, load_campaign, load_profile, read_mapping
 from ref2va_accept.errors import CampaignError
 
+pytestmark = pytest.mark.fast
+
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGNS = sorted((REPO / "fixtures" / "campaigns").glob("*.yaml"))
 PROFILES = sorted((REPO / "engine" / "profiles").rglob("*.yaml"))

@@ -109,6 +109,7 @@ def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
     return code, out, err
 
 
+@pytest.mark.fast
 def test_score_refuses_a_truncated_mp4_naming_found_and_declared(
         short_mp4: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _main(capsys, "score", str(short_mp4))
@@ -117,6 +118,7 @@ def test_score_refuses_a_truncated_mp4_naming_found_and_declared(
                    "124: not scored (--allow-partial scores them anyway)\n")
 
 
+@pytest.mark.fast
 def test_score_allow_partial_scores_the_prefix_and_says_so(
         short_mp4: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = _main(capsys, "score", str(short_mp4), "--allow-partial")
@@ -128,6 +130,7 @@ def test_score_allow_partial_scores_the_prefix_and_says_so(
     assert (payload["frames_decoded"], payload["frames_declared"]) == (81, 124)
 
 
+@pytest.mark.fast
 def test_score_checks_the_expected_count_too(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     whole = write_mp4(tmp_path / "whole.mp4", frames=24, audio=False)

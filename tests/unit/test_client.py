@@ -14,6 +14,8 @@ from ref2va_accept.client import (
     TimedClient,
 )
 
+pytestmark = pytest.mark.fast
+
 MP4 = b"\x00\x00\x00\x18ftypmp42" + b"x" * 100
 HEADERS = {
     "content-type": "video/mp4",

@@ -27,6 +27,8 @@ from ref2va_accept.quality.registry import ok_score, scorer
 from ref2va_accept.verdicts import judge
 from tests.unit.suite_runner import campaign_variant
 
+pytestmark = pytest.mark.fast
+
 
 def _copy(tmp_path: Path, allowed: bool | None, **changes: object) -> Path:
     path = campaign_variant(tmp_path / "c", **changes)

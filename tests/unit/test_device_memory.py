@@ -23,6 +23,8 @@ from ref2va_accept.errors import CampaignError
 from ref2va_accept.stats import latency_verdict
 from ref2va_accept.verdicts import VALIDITY_REASONS, judge
 
+pytestmark = pytest.mark.fast
+
 DEVICES = Path(__file__).resolve().parents[2] / "fixtures" / "devices"
 ASSIGNED = (0, 1, 2, 3)
 

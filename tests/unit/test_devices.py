@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,6 @@ import pytest
 from ref2va_accept.devices import (
     DeviceSnapshot,
     NoDeviceProbe,
-    NpuSmiProbe,
     container_pid_for,
     foreign_processes,
     host_pid,
@@ -20,6 +18,8 @@ from ref2va_accept.devices import (
     parse_nvidia_smi,
     probe_for,
 )
+
+pytestmark = pytest.mark.fast
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "devices"
 
@@ -170,36 +170,6 @@ def test_no_device_probe_is_readable_and_empty() -> None:
     assert isinstance(probe_for("none", []), NoDeviceProbe)
     assert snapshot.readable and snapshot.processes == ()
     assert foreign_processes(snapshot, [], {1}, "before") == []
-
-
-def _fake_npu_smi(tmp_path: Path, body: str) -> str:
-    script = tmp_path / "npu-smi"
-    script.write_text("#!/bin/sh\n" + body)
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(script)
-
-
-def test_npu_probe_runs_map_then_info(tmp_path: Path) -> None:
-    (tmp_path / "m.txt").write_text(_recorded("synthetic-npu-smi-info-m_a3-2card.txt"))
-    (tmp_path / "i.txt").write_text(
-        _recorded("synthetic-npu-smi-info_a3-4chip-container-column.txt"))
-    exe = _fake_npu_smi(tmp_path, f'if [ "$2" = "-m" ]; then cat {tmp_path}/m.txt; '
-                                  f"else cat {tmp_path}/i.txt; fi\n")
-    snapshot = NpuSmiProbe((0, 1), executable=exe).snapshot()
-    assert snapshot.readable and snapshot.devices == (0, 1, 2, 3)
-
-
-@pytest.mark.parametrize("body", ["echo 'dcmi model initialized failed' >&2; exit 1\n",
-                                  "sleep 5\n"])
-def test_npu_probe_failure_is_unreadable(tmp_path: Path, body: str) -> None:
-    snapshot = NpuSmiProbe((0,), executable=_fake_npu_smi(tmp_path, body),
-                           timeout_s=0.5).snapshot()
-    assert not snapshot.readable and snapshot.problem
-
-
-def test_missing_npu_smi_is_unreadable(tmp_path: Path) -> None:
-    snapshot = NpuSmiProbe((0,), executable=str(tmp_path / "absent")).snapshot()
-    assert not snapshot.readable and "not found" in (snapshot.problem or "")
 
 
 def _fake_proc(tmp_path: Path, chains: dict[int, list[int]]) -> Path:

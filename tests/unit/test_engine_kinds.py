@@ -15,6 +15,8 @@ from ref2va_accept.identity import SourcePin, pin_violations
 from ref2va_accept.server import LOOPBACK
 from ref2va_contract.launch import ENGINE_KINDS, REFERENCE_ENGINE, VLLM_OMNI_ENGINE
 
+pytestmark = pytest.mark.fast
+
 
 def test_one_adapter_per_kind_of_the_contract() -> None:
     assert tuple(KINDS) == ENGINE_KINDS == get_args(EngineKindName)

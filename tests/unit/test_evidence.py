@@ -19,6 +19,8 @@ from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.vocabulary import CheckStatus
 from tests.unit.evidence_schema import record_errors, schema_errors, validate_bundle
 
+pytestmark = pytest.mark.fast
+
 T = "5s-lossless"
 
 

@@ -15,6 +15,8 @@ from ref2va_accept.lock import lock_path
 from ref2va_accept.tensors import write_tensor_file
 from tests.media_samples import write_mp4
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[2]
 # The small CI campaign: two lossless tracks whose points are one flow mapping per line, as in the
 # host campaign. One shape is turned into a host-style placeholder in the copy.

@@ -14,6 +14,8 @@ from ref2va_accept.plugin import Baselines
 from ref2va_accept.stats import latency_verdict
 from ref2va_accept.verdicts import judge
 
+pytestmark = pytest.mark.fast
+
 T = "5s-lossless"
 
 

@@ -16,6 +16,8 @@ from ref2va_accept.errors import CampaignError
 from ref2va_accept.lock import freeze, lock_path, verify
 from tests.media_samples import encoded_audio, image_bytes, wav_bytes
 
+pytestmark = pytest.mark.fast
+
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_INPUTS = REPO / "fixtures" / "inputs"
 MIB = 1024 * 1024

@@ -32,6 +32,8 @@ from ref2va_accept.vocabulary import ArmRole
 from tests.unit.suite_runner import ROOT
 from tests.unit.test_shared_baseline import SECONDS, THREE, ScriptedArms
 
+pytestmark = pytest.mark.fast
+
 CAMPAIGN = ROOT / "fixtures/campaigns/reference.yaml"
 
 

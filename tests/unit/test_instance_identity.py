@@ -36,6 +36,7 @@ def _arms(tmp_path: Path, registry: InstanceRegistry) -> Arms:
     return Arms(campaign, plan_track(campaign, TRACK), evidence, registry)
 
 
+@pytest.mark.fast
 def test_instance_numbers_run_across_the_tests_of_a_session(tmp_path: Path) -> None:
     registry = InstanceRegistry()
     # Two tests of one session: each builds its own Arms over the session's registry.

@@ -30,6 +30,8 @@ from ref2va_accept.verdicts import judge
 from ref2va_accept.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
 from tests.unit.suite_runner import ROOT, campaign_variant
 
+pytestmark = pytest.mark.fast
+
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 CLIP = "vbench.background_consistency"
 T = "5s-lossy"

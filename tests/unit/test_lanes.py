@@ -15,6 +15,8 @@ from ref2va_accept.cli import main
 from ref2va_accept.lanes import campaign_lanes, split_lanes, track_weights
 from tests.unit.suite_runner import ROOT, campaign_variant
 
+pytestmark = pytest.mark.fast
+
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 HOST = ROOT / "fixtures/campaigns/910c.yaml"
 SCRIPT = (ROOT / "ref2va").read_text()

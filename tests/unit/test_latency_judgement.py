@@ -13,6 +13,8 @@ from ref2va_accept.latency_settings import LatencySettings
 from ref2va_accept.replication import sequence, warmup_done
 from ref2va_accept.workload import Outcome
 
+pytestmark = pytest.mark.fast
+
 T, C = "5s-lossless", "fast"
 
 INSTANCE = LatencySettings(

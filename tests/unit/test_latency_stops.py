@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.check_records import CheckResult
 from ref2va_accept.checks import Check, Reason
@@ -160,6 +162,7 @@ def test_a_candidate_that_failed_its_gate_starts_no_latency_instance() -> None:
     assert verdict.verdict == "failed" and Reason.QUALITY_GATE_FAILED in verdict.reasons
 
 
+@pytest.mark.fast
 def test_a_b0_that_failed_its_gate_stops_every_candidate() -> None:
     arms = _Arms(_plan(), _speeds({"fast": 0.4}))
     arms.evidence.add_check(CheckResult(TRACK, "b0", Check.BASELINE_DETERMINISM, "fail",
@@ -170,6 +173,7 @@ def test_a_b0_that_failed_its_gate_stops_every_candidate() -> None:
     assert judge(TRACK, "lossless", "fast", arms.evidence.checks).verdict == "inconclusive"
 
 
+@pytest.mark.fast
 def test_an_open_gate_stops_the_latency_protocol_too() -> None:
     assert quality_stop([CheckResult(TRACK, "c", Check.LOSSLESS_GATE, "open")], TRACK,
                         "c") == "lossless_gate (open)"
@@ -195,6 +199,7 @@ def test_a_request_failure_ends_that_arm_and_no_other() -> None:
     assert _latency_check(arms, "slow").reason == Reason.CANDIDATE_REQUEST_FAILED
 
 
+@pytest.mark.fast
 def test_a_timing_problem_never_masks_a_quality_failure_decided_without_timing() -> None:
     checks = [CheckResult(TRACK, "c", Check.LOSSLESS_GATE, "fail", Reason.QUALITY_GATE_FAILED),
               CheckResult(TRACK, "c", Check.LATENCY_RATIO, "fail", Reason.DRIFT, "B0 moved"),
@@ -224,6 +229,7 @@ def _supported(candidate: str, p: float) -> list[CheckResult]:
                         latency)]
 
 
+@pytest.mark.fast
 def test_holm_keeps_a_family_of_candidates_to_alpha() -> None:
     from ref2va_accept.verdicts import family_wise
 
@@ -239,6 +245,7 @@ def test_holm_keeps_a_family_of_candidates_to_alpha() -> None:
     assert single[0].holm is None and single[0].p_value == 0.001
 
 
+@pytest.mark.fast
 def test_a_rerun_is_numbered_and_names_what_the_earlier_attempts_gave() -> None:
     import sys
 

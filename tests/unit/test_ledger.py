@@ -40,6 +40,7 @@ def _copy_with(tmp_path: Path, **candidate: Any) -> Path:
     return path
 
 
+@pytest.mark.fast
 def test_a_scope_change_needs_a_recorded_scope_decision(tmp_path: Path) -> None:
     with pytest.raises(CampaignError, match=r"candidates\[0\]\.scope_decision: a recorded scope "
                                             r"decision .* found none"):
@@ -56,6 +57,7 @@ def test_a_scope_change_needs_a_recorded_scope_decision(tmp_path: Path) -> None:
         load_campaign(_copy_with(tmp_path / "d", change_class="faster"))
 
 
+@pytest.mark.fast
 def test_the_baseline_carries_no_candidate_record(tmp_path: Path) -> None:
     path = campaign_variant(tmp_path / "c")
     data = yaml.safe_load(path.read_text())
@@ -65,6 +67,7 @@ def test_the_baseline_carries_no_candidate_record(tmp_path: Path) -> None:
         load_campaign(path)
 
 
+@pytest.mark.fast
 def test_every_shipped_candidate_has_its_record() -> None:
     for name in ("reference.yaml", "910c.yaml"):
         for arm in load_campaign(ROOT / "fixtures/campaigns" / name).model.candidates:
@@ -91,6 +94,7 @@ def _bundle(tmp_path: Path, status: str) -> EvidenceBundle:
     return found
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("status", ["complete", "interrupted", "stopped"])
 def test_each_candidate_verdict_is_an_entry_whatever_the_run_status(tmp_path: Path,
                                                                      status: str) -> None:
@@ -114,6 +118,7 @@ def test_each_candidate_verdict_is_an_entry_whatever_the_run_status(tmp_path: Pa
     assert second["latency"] is None
 
 
+@pytest.mark.fast
 def test_entries_are_appended_never_rewritten_and_a_torn_tail_is_said(tmp_path: Path) -> None:
     path = tmp_path / "c.ledger.jsonl"
     entries = ledger.entries(_bundle(tmp_path / "a", "complete"), load_campaign(REFERENCE),
@@ -161,6 +166,7 @@ def test_a_run_appends_its_attempts_and_the_report_lists_the_record(tmp_path: Pa
     assert str(tmp_path) not in book.read_text()
 
 
+@pytest.mark.fast
 def test_the_ledger_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ledger.LEDGER_ENV, raising=False)

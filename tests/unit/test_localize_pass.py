@@ -19,6 +19,8 @@ from ref2va_accept.localize.runner import Pass
 from ref2va_accept.tensors import write_tensor_file
 from ref2va_accept.workload import Outcome
 
+pytestmark = pytest.mark.fast
+
 POINT = "dit.step002"  # the candidate breaks at step 2 by default
 BLOCKS = ["dit.blocks.0", "dit.blocks.1", "dit.blocks.2"]
 INSIDE = ["dit.blocks.1.qkv", "dit.blocks.1.fc2", "dit.blocks.1"]

@@ -13,6 +13,8 @@ from ref2va_accept import lossy
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.quality.registry import SCORERS, ScorerError, ok_score
 
+pytestmark = pytest.mark.fast
+
 GATED = ["vbench.temporal_flickering", "proxy.subject_consistency.ssim"]
 
 

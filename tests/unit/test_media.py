@@ -25,6 +25,8 @@ from ref2va_accept.media import (
     probe,
 )
 
+pytestmark = pytest.mark.fast
+
 WIDTH, HEIGHT, FRAMES, FPS, RATE = 64, 48, 124, 24, 32000
 EXPECT = MediaExpectation(num_frames=FRAMES, fps=FPS, width=WIDTH, height=HEIGHT)
 NO_BOXES = r"not an MP4 \(no ISO BMFF box structure"
@@ -416,28 +418,3 @@ def test_frame_buffers_are_kept_for_reuse_on_glibc() -> None:
     assert keep_frame_buffers() is applied  # once per process
 
 
-def _heavy_modules_after_import(module: str) -> list[str]:
-    """Import ``module`` in a fresh interpreter (this checkout's sources first on the path) and
-    list which of OpenCV and scipy it loaded."""
-    import os
-    import subprocess
-    import sys
-
-    import ref2va_accept
-
-    src = str(Path(ref2va_accept.__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    script = (f"import sys, {module}; "
-              "print(','.join(m for m in ('cv2', 'scipy') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
-    assert done.returncode == 0, f"importing {module} failed: {done.stderr.strip()}"
-    return [name for name in done.stdout.strip().split(",") if name]
-
-
-def test_importing_media_loads_neither_opencv_nor_scipy() -> None:
-    # Unit-test sessions import media; OpenCV and scipy belong where scoring happens.
-    assert _heavy_modules_after_import("ref2va_accept.media") == []
-    # The probe can see a heavy import: loudness needs scipy.
-    assert "scipy" in _heavy_modules_after_import("ref2va_accept.quality.loudness")

@@ -12,6 +12,8 @@ import pytest
 from ref2va_accept.cli import main
 from ref2va_accept.merge import MergeInputError, MergeRefused, load_run, merge
 
+pytestmark = pytest.mark.fast
+
 LOCK = "c197f00a0d734627b11f4bc6c53ab7489299a9dc59f5b4697412cd0f4ca5c9a6"
 
 

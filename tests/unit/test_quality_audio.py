@@ -26,6 +26,8 @@ from ref2va_accept.quality.audio import (
     k_weighting,
 )
 
+pytestmark = pytest.mark.fast
+
 RATE = 32000
 Signal = npt.NDArray[np.float64]
 

@@ -25,6 +25,8 @@ from ref2va_accept.quality.vbench import (
     top5_flow_magnitude,
 )
 
+pytestmark = pytest.mark.fast
+
 
 def _const(value: int, h: int = 32, w: int = 48) -> np.ndarray:
     return np.full((h, w, 3), value, np.uint8)

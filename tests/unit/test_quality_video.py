@@ -28,6 +28,8 @@ from ref2va_accept.quality import (
 from ref2va_accept.quality.registry import Score, ok_score, open_score, scorer
 from ref2va_accept.quality.scoring import aggregate_relative_error
 
+pytestmark = pytest.mark.fast
+
 H, W = 64, 96
 
 

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from ref2va_accept.checks import CHECK_REASON_CATEGORIES, Reason
@@ -151,6 +152,7 @@ def test_quality_precondition_failed(tmp_path: Path) -> None:
     assert verdict["verdict"] == "failed" and "quality_precondition_failed" in verdict["reasons"]
 
 
+@pytest.mark.fast
 def test_every_check_reason_is_expected_by_some_test() -> None:
     # A new validity or defect reason without a test that expects it fails here: each must appear
     # quoted (as an expected value) in some test file; the vocabulary itself is not read.

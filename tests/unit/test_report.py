@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.checks import Check
 from ref2va_accept.evidence import EvidenceBundle
 from ref2va_accept.records import LatencyInstance, LatencyRatioCheck, check_record
 from ref2va_accept.report import host_html, lossy_tables_html, summary_html, verdict_table_html
 from ref2va_accept.sanitize import Sanitizer
+
+pytestmark = pytest.mark.fast
 
 
 def _bundle(tmp_path: Path) -> EvidenceBundle:

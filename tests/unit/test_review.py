@@ -64,6 +64,7 @@ def _run(root: Path, outputs: list[tuple[str, str, int, str]] = OUTPUTS) -> Path
     return run
 
 
+@pytest.mark.fast
 def test_every_candidate_and_seed_with_both_outputs_is_a_pair(tmp_path: Path) -> None:
     found, missing = pairs(read_bundle(_run(tmp_path)))
     assert [(p.pair, p.track, p.candidate, p.seed, p.kind) for p in found] == [
@@ -75,6 +76,7 @@ def test_every_candidate_and_seed_with_both_outputs_is_a_pair(tmp_path: Path) ->
                        "candidate for the same seed"]
 
 
+@pytest.mark.fast
 def test_the_sheet_is_blind_and_its_key_says_which_side_is_b0(tmp_path: Path) -> None:
     run = _run(tmp_path)
     page = write_review(run).read_text()
@@ -99,6 +101,7 @@ def test_the_sheet_is_blind_and_its_key_says_which_side_is_b0(tmp_path: Path) ->
     assert json.loads((sheet / "key.json").read_text()) == key
 
 
+@pytest.mark.fast
 def test_a_run_with_nothing_to_pair_or_no_evidence_is_one_line(tmp_path: Path) -> None:
     run = _run(tmp_path / "a", [("5s-lossless", "b0", 42, "quality")])
     with pytest.raises(ReviewError, match="nothing to review: 5s-lossless lossless-text-kv: no "
@@ -162,6 +165,7 @@ def test_ratings_are_resolved_through_the_key_into_the_evidence(tmp_path: Path) 
                                                                              "reviewer-2"]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(("change", "said"), [
     ({"review_id": "ffffffff"}, "review_id 'ffffffff' is not this sheet's"),
     ({"reviewer": " "}, "reviewer: an alias or a role is needed"),

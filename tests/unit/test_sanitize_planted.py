@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ref2va_accept.evidence import EvidenceBundle, rebuild
 from ref2va_accept.sanitize import COMMON_WORDS, Identifiers, Sanitizer
+
+pytestmark = pytest.mark.fast
 
 ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"
 # What ordinary evidence says; planted names never equal one of these words.

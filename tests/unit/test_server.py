@@ -252,6 +252,7 @@ def test_stop_is_idempotent(tmp_path: Path, fake_engine: Path) -> None:
     assert instance.stop() is instance.stop()
 
 
+@pytest.mark.fast
 def test_port_is_free_detects_a_listener() -> None:
     import socket
 
@@ -284,6 +285,7 @@ def test_registry_refuses_an_instance_id_used_before(tmp_path: Path, fake_engine
         start_instance(spec, registry)
 
 
+@pytest.mark.fast
 def test_the_callers_project_variables_do_not_reach_the_engine(tmp_path: Path,
                                                                 fake_engine: Path) -> None:
     # A stray cost model in the shell would bring declared device time back, unseen in evidence;
@@ -298,6 +300,7 @@ def test_the_callers_project_variables_do_not_reach_the_engine(tmp_path: Path,
     assert env["REF2VA_DIAGNOSTICS_ROOT"] == "/d" and env["REF2VA_INSTANCE"] == spec.process_tag
 
 
+@pytest.mark.fast
 def test_a_launch_search_path_goes_ahead_of_the_inherited_one(tmp_path: Path,
                                                                fake_engine: Path) -> None:
     # CANN's environment script puts its packages on PYTHONPATH: the profile's own entries (the

@@ -29,6 +29,8 @@ from ref2va_accept.vocabulary import ArmRole
 from ref2va_accept.workload import Outcome, OutcomeLog, Sample
 from tests.unit.suite_runner import ROOT, campaign_variant
 
+pytestmark = pytest.mark.fast
+
 CAMPAIGN = ROOT / "fixtures/campaigns/reference.yaml"
 BASELINE = ArmRole.B0
 THREE = ("lossless-text-kv", "reduction-order", "mislabelled-cache")

@@ -10,6 +10,8 @@ import yaml
 from ref2va_accept.campaign import load_campaign
 from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_variant
 
+pytestmark = pytest.mark.fast
+
 
 def _points(data: dict[str, object], track: str) -> list[tuple[str, list[int]]]:
     tracks = data["tracks"]

@@ -33,6 +33,8 @@ from ref2va_accept.tensors import (
 )
 from tests.media_samples import write_mp4
 
+pytestmark = pytest.mark.fast
+
 # safetensors dtype -> the numpy type its elements are generated and written as. BF16 and F8
 # have no numpy type: hypothesis draws their bit patterns, which covers every NaN and infinity.
 STORAGE = {

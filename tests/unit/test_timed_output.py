@@ -23,6 +23,8 @@ from ref2va_accept.timed_output import (
 from ref2va_accept.workload import Outcome, OutcomeLog
 from tests.media_samples import write_mp4
 
+pytestmark = pytest.mark.fast
+
 T = "5s-lossless"
 
 

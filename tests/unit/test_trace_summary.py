@@ -17,6 +17,8 @@ from ref2va_accept.trace_summary import (
     summarize_traces,
 )
 
+pytestmark = pytest.mark.fast
+
 
 def _op(name: str, ts: float, dur: float, dims: Any = None, cat: str = "cpu_op",
         tid: int = 1) -> dict[str, Any]:

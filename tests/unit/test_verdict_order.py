@@ -18,6 +18,8 @@ from ref2va_accept.checks import Check, Reason
 from ref2va_accept.stats import latency_verdict
 from ref2va_accept.verdicts import judge
 
+pytestmark = pytest.mark.fast
+
 T, C = "5s-lossy", "c1"
 LATENCY = {  # per outcome, candidate latencies against B0's (300, 298, 305)
     "supported": (140.0, 141.0, 139.0),

@@ -12,6 +12,8 @@ from ref2va_accept.checks import Category, Check, Reason, required_checks
 from ref2va_accept.stats import latency_verdict
 from ref2va_accept.verdicts import judge
 
+pytestmark = pytest.mark.fast
+
 T = "5s-lossless"
 
 

@@ -18,6 +18,8 @@ from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.workload import Arms
 from ref2va_contract.launch import WORKDIR_TOKEN
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "engine/profiles/vllm-omni"
 BASELINES = ("b0.yaml", "b0-legacy-dlo.yaml")

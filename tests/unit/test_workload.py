@@ -14,6 +14,8 @@ from ref2va_accept.plan import plan_track
 from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.workload import Arms, build_request, describe_exit
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
