@@ -59,6 +59,8 @@ __all__ = [
     "LatencyInterval",
     "LatencyRatioCheck",
     "LatencyStopped",
+    "LatencySummary",
+    "LedgerEntry",
     "LosslessGateCheck",
     "LosslessGateData",
     "LossyGateCheck",
@@ -701,6 +703,30 @@ class LatencyStopped(Record):
     stopped_on: str
 
 
+class LatencySummary(Record):
+    """A latency_ratio check's decision in brief, as the ledger's entries and merge.json keep
+    it: ratio of medians, interval bounds, target and verdict (:meth:`of`)."""
+
+    ratio_of_medians: Number | None
+    lower: Number | None
+    upper: Number | None
+    target: Number | None
+    # A string, not the vocabulary's Verdict: ledger entries of earlier judges are read too.
+    verdict: str | None
+
+    @classmethod
+    def of(cls, check: LatencyRatioCheck | None) -> LatencySummary | None:
+        """The summary of a recorded latency_ratio check; None without one, or when it has no
+        interval (the protocol ended before a decision, or never started)."""
+        data = None if check is None else check.data
+        interval = data.interval if isinstance(data, LatencyData) else None
+        if interval is None:
+            return None
+        return cls(ratio_of_medians=interval.ratio_of_medians, lower=interval.interval.lower,
+                   upper=interval.interval.upper, target=interval.target,
+                   verdict=interval.verdict.value)
+
+
 # -- checks --------------------------------------------------------------------------------------
 
 N = TypeVar("N")
@@ -1155,8 +1181,16 @@ class LedgerEntry(OpenRecord):
     p_value: Number | None = None
     stand_in_weights: list[str] | None = None
     localized: str | None = None
-    latency: dict[str, Any] | None = None
+    latency: LatencySummary | None = None
     quality: dict[str, Any] | None = None
+    # the candidate record the campaign declares, and what ran (ledger.entries)
+    description: str | None = None
+    hypothesis: str | None = None
+    attribution: dict[str, Any] | None = None
+    change_class: str | None = None
+    scope_decision: dict[str, Any] | None = None
+    enabled_path: dict[str, Any] | None = None
+    profile_diff: dict[str, Any] | None = None
     # runs
     wall_s: Number | None = None
     instances: int | None = None
