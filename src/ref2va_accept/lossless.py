@@ -40,6 +40,7 @@ from .decoded import compare_decoded_mp4
 from .errors import MediaError, TensorFileError
 from .gates import BaselineGateRunner
 from .plan import LosslessContract
+from .records import MediaProbe
 from .tensors import (
     DumpComparison,
     PointComparison,
@@ -99,13 +100,15 @@ def contract_problems(outcome: Outcome, contract: LosslessContract) -> list[str]
 
 
 def _mp4_shape(outcome: Outcome, name: str) -> list[int] | None:
-    media = outcome.media or {}
-    if name == "mp4.video" and media.get("video"):
-        v = media["video"]
-        return [v["frames_decoded"], v["height"], v["width"], 3]
-    if name == "mp4.audio" and media.get("audio"):
-        a = media["audio"]
-        return [a["channels"], a["samples_decoded"]]
+    if not outcome.media:
+        return None
+    media = MediaProbe.model_validate(outcome.media)  # the probe as the evidence records it
+    if name == "mp4.video" and media.video:
+        v = media.video
+        return [v.frames_decoded, v.height, v.width, 3]
+    if name == "mp4.audio" and media.audio:
+        a = media.audio
+        return [a.channels, a.samples_decoded]
     return None
 
 
@@ -368,12 +371,12 @@ def localization(arms: Arms, candidate: str, checks: Sequence[CheckResult], base
                  ) -> list[CheckResult]:
     """The localization pass (localize/) when the gate failed on bit-exactness, once every
     instance of the gate is stopped: its one check, recorded; nothing when the gate did not."""
-    from .localize import equal_before, localize, wants_pass  # noqa: PLC0415 - a failed gate
+    from .localize import equal_before, failed_gate, localize  # noqa: PLC0415 - a failed gate
 
-    point = wants_pass(list(checks))
-    if point is None or watched.sample.seed is None:
+    table = failed_gate(checks)
+    point = None if table is None else table.first_divergence
+    if table is None or point is None or watched.sample.seed is None:
         return []
-    table = next(c.data for c in checks if c.name is Check.LOSSLESS_GATE)
     dumps = baseline.watched.dump_dir, watched.dump_dir
     return [localize(arms, candidate, point, watched.sample.seed,
                      None if None in dumps else dumps,  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ from .checks import (
     reasons_of,
     required_checks,
 )
+from .records import LocalizationCheck, ScorerWeightsCheck, check_record
 from .vocabulary import ArmRole, CheckStatus, IntervalReason, QualityClass, Verdict
 
 if TYPE_CHECKING:
@@ -72,8 +73,9 @@ class GateChecks:
 
 
 def _stand_ins(checks: Sequence[CheckResult]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(str(name) for c in checks if c.name is Check.SCORER_WEIGHTS
-                               for name in c.data.get("stand_ins") or ()))
+    weights = [check_record(c) for c in checks if c.name is Check.SCORER_WEIGHTS]
+    return tuple(dict.fromkeys(name for c in weights if isinstance(c, ScorerWeightsCheck)
+                               for name in c.data.stand_ins))
 
 
 # Checks that measure time: a validity problem they find concerns the timing only.
@@ -224,10 +226,11 @@ def _localized(checks: Sequence[CheckResult]) -> str:
     ``A .. B not run``), '' when none did."""
     for check in checks:
         if check.name is Check.LOCALIZATION and check.status is CheckStatus.PASS:
-            data = check.data
-            where = data.get("where") or data.get("module") or "outside any module"
-            step = data.get("step")
-            return f"{where} (step {step})" if step is not None else str(where)
+            found = check_record(check)
+            if isinstance(found, LocalizationCheck):  # always: its name selects its record
+                data = found.data
+                where = data.where or data.module or "outside any module"
+                return f"{where} (step {data.step})" if data.step is not None else where
     return ""
 
 

@@ -110,13 +110,28 @@ def test_level_one_starts_after_the_last_equal_step(point: str, equal: list[str]
     assert target is not None and target.first_step == first
 
 
+def _table(first: str | None, *points: tuple[str, bool]) -> dict[str, Any]:
+    """A lossless gate's table as the gate writes it: every point compared, in order."""
+    from ref2va_accept.tensors import PointComparison
+
+    compared = [PointComparison(name, "equal" if equal else "differs", "float32", "float32",
+                                (2,), (2,), 2, 0 if equal else 1, 0.0 if equal else 0.5)
+                for name, equal in points]
+    return {"seed": 42, "points": [p.to_dict() for p in compared], "first_divergence": first}
+
+
 def test_the_equal_points_are_read_from_the_gates_table() -> None:
     from ref2va_accept.localize.runner import equal_before
+    from ref2va_accept.records import LosslessGateData
 
-    table = {"first_divergence": "dit.step025", "points": [
-        {"name": "cond.text", "equal": True}, {"name": "dit.step000", "equal": True},
-        {"name": "dit.step025", "equal": False}, {"name": "dit.step049", "equal": False}]}
+    table = LosslessGateData.model_validate(_table(
+        "dit.step025", ("cond.text", True), ("dit.step000", True), ("dit.step025", False),
+        ("dit.step049", False)))
     assert equal_before(table) == ["cond.text", "dit.step000"]
+    # an equal point after the first divergence is not one before it
+    later = LosslessGateData.model_validate(_table(
+        "cond.text", ("cond.text", False), ("dit.step000", True)))
+    assert equal_before(later) == []
 
 
 @pytest.mark.parametrize("point", ["latent.video", "decoded.audio", "mp4.video"])
@@ -130,11 +145,17 @@ def _gate(status: str, reason: Reason | None, data: dict[str, Any]) -> CheckResu
 
 
 def test_only_a_bit_exact_failure_asks_for_the_pass() -> None:
-    assert wants_pass([_gate("fail", Reason.QUALITY_GATE_FAILED,
-                             {"first_divergence": "dit.step003"})]) == "dit.step003"
-    assert wants_pass([_gate("pass", None, {"first_divergence": None})]) is None
+    from ref2va_accept.localize import failed_gate
+
+    differs = _table("dit.step003", ("dit.step000", True), ("dit.step003", False))
+    assert wants_pass([_gate("fail", Reason.QUALITY_GATE_FAILED, differs)]) == "dit.step003"
+    found = failed_gate([_gate("fail", Reason.QUALITY_GATE_FAILED, differs)])
+    assert found is not None and [p.name for p in found.points] == ["dit.step000", "dit.step003"]
+    assert wants_pass([_gate("pass", None, _table(None, ("dit.step000", True)))]) is None
     assert wants_pass([_gate("fail", Reason.COMPARISON_POINT_MISSING,
-                             {"first_divergence": None})]) is None
+                             _table(None, ("dit.step000", True)))]) is None
+    # a gate that records no table (nothing compared) names no point to localize
+    assert failed_gate([_gate("fail", Reason.QUALITY_GATE_FAILED, {})]) is None
 
 
 def test_plan_prices_the_pass_at_its_worst_case() -> None:
@@ -184,3 +205,103 @@ def test_the_disk_check_sizes_a_pass_per_lossless_candidate_gate() -> None:
     assert "localization passes" in with_pass.parts()
 
 
+
+
+# -- ref2va-accept localize: what it reads of the finished run ----------------------------------
+
+def _finished_run(folder: Path, checks: list[dict[str, Any]],
+                  campaign: dict[str, Any] | None) -> Path:
+    """A finished run's folder whose evidence.json is a complete bundle (the records read it)."""
+    from tests.unit.evidence_schema import validate_bundle
+
+    bundle = validate_bundle({
+        "schema": "ref2va-evidence/1", "run_id": "20260101T000000Z-abcdef",
+        "status": "complete", "started_at": "2026-01-01T00:00:00+00:00",
+        "finished_at": "2026-01-01T00:10:00+00:00", "harness_version": "0.1.0",
+        "environment": {"python": "3.11.7", "implementation": "cpython", "machine": "x86_64",
+                        "system": "Linux", "packages": {}},
+        "campaign": campaign, "verdicts": [], "checks": checks, "instances": [], "samples": [],
+        "media": [], "notes": []})
+    folder.mkdir()
+    (folder / "evidence.json").write_text(json.dumps(bundle))
+    return folder
+
+
+def _recorded_campaign(canonical: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "reference", "file": "fixtures/campaigns/reference.yaml",
+            "engine_kind": "reference", "source_pin": {}, "canonical": canonical,
+            "freeze": {"state": "not_frozen", "lock_sha256": None, "problems": [],
+                       "unfilled": [], "verdict_cap": "protocol_not_frozen"},
+            "order": {"seed": 1, "drawn_per_run": True, "given": False}}
+
+
+def _gate_record(status: str, reason: Reason | None, data: dict[str, Any],
+                 arm: str = "reduction-order") -> dict[str, Any]:
+    recorded: dict[str, Any] = json.loads(json.dumps(
+        CheckResult("5s-lossless", arm, Check.LOSSLESS_GATE, status,  # type: ignore[arg-type]
+                    reason, "x", data).to_dict()))
+    return recorded
+
+
+def test_localize_reads_the_failed_gate_and_the_campaign_of_the_finished_run(
+        tmp_path: Path) -> None:
+    from ref2va_accept.campaign import load_campaign
+    from ref2va_accept.localize.command import localize_run
+    from ref2va_accept.lock import canonical_campaign
+    from tests.unit.suite_runner import ROOT
+
+    canonical = json.loads(json.dumps(canonical_campaign(
+        load_campaign(ROOT / "fixtures/campaigns/reference.yaml"))))
+    failed = _gate_record("fail", Reason.QUALITY_GATE_FAILED, _table(
+        "dit.step025", ("dit.step000", True), ("dit.step025", False)), arm="ghost")
+    run = _finished_run(tmp_path / "run", [failed], _recorded_campaign(canonical))
+    # Everything read back matched: the gate's point, the campaign the run recorded (found from
+    # `repo` by its file), its canonical form; what stops it here is a candidate the campaign
+    # does not have.
+    with pytest.raises(LocalizeError, match=r"reference\.yaml: ghost does not enter 5s-lossless"):
+        localize_run(run, "5s-lossless", "ghost", None, ROOT)
+    with pytest.raises(LocalizeError, match="no lossless_gate check of ghost on 10s-lossless "
+                                            "in this run"):
+        localize_run(run, "10s-lossless", "ghost", None, ROOT)
+
+
+@pytest.mark.parametrize(("checks", "campaign", "refused"), [
+    ([_gate_record("pass", None, _table(None, ("dit.step000", True)))], {},
+     r"reduction-order on 5s-lossless was not a bit-exact failure in run "
+     r"\(lossless_gate pass: x\)"),
+    ([_gate_record("fail", Reason.CANDIDATE_REQUEST_FAILED, {})], {},
+     "was not a bit-exact failure in run"),
+    ([_gate_record("fail", Reason.QUALITY_GATE_FAILED, _table(
+        "dit.step000", ("dit.step000", False)))], None, "run recorded no campaign"),
+    ([_gate_record("fail", Reason.QUALITY_GATE_FAILED, _table(
+        "dit.step000", ("dit.step000", False)))], {"another": "campaign"},
+     r"reference\.yaml is not the campaign run ran"),
+])
+def test_localize_refuses_a_run_it_cannot_localize_again(
+        tmp_path: Path, checks: list[dict[str, Any]], campaign: dict[str, Any] | None,
+        refused: str) -> None:
+    from ref2va_accept.localize.command import localize_run
+    from tests.unit.suite_runner import ROOT
+
+    recorded = None if campaign is None else _recorded_campaign(campaign)
+    run = _finished_run(tmp_path / "run", checks, recorded)
+    with pytest.raises(LocalizeError, match=refused):
+        localize_run(run, "5s-lossless", "reduction-order", None, ROOT)
+
+
+@pytest.mark.parametrize(("evidence", "said"), [
+    (None, r"run: not a finished run's evidence folder \(no evidence.json \(not a run folder\)\)"),
+    ("{", r"run: not a finished run's evidence folder \(evidence.json is not JSON"),
+    ('{"schema": "ref2va-evidence/1"}', r"run: not a finished run's evidence folder "
+                                       r"\(evidence.json does not match the evidence records"),
+])
+def test_localize_refuses_a_folder_without_a_finished_runs_evidence(
+        tmp_path: Path, evidence: str | None, said: str) -> None:
+    from ref2va_accept.localize.command import localize_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    if evidence is not None:
+        (run / "evidence.json").write_text(evidence)
+    with pytest.raises(LocalizeError, match=said):
+        localize_run(run, "5s-lossless", "c", None, tmp_path)

@@ -222,7 +222,7 @@ def _failed_gate(reason: Any, point: str | None) -> Any:
 
     status = "fail" if reason is not None else "pass"
     return CheckResult("5s-lossless", "cand", Check.LOSSLESS_GATE, status, reason, "x",
-                       {"first_divergence": point, "seed": 42})
+                       {"seed": 42, "points": [], "first_divergence": point})
 
 
 @pytest.mark.parametrize(("enabled", "reason", "runs"), [

@@ -195,3 +195,36 @@ def test_a_verdict_speaks_only_the_vocabulary_too() -> None:
         TrackVerdict("5s-lossy", "c", "inconclusive", ("open_checks",), ("lossy_gat",), {})
     with pytest.raises(ValueError, match="'passed' is not one of"):
         TrackVerdict("5s-lossy", "c", "passed", (), (), {})  # type: ignore[arg-type]
+
+
+def _localized(found: bool, where: str, module: str | None, step: int | None) -> CheckResult:
+    from ref2va_accept.localize import Localization, Target
+
+    target = Target("dit" if step is not None else "encoders", step)
+    return Localization(T, "c1", "dit.step002", 42, target, found=found, where=where,
+                        module=module, sentence="s").check()
+
+
+@pytest.mark.parametrize(("check", "row"), [
+    (_localized(True, "code between dit.blocks.2 and dit.blocks.3", "dit.blocks.2", 2),
+     "code between dit.blocks.2 and dit.blocks.3 (step 2)"),
+    (_localized(True, "", "text_encoder.layers.0.fc1", None), "text_encoder.layers.0.fc1"),
+    (_localized(True, "", None, 4), "outside any module (step 4)"),
+    (_localized(False, "dit.blocks.1", "dit.blocks.1", 2), ""),  # open: nothing named
+])
+def test_the_row_names_where_a_localization_pass_found_the_parting(check: CheckResult,
+                                                                   row: str) -> None:
+    assert judge(T, "lossless", "c1", [*_passing(), check]).localized == row
+    # another candidate's pass names nothing in this one's row
+    assert judge(T, "lossless", "c2", [*_passing("c2"), check]).localized == ""
+
+
+def test_the_row_names_the_stand_in_weights_its_scores_came_from_once_each() -> None:
+    weights = {"weights": [{"name": "ViT-B-32.pt", "sha256": "ab" * 32, "stand_in": True,
+                            "declared": True}], "stand_ins": ["ViT-B-32.pt"], "undeclared": []}
+    checks = [CheckResult(T, arm, Check.SCORER_WEIGHTS, "pass", None, "x", weights)
+              for arm in ("b0", "c1")]
+    assert judge(T, "lossless", "c1", [*_passing(), *checks]).stand_in_weights == ("ViT-B-32.pt",)
+    real = {**weights, "stand_ins": []}
+    assert judge(T, "lossless", "c1", [*_passing(), CheckResult(
+        T, "c1", Check.SCORER_WEIGHTS, "pass", None, "x", real)]).stand_in_weights == ()

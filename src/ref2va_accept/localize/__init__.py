@@ -10,6 +10,7 @@ from .runner import (
     Pass,
     Target,
     equal_before,
+    failed_gate,
     localize,
     target_of,
     wants_pass,
@@ -17,6 +18,6 @@ from .runner import (
 
 __all__ = [
     "Call", "DiffMap", "Digest", "Localization", "Parting", "Pass", "Target", "diff_map",
-    "equal_before",
+    "equal_before", "failed_gate",
     "localize", "parting", "read_log", "svg", "target_of", "wants_pass",
 ]

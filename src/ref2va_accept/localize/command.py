@@ -20,57 +20,67 @@ from pathlib import Path
 from typing import Any
 
 from ..campaign import load_campaign
+from ..check_records import CheckResult
 from ..errors import EXIT_OK, EXIT_PROBLEM, LocalizeError
 from ..evidence import EvidenceBundle, new_run_id
+from ..evidence_log import EVIDENCE_FILE, read_bundle_file
 from ..lock import canonical_campaign, verify
 from ..plan import plan_campaign
+from ..records import Bundle, LosslessGateCheck, LosslessGateData
 from ..sanitize import Sanitizer
 from ..server import InstanceRegistry
-from ..vocabulary import ArmRole
+from ..vocabulary import ArmRole, CheckStatus
 from ..workload import Arms
 from .runner import Pass, equal_before
 
 
-def _gate_check(evidence: dict[str, Any], track: str, candidate: str) -> dict[str, Any]:
-    for check in evidence.get("checks", []):
-        if (check.get("track"), check.get("arm"), check.get("name")) == (
-                track, candidate, "lossless_gate"):
-            found: dict[str, Any] = check
-            return found
-    raise LocalizeError(f"no lossless_gate check of {candidate} on {track} in this run")
+def _gate_check(evidence: Bundle, track: str, candidate: str) -> LosslessGateCheck:
+    gate = evidence.check_of(LosslessGateCheck, track, candidate)
+    if gate is None:
+        raise LocalizeError(f"no lossless_gate check of {candidate} on {track} in this run")
+    return gate
 
 
-def _dump_dir(run: Path, evidence: dict[str, Any], track: str, arm: str) -> Path | None:
+def _dump_dir(run: Path, evidence: Bundle, track: str, arm: str) -> Path | None:
     """The folder of the arm's watched (quality) request in the finished run, if it dumped."""
-    for sample in evidence.get("samples", []):
-        if (sample.get("track"), sample.get("arm"), sample.get("kind")) == (
-                track, arm, "quality") and sample.get("dump_dir"):
-            return run / str(sample["dump_dir"])
+    for sample in evidence.samples_where(track=track, arm=arm, kind="quality"):
+        if sample.dump_dir:
+            return run / sample.dump_dir
     return None
 
 
-def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | None,
-                 repo: Path) -> tuple[Path, dict[str, Any]]:
-    """Run the pass for one candidate of a finished run; its folder and the check's record."""
+def _read(run: Path) -> Bundle:
+    """The finished run's evidence.json, typed (LocalizeError naming the run when it is not
+    one)."""
     try:
-        evidence = json.loads((run / "evidence.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        return read_bundle_file(run / EVIDENCE_FILE, LocalizeError)[1]
+    except LocalizeError as exc:
         raise LocalizeError(f"{run.name}: not a finished run's evidence folder "
-                            f"(evidence.json: {exc})") from None
+                            f"({str(exc).removeprefix(f'{run.name}: ')})") from None
+
+
+def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | None,
+                 repo: Path) -> tuple[Path, CheckResult]:
+    """Run the pass for one candidate of a finished run; its folder and its check."""
+    evidence = _read(run)
     gate = _gate_check(evidence, track, candidate)
-    data = gate.get("data") or {}
-    point, seed = data.get("first_divergence"), data.get("seed")
-    if gate.get("status") != "fail" or not isinstance(point, str):
+    data = gate.data
+    if (gate.status is not CheckStatus.FAIL or not isinstance(data, LosslessGateData)
+            or data.first_divergence is None):
         raise LocalizeError(f"{candidate} on {track} was not a bit-exact failure in {run.name} "
-                            f"(lossless_gate {gate.get('status')}: {gate.get('detail')})")
-    recorded = evidence.get("campaign") or {}
-    path = campaign_path or repo / str(recorded.get("file"))
+                            f"(lossless_gate {gate.status}: {gate.detail})")
+    point, seed = data.first_divergence, data.seed
+    recorded = evidence.campaign
+    if recorded is None:
+        raise LocalizeError(f"{run.name} recorded no campaign: the pass must start the same "
+                            "launch lines")
+    path = campaign_path or repo / recorded.file
     campaign = load_campaign(path)
-    if canonical_campaign(campaign) != recorded.get("canonical"):
+    if canonical_campaign(campaign) != recorded.canonical:
         raise LocalizeError(f"{path.name} is not the campaign {run.name} ran (its canonical form "
                             "differs): the pass must start the same launch lines")
     # A frozen run also fixed its profiles' and inputs' bytes (the lock): they must still match.
-    lock = (recorded.get("freeze") or {}).get("lock_sha256")
+    lock = recorded.freeze.lock_sha256
     if lock:
         now = verify(path)
         if now.state != "frozen" or now.lock_sha256 != lock:
@@ -91,7 +101,7 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
     status = "complete"
     try:
         b0_dir, cand_dir = (_dump_dir(run, evidence, track, a) for a in (ArmRole.B0, candidate))
-        result = Pass(arms, candidate, point, int(seed) if seed is not None else plan.seeds[0],
+        result = Pass(arms, candidate, point, seed if seed is not None else plan.seeds[0],
                       (b0_dir, cand_dir) if b0_dir and cand_dir else None,
                       equal_points=equal_before(data)).run()
         check = result.check()
@@ -103,10 +113,9 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
         for audit in registry.stop_all():
             bundle.add_audit(audit.to_dict())
         bundle.finish(status, lambda checks: [])
-    record = check.to_dict()
-    _write_page(bundle.folder, record, run.name)
+    _write_page(bundle.folder, check.to_dict(), run.name)
     bundle.sanitize_files()
-    return bundle.folder, record
+    return bundle.folder, check
 
 
 def _write_page(folder: Path, record: dict[str, Any], run: str) -> None:
@@ -119,14 +128,14 @@ def _write_page(folder: Path, record: dict[str, Any], run: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    folder, record = localize_run(args.run_folder, args.track, args.candidate, args.campaign,
-                                  Path.cwd())
+    folder, check = localize_run(args.run_folder, args.track, args.candidate, args.campaign,
+                                 Path.cwd())
     if args.json:
-        print(json.dumps({"folder": folder.name, "check": record}, indent=2))
+        print(json.dumps({"folder": folder.name, "check": check.to_dict()}, indent=2))
     else:
-        print(record["detail"])
+        print(check.detail)
         print(f"page: {folder.name}/localize.html")
-    return EXIT_OK if record["status"] == "pass" else EXIT_PROBLEM
+    return EXIT_OK if check.status is CheckStatus.PASS else EXIT_PROBLEM
 
 
 def add_command(sub: Any) -> None:

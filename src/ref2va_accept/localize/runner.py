@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict
+
 from ref2va_contract.diagnostics import (
     CAPTURE_DIT,
     CAPTURE_ENCODERS,
@@ -57,6 +59,7 @@ from ..check_records import CheckResult
 from ..checks import Check, Reason
 from ..disk import DTYPE_BYTES, fmt_bytes
 from ..errors import LocalizeError, Ref2VAError, TensorFileError
+from ..records import LosslessGateData, check_record
 from ..tensors import compare_dumps, compare_tensor_files, point_file
 from ..tensors.comparison import dit_step
 from ..vocabulary import ArmRole, CheckStatus
@@ -75,6 +78,15 @@ LEVEL2_FACTOR = 32
 DISK_MARGIN = 1.25
 REQUESTS = 4  # at most, per localized candidate
 STARTS = 3
+
+
+class CaptureReport(BaseModel):
+    """The engine's own report of a capture (its enabled_path.json's `capture`: module_capture
+    writes what it hooked and captured); the pass reads its errors alone."""
+
+    model_config = ConfigDict(extra="allow")
+
+    errors: list[Any] = []
 
 
 @dataclass(frozen=True)
@@ -242,13 +254,13 @@ class Pass:
         # the engine's own report of its capture must be there and clean.
         try:
             report = json.loads((outcome.dump_dir / ENABLED_PATH_FILE).read_text())
-            said = report[CAPTURE_REPORT_KEY]
-        except (OSError, ValueError, KeyError, TypeError):
+            said = CaptureReport.model_validate(report[CAPTURE_REPORT_KEY])
+        except (OSError, ValueError, KeyError, TypeError):  # a ValidationError is a ValueError
             raise LocalizeError(f"{arm}'s level-{level} request: no capture report in its "
                                 f"{ENABLED_PATH_FILE}") from None
-        if said.get("errors"):
+        if said.errors:
             raise LocalizeError(f"{arm}'s level-{level} capture failed in the engine: "
-                                + "; ".join(map(str, said["errors"][:3])))
+                                + "; ".join(map(str, said.errors[:3])))
         return outcome
 
     def _on(self, arm: str, work: Any) -> Any:
@@ -410,23 +422,30 @@ def localize(arms: Arms, candidate: str, point: str, seed: int,
     return check
 
 
-def wants_pass(checks: list[CheckResult]) -> str | None:
-    """The first diverging point of a lossless gate that failed on bit-exactness, or None."""
+def failed_gate(checks: Sequence[CheckResult]) -> LosslessGateData | None:
+    """The table of a lossless gate that failed on bit-exactness (as the evidence records
+    it), None when no gate did."""
     for check in checks:
         if check.name is Check.LOSSLESS_GATE and check.reason is Reason.QUALITY_GATE_FAILED:
-            point = check.data.get("first_divergence")
-            return point if isinstance(point, str) else None
+            data = check_record(check).data
+            return data if isinstance(data, LosslessGateData) else None
     return None
 
 
-def equal_before(table: dict[str, Any]) -> list[str]:
+def wants_pass(checks: Sequence[CheckResult]) -> str | None:
+    """The first diverging point of a lossless gate that failed on bit-exactness, or None."""
+    table = failed_gate(checks)
+    return None if table is None else table.first_divergence
+
+
+def equal_before(table: LosslessGateData) -> list[str]:
     """The points a lossless gate's table found equal before its first divergence."""
     found = []
-    for point in table.get("points") or []:
-        if point.get("name") == table.get("first_divergence"):
+    for point in table.points:
+        if point.name == table.first_divergence:
             break
-        if point.get("equal"):
-            found.append(str(point.get("name")))
+        if point.equal:
+            found.append(point.name)
     return found
 
 
