@@ -15,8 +15,10 @@ import pytest
 import yaml
 
 from ref2va_accept.bringup import QUESTION_IDS, price, schedule
+from ref2va_accept.bringup.judge import Judging
 from ref2va_accept.bringup.patch import PatchError, set_scalar
 from ref2va_accept.bringup.rows import complete, confirmed
+from ref2va_accept.bringup.state import StopRecord
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from tests.unit.evidence_schema import schema_errors
@@ -99,6 +101,78 @@ def test_every_question_gets_a_row_and_an_unanswered_one_stays_open() -> None:
     assert {r.status for r in rows if r.id != "flags"} == {"not_checked"}
     with pytest.raises(ValueError, match="unknown"):
         complete({"made_up": confirmed("flags", "x")}, "why")
+
+
+# --- the judgements and the page, from what the steps recorded -----------------------------------
+
+def _stop(instance: str, *, sigkill: bool = False, alive_after: int = 0,
+          held_mb: float = 0.0) -> StopRecord:
+    """One stop as runner.stop records it: the audit's and the release's own records."""
+    from ref2va_accept.audit import CleanupAudit, ProcessRecord, StopStep
+    from ref2va_accept.device_memory import Poll, Release
+
+    killed = (ProcessRecord(7, "vllm", "zombie"),) if sigkill else ()
+    audit = CleanupAudit("b0", instance, 42, 0, 3, killed, (), True, 4.0,
+                         ("needed SIGKILL for 1 process",) if sigkill else (), 90.0,
+                         (StopStep("SIGTERM main", 0.0, 2.04, alive_after),))
+    release = Release(not held_mb, 120.0 if held_mb else 3.5, {3: held_mb} if held_mb else {},
+                      (Poll(1.0, True, {3: 100.0 + held_mb}, None),),
+                      "still held" if held_mb else None)
+    return StopRecord.model_validate({"audit": audit.to_dict(), "release": release.to_dict()})
+
+
+def _judging(stops: list[StopRecord]) -> Judging:
+    judging = Judging(load_campaign(CAMPAIGN_910C), None, None)  # type: ignore[arg-type]
+    judging.stops = stops
+    judging.judge_stops([])
+    return judging
+
+
+@pytest.mark.fast
+def test_clean_stops_and_releases_confirm_the_stop_order_and_the_memory_release() -> None:
+    judging = _judging([_stop("a"), _stop("b")])
+    assert judging.rows["stop_order"].status == "confirmed"
+    assert judging.rows["stop_order"].seen == ("2 stop(s) clean; the main process exited 2.0 s "
+                                               "after SIGTERM at worst")
+    assert judging.rows["memory_release"].status == "confirmed"
+    assert judging.rows["memory_release"].seen.startswith("back to idle within 3.5 s at worst")
+    assert judging.patch_inputs.release_worst_s == 3.5
+
+
+@pytest.mark.fast
+def test_a_stop_that_needed_sigkill_or_left_memory_held_contradicts_its_rows() -> None:
+    judging = _judging([_stop("a", sigkill=True, held_mb=30000.0), _stop("b", alive_after=2)])
+    seen = judging.rows["stop_order"].seen
+    assert judging.rows["stop_order"].status == "contradicted"
+    assert seen == ("a: needed SIGKILL for 1 process; b: 2 process(es) alive after SIGTERM to "
+                    "the main process; HBM held after a stop: {'3': 30000.0}")
+    assert judging.rows["memory_release"].status == "contradicted"
+    assert judging.rows["memory_release"].seen == ("after 120 s still {'3': 30000.0} MB over "
+                                                   "idle (still held)")
+    assert judging.patch_inputs.release_worst_s == 120.0
+    assert _judging([]).rows["stop_order"].status == "not_checked"
+
+
+@pytest.mark.fast
+def test_the_page_shows_each_memory_policy_as_recorded() -> None:
+    from ref2va_accept.bringup.page import _policies_table
+    from ref2va_accept.bringup.state import PolicyRun
+    from ref2va_accept.client import Sample
+    from ref2va_accept.workload import Outcome
+
+    stop = _stop("a")
+    served = PolicyRun("b0.yaml", started=True, start_s=61.25, hbm_loaded_mb={"3": 2048.0},
+                       request=Outcome(Sample("s1", "b0", "5s", "bringup", 0, 42, "t", ok=True,
+                                              latency_s=12.34), {"video": {}}, ()),
+                       stop=stop.audit.json_dict())
+    refused = PolicyRun("legacy.yaml", start_error="exited 1", hbm_problem="probe unreadable")
+    table = _policies_table([served.record(), refused.record()])
+    assert ("<tr><td>b0.yaml</td><td>61.2 s</td><td>{&#x27;3&#x27;: 2048.0}</td>"
+            "<td>12.3 s, complete</td><td>SIGTERM main +2.0 s (0 alive)</td><td>-</td></tr>"
+            ) in table
+    assert ("<tr><td>legacy.yaml</td><td>did not start: exited 1</td><td>probe unreadable</td>"
+            "<td>not sent</td><td>-</td><td>-</td></tr>") in table
+    assert _policies_table([]) == "<p>No B0 memory-policy profile was started.</p>"
 
 
 # --- on the stand-in host -------------------------------------------------------------------------

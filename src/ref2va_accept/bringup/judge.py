@@ -92,7 +92,7 @@ class Judging(BringupState):
                     f"{d}: {mb:.0f} MB" for d, mb in r.hbm_loaded_mb.items()))
                 lines.append(f"{r.profile}: started in {r.start_s:.1f} s, served{hbm}")
         chosen = next((r for r in served if r.release is None or r.release.released), None)
-        self.patch_inputs["chosen"] = chosen
+        self.patch_inputs.chosen = chosen
         if chosen is not None:
             self.put(confirmed("tp_and_memory_policy", "; ".join(lines),
                                f"chosen: {chosen.profile}"))
@@ -100,7 +100,7 @@ class Judging(BringupState):
             self.put(contradicted("tp_and_memory_policy", "; ".join(lines)))
         starts = [r.start_s for r in runs if r.start_s is not None]
         mid = statistics.median(starts) if starts else None
-        self.patch_inputs["start_s"] = mid
+        self.patch_inputs.start_s = mid
         estimate = (self.model.protocol.expected_start_s or {}).get("5s")
         if mid is None:
             self.put(not_checked("start_time", "no engine started"))
@@ -191,7 +191,7 @@ class Judging(BringupState):
                 and self.plan.track_15s and self.plan.track_15s.endswith("lossless")):
             dumps.append((self.plan.track_15s, self.long_request.dump_dir,
                           self.long_request.media_path))
-        self.patch_inputs["dumps"] = dumps
+        self.patch_inputs.dumps = dumps
         shapes_bad, shapes_new, dtypes_bad, missing, checked = [], [], [], [], 0
         unreadable: list[str] = []  # campaign lines fill-points cannot edit: compared by hand
         for name, folder, mp4 in dumps:
@@ -257,30 +257,29 @@ class Judging(BringupState):
         self.put((confirmed if total < bound else contradicted)("dump_time", seen))
 
     def judge_stops(self, runs: list[PolicyRun]) -> None:
-        stops = self.data.get("stops", [])
+        stops = self.stops
         if not stops:
             self.put(not_checked("stop_order", "no engine was stopped"))
             self.put(not_checked("memory_release", "no engine was stopped"))
             return
         trouble = []
         for stop in stops:
-            audit = stop["audit"]
-            steps = audit.get("steps") or []
-            first = steps[0] if steps else {}
-            if audit.get("needed_sigkill") or audit.get("survivors") or audit.get("problems"):
-                trouble.append(f"{audit['instance']}: " + "; ".join(audit.get("problems") or [
+            audit = stop.audit
+            first = audit.steps[0] if audit.steps else None
+            if audit.needed_sigkill or audit.survivors or audit.problems:
+                trouble.append(f"{audit.instance}: " + "; ".join(audit.problems or [
                     "needed SIGKILL"]))
-            elif first.get("alive_after"):
-                trouble.append(f"{audit['instance']}: {first['alive_after']} process(es) alive "
+            elif first is not None and first.alive_after:
+                trouble.append(f"{audit.instance}: {first.alive_after} process(es) alive "
                                "after SIGTERM to the main process")
-        releases = [s["release"] for s in stops if s["release"] is not None]
-        held = [r for r in releases if not r["released"]]
-        main_s = [s["audit"]["steps"][0]["waited_s"] for s in stops if s["audit"].get("steps")]
-        worst = max((r["waited_s"] for r in releases), default=None)
-        self.patch_inputs["release_worst_s"] = worst
+        releases = [s.release for s in stops if s.release is not None]
+        held = [r for r in releases if not r.released]
+        main_s = [s.audit.steps[0].waited_s for s in stops if s.audit.steps]
+        worst = max((r.waited_s for r in releases), default=None)
+        self.patch_inputs.release_worst_s = worst
         if trouble or held:
             self.put(contradicted("stop_order", "; ".join(trouble + [
-                f"HBM held after a stop: {r['held_mb']}" for r in held])))
+                f"HBM held after a stop: {r.held_mb}" for r in held])))
         else:
             self.put(confirmed("stop_order", f"{len(stops)} stop(s) clean; the main process "
                                f"exited {max(main_s, default=0):.1f} s after SIGTERM at worst"))
@@ -288,8 +287,8 @@ class Judging(BringupState):
             self.put(not_checked("memory_release", "no accelerator is assigned"))
         elif held:
             self.put(contradicted("memory_release", "; ".join(
-                f"after {r['waited_s']:.0f} s still {r['held_mb']} MB over idle"
-                + (f" ({r['problem']})" if r.get("problem") else "") for r in held)))
+                f"after {r.waited_s:.0f} s still {r.held_mb} MB over idle"
+                + (f" ({r.problem})" if r.problem else "") for r in held)))
         else:
             self.put(confirmed("memory_release", f"back to idle within {worst:.1f} s at worst "
                                f"(timeout {self.model.devices.memory_release.timeout_s:g} s)"))
@@ -312,9 +311,8 @@ class Judging(BringupState):
             self.put(contradicted("first_15s_bound", outcome.explain()[:240]))
             return
         assert latency is not None
-        client = self.data["long_request"]["client_timeout_s"]
         self.put(confirmed("wave_timeout", f"{latency:.1f} s, inside the client timeout "
-                           f"{client:g} s and the server bound {bound:g} s"))
+                           f"{self.long_timeout_s:g} s and the server bound {bound:g} s"))
         verdict = confirmed if latency <= BOUND_HEADROOM * bound else contradicted
         self.put(verdict("first_15s_bound", f"{latency:.1f} s is {latency / bound:.0%} of the "
                      f"{bound:g} s bound"))
@@ -343,12 +341,12 @@ class Judging(BringupState):
     # -- the patch -------------------------------------------------------------------------------
     def make_patch(self) -> CampaignPatch:
         edits: list[ScalarEdit] = []
-        start = self.patch_inputs.get("start_s")
+        start = self.patch_inputs.start_s
         if start is not None:
             for duration in self.model.protocol.expected_start_s or {"5s": 0, "15s": 0}:
                 edits.append(ScalarEdit(("protocol", "expected_start_s", duration),
                                         math.ceil(start), "median start measured"))
-        chosen: PolicyRun | None = self.patch_inputs.get("chosen")
+        chosen = self.patch_inputs.chosen
         if chosen is not None and chosen.request is not None \
                 and chosen.request.sample.latency_s is not None:
             dump = float((chosen.enabled_path or {}).get("dump_seconds") or 0.0)
@@ -361,7 +359,7 @@ class Judging(BringupState):
             edits.append(ScalarEdit(("protocol", "expected_request_s", "15s"),
                                     round(self.long_request.sample.latency_s - dump, 3),
                                     "B0's untimed 15 s request less its dump time"))
-        worst = self.patch_inputs.get("release_worst_s")
+        worst = self.patch_inputs.release_worst_s
         timeout = self.model.devices.memory_release.timeout_s
         if worst is not None and 2 * worst > timeout:
             edits.append(ScalarEdit(("devices", "memory_release", "timeout_s"),
@@ -382,7 +380,7 @@ class Judging(BringupState):
                 if "diffusion-attention-backend: FLASH_ATTN" in text:
                     profile_edits.append((path, ("args", "diffusion-attention-backend"),
                                           "TORCH_SDPA", "import mindiesd fails"))
-        return build(self.campaign.path, dumps=self.patch_inputs.get("dumps", []),
+        return build(self.campaign.path, dumps=self.patch_inputs.dumps,
                      edits=edits, profile_edits=sorted(profile_edits))
 
 

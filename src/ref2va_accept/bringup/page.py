@@ -15,6 +15,7 @@ from .rows import QUESTIONS, ROW_STATUSES
 
 if TYPE_CHECKING:
     from .runner import BringupResult
+    from .state import PolicyRecord
 
 PAGE_FILE = "bringup.html"
 JSON_FILE = "bringup.json"
@@ -50,28 +51,25 @@ def _rows_table(result: BringupResult) -> str:
     return "".join(out)
 
 
-def _policies_table(data: dict[str, Any]) -> str:
-    runs = data.get("policies") or []
+def _policies_table(runs: list[PolicyRecord]) -> str:
     if not runs:
         return "<p>No B0 memory-policy profile was started.</p>"
     out = ["<table><tr><th>profile</th><th>start</th><th>HBM over idle while loaded (MB)</th>"
            "<th>5 s request</th><th>stop</th><th>memory release (s since stop: MB per device)"
            "</th></tr>"]
     for run in runs:
-        start = (f"{run['start_s']:.1f} s" if run.get("start_s") is not None
-                 else f"did not start: {run.get('start_error')}")
-        hbm = run.get("hbm_loaded_mb") or run.get("hbm_problem") or "-"
-        request = run.get("request") or {}
-        said = (f"{request.get('latency_s', 0):.1f} s, {request.get('explain')}" if request
+        start = (f"{run.start_s:.1f} s" if run.start_s is not None
+                 else f"did not start: {run.start_error}")
+        hbm = run.hbm_loaded_mb or run.hbm_problem or "-"
+        request = run.request
+        said = (f"{request.latency_s:.1f} s, {request.explain}" if request is not None
                 else "not sent")
-        stop = run.get("stop") or {}
-        steps = ", ".join(f"{s['action']} +{s['waited_s']:.1f} s ({s['alive_after']} alive)"
-                          for s in stop.get("steps") or [])
-        release = run.get("release") or {}
-        curve = "; ".join(f"{p['at_s']:.0f}: " + ", ".join(
-            f"{d}={mb:.0f}" for d, mb in p["used_mb"].items())
-            for p in release.get("polls") or []) or "-"
-        out.append(f"<tr><td>{_e(run['profile'])}</td><td>{_e(start)}</td><td>{_e(hbm)}</td>"
+        steps = ", ".join(f"{s.action} +{s.waited_s:.1f} s ({s.alive_after} alive)"
+                          for s in (run.stop.steps if run.stop is not None else []))
+        curve = "; ".join(f"{p.at_s:.0f}: " + ", ".join(
+            f"{d}={mb:.0f}" for d, mb in p.used_mb.items())
+            for p in (run.release.polls if run.release is not None else [])) or "-"
+        out.append(f"<tr><td>{_e(run.profile)}</td><td>{_e(start)}</td><td>{_e(hbm)}</td>"
                    f"<td>{_e(said)}</td><td>{_e(steps or '-')}</td><td>{_e(curve)}</td></tr>")
     out.append("</table>")
     return "".join(out)
@@ -105,7 +103,7 @@ def write_page(result: BringupResult, campaign: LoadedCampaign, bundle: Evidence
                       f"{_e(s.replace('_', ' '))}</span>" for s in _COLOURS)
     changes = "".join(f"<li>{_e(c)}</li>" for c in (patch.changes if patch else []))
     skipped = "".join(f"<li>{_e(c)}</li>" for c in (patch.skipped if patch else []))
-    failure = result.data.get("failure")
+    failure = result.failure
     page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>Bring-up: {_e(campaign.model.name)}</title><style>{_STYLE}</style></head><body>
 <h1>Host bring-up: {_e(campaign.model.name)}</h1>
@@ -115,13 +113,13 @@ def write_page(result: BringupResult, campaign: LoadedCampaign, bundle: Evidence
 host before anything is frozen. A row not checked is open, never confirmed.</p>
 {_rows_table(result)}
 <h2>B0 per memory-policy profile</h2>
-{_policies_table(result.data)}
+{_policies_table(result.policies)}
 <h2>The patch ({_e(PATCH_FILE) if diff else "nothing to change"})</h2>
 <p>Review, then apply in {_e(apply_in)} (<code>git apply {_e(PATCH_FILE)}</code> or
 <code>patch -p1 &lt; {_e(PATCH_FILE)}</code>) before freezing.</p>
 <ul>{changes}</ul>{f"<p>Not patched:</p><ul>{skipped}</ul>" if skipped else ""}
 <pre>{_e(diff) or "(empty)"}</pre>
-<h2>Cost</h2><p>{_e(cost_line)}; this run took {_e(result.data.get("elapsed_s"))} s.</p>
+<h2>Cost</h2><p>{_e(cost_line)}; this run took {_e(result.elapsed_s)} s.</p>
 <p>Every start, request, log and dump is in this run's <a href="evidence.json">evidence.json</a>
 and <code>logs/</code>; the rows with their data in <a href="{JSON_FILE}">{JSON_FILE}</a>.</p>
 </body></html>

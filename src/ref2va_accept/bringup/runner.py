@@ -14,7 +14,7 @@ import contextlib
 import logging
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,9 @@ from .schedule import display, price, schedule
 from .state import (
     POINT_FOR_PATH,
     TRACK_LABEL,
+    PolicyRecord,
     PolicyRun,
+    StopRecord,
     enabled_path_of,
 )
 
@@ -57,6 +59,9 @@ class BringupResult:
     data: dict[str, Any]
     patch: CampaignPatch | None = None
     patch_file: Path | None = None
+    policies: list[PolicyRecord] = field(default_factory=list)  # as bringup.json records them
+    failure: str | None = None  # why it stopped early, if it did
+    elapsed_s: float | None = None
 
     @property
     def contradicted(self) -> list[Row]:
@@ -231,8 +236,9 @@ class _Bringup(Judging):
             self.data.setdefault("cache_dit", {})["stop"] = stop
             if release is not None:
                 self.data["cache_dit"]["release"] = release.to_dict()
-        self.data.setdefault("stops", []).append({"audit": stop, "release": (
-            None if release is None else release.to_dict())})
+        recorded = {"audit": stop, "release": None if release is None else release.to_dict()}
+        self.stops.append(StopRecord.model_validate(recorded))
+        self.data.setdefault("stops", []).append(recorded)
         self.bundle.checkpoint()
         return release
 
@@ -263,6 +269,7 @@ class _Bringup(Judging):
         self.long_request = arms.request(engine, ArmRole.B0, kind=TRACK_LABEL, index=1,
                                          diagnostics_points=points)
         self.long_path = enabled_path_of(self.long_request)
+        self.long_timeout_s = arms.plan.timeouts.request_s
         self.data["long_request"] = {"track": track, "ok": self.long_request.sample.ok,
                                      "complete": self.long_request.complete,
                                      "latency_s": self.long_request.sample.latency_s,
@@ -358,7 +365,9 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
         work.put(not_checked("live_line", "needs a person at the host's terminal: watch the "
                              "progress line of any `pytest -m ...` run there"))
         rows = complete(work.rows, why)
-        result = BringupResult(bundle.folder, rows, work.data)
+        result = BringupResult(bundle.folder, rows, work.data,
+                               policies=[r.record() for r in work.policies], failure=failure,
+                               elapsed_s=work.data["elapsed_s"])
         try:
             result.patch = work.make_patch()
         except Exception as exc:

@@ -18,6 +18,7 @@ from ..device_memory import IdleLevel, Release
 from ..devices import probe_for
 from ..evidence import EvidenceBundle
 from ..plan import Arm, TrackPlan, plan_track
+from ..records import Cleanup, Number, Poll, Record
 from ..server import InstanceRegistry
 from ..workload import Arms, Outcome
 from .rows import Row
@@ -33,6 +34,64 @@ BOUND_HEADROOM = 0.8
 START_TOLERANCE = 0.25  # a measured start within 25% of the estimate confirms it
 POINT_FOR_PATH = "latent.video"  # one small point: enough for enabled_path.json
 TRACK_LABEL = "bringup"
+
+
+class ReleaseRecord(Record):
+    """The wait for device memory after one stop, as the bring-up records it
+    (device_memory.Release.to_dict)."""
+
+    released: bool
+    waited_s: Number
+    held_mb: dict[str, Number]
+    problem: str | None
+    polls: list[Poll]
+
+
+class StopRecord(Record):
+    """One engine the bring-up stopped: its audit (the evidence's `audit` payload) and the wait
+    for its device memory (None without an accelerator)."""
+
+    audit: Cleanup
+    release: ReleaseRecord | None
+
+
+class RequestSummary(Record):
+    """A memory-policy profile's request, as bringup.json records it (PolicyRun.to_dict)."""
+
+    ok: bool
+    complete: bool
+    latency_s: Number | None
+    sha256: str | None
+    explain: str
+    sample_id: str
+
+
+class PolicyRecord(Record):
+    """One B0 memory-policy profile as bringup.json records it (PolicyRun.to_dict): what the
+    page shows."""
+
+    profile: str
+    started: bool
+    start_s: Number | None
+    start_error: str | None
+    hbm_loaded_mb: dict[str, Number] | None
+    hbm_problem: str | None
+    request: RequestSummary | None
+    enabled_path: dict[str, Any] | None  # the engine's own enabled_path.json, as it wrote it
+    dump_folders: int
+    stop: Cleanup | None
+    release: ReleaseRecord | None
+
+
+@dataclass
+class PatchInputs:
+    """What the judgements measured for the campaign patch (Judging.make_patch)."""
+
+    start_s: float | None = None  # the median start of the memory-policy profiles
+    chosen: PolicyRun | None = None  # the first profile that started, served and released
+    release_worst_s: float | None = None  # the slowest memory release after a stop
+    # (track, dump folder, MP4) of B0's lossless requests: their points' shapes and dtypes
+    dumps: list[tuple[str, Path, Path | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -73,6 +132,10 @@ class PolicyRun:
             "release": None if self.release is None else self.release.to_dict(),
         }
 
+    def record(self) -> PolicyRecord:
+        """As bringup.json records it, typed (the page reads it)."""
+        return PolicyRecord.model_validate(self.to_dict())
+
 
 
 def enabled_path_of(outcome: Outcome | None) -> dict[str, Any] | None:
@@ -106,7 +169,9 @@ class BringupState:
     cache_runs: dict[str, Outcome] = field(default_factory=dict)
     long_request: Outcome | None = None
     long_path: dict[str, Any] | None = None
-    patch_inputs: dict[str, Any] = field(default_factory=dict)
+    long_timeout_s: float | None = None  # the client's timeout of the 15 s request
+    stops: list[StopRecord] = field(default_factory=list)
+    patch_inputs: PatchInputs = field(default_factory=PatchInputs)
 
     # -- helpers ---------------------------------------------------------------------------------
     @property
