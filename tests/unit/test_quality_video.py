@@ -396,6 +396,37 @@ def test_cli_score_json_with_baseline(tmp_path: Path, capsys: pytest.CaptureFixt
     assert payload["fidelity"]["all_identical"] is True
 
 
+def test_cli_score_text_shows_the_comparison_its_json_records(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.media_samples import write_mp4
+
+    a = write_mp4(tmp_path / "a.mp4", frames=24)
+    b = write_mp4(tmp_path / "b.mp4", frames=24, level=40)
+    assert main(["score", str(a), "--baseline", str(b), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert main(["score", str(a), "--baseline", str(b)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    flicker = next(e for e in payload["relative_errors"]
+                   if e["scorer"] == "vbench.temporal_flickering")
+    assert (f"rel.err {'vbench.temporal_flickering':<34} {'vbench':<12} "
+            f"{flicker['error']:.4%}") in lines
+    assert any(line.startswith("rel.err vbench.subject_consistency ") and " open candidate "
+               "is open: weights missing" in line for line in lines)
+    fidelity = payload["fidelity"]
+    assert (f"fidelity: PSNR {fidelity['psnr_db']} dB (min {fidelity['psnr_min_db']}), SSIM "
+            f"{fidelity['ssim_mean']:.6f} (min {fidelity['ssim_min']:.6f})") in lines
+    # silent soundtracks: their loudness is -inf, written out as the evidence spells it
+    assert "audio: 1.056 s from 0.000 s, 32000 Hz x2, loudness -inf LUFS, peak -inf dBFS, " \
+        "clipping 0.0000%, silence 100.0%" in lines
+    assert any(line.startswith("audio vs baseline: lag 0.00 ms, SNR inf dB") for line in lines)
+    # without a soundtrack, and not comparable with one that has it
+    silent = write_mp4(tmp_path / "v.mp4", frames=24, audio=False)
+    assert main(["score", str(silent), "--baseline", str(a)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == ["not comparable: audio stream present in only one of v.mp4, a.mp4",
+                          "audio: absent: no audio stream"]
+
+
 def test_cli_score_not_an_mp4_is_one_line_exit_1_and_no_file_exit_2(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     junk = tmp_path / "junk.mp4"

@@ -14,6 +14,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field
 
 from ref2va_accept.errors import EXIT_OK, EXIT_PROBLEM, MediaContentError, MediaError, Ref2VAError
 from ref2va_accept.media import FrameCount, open_mp4, probe
@@ -22,6 +25,13 @@ from ref2va_accept.quality.audio import audio_stats, compare_audio, decode_audio
 from ref2va_accept.quality.fidelity import compare_videos
 from ref2va_accept.quality.pipeline import ScoredVideo, score_video_counted
 from ref2va_accept.quality.scoring import check_comparable, relative_errors
+from ref2va_accept.records import (
+    AudioComparisonRecord,
+    AudioStatsRecord,
+    FidelityFigures,
+    JsonNumber,
+    Record,
+)
 from ref2va_accept.report import audio_comparison_text, number
 
 __all__ = ["run"]
@@ -61,49 +71,92 @@ def whole(scored: ScoredVideo, path: Path, expected: int | None,
     raise MediaContentError(f"{problem}: not scored{hint}")
 
 
-def _audio_rows(payload: dict[str, object]) -> list[str]:
+class _Audio(AudioStatsRecord):
+    """The soundtrack's stats (quality.audio.AudioStats.to_dict), decoded."""
+
+    status: Literal["ok"]
+
+
+class _NotMeasured(Record):
+    """A soundtrack absent, or one (or a comparison of two) that could not be made: why."""
+
+    status: Literal["absent", "error"]
+    detail: str
+
+
+class _RelativeError(Record):
+    """One dimension against the baseline (quality.scoring.RelativeError.to_dict)."""
+
+    dimension: str
+    scorer: str
+    kind: str
+    normalized: bool
+    candidate: JsonNumber | None
+    baseline: JsonNumber | None
+    error: JsonNumber | None
+    status: str
+    detail: str
+
+
+class _Shown(Record):
+    """What the text view shows of the command's JSON (its scores come from the scoring pass
+    itself), read from the very payload --json prints."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    partial: str | None = None
+    baseline_partial: str | None = None
+    audio: _Audio | _NotMeasured | None = None
+    precondition_problems: list[str] = Field(default_factory=list)
+    relative_errors: list[_RelativeError] = Field(default_factory=list)
+    fidelity: FidelityFigures | None = None
+    audio_comparison: AudioComparisonRecord | _NotMeasured | None = None
+
+
+def _audio_rows(shown: _Shown) -> list[str]:
     rows: list[str] = []
-    audio = payload.get("audio")
-    if isinstance(audio, dict):
-        if audio["status"] != "ok":
-            rows.append(f"audio: {audio['status']}: {audio['detail']}")
-        else:
-            start = audio["start_time_s"]
-            rows.append(
-                f"audio: {number(audio['duration_s'], '.3f')} s"
-                + (f" from {number(start, '.3f')} s" if start is not None else "")
-                + f", {audio['sample_rate']} Hz x{audio['channels']}, loudness "
-                f"{number(audio['loudness_lufs'], '.2f')} LUFS, peak "
-                f"{number(audio['peak_dbfs'], '.2f')} dBFS, clipping "
-                f"{number(audio['clipping_ratio'], '.4%')}, silence "
-                f"{number(audio['silence_ratio'], '.1%')}")
-    cmp = payload.get("audio_comparison")
-    if isinstance(cmp, dict):
-        if cmp.get("status") == "error":
-            rows.append(f"audio vs baseline: error: {cmp['detail']}")
-        else:
-            rows.append(f"audio vs baseline: {audio_comparison_text(cmp)}")
+    audio = shown.audio
+    if isinstance(audio, _NotMeasured):
+        rows.append(f"audio: {audio.status}: {audio.detail}")
+    elif audio is not None:
+        start = audio.start_time_s
+        rows.append(
+            f"audio: {number(audio.duration_s, '.3f')} s"
+            + (f" from {number(start, '.3f')} s" if start is not None else "")
+            + f", {audio.sample_rate} Hz x{audio.channels}, loudness "
+            f"{number(audio.loudness_lufs, '.2f')} LUFS, peak "
+            f"{number(audio.peak_dbfs, '.2f')} dBFS, clipping "
+            f"{number(audio.clipping_ratio, '.4%')}, silence "
+            f"{number(audio.silence_ratio, '.1%')}")
+    cmp = shown.audio_comparison
+    if isinstance(cmp, _NotMeasured):
+        rows.append(f"audio vs baseline: error: {cmp.detail}")
+    elif cmp is not None:
+        rows.append(f"audio vs baseline: {audio_comparison_text(cmp.json_dict())}")
     return rows
 
 
 def _text(payload: dict[str, object], scored: ScoredVideo) -> str:
+    shown = _Shown.model_validate(payload)
     rows = [f"{'scorer':<42} {'kind':<12} {'status':<6} value"]
     rows += [f"{s.scorer.id:<42} {s.kind:<12} {s.status:<6} "
              + (f"{s.value:.6f}" if s.value is not None else s.detail) for s in scored.scores]
-    for key in ("partial", "baseline_partial"):
-        if key in payload:
-            rows.append(f"{'baseline ' if key.startswith('baseline') else ''}{payload[key]}")
-    for problem in payload.get("precondition_problems", []):  # type: ignore[attr-defined]
+    if shown.partial is not None:
+        rows.append(shown.partial)
+    if shown.baseline_partial is not None:
+        rows.append(f"baseline {shown.baseline_partial}")
+    for problem in shown.precondition_problems:
         rows.append(f"not comparable: {problem}")
-    for err in payload.get("relative_errors", []):  # type: ignore[attr-defined]
-        value = err["error"]
-        shown = f"{value:.4%}" if isinstance(value, float) else f"{err['status']} {err['detail']}"
-        rows.append(f"rel.err {err['scorer']:<34} {err['kind']:<12} {shown}")
-    fidelity = payload.get("fidelity")
-    if isinstance(fidelity, dict):
-        rows.append(f"fidelity: PSNR {fidelity['psnr_db']} dB (min {fidelity['psnr_min_db']}), "
-                    f"SSIM {fidelity['ssim_mean']:.6f} (min {fidelity['ssim_min']:.6f})")
-    rows += _audio_rows(payload)
+    for err in shown.relative_errors:
+        value = err.error
+        shown_error = (f"{value:.4%}" if isinstance(value, float)
+                       else f"{err.status} {err.detail}")
+        rows.append(f"rel.err {err.scorer:<34} {err.kind:<12} {shown_error}")
+    fidelity = shown.fidelity
+    if fidelity is not None:
+        rows.append(f"fidelity: PSNR {fidelity.psnr_db} dB (min {fidelity.psnr_min_db}), "
+                    f"SSIM {fidelity.ssim_mean:.6f} (min {fidelity.ssim_min:.6f})")
+    rows += _audio_rows(shown)
     return "\n".join(rows) + "\n"
 
 
