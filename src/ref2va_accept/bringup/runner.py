@@ -358,7 +358,8 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
             for audit in work.registry.stop_all():
                 bundle.add_audit(audit.to_dict())
         work.data["policies"] = [r.to_dict() for r in work.policies]
-        work.data["elapsed_s"] = round(time.monotonic() - started, 1)
+        elapsed_s = round(time.monotonic() - started, 1)
+        work.data["elapsed_s"] = elapsed_s
         work.data["failure"] = failure
         why = (f"the bring-up stopped early ({failure})" if failure
                else "not reached: an earlier step failed")
@@ -367,7 +368,7 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
         rows = complete(work.rows, why)
         result = BringupResult(bundle.folder, rows, work.data,
                                policies=[r.record() for r in work.policies], failure=failure,
-                               elapsed_s=work.data["elapsed_s"])
+                               elapsed_s=elapsed_s)
         try:
             result.patch = work.make_patch()
         except Exception as exc:
