@@ -16,15 +16,32 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .check_records import stand_in_label
+from .check_records import TrackVerdict, stand_in_label
+from .checks import Check
 from .evidence import EvidenceBundle
+from .records import (
+    AudioComparisonRecord,
+    BaselineDeterminismData,
+    BaselineVariabilityCheck,
+    BaselineVariabilityData,
+    Bundle,
+    DeviceMemoryMeasured,
+    DeviceMemoryNotApplicable,
+    GateError,
+    LatencyRatioCheck,
+    LosslessGateData,
+    LossyGateCheck,
+    LossyGateData,
+    LossySeed,
+    NotCompared,
+)
 from .report_cells import TABLE, VERDICT_COLOURS, cells, number, ratio_text
-from .report_latency import latency_cell_transitional, latency_tables_html
+from .report_latency import latency_cell, latency_tables_html
 from .report_localize import localization_html
 from .report_profiles import profiles_html
+from .vocabulary import CheckStatus
 
 __all__ = ["audio_comparison_text", "number", "summary_html"]
-
 
 
 # pytest-html draws its environment table above everything else; the report puts the verdicts
@@ -42,134 +59,149 @@ def summary_html(bundle: EvidenceBundle) -> str:
             + samples_table_html(bundle))
 
 
-def ledger_html(bundle: EvidenceBundle) -> str:
+def _record(bundle: EvidenceBundle | Bundle) -> Bundle:
+    return bundle.record if isinstance(bundle, EvidenceBundle) else bundle
+
+
+def ledger_html(bundle: EvidenceBundle | Bundle) -> str:
     """The campaign's record from its ledger: every attempt of every run, newest first, the
     rejected and inconclusive beside the supported (this run's rows marked)."""
-    record = bundle.data.get("ledger")
-    if not isinstance(record, Mapping):
+    record = _record(bundle)
+    ledger = record.ledger
+    if ledger is None:
         return ""
-    history = [e for e in record.get("history") or [] if e.get("kind", "attempt") == "attempt"]
+    history = [e for e in ledger.history if e.kind == "attempt"]
     rows = []
     for e in reversed(history):
-        verdict = str(e.get("verdict"))
-        latency = e.get("latency") or {}
-        ratio = "-" if latency.get("ratio_of_medians") is None else ratio_text(latency)
-        this = e.get("run_id") == bundle.run_id
+        verdict = str(e.verdict)
+        latency = e.latency
+        ratio = ("-" if latency is None or latency.ratio_of_medians is None
+                 else ratio_text(latency))
+        this = e.run_id == record.run_id
         rows.append(
             "<tr" + (" style='background:#f6f8fa'" if this else "") + ">"
-            + cells((e.get("at"), f"{e.get('run_id')}{' (this run)' if this else ''}",
-                     e.get("run_status"), e.get("track"), e.get("candidate"),
-                     e.get("change_class") or "not declared"))
+            + cells((e.at, f"{e.run_id}{' (this run)' if this else ''}",
+                     e.run_status, e.track, e.candidate, e.change_class or "not declared"))
             + f"<td style='color:{VERDICT_COLOURS.get(verdict, '#000')};font-weight:bold'>"
             f"{html.escape(verdict.upper())}"
-            f"{_stand_in_mark(stand_in_label(e.get('stand_in_weights')))}</td>"
-            + cells((ratio, ", ".join(e.get("reasons") or []))) + "</tr>")
+            f"{_stand_in_mark(stand_in_label(e.stand_in_weights))}</td>"
+            + cells((ratio, ", ".join(e.reasons or []))) + "</tr>")
     torn = (" Its last line was cut short (a run killed while appending) and is left as it is."
-            if record.get("torn_tail") else "")
-    return (f"<h3>Campaign record ({html.escape(str(record.get('file')))})</h3>"
+            if ledger.torn_tail else "")
+    return (f"<h3>Campaign record ({html.escape(str(ledger.file))})</h3>"
             f"<p>Every candidate attempt of every run of this campaign, newest first: "
             f"{len(history)} attempts, "
-            f"{sum(1 for e in history if e.get('run_id') == bundle.run_id)} from this run. "
+            f"{sum(1 for e in history if e.run_id == record.run_id)} from this run. "
             f"`ref2va-accept ledger` prints it.{torn}</p>"
             f"<table class='ref2va-ledger' {TABLE}><tr>"
             + cells(("at", "run", "run status", "track", "candidate", "class", "verdict",
                      "latency", "reasons"), "th") + "</tr>" + "".join(rows) + "</table>")
 
 
-def budget_html(bundle: EvidenceBundle) -> str:
+def _hours(seconds: float | None) -> str:
+    return "-" if not isinstance(seconds, (int, float)) else f"{seconds / 3600:.2f}"
+
+
+def _hours_range(values: Sequence[float] | None) -> str:
+    return "not estimated" if not values else f"{_hours(values[0])} - {_hours(values[1])}"
+
+
+def budget_html(bundle: EvidenceBundle | Bundle) -> str:
     """Spent, planned and left against the campaign's ceilings (budget.py; hours)."""
-    check = bundle.data.get("budget")
-    if not isinstance(check, Mapping):
+    record = _record(bundle)
+    check = record.budget
+    if check is None:
         return ""
-    before = check.get("spent_before") or {}
-    this = next((e for e in (bundle.data.get("ledger") or {}).get("history") or []
-                 if e.get("kind") == "run" and e.get("run_id") == bundle.run_id), None)
-
-    def hours(seconds: Any) -> str:
-        return "-" if not isinstance(seconds, (int, float)) else f"{seconds / 3600:.2f}"
-
-    def pair(values: Any) -> str:
-        return "not estimated" if not values else f"{hours(values[0])} - {hours(values[1])}"
-
-    spent_wall = float(before.get("wall_s") or 0) + float((this or {}).get("wall_s") or 0)
-    spent_device = float(before.get("device_s") or 0) + float((this or {}).get("device_s") or 0)
-    rows = [("ceiling (with authorizations)", f"{check.get('wall_ceiling_h'):g}",
-             f"{check.get('device_ceiling_h'):g}"),
-            (f"spent by {before.get('runs', 0)} earlier run(s)", hours(before.get("wall_s")),
-             hours(before.get("device_s"))),
+    before = check.spent_before
+    history = [] if record.ledger is None else record.ledger.history
+    this = next((e for e in history if e.kind == "run" and e.run_id == record.run_id), None)
+    this_wall = None if this is None else this.wall_s
+    this_device = None if this is None else this.device_s
+    spent_wall = float(before.wall_s or 0) + float(this_wall or 0)
+    spent_device = float(before.device_s or 0) + float(this_device or 0)
+    rows = [("ceiling (with authorizations)", f"{check.wall_ceiling_h:g}",
+             f"{check.device_ceiling_h:g}"),
+            (f"spent by {before.runs} earlier run(s)", _hours(before.wall_s),
+             _hours(before.device_s)),
             ("planned for this run (at the target ratio - upper bound)",
-             pair(check.get("planned_wall_s")), pair(check.get("planned_device_s"))),
-            ("this run, measured", hours((this or {}).get("wall_s")),
-             hours((this or {}).get("device_s"))),
+             _hours_range(check.planned_wall_s), _hours_range(check.planned_device_s)),
+            ("this run, measured", _hours(this_wall), _hours(this_device)),
             ("left after this run",
-             f"{float(check.get('wall_ceiling_h') or 0) - spent_wall / 3600:.2f}",
-             f"{float(check.get('device_ceiling_h') or 0) - spent_device / 3600:.2f}")]
+             f"{float(check.wall_ceiling_h or 0) - spent_wall / 3600:.2f}",
+             f"{float(check.device_ceiling_h or 0) - spent_device / 3600:.2f}")]
     over = "".join(f"<p style='color:#cf222e'>over: {html.escape(str(o))}</p>"
-                   for o in check.get("over") or [])
-    return (f"<h3>Budget</h3><p>{check.get('devices')} logical device(s) per instance; "
-            f"{len(check.get('authorizations') or [])} authorization(s) recorded.</p>{over}"
+                   for o in check.over)
+    return (f"<h3>Budget</h3><p>{check.devices} logical device(s) per instance; "
+            f"{len(check.authorizations)} authorization(s) recorded.</p>{over}"
             f"<table class='ref2va-budget' {TABLE}><tr>"
             + cells(("", "wall-hours", "logical-device-hours"), "th") + "</tr>"
             + "".join(f"<tr>{cells(row)}</tr>" for row in rows) + "</table>")
 
 
-def environment_html(bundle: EvidenceBundle) -> str:
+def environment_html(bundle: EvidenceBundle | Bundle) -> str:
     """The judge's environment as the evidence recorded it (no host names, no paths)."""
-    env = bundle.data.get("environment") or {}
-    packages = env.get("packages") or {}
-    rows = [("Python", f"{env.get('python')} ({env.get('implementation')})"),
-            ("Platform", f"{env.get('system')} {env.get('machine')}"),
-            ("Packages", ", ".join(f"{k} {v}" for k, v in sorted(packages.items()) if v) or "-"),
-            ("ref2va-accept", str(bundle.data.get("harness_version")))]
+    record = _record(bundle)
+    env = record.environment
+    rows = [("Python", f"{env.python} ({env.implementation})"),
+            ("Platform", f"{env.system} {env.machine}"),
+            ("Packages", ", ".join(f"{k} {v}" for k, v in sorted(env.packages.items()) if v)
+             or "-"),
+            ("ref2va-accept", str(record.harness_version))]
     return ("<h3>Environment</h3>"
             f"<table class='ref2va-environment' {TABLE}>"
             + "".join(f"<tr>{cells(row)}</tr>" for row in rows) + "</table>")
 
 
-def host_html(bundle: EvidenceBundle) -> str:
+def _memory_html(memory: DeviceMemoryMeasured | DeviceMemoryNotApplicable | None) -> str:
+    """The device-memory waits between instances (device_memory.py), or why none were."""
+    if isinstance(memory, DeviceMemoryNotApplicable):
+        return (f"<p>device memory between instances: not applicable "
+                f"({html.escape(str(memory.reason))})</p>")
+    if memory is None:
+        return ""
+    waits = memory.waits
+    held = [w for w in waits if not w.released]
+    idle = None if memory.idle is None else memory.idle.used_mb
+    return (html.escape(
+        f"device memory between instances: idle level {idle} MB on devices "
+        f"{memory.devices}; {len(waits)} stop(s) waited for, "
+        f"{len(waits) - len(held)} released within {memory.tolerance_mb} MB in "
+        f"{memory.timeout_s} s").join(("<p>", "</p>"))
+        + "".join(f"<p style='color:#cf222e'>{html.escape(str(w.instance))}: still "
+                  f"held {html.escape(str(w.held_mb))} MB above idle "
+                  f"{html.escape(str(w.problem or ''))}</p>" for w in held))
+
+
+def host_html(bundle: EvidenceBundle | Bundle) -> str:
     """The host the run measured: its identity against the pin, and the device-memory waits."""
+    record = _record(bundle)
     parts: list[str] = []
-    identity = bundle.data.get("host_identity") or {}
+    identity = record.host_identity
     rows = "".join(
-        "<tr>" + cells((r.get("field"), r.get("frozen"), r.get("host"), r.get("source")))
-        + (f"<td style='color:#cf222e;font-weight:bold'>{html.escape(str(r.get('status')))}</td>"
-           if r.get("status") != "match" else "<td>match</td>") + "</tr>"
-        for r in identity.get("rows", []))
-    if rows:
+        "<tr>" + cells((r.field, r.frozen, r.host, r.source))
+        + (f"<td style='color:#cf222e;font-weight:bold'>{html.escape(str(r.status))}</td>"
+           if r.status != "match" else "<td>match</td>") + "</tr>"
+        for r in ([] if identity is None else identity.rows))
+    if identity is not None and rows:
         parts.append(
             f"<p>engine identity against <code>engine.source_pin</code> "
-            f"({'all match' if identity.get('ok') else 'DIFFERS: every verdict is capped'})</p>"
+            f"({'all match' if identity.ok else 'DIFFERS: every verdict is capped'})</p>"
             f"<table class='ref2va-identity' {TABLE}><tr>"
             + cells(("field", "frozen", "host", "read from", "status"), "th") + "</tr>"
             + rows + "</table>")
-    memory = bundle.data.get("device_memory") or {}
-    if memory.get("status") == "not_applicable":
-        parts.append(f"<p>device memory between instances: not applicable "
-                     f"({html.escape(str(memory.get('reason')))})</p>")
-    elif memory.get("status") == "measured":
-        waits = memory.get("waits") or []
-        held = [w for w in waits if not w.get("released")]
-        idle = (memory.get("idle") or {}).get("used_mb")
-        parts.append(html.escape(
-            f"device memory between instances: idle level {idle} MB on devices "
-            f"{memory.get('devices')}; {len(waits)} stop(s) waited for, "
-            f"{len(waits) - len(held)} released within {memory.get('tolerance_mb')} MB in "
-            f"{memory.get('timeout_s')} s")
-            .join(("<p>", "</p>"))
-            + "".join(f"<p style='color:#cf222e'>{html.escape(str(w.get('instance')))}: still "
-                      f"held {html.escape(str(w.get('held_mb')))} MB above idle "
-                      f"{html.escape(str(w.get('problem') or ''))}</p>" for w in held))
+    memory = _memory_html(record.device_memory)
+    if memory:
+        parts.append(memory)
     return ("<h3>Host</h3>" + "".join(parts)) if parts else ""
 
 
-def not_applicable(checks: Mapping[Any, str]) -> list[str]:
+def not_applicable(checks: Mapping[Check, CheckStatus]) -> list[str]:
     """The checks a verdict counted as not applicable: shown as such, never as passed."""
-    return [str(name) for name, status in checks.items() if status == "not_applicable"]
+    return [str(name) for name, status in checks.items()
+            if status == CheckStatus.NOT_APPLICABLE]
 
 
-
-
-def _attempt_cell(v: Any) -> str:
+def _attempt_cell(v: TrackVerdict) -> str:
     """Which attempt this is, and what the earlier ones gave (a rerun is a second chance at a
     false supported: the reviewer sees it)."""
     if v.attempt is None:
@@ -185,19 +217,20 @@ def _stand_in_mark(label: str) -> str:
 
 
 def verdict_table_html(bundle: EvidenceBundle) -> str:
-    campaign = bundle.data.get("campaign") or {}
-    freeze = campaign.get("freeze", {})
-    latency = {(c["track"], c["arm"]): c for c in bundle.data["checks"]
-               if c["name"] == "latency_ratio"}
+    record = bundle.record
+    campaign = record.campaign
+    freeze = None if campaign is None else campaign.freeze
+    latency = {(c.track, c.arm): c for c in record.checks_of(LatencyRatioCheck)}
     rows = []
     for v in bundle.verdicts:
         colour = VERDICT_COLOURS[v.verdict]
+        cell = "-" if v.candidate is None else latency_cell(latency.get((v.track, v.candidate)))
         rows.append(
             "<tr>"
             f"<td>{html.escape(v.track)}</td><td>{html.escape(v.candidate or '(none)')}</td>"
             f"<td style='color:{colour};font-weight:bold'>{v.verdict.upper()}"
             f"{_stand_in_mark(v.stand_in_label)}</td>"
-            f"<td>{latency_cell_transitional(latency.get((v.track, v.candidate)))}</td>"
+            f"<td>{cell}</td>"
             f"<td>{html.escape(v.holm or '-')}</td>"
             f"<td>{_attempt_cell(v)}</td>"
             f"<td>{html.escape(', '.join(v.reasons))}</td>"
@@ -208,21 +241,20 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
                if v.localized else "") + "</td></tr>"
         )
     freeze_line = html.escape(
-        f"protocol: {freeze.get('state')}"
-        + (f"; verdicts capped at inconclusive ({freeze.get('verdict_cap')})"
-           if freeze.get("verdict_cap") else "")
-        + (f"; unfilled: {', '.join(freeze.get('unfilled', []))}" if freeze.get("unfilled")
+        f"protocol: {None if freeze is None else freeze.state}"
+        + (f"; verdicts capped at inconclusive ({freeze.verdict_cap})"
+           if freeze is not None and freeze.verdict_cap else "")
+        + (f"; unfilled: {', '.join(freeze.unfilled)}" if freeze is not None and freeze.unfilled
            else "")
     )
     return (
         "<h2>Verdicts per track</h2>"
-        f"<p>campaign <b>{html.escape(str(campaign.get('name')))}</b> "
-        f"({html.escape(str(campaign.get('file')))}), engine "
-        f"{html.escape(str(campaign.get('engine_kind')))}, run {html.escape(bundle.run_id)}, "
-        f"status {html.escape(str(bundle.data.get('status')))}</p>"
+        f"<p>campaign <b>{html.escape(str(None if campaign is None else campaign.name))}</b> "
+        f"({html.escape(str(None if campaign is None else campaign.file))}), engine "
+        f"{html.escape(str(None if campaign is None else campaign.engine_kind))}, run "
+        f"{html.escape(bundle.run_id)}, status {html.escape(str(record.status))}</p>"
         f"<p>{freeze_line}</p>"
-        + "".join(f"<p class='ref2va-note'>{html.escape(str(n))}</p>"
-                  for n in bundle.data.get("notes", []))
+        + "".join(f"<p class='ref2va-note'>{html.escape(str(n))}</p>" for n in record.notes)
         + "<table class='ref2va-verdicts' border='1' cellpadding='4' "
         "style='border-collapse:collapse'>"
         "<tr><th>track</th><th>candidate</th><th>verdict</th>"
@@ -234,26 +266,25 @@ def verdict_table_html(bundle: EvidenceBundle) -> str:
     )
 
 
-def comparison_tables_html(bundle: EvidenceBundle) -> str:
+def comparison_tables_html(bundle: EvidenceBundle | Bundle) -> str:
     """Per lossless comparison: every point, equal or how it differs."""
     parts = []
-    for check in bundle.data["checks"]:
-        points = check.get("data", {}).get("points")
-        if not points:
+    for check in _record(bundle).checks:
+        data = check.data
+        if not isinstance(data, BaselineDeterminismData | LosslessGateData) or not data.points:
             continue
         rows = "".join(
             "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
-                p["name"], p["status"], p.get("differing", "-"), p.get("elements", "-"),
-                p.get("first_index") if p.get("first_index") is not None else "-",
-                p.get("max_abs_diff") if p.get("max_abs_diff") is not None else "-",
-                p.get("max_ulp") if p.get("max_ulp") is not None else "-")) + "</tr>"
-            for p in points)
-        seed = check.get("data", {}).get("seed")
+                p.name, p.status, p.differing, p.elements,
+                p.first_index if p.first_index is not None else "-",
+                p.max_abs_diff if p.max_abs_diff is not None else "-",
+                p.max_ulp if p.max_ulp is not None else "-")) + "</tr>"
+            for p in data.points)
         parts.append(
-            f"<h4>{html.escape(check['track'])} / {html.escape(check['arm'])}: "
-            f"{html.escape(check['name'])} {check['status'].upper()}"
-            + ("" if seed is None else f" (seed {html.escape(str(seed))})") + "</h4>"
-            f"<p>{html.escape(check.get('detail') or '')}</p>"
+            f"<h4>{html.escape(check.track)} / {html.escape(check.arm)}: "
+            f"{html.escape(check.name)} {check.status.upper()}"
+            + ("" if data.seed is None else f" (seed {html.escape(str(data.seed))})") + "</h4>"
+            f"<p>{html.escape(check.detail or '')}</p>"
             "<table class='ref2va-points' border='1' cellpadding='3' "
             "style='border-collapse:collapse'><tr><th>point</th><th>status</th>"
             "<th>differing</th><th>elements</th><th>first index</th><th>max |diff|</th>"
@@ -261,21 +292,24 @@ def comparison_tables_html(bundle: EvidenceBundle) -> str:
     return ("<h3>Comparison points</h3>" + "".join(parts)) if parts else ""
 
 
-def samples_table_html(bundle: EvidenceBundle) -> str:
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def samples_table_html(bundle: EvidenceBundle | Bundle) -> str:
     """Every timed request of the run, failed ones included, with its media verdict."""
-    problems = {m["sample_id"]: m["problems"] for m in bundle.data["media"]}
+    record = _record(bundle)
+    problems = {m.sample_id: m.problems for m in record.media}
     rows = []
-    for s in bundle.data["samples"]:
-        latency = f"{s['latency_s']:.3f}" if s.get("latency_s") is not None else "-"
-        server = f"{s['inference_time_s']:.3f}" if s.get("inference_time_s") is not None else "-"
-        found = problems.get(s["sample_id"])
+    for s in record.samples:
+        found = problems.get(s.sample_id)
         media = "-" if found is None else ("complete" if not found else "; ".join(
-            f"{p['code']}: {p['message']}" for p in found))
-        outcome = "ok" if s["ok"] else f"{s['failure']}: {s.get('detail') or ''}"
+            f"{p.code}: {p.message}" for p in found))
+        outcome = "ok" if s.ok else f"{s.failure}: {s.detail or ''}"
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
-                s["track"], s["arm"], s["kind"], s["index"], s["seed"], s["status"], latency,
-                server, outcome, media, s.get("media_file") or "-")) + "</tr>"
+                s.track, s.arm, s.kind, s.index, s.seed, s.status, _seconds(s.latency_s),
+                _seconds(s.inference_time_s), outcome, media, s.media_file or "-")) + "</tr>"
         )
     return (
         "<h3>Timed requests</h3>"
@@ -287,16 +321,18 @@ def samples_table_html(bundle: EvidenceBundle) -> str:
     )
 
 
-
-def audio_comparison_text(audio: Mapping[str, Any]) -> str:
-    """One line of an AudioComparison's dict (the CLI prints it too)."""
-    return (f"lag {number(audio.get('lag_ms'), '.2f')} ms, "
-            f"SNR {number(audio.get('snr_db'), '.2f')} dB, "
-            f"SI-SDR {number(audio.get('si_sdr_db'), '.2f')} dB, "
-            f"LSD {number(audio.get('lsd_db'), '.3f')} dB, "
-            f"MR-STFT {number(audio.get('mrstft'), '.4f')}, "
-            f"loudness {number(audio.get('loudness_diff_lu'), '+.2f')} LU, "
-            f"length difference {audio.get('length_mismatch_samples')} samples")
+def audio_comparison_text(audio: AudioComparisonRecord | Mapping[str, Any]) -> str:
+    """One line of an AudioComparison (quality.audio; its ``to_dict()`` is read into its record
+    first): the report's lossy section and the quality command print it."""
+    cmp = (audio if isinstance(audio, AudioComparisonRecord)
+           else AudioComparisonRecord.model_validate(audio))
+    return (f"lag {number(cmp.lag_ms, '.2f')} ms, "
+            f"SNR {number(cmp.snr_db, '.2f')} dB, "
+            f"SI-SDR {number(cmp.si_sdr_db, '.2f')} dB, "
+            f"LSD {number(cmp.lsd_db, '.3f')} dB, "
+            f"MR-STFT {number(cmp.mrstft, '.4f')}, "
+            f"loudness {number(cmp.loudness_diff_lu, '+.2f')} LU, "
+            f"length difference {cmp.length_mismatch_samples} samples")
 
 
 def _curve_svg(values: Sequence[Any], *, cap: float, label: str) -> str:
@@ -317,13 +353,15 @@ def _curve_svg(values: Sequence[Any], *, cap: float, label: str) -> str:
             f" <small>{html.escape(label)}: {low:.2f} .. {high:.2f}</small>")
 
 
-def _variability_html(check: dict[str, Any]) -> str:
-    data = check.get("data") or {}
-    same = data.get("same_seed_spread") or {}
-    other = data.get("different_seed_spread") or {}
-    limit = data.get("limit")
-    gated = set(data.get("gated") or [])
-    below = data.get("below_limit") or {}  # as the gate decided it, for the gated scorers
+def _variability_html(check: BaselineVariabilityCheck) -> str:
+    data = check.data
+    spread = data if isinstance(data, BaselineVariabilityData) else None  # else shared: none
+    same = {} if spread is None else spread.same_seed_spread
+    other = {} if spread is None else spread.different_seed_spread
+    limit = None if spread is None else spread.limit
+    gated = set() if spread is None else set(spread.gated)
+    # as the gate decided it, for the gated scorers
+    below = {} if spread is None else spread.below_limit
 
     def decided(scorer: str) -> str:
         if scorer not in gated:
@@ -335,8 +373,8 @@ def _variability_html(check: dict[str, Any]) -> str:
                          number(same.get(scorer), ".4%"), number(other.get(scorer), ".4%"),
                          decided(scorer))) + "</tr>"
         for scorer in sorted(set(same) | set(other), key=lambda k: (k not in gated, k)))
-    return (f"<h4>{html.escape(check['track'])} / B0: baseline variability "
-            f"{check['status'].upper()}</h4><p>{html.escape(check.get('detail') or '')}</p>"
+    return (f"<h4>{html.escape(check.track)} / B0: baseline variability "
+            f"{check.status.upper()}</h4><p>{html.escape(check.detail or '')}</p>"
             + (f"<table class='ref2va-variability' {TABLE}><tr>"
                + cells(("scorer", "role", "same-seed spread", "different-seed spread",
                          f"below the limit {number(limit, '.4%')}"), "th") + "</tr>" + rows
@@ -348,71 +386,75 @@ _GATE_CELLS = {"within": "<td>within</td>", "open": "<td>open</td>",
                "broken": "<td style='color:#cf222e;font-weight:bold'>BROKEN</td>"}
 
 
-def _gate_cell(decision: Any) -> str:
-    return _GATE_CELLS.get(str(decision)) or cells((decision,))
+def _gate_cell(decision: str) -> str:
+    return _GATE_CELLS.get(decision) or cells((decision,))
 
 
-def _scorer_label(error: dict[str, Any]) -> str:
+def _scorer_label(error: GateError) -> str:
     """The scorer's id, and for a model-based one the weights it ran on (stand-ins said so)."""
-    weights = error.get("weights") or []
+    weights = error.weights or []
     if not weights:
-        return str(error["scorer"])
-    files = ", ".join(f"{w.get('name')} {str(w.get('sha256'))[:12]}" for w in weights)
+        return error.scorer
+    files = ", ".join(f"{w.name} {w.sha256[:12]}" for w in weights)
     stand_in = " STAND-IN weights (seeded random, not VBench's)" if any(
-        w.get("stand_in") for w in weights) else ""
-    return f"{error['scorer']} [{files}]{stand_in}"
+        w.stand_in for w in weights) else ""
+    return f"{error.scorer} [{files}]{stand_in}"
 
 
-def _seed_html(seed: dict[str, Any]) -> str:
+def _seed_html(seed: LossySeed) -> str:
     rows = "".join(
-        "<tr>" + cells((_scorer_label(e), e["kind"], number(e.get("baseline"), ".6f"),
-                         number(e.get("candidate"), ".6f"), number(e.get("error"), ".4%")))
-        + _gate_cell(e.get("gate")) + cells((e.get("detail") or "",)) + "</tr>"
-        for e in seed.get("errors", []))
-    parts = [f"<p><b>seed {html.escape(str(seed.get('seed')))}</b></p>",
+        "<tr>" + cells((_scorer_label(e), e.kind, number(e.baseline, ".6f"),
+                         number(e.candidate, ".6f"), number(e.error, ".4%")))
+        + _gate_cell(e.gate) + cells((e.detail or "",)) + "</tr>"
+        for e in seed.errors)
+    parts = [f"<p><b>seed {html.escape(str(seed.seed))}</b></p>",
              f"<table class='ref2va-lossy' {TABLE}><tr>"
              + cells(("scorer", "kind", "B0", "candidate", "relative error", "gate", "detail"),
                       "th") + "</tr>" + rows + "</table>"]
-    fidelity = seed.get("fidelity") or {}
-    if "error" in fidelity:
-        parts.append(f"<p>fidelity to B0: error: {html.escape(str(fidelity['error']))}</p>")
-    elif fidelity:
+    fidelity = seed.fidelity
+    if isinstance(fidelity, NotCompared):
+        parts.append(f"<p>fidelity to B0: error: {html.escape(str(fidelity.error))}</p>")
+    else:
         parts.append(
             "<p>fidelity to B0: PSNR " + html.escape(
-                f"{number(fidelity.get('psnr_db'), '.2f')} dB (min frame "
-                f"{number(fidelity.get('psnr_min_db'), '.2f')} dB), SSIM "
-                f"{number(fidelity.get('ssim_mean'), '.4f')} (min frame "
-                f"{number(fidelity.get('ssim_min'), '.4f')}), "
-                f"{fidelity.get('identical_frames')}/{fidelity.get('frames')} frames identical")
-            + "<br>" + _curve_svg(fidelity.get("psnr_per_frame") or [], cap=100.0,
+                f"{number(fidelity.psnr_db, '.2f')} dB (min frame "
+                f"{number(fidelity.psnr_min_db, '.2f')} dB), SSIM "
+                f"{number(fidelity.ssim_mean, '.4f')} (min frame "
+                f"{number(fidelity.ssim_min, '.4f')}), "
+                f"{fidelity.identical_frames}/{fidelity.frames} frames identical")
+            + "<br>" + _curve_svg(fidelity.psnr_per_frame, cap=100.0,
                                   label="PSNR per frame, dB")
-            + "<br>" + _curve_svg(fidelity.get("ssim_per_frame") or [], cap=1.0,
+            + "<br>" + _curve_svg(fidelity.ssim_per_frame, cap=1.0,
                                   label="SSIM per frame") + "</p>")
-    audio = seed.get("audio") or {}
-    if "error" in audio:
-        parts.append(f"<p>audio against B0: error: {html.escape(str(audio['error']))}</p>")
-    elif audio:
+    audio = seed.audio
+    if isinstance(audio, NotCompared):
+        parts.append(f"<p>audio against B0: error: {html.escape(str(audio.error))}</p>")
+    else:
         parts.append("<p>audio against B0: " + html.escape(audio_comparison_text(audio))
                      + "</p>")
     return "".join(parts)
 
 
-def lossy_tables_html(bundle: EvidenceBundle) -> str:
+def _lossy_gate_html(check: LossyGateCheck) -> str:
+    data = check.data if isinstance(check.data, LossyGateData) else None  # else nothing scored
+    minimums = (() if data is None else
+                ((data.min_psnr_db, "PSNR dB"), (data.min_ssim, "SSIM")))
+    gate = (f"threshold {number(None if data is None else data.threshold, '.2%')}, "
+            f"{'normalized' if data is not None and data.normalized else 'raw'} scores"
+            + "".join(f", {name} at least {value}" for value, name in minimums
+                      if value is not None))
+    return (f"<h4>{html.escape(check.track)} / {html.escape(check.arm)}: lossy gate "
+            f"{check.status.upper()}</h4><p>{html.escape(check.detail or '')}"
+            f"<br><small>{html.escape(gate)}</small></p>"
+            + "".join(_seed_html(seed) for seed in ([] if data is None else data.per_seed)))
+
+
+def lossy_tables_html(bundle: EvidenceBundle | Bundle) -> str:
     """Per lossy track: B0's spread, then per candidate and seed every score against B0."""
     parts = []
-    for check in bundle.data["checks"]:
-        if check["name"] == "baseline_variability":
+    for check in _record(bundle).checks:
+        if isinstance(check, BaselineVariabilityCheck):
             parts.append(_variability_html(check))
-        elif check["name"] == "lossy_gate":
-            data = check.get("data") or {}
-            gate = (f"threshold {number(data.get('threshold'), '.2%')}, "
-                    f"{'normalized' if data.get('normalized') else 'raw'} scores"
-                    + "".join(f", {name} at least {data[key]}" for key, name in
-                              (("min_psnr_db", "PSNR dB"), ("min_ssim", "SSIM"))
-                              if data.get(key) is not None))
-            parts.append(
-                f"<h4>{html.escape(check['track'])} / {html.escape(check['arm'])}: lossy gate "
-                f"{check['status'].upper()}</h4><p>{html.escape(check.get('detail') or '')}"
-                f"<br><small>{html.escape(gate)}</small></p>"
-                + "".join(_seed_html(seed) for seed in data.get("per_seed", [])))
+        elif isinstance(check, LossyGateCheck):
+            parts.append(_lossy_gate_html(check))
     return ("<h3>Lossy gates</h3>" + "".join(parts)) if parts else ""

@@ -8,7 +8,7 @@ the latency check the runner recorded (latency.py), through its typed record
 (records.LatencyRatioCheck); nothing is decided here.
 
 TRANSITIONAL: ``latency_cell_transitional`` takes the check as a plain dict, for the readers not
-yet converted to the records (report.py's verdict table, merge.py); it goes with them.
+yet converted to the records (merge.py); it goes with them.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from .records import (
     LatencyInstance,
     LatencyRatioCheck,
     LatencyStopped,
+    LatencySummary,
     Spread,
 )
-from .report_cells import TABLE, VERDICT_COLOURS, cells, latency_summary, number, ratio_text
-from .vocabulary import DecisionRule, Unit
+from .report_cells import TABLE, VERDICT_COLOURS, cells, latency_check, number, ratio_text
+from .vocabulary import ArmRole, DecisionRule, Unit
 
 LatencyRecord = LatencyData | LatencyStopped
 
@@ -58,8 +59,8 @@ def _instances_table(instances: Sequence[LatencyInstance], candidate: str) -> st
     for i in instances:
         steady = "yes" if i.steady else "NO"
         rows.append(
-            "<tr" + (" style='background:#f6f8fa'" if i.arm == "b0" else "") + ">"
-            + cells((i.position, "B0" if i.arm == "b0" else candidate + (
+            "<tr" + (" style='background:#f6f8fa'" if i.arm == ArmRole.B0 else "") + ">"
+            + cells((i.position, "B0" if i.arm == ArmRole.B0 else candidate + (
                 " (its quality gate first)" if i.hosted_gate else ""),
                      _seconds(i.warmups_s), steady, _seconds(i.measured_s),
                      _seconds(i.distinct_s), number(i.value_s, ".3f")))
@@ -71,7 +72,7 @@ def _instances_table(instances: Sequence[LatencyInstance], candidate: str) -> st
             + "</tr>" + "".join(rows) + "</table>")
 
 
-ARM_COLOURS = {"b0": "#57606a", "candidate": "#bc4c00"}
+ARM_COLOURS = {ArmRole.B0: "#57606a", "candidate": "#bc4c00"}
 
 
 def latency_svg(instances: Sequence[LatencyInstance], candidate: str) -> str:
@@ -83,7 +84,7 @@ def latency_svg(instances: Sequence[LatencyInstance], candidate: str) -> str:
     positions: list[float] = []
     for instance in instances:
         x = float(instance.position)
-        arm = "b0" if instance.arm == "b0" else "candidate"
+        arm = ArmRole.B0 if instance.arm == ArmRole.B0 else "candidate"
         positions.append(x)
         for kind, values in (("warm-up", instance.warmups_s), ("measured", instance.measured_s),
                              ("distinct", instance.distinct_s)):
@@ -105,7 +106,8 @@ def latency_svg(instances: Sequence[LatencyInstance], candidate: str) -> str:
     for x, y, arm, kind in points:
         px, py = at(x, y)
         colour = ARM_COLOURS[arm]
-        title = f"<title>{html.escape('B0' if arm == 'b0' else candidate)} {kind} {y:.3f} s</title>"
+        who = "B0" if arm == ArmRole.B0 else candidate
+        title = f"<title>{html.escape(who)} {kind} {y:.3f} s</title>"
         if kind == "distinct":
             marks.append(f"<path d='M{px - 3:.1f},{py - 3:.1f}l6,6m0,-6l-6,6' stroke='{colour}'>"
                          f"{title}</path>")
@@ -131,50 +133,32 @@ def latency_svg(instances: Sequence[LatencyInstance], candidate: str) -> str:
             f"<line x1='{left}' y1='{top}' x2='{left}' y2='{base_y}' stroke='#999'/>"
             + "".join(ticks) + "".join(marks)
             + f"<text x='{left}' y='{height - 6}' font-size='9'>instances in start order; s; "
-            f"<tspan fill='{ARM_COLOURS['b0']}'>B0</tspan> / "
+            f"<tspan fill='{ARM_COLOURS[ArmRole.B0]}'>B0</tspan> / "
             f"<tspan fill='{ARM_COLOURS['candidate']}'>{html.escape(candidate)}</tspan>; "
             "hollow warm-up, filled measured, x caching probe</text></svg>")
-
-
-def _cell(decided: tuple[str | None, str] | None, stopped: str | None,
-          reason: str | None) -> str:
-    """The latency cell from the decision (its verdict and ratio_text), what stopped the
-    candidate before any instance, and the check's reason."""
-    if decided is None and stopped:  # a quality check stopped it before any instance started
-        return (f"<span style='color:#9a6700'>not measured: stopped on "
-                f"{html.escape(stopped)}</span>")
-    if decided is None:
-        return ("<span style='color:#9a6700'>not decided: "
-                f"{html.escape(reason or 'no interval')}</span>")
-    verdict, text = decided
-    colour = VERDICT_COLOURS.get(str(verdict), "#000")
-    return f"<span style='color:{colour}'>{html.escape(text)}</span>"
 
 
 def latency_cell(check: LatencyRatioCheck | None) -> str:
     """The verdict table's latency cell: ratio of medians, interval and target, or why none."""
     if check is None:
         return "-"
+    summary = LatencySummary.of(check)
     data = check.data
-    interval = data.interval if isinstance(data, LatencyData) else None
-    decided = None if interval is None else (str(interval.verdict), ratio_text({
-        "ratio_of_medians": interval.ratio_of_medians, "lower": interval.interval.lower,
-        "upper": interval.interval.upper, "target": interval.target}))
-    stopped = data.stopped_on if isinstance(data, LatencyStopped) else None
-    return _cell(decided, stopped, None if check.reason is None else str(check.reason))
+    if summary is None and isinstance(data, LatencyStopped) and data.stopped_on:
+        # a quality check stopped it before any instance started
+        return (f"<span style='color:#9a6700'>not measured: stopped on "
+                f"{html.escape(data.stopped_on)}</span>")
+    if summary is None:
+        return ("<span style='color:#9a6700'>not decided: "
+                f"{html.escape(check.reason or 'no interval')}</span>")
+    colour = VERDICT_COLOURS.get(str(summary.verdict), "#000")
+    return f"<span style='color:{colour}'>{html.escape(ratio_text(summary))}</span>"
 
 
 def latency_cell_transitional(check: Mapping[str, Any] | None) -> str:
     """TRANSITIONAL: ``latency_cell`` of a check as a plain dict, for the readers not yet
-    converted to the records (report.py's verdict table, merge.py); use latency_cell."""
-    if check is None:
-        return "-"
-    summary = latency_summary(check)
-    stopped = (check.get("data") or {}).get("stopped_on")
-    reason = check.get("reason")
-    return _cell(None if summary is None else (summary.get("verdict"), ratio_text(summary)),
-                 None if stopped is None else str(stopped),
-                 None if reason is None else str(reason))
+    converted to the records (merge.py); use latency_cell."""
+    return latency_cell(latency_check(check))
 
 
 def _spread_text(data: LatencyRecord) -> str:

@@ -4,64 +4,84 @@ from its ``localization`` check (localize/), with the picture of where the outpu
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from typing import Any
 
 from .evidence import EvidenceBundle
 from .localize.picture import DiffMap, svg
+from .records import Bundle, DiffPicture, LocalizationCheck, LocalizedFigures, check_record
+from .vocabulary import CheckStatus
 
 
-def _figure_rows(figures: dict[str, Any]) -> str:
-    labels = (("output", "name"), ("dtype", "dtype_a"), ("shape", "shape_a"),
-              ("elements differing", "differing"), ("of", "elements"),
-              ("share differing", "fraction"), ("first at", "first_index"),
-              ("largest |diff|", "max_abs_diff"), ("largest ULP", "max_ulp"))
-    rows = []
-    for label, key in labels:
-        value = figures.get(key)
-        if key == "fraction" and isinstance(value, int | float):
-            value = f"{100 * value:.4g}%"
-        rows.append(f"<tr><th>{label}</th><td>{html.escape(str(value))}</td></tr>")
-    return "".join(rows)
+def _figure_rows(figures: LocalizedFigures) -> str:
+    fraction: Any = figures.fraction
+    if isinstance(fraction, int | float):
+        fraction = f"{100 * fraction:.4g}%"
+    labelled = (("output", figures.name), ("dtype", figures.dtype_a),
+                ("shape", figures.shape_a), ("elements differing", figures.differing),
+                ("of", figures.elements), ("share differing", fraction),
+                ("first at", figures.first_index), ("largest |diff|", figures.max_abs_diff),
+                ("largest ULP", figures.max_ulp))
+    return "".join(f"<tr><th>{label}</th><td>{html.escape(str(value))}</td></tr>"
+                   for label, value in labelled)
 
 
-def panel(check: dict[str, Any]) -> str:
-    data = check.get("data") or {}
-    status = "NAMED" if check["status"] == "pass" else "OPEN"
-    where = data.get("where") or data.get("module") or "-"
-    step = data.get("step")
+def _diff_map(picture: DiffPicture) -> DiffMap:
+    return DiffMap(tuple(picture.shape), picture.rows, picture.cols, tuple(picture.row_edges),
+                   tuple(picture.col_edges),
+                   tuple(tuple(float(v) for v in row) for row in picture.share),
+                   picture.differing)
+
+
+def localization_check(check: LocalizationCheck | Mapping[str, Any]) -> LocalizationCheck:
+    """A localization check, typed; one given as its recorded mapping (``to_dict()``) is read
+    into its record (a ValueError naming the check when it is not a localization check)."""
+    if isinstance(check, LocalizationCheck):
+        return check
+    typed = check_record(check)
+    if not isinstance(typed, LocalizationCheck):
+        raise ValueError(f"{typed.track}/{typed.arm}: a {typed.name} check is not a "
+                         "localization check")
+    return typed
+
+
+def panel(check: LocalizationCheck | Mapping[str, Any]) -> str:
+    """One candidate's panel (the report's, and localize.html's of ``ref2va-accept localize``)."""
+    check = localization_check(check)
+    data = check.data
+    status = "NAMED" if check.status == CheckStatus.PASS else "OPEN"
+    where = data.where or data.module or "-"
     parts = [
-        f"<div class='ref2va-localization'><h4>{html.escape(check['track'])} / "
-        f"{html.escape(check['arm'])}: first divergence {status}</h4>",
+        f"<div class='ref2va-localization'><h4>{html.escape(check.track)} / "
+        f"{html.escape(check.arm)}: first divergence {status}</h4>",
         f"<p><b>{html.escape(str(where))}</b>"
-        + (f" at step {html.escape(str(step))}" if step is not None else "")
-        + f" (first diverging point {html.escape(str(data.get('point')))}, seed "
-        f"{html.escape(str(data.get('seed')))})</p>",
-        f"<p>{html.escape(str(data.get('sentence') or check.get('detail') or ''))}</p>",
+        + (f" at step {html.escape(str(data.step))}" if data.step is not None else "")
+        + f" (first diverging point {html.escape(str(data.point))}, seed "
+        f"{html.escape(str(data.seed))})</p>",
+        f"<p>{html.escape(str(data.sentence or check.detail or ''))}</p>",
     ]
-    if data.get("inputs_equal") is not None:
+    if data.inputs_equal is not None:
         parts.append("<p>inputs to it: " + ("equal in both runs (same sha256)"
-                                            if data["inputs_equal"] else "already differ")
+                                            if data.inputs_equal else "already differ")
                      + "</p>")
-    level1 = data.get("level1") or {}
-    if level1 and data.get("level2"):  # else the sentence above is level 1's
-        parts.append(f"<p>blocks first: {html.escape(str(level1.get('sentence')))}</p>")
-    figures = data.get("figures")
-    if isinstance(figures, dict) and "error" not in figures:
+    if data.level1 is not None and data.level2 is not None:  # else the sentence above is level 1's
+        parts.append(f"<p>blocks first: {html.escape(str(data.level1.sentence))}</p>")
+    if isinstance(data.figures, LocalizedFigures):
         parts.append("<table border='1' cellpadding='3' style='border-collapse:collapse'>"
-                     + _figure_rows(figures) + "</table>")
-    picture = data.get("picture")
-    if isinstance(picture, dict):
-        shown = DiffMap.from_dict(picture)
-        parts.append(f"<p>where it differs: {html.escape(str(data.get('picture_of')))}; rows "
+                     + _figure_rows(data.figures) + "</table>")
+    if data.picture is not None:
+        parts.append(f"<p>where it differs: {html.escape(str(data.picture_of))}; rows "
                      "are every axis but the last (tokens, frames x positions), columns the "
-                     "last (features, channels)</p>" + svg(shown, rows_label="rows",
+                     "last (features, channels)</p>" + svg(_diff_map(data.picture),
+                                                           rows_label="rows",
                                                            cols_label="columns"))
     parts.append("</div>")
     return "".join(parts)
 
 
-def localization_html(bundle: EvidenceBundle) -> str:
-    panels = [panel(c) for c in bundle.data["checks"] if c["name"] == "localization"]
+def localization_html(bundle: EvidenceBundle | Bundle) -> str:
+    record = bundle.record if isinstance(bundle, EvidenceBundle) else bundle
+    panels = [panel(c) for c in record.checks_of(LocalizationCheck)]
     if not panels:
         return ""
     return ("<h3>First divergence (lossless candidates that are not bit-exact)</h3>"

@@ -233,10 +233,12 @@ def test_every_view_of_a_verdict_labels_stand_in_scores(tmp_path: Path) -> None:
     # The campaign record in the report, from the ledger's entries.
     from ref2va_accept.report import ledger_html
 
-    bundle.data["ledger"] = {"file": "c.ledger.jsonl", "history": [
-        {"kind": "attempt", "run_id": "run-a", "verdict": "supported", "track": T,
-         "stand_in_weights": ["ViT-B-32.pt"]},
-        {"kind": "attempt", "run_id": "run-a", "verdict": "failed", "track": "15s-lossy"}]}
+    entry = {"schema": "ref2va-ledger/1", "kind": "attempt", "run_id": "run-a",
+             "run_status": "complete"}
+    bundle.set_section("ledger", {"file": "c.ledger.jsonl", "appended": 2, "torn_tail": False,
+                                  "history": [
+        {**entry, "verdict": "supported", "track": T, "stand_in_weights": ["ViT-B-32.pt"]},
+        {**entry, "verdict": "failed", "track": "15s-lossy"}]})
     assert ledger_html(bundle).count("STAND-IN scores (ViT-B-32.pt)") == 1
     # The ledger's table, from its entries.
     lines = table_lines([{"kind": "attempt", "verdict": "supported", "track": T,

@@ -81,31 +81,49 @@ def test_no_lossy_checks_no_section(tmp_path: Path) -> None:
     assert lossy_tables_html(EvidenceBundle.create(tmp_path, "run", Sanitizer((), ()))) == ""
 
 
+def _memory_wait(instance: str, *, released: bool, held_mb: dict[str, float],
+                 problem: str | None = None) -> dict[str, object]:
+    return {"instance": instance, "arm": instance.split(".")[1], "released": released,
+            "waited_s": 1.0 if released else 120.0, "held_mb": held_mb, "problem": problem,
+            "polls": []}
+
+
 def test_host_section_shows_identity_drift_and_memory_still_held(tmp_path: Path) -> None:
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    bundle.data["host_identity"] = {"ok": False, "rows": [
+    bundle.set_section("host_identity", {"engine_kind": "vllm-omni", "ok": False, "rows": [
         {"field": "torch_npu", "frozen": "2.6.0", "host": "2.6.0", "status": "match",
          "source": "installed torch-npu"},
         {"field": "cann", "frozen": "8.3.RC1", "host": "8.5.0", "status": "DRIFT",
-         "source": "ascend_toolkit_install.info"}]}
-    bundle.data["device_memory"] = {
-        "status": "measured", "devices": [0, 1, 2, 3], "tolerance_mb": 512, "timeout_s": 120,
-        "idle": {"used_mb": {"0": 3000.0}}, "waits": [
-            {"instance": "5s-lossy.b0.1", "released": True, "held_mb": {}},
-            {"instance": "5s-lossy.cache-dit.2", "released": False, "held_mb": {"3": 28987.0},
-             "problem": None}]}
+         "source": "ascend_toolkit_install.info"}]})
+    bundle.set_section("device_memory", {
+        "status": "measured", "kind": "npu", "devices": [0, 1, 2, 3], "tolerance_mb": 512,
+        "timeout_s": 120, "poll_s": 1.0, "idle": {"used_mb": {"0": 3000.0}, "problem": None},
+        "waits": [_memory_wait("5s-lossy.b0.1", released=True, held_mb={}),
+                  _memory_wait("5s-lossy.cache-dit.2", released=False,
+                               held_mb={"3": 28987.0})]})
     page = host_html(bundle)
     assert "DIFFERS: every verdict is capped" in page
     assert ">DRIFT</td>" in page and "8.3.RC1" in page and "8.5.0" in page
-    assert "2 stop(s) waited for, 1 released" in page
+    assert "<td>torch_npu</td><td>2.6.0</td><td>2.6.0</td><td>installed torch-npu</td>" \
+        "<td>match</td>" in page  # a matching row is plain
+    assert "idle level {&#x27;0&#x27;: 3000.0} MB on devices [0, 1, 2, 3]" in page
+    assert "2 stop(s) waited for, 1 released within 512 MB in 120 s" in page
     assert "5s-lossy.cache-dit.2: still held {&#x27;3&#x27;: 28987.0} MB" in page
+    assert "5s-lossy.b0.1" not in page  # released: not listed
 
 
 def test_host_section_says_when_memory_was_not_measured(tmp_path: Path) -> None:
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
     assert host_html(bundle) == ""
-    bundle.data["device_memory"] = {"status": "not_applicable", "reason": "no accelerator"}
+    bundle.set_section("device_memory", {"status": "not_applicable", "kind": "none",
+                                         "reason": "no accelerator"})
     assert "not applicable (no accelerator)" in host_html(bundle)
+    # An identity preflight whose every row matches says so, above no drift.
+    bundle.set_section("host_identity", {"engine_kind": "reference", "ok": True, "rows": [
+        {"field": "torch", "frozen": "2.6.0", "host": "2.6.0", "status": "match",
+         "source": "installed torch"}]})
+    page = host_html(bundle)
+    assert "(all match)" in page and "DIFFERS" not in page and "color:#cf222e" not in page
 
 
 def test_the_report_renders_the_gates_decisions_and_does_not_decide_again(tmp_path: Path) -> None:
@@ -239,3 +257,209 @@ def test_the_latency_cells_say_what_stopped_a_candidate_and_name_the_welch_rule(
     assert "Welch interval on log values [" in section and "p-value of ratio &gt;= target" \
         in section
     assert "stopped after instance #4" in section
+
+
+# -- the sections read from the typed records (issue 27): each rule with a passing and a
+# -- failing input ---------------------------------------------------------------------------------
+
+def _ledger_entry(**fields: object) -> dict[str, object]:
+    return {"schema": "ref2va-ledger/1", "kind": "attempt", "at": "2026-01-01T00:00:00+00:00",
+            "run_id": "run", "run_status": "complete", **fields}
+
+
+def _budget(**fields: object) -> dict[str, object]:
+    return {"wall_ceiling_h": 16.0, "device_ceiling_h": 64, "authorizations": [],
+            "spent_before": {"runs": 2, "wall_s": 5400, "device_s": 0},
+            "planned_wall_s": [3600, 7200], "planned_device_s": None, "devices": 2,
+            "over": [], "unpriced": [], **fields}
+
+
+def test_the_ledger_section_marks_this_runs_attempts_newest_first(tmp_path: Path) -> None:
+    from ref2va_accept.report import ledger_html
+
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    assert ledger_html(bundle) == ""  # no ledger read: no section
+    latency = {"ratio_of_medians": 0.467, "lower": 0.448, "upper": 0.481, "target": 0.5,
+               "verdict": "supported"}
+    bundle.set_section("ledger", {"file": "c.ledger.jsonl", "appended": 2, "torn_tail": True,
+                                  "history": [
+        _ledger_entry(run_id="earlier", track="5s-lossless", candidate="c1",
+                      verdict="failed", reasons=["latency_failed"]),
+        _ledger_entry(kind="run", wall_s=60, device_s=0),  # a run's entry: no attempt row
+        _ledger_entry(track="5s-lossless", candidate="c1", verdict="supported",
+                      change_class="implementation", latency=latency,
+                      reasons=["latency_supported"])]})
+    page = ledger_html(bundle)
+    assert "<h3>Campaign record (c.ledger.jsonl)</h3>" in page
+    assert "2 attempts, 1 from this run" in page and "cut short" in page
+    assert page.index("run (this run)") < page.index("earlier")  # newest first
+    assert "<td>implementation</td>" in page and "<td>not declared</td>" in page
+    assert "<td>0.467 [0.448, 0.481] vs 0.5</td><td>latency_supported</td>" in page
+    assert "<td>-</td><td>latency_failed</td>" in page  # no latency summary: no ratio
+
+
+def test_the_budget_section_charges_this_runs_measured_entry(tmp_path: Path) -> None:
+    from ref2va_accept.report import budget_html
+
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    assert budget_html(bundle) == ""  # no budget check: no section
+    bundle.set_section("budget", _budget(over=["wall: <over>"]))
+    page = budget_html(bundle)
+    assert "2 logical device(s) per instance; 0 authorization(s)" in page
+    assert "over: wall: &lt;over&gt;" in page
+    assert "<td>ceiling (with authorizations)</td><td>16</td><td>64</td>" in page
+    assert "<td>spent by 2 earlier run(s)</td><td>1.50</td><td>0.00</td>" in page
+    assert "<td>1.00 - 2.00</td><td>not estimated</td>" in page
+    assert "<td>this run, measured</td><td>-</td><td>-</td>" in page  # no entry of its own yet
+    assert "<td>left after this run</td><td>14.50</td><td>64.00</td>" in page
+    # This run's own ledger entry is what it spent; another run's is not.
+    bundle.set_section("ledger", {"file": "c.ledger.jsonl", "appended": 1, "torn_tail": False,
+                                  "history": [_ledger_entry(kind="run", wall_s=1800, device_s=7200),
+                                              _ledger_entry(kind="run", run_id="other",
+                                                            wall_s=99999, device_s=99999)]})
+    page = budget_html(bundle)
+    assert "<td>this run, measured</td><td>0.50</td><td>2.00</td>" in page
+    assert "<td>left after this run</td><td>14.00</td><td>62.00</td>" in page
+
+
+def _localization(**data: object) -> CheckResult:
+    parting = {"kind": "differs", "module": "blocks.3", "b0": "b0-sha", "candidate": "c-sha",
+               "before": "blocks.2", "output": 0, "skipped": [],
+               "sentence": "blocks.3 is the first block whose output differs"}
+    figures = {"name": "blocks.3.mlp", "status": "differs", "equal": False, "dtype_a": "float32",
+               "dtype_b": "float32", "shape_a": [2, 4], "shape_b": [2, 4], "elements": 8,
+               "differing": 2, "fraction": 0.25, "first_index": [0, 1], "max_abs_diff": 1e-06,
+               "max_ulp": 3}
+    picture = {"shape": [2, 4], "rows": 2, "cols": 4, "row_edges": [0, 1, 2],
+               "col_edges": [0, 2, 4], "share": [[0.5, 0.0], [0.0, 0.5]], "differing": 2}
+    return CheckResult("5s-lossless", "c1", "localization", "pass", None, "named blocks.3.mlp", {
+        "point": "dit.step000", "seed": 42, "stage": "dit", "step": 0, "first_step": 0,
+        "point_step": 0, "found": True, "module": "blocks.3.mlp", "where": "blocks.3.mlp",
+        "sentence": "blocks.3.mlp parts first", "level1": parting,
+        "level2": {**parting, "module": "blocks.3.mlp", "sentence": "mlp first"},
+        "figures": figures, "inputs_equal": True, "picture": picture,
+        "picture_of": "blocks.3.mlp output", "requests": [], **data})
+
+
+def test_the_first_divergence_panel_from_the_check_or_its_recorded_form(tmp_path: Path) -> None:
+    from ref2va_accept.report_localize import localization_html, panel
+
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    assert localization_html(bundle) == ""
+    check = _localization()
+    bundle.add_check(check)
+    page = localization_html(bundle)
+    assert "5s-lossless / c1: first divergence NAMED" in page
+    assert "<b>blocks.3.mlp</b> at step 0 (first diverging point dit.step000, seed 42)" in page
+    assert "inputs to it: equal in both runs" in page
+    assert "blocks first: blocks.3 is the first block whose output differs" in page
+    assert "<tr><th>share differing</th><td>25%</td></tr>" in page
+    assert "<tr><th>first at</th><td>[0, 1]</td></tr>" in page and "<svg" in page
+    # ref2va-accept localize draws its page from the check's recorded form: the same panel.
+    assert panel(check.to_dict()) == page[page.index("<div"):]
+    # Level 1 alone, figures not compared, no picture, inputs unknown: none of their lines.
+    bare = panel(_localization(level2=None, figures={"error": "no dump"}, picture=None,
+                               inputs_equal=None).to_dict())
+    assert "blocks first" not in bare and "<table" not in bare and "<svg" not in bare
+    assert "inputs to it" not in bare
+    with pytest.raises(ValueError, match="5s-lossless/c1: a lossless_gate check is not a "
+                                         "localization check"):
+        panel(CheckResult("5s-lossless", "c1", "lossless_gate", "pass", None, "exact",
+                          {"seed": 1, "points": [], "first_divergence": None}).to_dict())
+    with pytest.raises(ValueError, match="first_step"):  # a recorded form missing a key
+        panel({k: v for k, v in check.to_dict().items() if k != "data"}
+              | {"data": {k: v for k, v in check.data.items() if k != "first_step"}})
+
+
+def _profile(**fields: object) -> dict[str, object]:
+    summary = {"window_ms": 1234.4, "operators": 17, "top_operators": [
+        {"kind": "device kernel", "name": "aten::addmm", "input_dims": "[[1, 2]]", "calls": 3,
+         "self_ms": 1.25, "total_ms": 2}],
+        "communication": {"ms": 0.0, "ops": []},
+        "host_device_copies": {"status": "measured", "ms": 3.14, "count": 4},
+        "memory": [{"figure": "allocated_peak", "device": "cuda:0", "bytes": 2**30,
+                    "definition": "torch.cuda.max_memory_allocated"}]}
+    trace = {"rank": 0, "file": "profiles/5s-lossless/b0/trace_rank0.json", "bytes": 2_500_000,
+             "sha256": "0" * 64, "summary": summary}
+    return {"track": "5s-lossless", "arm": "b0", "profiler_config": {"profiler": "torch"},
+            "warmups": [1.5, None, 2.25],
+            "profiled": {"sample_id": "s1", "ok": True, "latency_s": 2.125,
+                         "server_peak_memory_mb": {"value": 512.5, "definition": "rss"}},
+            "problems": [], "instance": "p.b0.1", "ranks_expected": [0, 1], "ranks_found": [0],
+            "traces": [trace, {**trace, "rank": 1, "summary": None}], "npu_raw": [],
+            "status": "summarized", **fields}
+
+
+def test_the_profiles_section_shows_each_traces_summary_or_that_it_was_unreadable(
+        tmp_path: Path) -> None:
+    from ref2va_accept.report_profiles import profiles_html
+
+    bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
+    assert profiles_html(bundle) == ""
+    bundle.add_profile(_profile())
+    bundle.add_profile(_profile(arm="c1", profiled=None, traces=[], status="open",
+                                problems=["no trace found"]))
+    page = profiles_html(bundle)
+    assert "<h3>5s-lossless b0: summarized</h3>" in page
+    assert "ranks expected [0, 1], with a trace [0]" in page
+    assert "profiled request 2.12 s (warm-ups 1.50, 2.25 s); server peak memory 512.5 MB" in page
+    assert "(2.5 MB): 17 operators in a 1234 ms window" in page
+    assert "host-device copies 3.1 ms in 4 copies" in page
+    assert "allocated_peak on cuda:0: 1024.0 MiB" in page
+    assert "<code>aten::addmm</code></td><td><code>[[1, 2]]</code></td><td>3</td>" in page
+    assert "trace_rank1</a> (2.5 MB): could not be read" in page
+    # An arm whose request was never profiled: no figures, its problems listed.
+    assert "<h3>5s-lossless c1: open</h3>" in page and "<li>no trace found</li>" in page
+    assert "profiled request 0.00 s (warm-ups 1.50, 2.25 s); server peak memory None MB" in page
+
+
+def test_the_latency_decision_in_brief_from_the_check_or_its_recorded_form(
+        tmp_path: Path) -> None:
+    from ref2va_accept.records import LatencySummary
+    from ref2va_accept.report_cells import latency_summary, ratio_text
+    from ref2va_accept.report_latency import latency_cell, latency_cell_transitional
+
+    bundle = _latency_bundle(tmp_path)
+    decided, unsteady = bundle.record.checks_of(LatencyRatioCheck)
+    recorded = decided.json_dict()
+    summary = latency_summary(decided)
+    assert summary == latency_summary(recorded) == {
+        "ratio_of_medians": pytest.approx(0.467, abs=5e-4), "lower": pytest.approx(0.448, abs=5e-4),
+        "upper": pytest.approx(0.481, abs=5e-4), "target": 0.5, "verdict": "supported"}
+    assert summary is not None
+    assert latency_summary(unsteady) is None and latency_summary(None) is None
+    assert ratio_text(summary) == ratio_text(LatencySummary.model_validate(summary)) \
+        == "0.467 [0.448, 0.481] vs 0.5"
+    assert ratio_text({**summary, "lower": None}) == "0.467 [-, 0.481] vs 0.5"
+    with pytest.raises(ValueError, match="verdict"):  # a summary missing a key
+        ratio_text({k: v for k, v in summary.items() if k != "verdict"})
+    assert latency_cell_transitional(recorded) == latency_cell(decided)
+    assert latency_cell_transitional(unsteady.json_dict()) == latency_cell(unsteady) \
+        == "<span style='color:#9a6700'>not decided: warmup_not_steady</span>"
+    assert latency_cell(None) == latency_cell_transitional(None) == "-"
+    not_latency = CheckResult("5s-lossless", "fast", "lossless_gate", "pass", None, "exact",
+                              {"seed": 1, "points": [], "first_divergence": None}).to_dict()
+    with pytest.raises(ValueError, match="a lossless_gate check is not a latency_ratio check"):
+        latency_summary(not_latency)
+
+
+def test_the_audio_line_from_the_record_or_the_quality_commands_dict() -> None:
+    from ref2va_accept.records import AudioComparisonRecord
+    from ref2va_accept.report import audio_comparison_text
+
+    stats = {"sample_rate": 48000, "channels": 2, "samples": 96000, "duration_s": 2.0,
+             "start_time_s": 0.0, "loudness_lufs": -23.0, "peak_dbfs": -1.0,
+             "clipping_ratio": 0.0, "silence_ratio": 0.0}
+    audio = {"scorer_version": "1", "length_slack_samples": 2048, "candidate": stats,
+             "baseline": stats, "lag_samples": 0, "lag_ms": 0.0, "lag_peak_correlation": 1.0,
+             "compared_samples": 96000, "snr_db": "inf", "si_sdr_db": 41.234, "lsd_db": 0.5,
+             "mrstft": 0.01234, "mrstft_spectral_convergence": 0.0,
+             "mrstft_log_magnitude": 0.0, "loudness_diff_lu": -0.5,
+             "length_mismatch_samples": 0, "length_within_aac_slack": True,
+             "start_time_diff_s": None, "scorers": {}}
+    line = audio_comparison_text(audio)
+    assert line == audio_comparison_text(AudioComparisonRecord.model_validate(audio))
+    assert line == ("lag 0.00 ms, SNR inf dB, SI-SDR 41.23 dB, LSD 0.500 dB, MR-STFT 0.0123, "
+                    "loudness -0.50 LU, length difference 0 samples")
+    with pytest.raises(ValueError, match="snr"):  # a misspelt figure is refused, not "-"
+        audio_comparison_text({**{k: v for k, v in audio.items() if k != "snr_db"}, "snr": 1})

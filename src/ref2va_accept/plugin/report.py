@@ -23,6 +23,7 @@ from ..evidence import WRITE_FAILED, EvidenceBundle, package_versions
 from ..progress import PLUGIN_NAME as PROGRESS_PLUGIN
 from ..progress import ProgressPlugin
 from ..safe_write import WriteFailed, atomic_write
+from ..vocabulary import CheckStatus
 from .selection import is_campaign_item
 from .state import STATE, run_state
 
@@ -179,7 +180,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for v in state.bundle.verdicts:
         reasons = ", ".join(v.reasons)
         opened = f" open: {', '.join(v.open_checks)}" if v.open_checks else ""
-        unchecked = [c for c, status in v.checks.items() if status == "not_applicable"]
+        unchecked = [c for c, status in v.checks.items()
+                     if status == CheckStatus.NOT_APPLICABLE]
         skipped = f" not applicable: {', '.join(unchecked)}" if unchecked else ""
         label = f" {v.stand_in_label}" if v.stand_in_label else ""
         where = f" first divergence: {v.localized}" if v.localized else ""
