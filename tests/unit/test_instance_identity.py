@@ -104,7 +104,7 @@ def test_a_foreign_server_on_the_port_is_its_own_reason_and_is_never_judged(
     assert [(c.name, c.status, c.reason) for c in checks] == [
         ("engine_start", "fail", "foreign_server")]
     assert "no request was sent to it" in checks[0].detail
-    assert arms.evidence.data["samples"] == [] and arms.started == []
+    assert arms.evidence.record.samples == [] and arms.started == []
     # The instance's own processes are stopped; the port was never its own to free.
     (audit,) = audits
     assert audit.clean, audit.problems  # type: ignore[attr-defined]
