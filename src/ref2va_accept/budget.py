@@ -25,6 +25,7 @@ from typing import Any
 from .campaign import LoadedCampaign
 from .cost import Prices, campaign_costs, total_seconds, unpriced, unpriced_text
 from .plan import TrackPlan
+from .records import Bundle, LedgerEntry
 
 __all__ = ["BudgetCheck", "check", "device_count", "run_entry"]
 
@@ -35,11 +36,11 @@ def device_count(campaign: LoadedCampaign) -> int:
     return 0 if devices.kind == "none" else len(devices.visible)
 
 
-def run_entry(data: Mapping[str, Any], devices: int) -> dict[str, Any]:
+def run_entry(bundle: Bundle, devices: int) -> dict[str, Any]:
     """The ledger's ``run`` entry of a finished run, from its evidence (its instances' audits)."""
-    lifetimes = [float(i["cleanup"]["lifetime_s"]) for i in data.get("instances") or []
-                 if isinstance((i.get("cleanup") or {}).get("lifetime_s"), (int, float))]
-    return {"kind": "run", "instances": len(data.get("instances") or []),
+    lifetimes = [float(i.cleanup.lifetime_s) for i in bundle.instances
+                 if i.cleanup is not None and i.cleanup.lifetime_s is not None]
+    return {"kind": "run", "instances": len(bundle.instances),
             "instance_s": round(sum(lifetimes), 3),
             "device_s": round(sum(lifetimes) * devices, 3), "devices": devices}
 
@@ -51,10 +52,10 @@ class Spent:
     device_s: float
 
 
-def spent(entries: Iterable[Mapping[str, Any]]) -> Spent:
-    runs = [e for e in entries if e.get("kind") == "run"]
-    return Spent(len(runs), sum(float(e.get("wall_s") or 0) for e in runs),
-                 sum(float(e.get("device_s") or 0) for e in runs))
+def spent(entries: Iterable[LedgerEntry]) -> Spent:
+    runs = [e for e in entries if e.kind == "run"]
+    return Spent(len(runs), sum(float(e.wall_s or 0) for e in runs),
+                 sum(float(e.device_s or 0) for e in runs))
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,13 @@ def planned_seconds(plans: Mapping[str, TrackPlan], prices: Prices
 
 
 def check(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
-          entries: Sequence[Mapping[str, Any]]) -> BudgetCheck:
+          entries: Sequence[LedgerEntry]) -> BudgetCheck:
     """This run (its selected tracks' plans) against the ceilings and what earlier runs spent."""
     budget = campaign.model.budget
-    granted = tuple(a.model_dump() for a in budget.authorizations or [])
-    wall_ceiling = budget.max_wall_hours + sum(a["wall_hours"] for a in granted)
-    device_ceiling = budget.max_logical_device_hours + sum(a["device_hours"] for a in granted)
+    authorizations = budget.authorizations or []
+    granted = tuple(a.model_dump() for a in authorizations)
+    wall_ceiling = budget.max_wall_hours + sum(a.wall_hours for a in authorizations)
+    device_ceiling = budget.max_logical_device_hours + sum(a.device_hours for a in authorizations)
     before = spent(entries)
     devices = device_count(campaign)
     prices = Prices.of(campaign)

@@ -19,7 +19,7 @@ from .campaign import load_campaign
 from .cost import Prices, SearchCost, search_cost, search_lines
 from .errors import EXIT_OK, EXIT_PROBLEM, CampaignError
 from .lanes import campaign_lanes
-from .ledger import LEDGER_ENV, LedgerError, ledger_path, read_ledger, table_lines
+from .ledger import LEDGER_ENV, LedgerError, entry_json, ledger_path, read_ledger, table_lines
 from .localize.price import pass_cost
 from .merge import MergeRefused, merge
 from .plan import plan_campaign
@@ -106,7 +106,8 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
         raise LedgerError(f"{args.campaign}: no such campaign file")
     record = read_ledger(path)
     if args.json:
-        print(json.dumps({"file": str(path), "entries": list(record.entries),
+        print(json.dumps({"file": str(path),
+                          "entries": [entry_json(e) for e in record.entries],
                           "torn_tail": record.torn_tail}, indent=2))
         return EXIT_OK
     if not record.entries:
@@ -135,16 +136,15 @@ def _cmd_review(args: argparse.Namespace) -> int:
               "which side is B0: keep it from the reviewer)")
         return EXIT_OK
     entry = ingest(args.run_folder, args.ingest, args.output)
-    print(f"ingested {len(entry['ratings'])} ratings by {entry['reviewer']} into "
+    print(f"ingested {len(entry.ratings)} ratings by {entry.reviewer} into "
           f"{args.run_folder.name}/evidence.json (human_evaluation; no verdict reads it)"
-          + (f"; not rated: {', '.join(entry['unrated_pairs'])}" if entry["unrated_pairs"]
-             else ""))
-    for row in entry["summary"]:
-        preferred = row["preferred"]
-        print(f"  {row['track']:<13} {row['candidate']:<22} rated {row['rated']}/{row['pairs']}: "
+          + (f"; not rated: {', '.join(entry.unrated_pairs)}" if entry.unrated_pairs else ""))
+    for row in entry.summary:
+        preferred = row.preferred
+        print(f"  {row.track:<13} {row.candidate:<22} rated {row.rated}/{row.pairs}: "
               f"preferred B0 {preferred['b0']}, candidate {preferred['candidate']}, same "
-              f"{preferred['same']}; visible differences {row['visible_differences'] or '-'}; "
-              f"audio differences {row['audio_differences'] or '-'}")
+              f"{preferred['same']}; visible differences {row.visible_differences or '-'}; "
+              f"audio differences {row.audio_differences or '-'}")
     return EXIT_OK
 
 

@@ -16,11 +16,13 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from . import budget
 from .campaign import LoadedCampaign
@@ -28,7 +30,17 @@ from .check_records import TrackVerdict, stand_in_label
 from .errors import Ref2VAError
 from .evidence import EvidenceBundle
 from .evidence_log import utc_now
-from .report_cells import latency_summary, ratio_text
+from .records import (
+    EnabledPathAuditCheck,
+    LatencyRatioCheck,
+    LatencySummary,
+    LedgerEntry,
+    LosslessGateCheck,
+    LosslessGateData,
+    LossyGateCheck,
+    LossyGateData,
+)
+from .report_cells import ratio_text
 from .safe_write import WriteFailed
 
 __all__ = ["LEDGER_ENV", "LEDGER_SCHEMA", "LedgerError", "append", "attempts", "entries",
@@ -65,39 +77,37 @@ def _profile_diff(campaign: LoadedCampaign, arm_id: str) -> dict[str, Any]:
     return diff
 
 
-def _check(bundle: EvidenceBundle, track: str, arm: str, name: str) -> Mapping[str, Any] | None:
-    return next((c for c in bundle.data["checks"] if c["track"] == track and c["arm"] == arm
-                 and c["name"] == name), None)
-
-
 def _quality(bundle: EvidenceBundle, track: str, arm: str) -> dict[str, Any] | None:
-    for name in ("lossless_gate", "lossy_gate"):
-        check = _check(bundle, track, arm, name)
-        if check is None:
-            continue
-        data = check.get("data") or {}
-        summary: dict[str, Any] = {"gate": name, "status": check.get("status"),
-                                   "reason": check.get("reason"), "detail": check.get("detail")}
-        if name == "lossless_gate":
-            summary["first_divergence"] = data.get("first_divergence")
-        else:
-            summary["worst"] = data.get("worst")
-        return summary
-    return None
+    """The candidate's quality gate in brief (the lossless one, else the lossy one)."""
+    record = bundle.record
+    lossless = record.check_of(LosslessGateCheck, track, arm)
+    gate = lossless or record.check_of(LossyGateCheck, track, arm)
+    if gate is None:
+        return None
+    summary: dict[str, Any] = {
+        "gate": gate.name.value, "status": gate.status.value,
+        "reason": None if gate.reason is None else gate.reason.value, "detail": gate.detail}
+    if isinstance(gate, LosslessGateCheck):
+        summary["first_divergence"] = (gate.data.first_divergence
+                                       if isinstance(gate.data, LosslessGateData) else None)
+    else:
+        summary["worst"] = gate.data.worst if isinstance(gate.data, LossyGateData) else None
+    return summary
 
 
 def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
-            campaign_lock: str | None) -> list[dict[str, Any]]:
+            campaign_lock: str | None) -> list[LedgerEntry]:
     """One entry per candidate verdict of this run (track-only rows judge no candidate)."""
     arms = {a.id: a for a in campaign.model.candidates}
+    record = bundle.record
     found = []
     for verdict in bundle.verdicts:
         arm = arms.get(verdict.candidate or "")
         if arm is None:
             continue
-        audit = _check(bundle, verdict.track, arm.id, "enabled_path_audit")
+        audit = record.check_of(EnabledPathAuditCheck, verdict.track, arm.id)
         instances = bundle.instances_where(track=verdict.track, arm=arm.id)
-        found.append({
+        found.append(LedgerEntry.model_validate({
             "schema": LEDGER_SCHEMA, "kind": "attempt", "at": utc_now(), "run_id": bundle.run_id,
             "run_status": bundle.status, "campaign": campaign.model.name,
             "campaign_lock": campaign_lock, "track": verdict.track, "candidate": arm.id,
@@ -106,8 +116,7 @@ def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
             "change_class": arm.change_class,
             "scope_decision": arm.scope_decision.model_dump() if arm.scope_decision else None,
             "enabled_path": None if audit is None else {
-                "status": audit.get("status"), "detail": audit.get("detail"),
-                **dict(audit.get("data") or {})},
+                "status": audit.status.value, "detail": audit.detail, **audit.data.json_dict()},
             "profile_diff": _profile_diff(campaign, arm.id),
             "instances": len(instances),
             "verdict": verdict.verdict, "reasons": list(verdict.reasons),
@@ -117,49 +126,58 @@ def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
             "stand_in_weights": list(verdict.stand_in_weights),
             # where a bit-exact failure first parted from B0 (the localization pass), or ""
             "localized": verdict.localized,
-            "latency": latency_summary(_check(bundle, verdict.track, arm.id, "latency_ratio")),
-            "quality": _quality(bundle, verdict.track, arm.id)})
+            "latency": LatencySummary.of(record.check_of(LatencyRatioCheck, verdict.track,
+                                                         arm.id)),
+            "quality": _quality(bundle, verdict.track, arm.id)}))
     return found
 
 
 def run_entry(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
-              campaign_lock: str | None) -> dict[str, Any]:
+              campaign_lock: str | None) -> LedgerEntry:
     """The run's own entry: what it cost, charged to the budget whatever its status."""
-    started, finished = bundle.data.get("started_at"), bundle.data.get("finished_at")
+    record = bundle.record
     wall = 0.0
     with contextlib.suppress(TypeError, ValueError):
-        wall = (datetime.fromisoformat(str(finished))
-                - datetime.fromisoformat(str(started))).total_seconds()
-    return {"schema": LEDGER_SCHEMA, "at": utc_now(), "run_id": bundle.run_id,
-            "run_status": bundle.status, "campaign": campaign.model.name,
-            "campaign_lock": campaign_lock, "wall_s": round(max(wall, 0.0), 3),
-            **budget.run_entry(bundle.data, budget.device_count(campaign))}
+        wall = (datetime.fromisoformat(str(record.finished_at))
+                - datetime.fromisoformat(str(record.started_at))).total_seconds()
+    return LedgerEntry.model_validate({
+        "schema": LEDGER_SCHEMA, "at": utc_now(), "run_id": bundle.run_id,
+        "run_status": bundle.status, "campaign": campaign.model.name,
+        "campaign_lock": campaign_lock, "wall_s": round(max(wall, 0.0), 3),
+        **budget.run_entry(record, budget.device_count(campaign))})
 
 
-def attempts(ledger: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def attempts(ledger: Iterable[LedgerEntry]) -> list[LedgerEntry]:
     """The candidate attempts (entries without a kind are attempts too)."""
-    return [e for e in ledger if e.get("kind", "attempt") == "attempt"]
+    return [e for e in ledger if e.kind == "attempt"]
 
 
-def with_attempt(row: TrackVerdict, campaign: str, ledger: Iterable[Mapping[str, Any]]
+def with_attempt(row: TrackVerdict, campaign: str, ledger: Iterable[LedgerEntry]
                  ) -> TrackVerdict:
     """The row with its attempt number and the earlier attempts' verdicts in `campaign`'s
     ledger (a row without a candidate has no attempts)."""
     if row.candidate is None:
         return row
-    earlier = [e for e in attempts(ledger) if e.get("campaign") == campaign
-               and e.get("track") == row.track and e.get("candidate") == row.candidate]
-    said = tuple(f"{e.get('run_id')}: {e.get('verdict')}"
-                 + (f" ({', '.join(e.get('reasons') or [])})" if e.get("reasons") else "")
+    earlier = [e for e in attempts(ledger) if e.campaign == campaign
+               and e.track == row.track and e.candidate == row.candidate]
+    said = tuple(f"{e.run_id}: {e.verdict}"
+                 + (f" ({', '.join(e.reasons)})" if e.reasons else "")
                  for e in earlier)
     return replace(row, attempt=len(earlier) + 1, earlier=said)
 
 
-def append(path: Path, new: Sequence[Mapping[str, Any]]) -> None:
+def entry_json(entry: LedgerEntry) -> dict[str, Any]:
+    """An entry as its ledger line holds it (keys sorted, as `append` writes them)."""
+    line: dict[str, Any] = json.loads(json.dumps(entry.json_dict(), sort_keys=True))
+    return line
+
+
+def append(path: Path, new: Sequence[LedgerEntry]) -> None:
     """Append entries, one line each, under an exclusive lock, then fsync. Never rewrites."""
     if not new:
         return
-    body = "".join(json.dumps(e, sort_keys=True, ensure_ascii=False) + "\n" for e in new)
+    body = "".join(json.dumps(e.json_dict(), sort_keys=True, ensure_ascii=False) + "\n"
+                   for e in new)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -179,7 +197,7 @@ def append(path: Path, new: Sequence[Mapping[str, Any]]) -> None:
 
 @dataclass(frozen=True)
 class Ledger:
-    entries: tuple[dict[str, Any], ...]
+    entries: tuple[LedgerEntry, ...]
     torn_tail: bool  # the last line was cut short (a run killed mid-append): left as it is
 
 
@@ -192,38 +210,42 @@ def read_ledger(path: Path) -> Ledger:
         return Ledger((), False)
     except (OSError, UnicodeDecodeError) as exc:
         raise LedgerError(f"{path.name}: cannot read: {exc}") from None
-    found: list[dict[str, Any]] = []
+    found: list[LedgerEntry] = []
     torn = False
     for number, line in enumerate(lines, start=1):
         try:
-            entry = json.loads(line)
-            if not isinstance(entry, dict) or entry.get("schema") != LEDGER_SCHEMA:
-                raise ValueError("not a ledger entry")
-        except ValueError as exc:
+            entry = LedgerEntry.model_validate_json(line)
+        except ValidationError as exc:
             if number == len(lines) and not line.endswith("\n"):
                 torn = True
                 break
-            raise LedgerError(f"{path.name}: line {number}: {exc}") from None
+            raise LedgerError(f"{path.name}: line {number}: {_not_an_entry(exc)}") from None
         found.append(entry)
     return Ledger(tuple(found), torn)
 
 
-def table_lines(ledger: Iterable[Mapping[str, Any]]) -> list[str]:
+def _not_an_entry(exc: ValidationError) -> str:
+    """Why a line is not an entry, in one line: its first problem (records.LedgerEntry)."""
+    first = exc.errors()[0]
+    where = ".".join(map(str, first["loc"]))
+    return f"not a ledger entry ({where + ': ' if where else ''}{first['msg']})"
+
+
+def table_lines(ledger: Iterable[LedgerEntry]) -> list[str]:
     """The ledger as a plain table, oldest first."""
     rows = [("at", "run", "status", "track", "candidate", "class", "verdict", "attempt",
              "Holm", "latency", "reasons")]
     for e in attempts(ledger):
-        rows.append((str(e.get("at")), str(e.get("run_id")), str(e.get("run_status")),
-                     str(e.get("track")), str(e.get("candidate")),
-                     str(e.get("change_class") or "not declared"),
-                     " ".join(filter(None, (str(e.get("verdict")).upper(),
-                                            stand_in_label(e.get("stand_in_weights"))))),
-                     str(e.get("attempt") or "-"),
-                     str(e.get("holm") or "-"),
-                     ratio_text(e["latency"]) if e.get("latency") else "-",
-                     ", ".join(e.get("reasons") or [])
-                     + (f" (first divergence: {e['localized']})" if e.get("localized")
-                        else "")))
+        rows.append((str(e.at), str(e.run_id), str(e.run_status),
+                     str(e.track), str(e.candidate),
+                     str(e.change_class or "not declared"),
+                     " ".join(filter(None, (str(e.verdict).upper(),
+                                            stand_in_label(e.stand_in_weights)))),
+                     str(e.attempt or "-"),
+                     str(e.holm or "-"),
+                     ratio_text(e.latency.model_dump()) if e.latency is not None else "-",
+                     ", ".join(e.reasons or [])
+                     + (f" (first divergence: {e.localized})" if e.localized else "")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return ["  ".join(r[i].ljust(widths[i]) for i in range(len(widths))) + "  " + r[-1]
             for r in rows]

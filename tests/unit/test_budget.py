@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -15,8 +14,9 @@ from ref2va_accept import budget
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from ref2va_accept.errors import CampaignError
-from ref2va_accept.ledger import LEDGER_SCHEMA
+from ref2va_accept.ledger import LEDGER_SCHEMA, append
 from ref2va_accept.plan import plan_campaign
+from ref2va_accept.records import LedgerEntry
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 pytestmark = pytest.mark.fast
@@ -25,9 +25,11 @@ HOST = ROOT / "fixtures/campaigns/910c.yaml"
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 
 
-def _runs(*hours: float, devices: int = 4) -> list[dict[str, Any]]:
-    return [{"schema": LEDGER_SCHEMA, "kind": "run", "run_id": f"r{i}", "run_status": "complete",
-             "wall_s": h * 3600, "device_s": h * 3600 * devices} for i, h in enumerate(hours)]
+def _runs(*hours: float, devices: int = 4) -> list[LedgerEntry]:
+    """The ledger's run entries of earlier runs that took these hours."""
+    return [LedgerEntry.model_validate({
+        "schema": LEDGER_SCHEMA, "kind": "run", "run_id": f"r{i}", "run_status": "complete",
+        "wall_s": h * 3600, "device_s": h * 3600 * devices}) for i, h in enumerate(hours)]
 
 
 def test_one_5s_track_fits_a_fresh_budget_and_the_second_does_not() -> None:
@@ -44,7 +46,9 @@ def test_one_5s_track_fits_a_fresh_budget_and_the_second_does_not() -> None:
     assert line is not None and "wall-hours (spent 15.20 + planned at most" in line
     assert "> 16" in line and "logical-device-hours" in line and "budget.authorizations" in line
     # Attempts in the ledger cost nothing by themselves; only run entries are charged.
-    assert budget.spent([{"kind": "attempt", "wall_s": 99}]).wall_s == 0
+    attempt = LedgerEntry.model_validate({"schema": LEDGER_SCHEMA, "kind": "attempt",
+                                          "run_id": "r", "run_status": "complete", "wall_s": 99})
+    assert budget.spent([attempt]).wall_s == 0 and budget.spent(_runs(2, 1.5)).wall_s == 3.5 * 3600
 
 
 def test_a_recorded_authorization_raises_the_ceilings(tmp_path: Path) -> None:
@@ -96,7 +100,7 @@ def test_the_plan_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "a run of these tracks would be allowed" in capsys.readouterr().out
     assert main(["plan", str(HOST), "--file", str(ledger_file)]) == 1  # all four: 55.8 h
     assert "over: " in capsys.readouterr().out
-    ledger_file.write_text("".join(json.dumps(e) + "\n" for e in _runs(15.2)))
+    append(ledger_file, _runs(15.2))
     assert main(["plan", str(HOST), "--track", "5s-lossless", "--file", str(ledger_file),
                  "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["refused"].startswith("ref2va: the budget")

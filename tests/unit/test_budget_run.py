@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ref2va_accept.ledger import append
 from tests.unit.suite_runner import bundle, campaign_variant, run_pytest
 from tests.unit.test_budget import _runs
 
@@ -13,7 +13,7 @@ from tests.unit.test_budget import _runs
 def test_a_run_past_the_budget_stops_before_any_engine(tmp_path: Path) -> None:
     campaign = campaign_variant(tmp_path / "c")
     book = tmp_path / "c.ledger.jsonl"
-    book.write_text("".join(json.dumps(e) + "\n" for e in _runs(16.5, devices=0)))
+    append(book, _runs(16.5, devices=0))
     evidence = tmp_path / "evidence"
     result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                         "--campaign", str(campaign), "--evidence-dir", str(evidence),

@@ -250,13 +250,20 @@ def test_a_rerun_is_numbered_and_names_what_the_earlier_attempts_gave() -> None:
     import sys
 
     sys.path.insert(0, str(ROOT))
+    from ref2va_accept.ledger import LEDGER_SCHEMA
+    from ref2va_accept.records import LedgerEntry
     from tests.unit.test_latency_judgement import _run_state
 
     state = _run_state()
-    row = judge("5s-lossless", "lossless", "lossless-text-kv", [])
-    assert state._attempt(row).attempt is None  # no ledger read: nothing claimed
+    state.ran_tracks.add("5s-lossless")
+
+    def row() -> Any:
+        return next(r for r in state.verdicts([]) if r.candidate == "lossless-text-kv")
+
+    assert row().attempt is None  # no ledger read: nothing claimed
     name = state.campaign.model.name
-    state.ledger_entries = (
+    state.ledger_entries = tuple(LedgerEntry.model_validate(
+        {"schema": LEDGER_SCHEMA, "run_status": "complete", **e}) for e in (
         {"kind": "attempt", "campaign": name, "track": "5s-lossless",
          "candidate": "lossless-text-kv", "run_id": "r1", "verdict": "inconclusive",
          "reasons": ["drift"]},
@@ -264,7 +271,7 @@ def test_a_rerun_is_numbered_and_names_what_the_earlier_attempts_gave() -> None:
         {"kind": "attempt", "campaign": name, "track": "5s-lossy",
          "candidate": "lossless-text-kv", "run_id": "r1", "verdict": "failed"},
         {"kind": "attempt", "campaign": "another", "track": "5s-lossless",
-         "candidate": "lossless-text-kv", "run_id": "r0", "verdict": "failed"})
-    again = state._attempt(row)
+         "candidate": "lossless-text-kv", "run_id": "r0", "verdict": "failed"}))
+    again = row()
     assert again.attempt == 2 and again.earlier == ("r1: inconclusive (drift)",)
     assert again.to_dict()["attempt"] == 2

@@ -100,22 +100,28 @@ def test_each_candidate_verdict_is_an_entry_whatever_the_run_status(tmp_path: Pa
                                                                      status: str) -> None:
     entries = ledger.entries(_bundle(tmp_path, status), load_campaign(REFERENCE),
                              campaign_lock="c" * 64)
-    assert [(e["candidate"], e["verdict"]) for e in entries] == [
+    assert [(e.candidate, e.verdict) for e in entries] == [
         ("lossless-text-kv", "supported"), ("reduction-order", "failed")]  # no track-only row
     first, second = entries
-    assert {e["run_status"] for e in entries} == {status}
-    latency = first["latency"]
-    assert latency["verdict"] == "supported" and latency["target"] == 0.5
-    assert round(latency["ratio_of_medians"], 3) == 0.467
-    assert (round(latency["lower"], 3), round(latency["upper"], 3)) == (0.448, 0.481)
-    assert first["change_class"] == "implementation" and first["hypothesis"]
-    assert first["attribution"]["kind"] == "local_patch"
+    assert {e.run_status for e in entries} == {status}
+    latency = first.latency
+    assert latency is not None and latency.verdict == "supported" and latency.target == 0.5
+    assert latency.ratio_of_medians is not None and round(latency.ratio_of_medians, 3) == 0.467
+    assert latency.lower is not None and latency.upper is not None
+    assert (round(latency.lower, 3), round(latency.upper, 3)) == (0.448, 0.481)
+    assert first.change_class == "implementation" and first.hypothesis
+    assert first.attribution is not None and first.attribution["kind"] == "local_patch"
     # What it changes against B0's launch profile.
-    assert first["profile_diff"]["declared"] == "lossless"
-    assert second["quality"] == {"gate": "lossless_gate", "status": "fail",
-                                 "reason": "quality_gate_failed", "detail": "not bit-exact",
-                                 "first_divergence": "dit.step000"}
-    assert second["latency"] is None
+    assert first.profile_diff is not None and first.profile_diff["declared"] == "lossless"
+    assert second.quality == {"gate": "lossless_gate", "status": "fail",
+                              "reason": "quality_gate_failed", "detail": "not bit-exact",
+                              "first_divergence": "dit.step000"}
+    assert second.latency is None
+    # The line each is appended as holds every key it was made with, none added.
+    line = ledger.entry_json(first)
+    assert line["latency"] == {"lower": latency.lower, "ratio_of_medians": latency.ratio_of_medians,
+                               "target": 0.5, "upper": latency.upper, "verdict": "supported"}
+    assert list(line) == sorted(line) and line["schema"] == ledger.LEDGER_SCHEMA
 
 
 @pytest.mark.fast
@@ -131,8 +137,20 @@ def test_entries_are_appended_never_rewritten_and_a_torn_tail_is_said(tmp_path: 
         handle.write('{"schema": "ref2va-ledger/1", "run_')  # a run killed mid-append
     record = ledger.read_ledger(path)
     assert record.torn_tail and len(record.entries) == 3
+    assert record.entries[0] == entries[0]  # read back as it was appended
     path.write_bytes(before + b"not json\n" + before)
-    with pytest.raises(ledger.LedgerError, match=r"c\.ledger\.jsonl: line 3:"):
+    with pytest.raises(ledger.LedgerError, match=r"c\.ledger\.jsonl: line 3: not a ledger "
+                                                 r"entry \(Invalid JSON"):
+        ledger.read_ledger(path)
+    # A line that is JSON but not an entry of the records, and one a field of which is wrong.
+    path.write_bytes(before + b'{"schema": "other/1"}\n')
+    with pytest.raises(ledger.LedgerError, match=r"line 3: not a ledger entry \(schema: Input "
+                                                 r"should be 'ref2va-ledger/1'\)$"):
+        ledger.read_ledger(path)
+    path.write_bytes(before + b'{"schema": "ref2va-ledger/1", "run_id": "r", '
+                              b'"run_status": "complete", "attempt": "second"}\n')
+    with pytest.raises(ledger.LedgerError, match=r"line 3: not a ledger entry \(attempt: Input "
+                                                 r"should be a valid integer"):
         ledger.read_ledger(path)
     assert ledger.read_ledger(tmp_path / "none.jsonl").entries == ()
 
@@ -162,7 +180,7 @@ def test_a_run_appends_its_attempts_and_the_report_lists_the_record(tmp_path: Pa
         report = (evidence / found["run_id"] / "report.html").read_text()
         assert "Campaign record" in report and report.count("(this run)") == 3
     entries = ledger.read_ledger(book).entries
-    assert len({e["run_id"] for e in entries}) == 2 and len(ledger.attempts(entries)) == 6
+    assert len({e.run_id for e in entries}) == 2 and len(ledger.attempts(entries)) == 6
     assert str(tmp_path) not in book.read_text()
 
 

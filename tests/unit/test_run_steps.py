@@ -16,8 +16,9 @@ from ref2va_accept.device_memory import MemoryGuard, MemoryRelease
 from ref2va_accept.devices import NoDeviceProbe
 from ref2va_accept.disk import DiskCheck, DiskEstimate
 from ref2va_accept.input_pins import InputProblem, input_checks
-from ref2va_accept.ledger import with_attempt
+from ref2va_accept.ledger import LEDGER_SCHEMA, with_attempt
 from ref2va_accept.leftovers import Leftover, stopped_line
+from ref2va_accept.records import LedgerEntry
 from ref2va_accept.verdicts import judge_tracks
 from ref2va_accept.vocabulary import ArmRole, CheckStatus, Verdict
 
@@ -92,9 +93,11 @@ def test_the_run_gets_a_row_per_candidate_and_one_for_a_track_without_any() -> N
 
 def test_an_attempt_is_numbered_from_the_campaigns_earlier_attempts_only() -> None:
     row = judge_tracks([("5s-lossless", "lossless", ["cand"])], [], [], 0.05)[0]
-    ledger = [
+    ledger = [LedgerEntry.model_validate({"schema": LEDGER_SCHEMA, "run_status": "complete", **e})
+              for e in (
         {"kind": "attempt", "campaign": "c", "track": "5s-lossless", "candidate": "cand",
          "run_id": "r1", "verdict": "failed", "reasons": ["quality_gate_failed"]},
+        # written before runs had entries of their own: no kind, an attempt
         {"campaign": "c", "track": "5s-lossless", "candidate": "cand", "run_id": "r2",
          "verdict": "inconclusive", "reasons": []},
         {"kind": "run", "campaign": "c", "run_id": "r2"},
@@ -102,7 +105,7 @@ def test_an_attempt_is_numbered_from_the_campaigns_earlier_attempts_only() -> No
          "run_id": "r0", "verdict": "supported"},
         {"kind": "attempt", "campaign": "c", "track": "5s-lossy", "candidate": "cand",
          "run_id": "r1", "verdict": "supported"},
-    ]
+    )]
     numbered = with_attempt(row, "c", ledger)
     assert numbered.attempt == 3
     assert numbered.earlier == ("r1: failed (quality_gate_failed)", "r2: inconclusive")

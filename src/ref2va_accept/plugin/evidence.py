@@ -191,7 +191,7 @@ def _append_to_ledger(config: pytest.Config, state: RunState) -> None:
         record = ledger.read_ledger(path)
         bundle.set_section("ledger", {"file": state.display(path), "appended": len(new),
                                       "torn_tail": record.torn_tail,
-                                      "history": list(record.entries)})
+                                      "history": [e.json_dict() for e in record.entries]})
         bundle.checkpoint()
     except WriteFailed as failure:
         # The bundle's own writes record and say their failure once; the ledger's file is new.

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 import pytest
 
@@ -29,6 +28,7 @@ from ..latency import LatencySchedules
 from ..leftovers import DONE, start_reaper, stop_leftovers, stopped_line
 from ..lock import FreezeStatus, canonical_campaign, verify
 from ..plan import LossyScoring, TrackPlan, plan_campaign
+from ..records import LedgerEntry
 from ..run_plan import ScenarioItem, plan_run
 from ..safe_write import WriteFailed, describe
 from ..sanitize import Sanitizer
@@ -70,7 +70,7 @@ class RunState:
     _order_seed: int | None = None
     # The ledger's entries before this run (read by the budget check): attempts are counted
     # from them. None until read.
-    ledger_entries: tuple[dict[str, Any], ...] | None = None
+    ledger_entries: tuple[LedgerEntry, ...] | None = None
     # Every request's typed outcome in this run, for the gates (never read back from evidence).
     outcomes: OutcomeLog = field(default_factory=OutcomeLog)
     # Which candidates each track's latency schedule covers, and its instances once run.
