@@ -27,9 +27,12 @@ import os
 import secrets
 import shutil
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .campaign import track_rank
 from .errors import Ref2VAError
@@ -38,16 +41,17 @@ from .evidence_log import (
     EVIDENCE_FILE,
     EventLog,
     payload,
-    read_bundle_file_transitional,
+    read_bundle_file,
     read_events,
     rebuild,
     utc_now,
 )
 from .hashing import file_sha256
-from .records import bundle_text, transitional_dict
+from .records import Bundle, HumanEvaluation, Preference, Rating, RatingSummary, bundle_text
 from .review_pages import DIFFERENCES, PREFERRED, SIDES, Pair, results_page, sheet_page
 from .safe_write import atomic_write
 from .sanitize import Sanitizer
+from .vocabulary import ArmRole
 
 __all__ = ["RATINGS_SCHEMA", "ReviewError", "ingest", "pairs", "write_review"]
 
@@ -63,28 +67,26 @@ class ReviewError(Ref2VAError):
     where)."""
 
 
-def _load(run: Path) -> dict[str, Any]:
-    return read_bundle_file_transitional(run, ReviewError)[1]
+def _load(run: Path) -> Bundle:
+    return read_bundle_file(run, ReviewError)[1]
 
 
-def _outputs(data: Mapping[str, Any]) -> dict[tuple[str, str, int, str], str]:
+def _outputs(bundle: Bundle) -> dict[tuple[str, str, int, str], str]:
     """(track, arm, seed, kind) -> the first complete output's media file."""
     found: dict[tuple[str, str, int, str], str] = {}
-    for sample in data.get("samples") or []:
-        if not sample.get("ok") or not sample.get("media_file") or sample.get("seed") is None:
+    for sample in bundle.samples:
+        if not sample.ok or not sample.media_file or sample.seed is None:
             continue
-        key = (str(sample.get("track")), str(sample.get("arm")), int(sample["seed"]),
-               str(sample.get("kind")))
-        found.setdefault(key, str(sample["media_file"]))
+        key = (sample.track, sample.arm, sample.seed, sample.kind)
+        found.setdefault(key, sample.media_file)
     return found
 
 
-def pairs(data: Mapping[str, Any]) -> tuple[list[Pair], list[str]]:
+def pairs(bundle: Bundle) -> tuple[list[Pair], list[str]]:
     """Every (track, candidate, seed) with a complete output of both B0 and the candidate, and a
     line for each candidate of the run's verdicts that has none (so the sheet says so)."""
-    outputs = _outputs(data)
-    judged = [(str(v.get("track")), str(v.get("candidate"))) for v in data.get("verdicts") or []
-              if v.get("candidate")]
+    outputs = _outputs(bundle)
+    judged = [(v.track, v.candidate) for v in bundle.verdicts if v.candidate]
     judged.sort(key=lambda tc: track_rank(tc[0]))
     found: list[Pair] = []
     missing: list[str] = []
@@ -94,7 +96,7 @@ def pairs(data: Mapping[str, Any]) -> tuple[list[Pair], list[str]]:
         shown = 0
         for seed in seeds:
             for kind in KINDS:
-                b0 = outputs.get((track, "b0", seed, kind))
+                b0 = outputs.get((track, ArmRole.B0, seed, kind))
                 cand = outputs.get((track, candidate, seed, kind))
                 if b0 and cand:
                     found.append(Pair(f"p{len(found) + 1:02d}", track, candidate, seed, kind, b0,
@@ -119,8 +121,8 @@ def write_review(run: Path, output: Path | None = None) -> Path:
     """The sheet for one run: ``output`` (default RUN/review) with index.html, ratings.json,
     key.json and clips/. Refused when the folder exists: its key answers ratings that may be out
     already. Returns the page's path."""
-    data = _load(run)
-    found, missing = pairs(data)
+    bundle = _load(run)
+    found, missing = pairs(bundle)
     if not found:
         raise ReviewError(f"{run.name}: nothing to review: "
                           + ("; ".join(missing) if missing else "no candidate was judged"))
@@ -149,22 +151,22 @@ def write_review(run: Path, output: Path | None = None) -> Path:
                     "b0": pair.b0, "candidate_file": pair.candidate_file,
                     "sha256": {side: file_sha256(folder / clips[side]) for side in SIDES}})
         shown.append((pair, clips))
-    fps = _fps(data)
+    fps = _fps(bundle)
     atomic_write(folder / "key.json", json.dumps(
-        {"schema": KEY_SCHEMA, "review_id": review_id, "run_id": data.get("run_id"),
+        {"schema": KEY_SCHEMA, "review_id": review_id, "run_id": bundle.run_id,
          "pairs": key}, indent=2) + "\n")
-    template = _template(review_id, str(data.get("run_id")), found)
+    template = _template(review_id, bundle.run_id, found)
     atomic_write(folder / "ratings.json", json.dumps(template, indent=2) + "\n")
     page = folder / "index.html"
-    atomic_write(page, sheet_page(data, review_id, shown, missing, fps, template))
+    atomic_write(page, sheet_page(bundle, review_id, shown, missing, fps, template))
     return page
 
 
-def _fps(data: Mapping[str, Any]) -> float:
-    for entry in data.get("media") or []:
-        fps = ((entry.get("probe") or {}).get("video") or {}).get("fps")
-        if fps:
-            return float(fps)
+def _fps(bundle: Bundle) -> float:
+    for entry in bundle.media:
+        video = None if entry.probe is None else entry.probe.video
+        if video is not None and video.fps:
+            return float(video.fps)
     return 24.0
 
 
@@ -176,6 +178,50 @@ def _template(review_id: str, run_id: str, found: Sequence[Pair]) -> dict[str, A
 
 
 # -- ingesting -----------------------------------------------------------------------------------
+class _KeyRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class KeyPair(_KeyRecord):
+    """One pair of the sheet, unblinded: which side shows B0 (key.json)."""
+
+    pair: str
+    track: str
+    candidate: str
+    seed: int
+    kind: Literal["quality", "measured"]
+    b0_side: Literal["A", "B"]
+    b0: str
+    candidate_file: str
+    sha256: dict[str, str]
+
+
+class ReviewKey(_KeyRecord):
+    """The sheet's key (key.json, written by write_review and never shown on the page)."""
+
+    schema_id: Literal["ref2va-review-key/1"] = Field(alias="schema")
+    review_id: str
+    run_id: str
+    pairs: list[KeyPair]
+
+
+@dataclass(frozen=True)
+class GivenRating:
+    """One row of a ratings file, checked: the sides as the reviewer saw them (A, B, same)."""
+
+    pair: str
+    preferred: str | None
+    visible_differences: str | None
+    audio_differences: str | None
+    notes: str
+
+
+@dataclass(frozen=True)
+class GivenRatings:
+    reviewer: str
+    rows: tuple[GivenRating, ...]
+
+
 def _read_json(path: Path, what: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -185,13 +231,28 @@ def _read_json(path: Path, what: str) -> Any:
         raise ReviewError(f"{path.name}: not a readable {what} ({exc})") from None
 
 
-def _check_ratings(ratings: Any, key: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+def _read_key(folder: Path) -> ReviewKey:
+    where = f"{folder.name}/key.json"
+    raw = _read_json(folder / "key.json", "review key")
+    try:
+        return ReviewKey.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"]))
+        if field in ("", "schema"):
+            raise ReviewError(f"{where}: not a review key ({KEY_SCHEMA} expected)") from None
+        raise ReviewError(f"{where}: {field}: {first['msg']}") from None
+
+
+def _check_ratings(ratings: Any, key: ReviewKey, name: str) -> GivenRatings:
+    """The reviewer's file checked against the sheet it answers (the file as handed back, read
+    here only: what goes into the evidence is the HumanEvaluation record ingest makes)."""
     if not isinstance(ratings, dict) or ratings.get("schema") != RATINGS_SCHEMA:
         raise ReviewError(f"{name}: not a ratings file (schema {RATINGS_SCHEMA} expected)")
-    for field in ("review_id", "run_id"):
-        if ratings.get(field) != key.get(field):
+    for field, expected in (("review_id", key.review_id), ("run_id", key.run_id)):
+        if ratings.get(field) != expected:
             raise ReviewError(f"{name}: {field} {ratings.get(field)!r} is not this sheet's "
-                              f"({key.get(field)!r}): ratings answer the sheet they came with")
+                              f"({expected!r}): ratings answer the sheet they came with")
     reviewer = ratings.get("reviewer")
     if not isinstance(reviewer, str) or not reviewer.strip():
         raise ReviewError(f"{name}: reviewer: an alias or a role is needed (who rated, for "
@@ -199,7 +260,7 @@ def _check_ratings(ratings: Any, key: Mapping[str, Any], name: str) -> list[dict
     rows = ratings.get("ratings")
     if not isinstance(rows, list):
         raise ReviewError(f"{name}: ratings: a list of pairs expected")
-    known = {p["pair"] for p in key["pairs"]}
+    known = {p.pair for p in key.pairs}
     seen: set[str] = set()
     allowed = {"preferred": PREFERRED, "visible_differences": DIFFERENCES,
                "audio_differences": DIFFERENCES}
@@ -226,82 +287,84 @@ def _check_ratings(ratings: Any, key: Mapping[str, Any], name: str) -> list[dict
         notes = row.get("notes", "")
         if not isinstance(notes, str) or len(notes) > NOTES_LIMIT:
             raise ReviewError(f"{where}.notes: a text of at most {NOTES_LIMIT} characters")
-        checked.append(dict(row))
-    return checked
+        checked.append(GivenRating(pair, row.get("preferred"), row.get("visible_differences"),
+                                   row.get("audio_differences"), notes))
+    return GivenRatings(reviewer, tuple(checked))
 
 
-def _summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+def _summary(rows: Sequence[Rating]) -> list[RatingSummary]:
+    groups: dict[tuple[str, str], list[Rating]] = {}
     for row in rows:
-        groups.setdefault((row["track"], row["candidate"]), []).append(row)
+        groups.setdefault((row.track, row.candidate), []).append(row)
     out = []
     for (track, candidate), members in groups.items():
-        rated = [r for r in members if r["preferred"] is not None
-                 or r["visible_differences"] is not None or r["audio_differences"] is not None]
-        preferred = Counter(r["preferred"] for r in rated if r["preferred"] is not None)
-        out.append({"track": track, "candidate": candidate, "pairs": len(members),
-                    "rated": len(rated),
-                    "preferred": {v: preferred.get(v, 0) for v in ("b0", "candidate", "same")},
-                    "visible_differences": dict(Counter(
-                        r["visible_differences"] for r in rated
-                        if r["visible_differences"] is not None)),
-                    "audio_differences": dict(Counter(
-                        r["audio_differences"] for r in rated
-                        if r["audio_differences"] is not None))})
+        rated = [r for r in members if r.preferred is not None
+                 or r.visible_differences is not None or r.audio_differences is not None]
+        preferred = Counter(r.preferred for r in rated if r.preferred is not None)
+        out.append(RatingSummary.model_validate({
+            "track": track, "candidate": candidate, "pairs": len(members), "rated": len(rated),
+            "preferred": {v: preferred[v] for v in get_args(Preference)},
+            "visible_differences": dict(Counter(
+                r.visible_differences for r in rated if r.visible_differences is not None)),
+            "audio_differences": dict(Counter(
+                r.audio_differences for r in rated if r.audio_differences is not None))}))
     return out
 
 
-def ingest(run: Path, ratings_file: Path, review: Path | None = None) -> dict[str, Any]:
+def _unblinded(side: str | None, pair: KeyPair) -> str | None:
+    """What the reviewer preferred, A or B resolved through the key: b0, candidate or same."""
+    if side is None or side == "same":
+        return side
+    return ArmRole.B0.value if side == pair.b0_side else "candidate"
+
+
+def ingest(run: Path, ratings_file: Path, review: Path | None = None) -> HumanEvaluation:
     """Ratings for a sheet of ``run`` (default RUN/review) into the run's evidence; returns the
     rating set as recorded."""
-    data = _load(run)
+    bundle = _load(run)
     folder = review or run / "review"
-    key = _read_json(folder / "key.json", "review key")
-    if not isinstance(key, dict) or key.get("schema") != KEY_SCHEMA:
-        raise ReviewError(f"{folder.name}/key.json: not a review key ({KEY_SCHEMA} expected)")
-    if key.get("run_id") != data.get("run_id"):
-        raise ReviewError(f"{folder.name}/key.json: a sheet of run {key.get('run_id')}, not of "
-                          f"{data.get('run_id')}")
+    key = _read_key(folder)
+    if key.run_id != bundle.run_id:
+        raise ReviewError(f"{folder.name}/key.json: a sheet of run {key.run_id}, not of "
+                          f"{bundle.run_id}")
     raw = ratings_file.read_bytes() if ratings_file.is_file() else None
     if raw is None:
         raise ReviewError(f"{ratings_file.name}: no such ratings file")
     digest = hashlib.sha256(raw).hexdigest()
-    earlier = list(data.get("human_evaluation") or [])
-    if any(entry.get("file_sha256") == digest for entry in earlier):
+    earlier = list(bundle.human_evaluation or [])
+    if any(entry.file_sha256 == digest for entry in earlier):
         raise ReviewError(f"{ratings_file.name}: these ratings are in the evidence already")
     try:
         ratings = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReviewError(f"{ratings_file.name}: not a readable ratings file ({exc})") from None
-    rows = _check_ratings(ratings, key, ratings_file.name)
-    by_pair = {p["pair"]: p for p in key["pairs"]}
+    given = _check_ratings(ratings, key, ratings_file.name)
+    by_pair = {p.pair: p for p in key.pairs}
     sanitizer = Sanitizer.for_this_host(evidence=run.parent)
     recorded = []
-    for row in rows:
-        pair = by_pair[row["pair"]]
-        side = row.get("preferred")
-        preferred = (None if side is None else "same" if side == "same"
-                     else "b0" if side == pair["b0_side"] else "candidate")
-        recorded.append({"pair": pair["pair"], "track": pair["track"],
-                         "candidate": pair["candidate"], "seed": pair["seed"],
-                         "kind": pair["kind"], "preferred": preferred,
-                         "visible_differences": row.get("visible_differences"),
-                         "audio_differences": row.get("audio_differences"),
-                         "notes": sanitizer.text(str(row.get("notes") or ""))})
-    entry = {"review_id": key["review_id"], "reviewer": sanitizer.text(ratings["reviewer"]),
-             "ingested_at": utc_now(), "file_sha256": digest,
-             "unrated_pairs": sorted(set(by_pair) - {r["pair"] for r in rows}),
-             "ratings": recorded, "summary": _summary(recorded)}
+    for row in given.rows:
+        pair = by_pair[row.pair]
+        recorded.append(Rating.model_validate({
+            "pair": pair.pair, "track": pair.track, "candidate": pair.candidate,
+            "seed": pair.seed, "kind": pair.kind, "preferred": _unblinded(row.preferred, pair),
+            "visible_differences": row.visible_differences,
+            "audio_differences": row.audio_differences, "notes": sanitizer.text(row.notes)}))
+    entry = HumanEvaluation.model_validate({
+        "review_id": key.review_id, "reviewer": sanitizer.text(given.reviewer),
+        "ingested_at": utc_now(), "file_sha256": digest,
+        "unrated_pairs": sorted(set(by_pair) - {r.pair for r in given.rows}),
+        "ratings": recorded, "summary": _summary(recorded)})
     events = run / EVENTS_FILE
     if not events.is_file():
         raise ReviewError(f"{run.name}: no {EVENTS_FILE}; the evidence cannot take an addition")
-    section = {"key": "human_evaluation", "value": [*earlier, entry]}
+    section = {"key": "human_evaluation",
+               "value": [*(e.json_dict() for e in earlier), entry.json_dict()]}
     # Refused before it is appended when it is not its record (the log would not rebuild).
     payload("section", json.loads(json.dumps(section)), f"{run.name}: human_evaluation")
     log = EventLog(events)
     log.seq = sum(1 for _ in read_events(events))
     log.append("section", section, utc_now())
-    bundle = rebuild(run)
-    atomic_write(run / EVIDENCE_FILE, bundle_text(bundle))
-    atomic_write(folder / "results.html", results_page(transitional_dict(bundle)))
+    rebuilt = rebuild(run)
+    atomic_write(run / EVIDENCE_FILE, bundle_text(rebuilt))
+    atomic_write(folder / "results.html", results_page(rebuilt))
     return entry

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .records import Bundle, Difference
+
 __all__ = ["DIFFERENCES", "PREFERRED", "SIDES", "Pair", "results_page", "sheet_page"]
 
 SIDES = ("A", "B")
@@ -99,12 +101,12 @@ def _choices(pair: str, field: str, values: Sequence[str]) -> str:
                    for v in values)
 
 
-def sheet_page(data: Mapping[str, Any], review_id: str,
+def sheet_page(bundle: Bundle, review_id: str,
                shown: Sequence[tuple[Pair, dict[str, str]]], missing: Sequence[str], fps: float,
                template: Mapping[str, Any]) -> str:
     """The blind sheet: per pair both clips, one control bar, the rating form; the ratings
     template inline for the form's save button."""
-    run_id = html.escape(str(data.get("run_id")))
+    run_id = html.escape(bundle.run_id)
     blocks = []
     for pair, clips in shown:
         p = pair.pair
@@ -151,29 +153,28 @@ def sheet_page(data: Mapping[str, Any], review_id: str,
         + f"<script>{_SCRIPT % json.dumps(fps)}</script></body></html>\n")
 
 
-def results_page(bundle: Mapping[str, Any]) -> str:
+def results_page(bundle: Bundle) -> str:
     """Every rating set in the run's evidence, unblinded (which side was B0 is resolved): the
     human evaluation, apart from the automatic gates' verdicts, which it does not change."""
-    verdicts = {(str(v.get("track")), str(v.get("candidate"))): str(v.get("verdict"))
-                for v in bundle.get("verdicts") or []}
+    verdicts = {(v.track, str(v.candidate)): v.verdict.value for v in bundle.verdicts}
     sections = []
-    for entry in bundle.get("human_evaluation") or []:
+    for entry in bundle.human_evaluation or []:
         rows = "".join(
-            f"<tr><td>{html.escape(r['track'])}</td><td>{html.escape(r['candidate'])}</td>"
-            f"<td>{html.escape(verdicts.get((r['track'], r['candidate']), '-').upper())}</td>"
-            f"<td>{r['rated']} of {r['pairs']}</td><td>{r['preferred']['b0']}</td>"
-            f"<td>{r['preferred']['candidate']}</td><td>{r['preferred']['same']}</td>"
-            f"<td>{html.escape(_counts(r.get('visible_differences')))}</td>"
-            f"<td>{html.escape(_counts(r.get('audio_differences')))}</td></tr>"
-            for r in entry["summary"])
-        notes = "".join(f"<li>{html.escape(r['pair'])} ({html.escape(r['candidate'])}, seed "
-                        f"{r['seed']}): {html.escape(r['notes'])}</li>"
-                        for r in entry["ratings"] if r["notes"])
+            f"<tr><td>{html.escape(r.track)}</td><td>{html.escape(r.candidate)}</td>"
+            f"<td>{html.escape(verdicts.get((r.track, r.candidate), '-').upper())}</td>"
+            f"<td>{r.rated} of {r.pairs}</td><td>{r.preferred['b0']}</td>"
+            f"<td>{r.preferred['candidate']}</td><td>{r.preferred['same']}</td>"
+            f"<td>{html.escape(_counts(r.visible_differences))}</td>"
+            f"<td>{html.escape(_counts(r.audio_differences))}</td></tr>"
+            for r in entry.summary)
+        notes = "".join(f"<li>{html.escape(r.pair)} ({html.escape(r.candidate)}, seed "
+                        f"{r.seed}): {html.escape(r.notes)}</li>"
+                        for r in entry.ratings if r.notes)
         sections.append(
-            f"<h2>Review {html.escape(entry['review_id'])} by {html.escape(entry['reviewer'])}"
-            f"</h2><p>ingested {html.escape(entry['ingested_at'])}"
-            + (f"; not rated: {html.escape(', '.join(entry['unrated_pairs']))}"
-               if entry["unrated_pairs"] else "") + "</p>"
+            f"<h2>Review {html.escape(entry.review_id)} by {html.escape(entry.reviewer)}"
+            f"</h2><p>ingested {html.escape(entry.ingested_at)}"
+            + (f"; not rated: {html.escape(', '.join(entry.unrated_pairs))}"
+               if entry.unrated_pairs else "") + "</p>"
             "<table border='1' cellpadding='4' style='border-collapse:collapse'><tr>"
             "<th>track</th><th>candidate</th><th>automatic verdict</th><th>rated pairs</th>"
             "<th>preferred B0</th><th>preferred candidate</th><th>same</th>"
@@ -181,11 +182,11 @@ def results_page(bundle: Mapping[str, Any]) -> str:
             + (f"<p>Notes:</p><ul>{notes}</ul>" if notes else ""))
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Ref2VA human evaluation"
             "</title></head><body style='font-family:sans-serif'><h1>Ref2VA human evaluation</h1>"
-            f"<p>Run {html.escape(str(bundle.get('run_id')))}. Ratings from the blind review "
+            f"<p>Run {html.escape(bundle.run_id)}. Ratings from the blind review "
             "sheet, with B0 and candidate resolved from its key. They are reported apart from "
             "the automatic gates and change no verdict (the automatic verdict is shown beside "
             "them for reading, not combined).</p>" + "".join(sections) + "</body></html>\n")
 
 
-def _counts(counts: Mapping[str, int] | None) -> str:
+def _counts(counts: Mapping[Difference, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in (counts or {}).items()) or "-"

@@ -13,7 +13,7 @@ import pytest
 from ref2va_accept.cli import main
 from ref2va_accept.evidence import rebuild
 from ref2va_accept.evidence_log import EVENTS_FILE, EVIDENCE_FILE, EventLog, project
-from ref2va_accept.records import bundle_text
+from ref2va_accept.records import Bundle, bundle_text
 from ref2va_accept.review import ReviewError, ingest, pairs, write_review
 from tests.media_samples import write_mp4
 from tests.unit.browser import chromium
@@ -66,7 +66,7 @@ def _run(root: Path, outputs: list[tuple[str, str, int, str]] = OUTPUTS) -> Path
 
 @pytest.mark.fast
 def test_every_candidate_and_seed_with_both_outputs_is_a_pair(tmp_path: Path) -> None:
-    found, missing = pairs(read_bundle(_run(tmp_path)))
+    found, missing = pairs(Bundle.model_validate(read_bundle(_run(tmp_path))))
     assert [(p.pair, p.track, p.candidate, p.seed, p.kind) for p in found] == [
         ("p01", "5s-lossless", "lossless-text-kv", 42, "quality"),
         ("p02", "5s-lossy", "cache-dit-mild", 42, "quality"),
@@ -112,6 +112,32 @@ def test_a_run_with_nothing_to_pair_or_no_evidence_is_one_line(tmp_path: Path) -
         write_review(tmp_path / "nowhere")
 
 
+@pytest.mark.fast
+def test_a_key_or_evidence_that_is_not_its_record_is_one_line(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    write_review(run)
+    ratings = tmp_path / "r.json"
+    ratings.write_text(json.dumps(_ratings(run)))
+    key_file = run / "review" / "key.json"
+    key = json.loads(key_file.read_text())
+    key_file.write_text(json.dumps({**key, "pairs": [{**key["pairs"][0], "b0_side": "C"}]}))
+    with pytest.raises(ReviewError, match=r"^review/key\.json: pairs\.0\.b0_side: Input should "
+                                          r"be 'A' or 'B'$"):
+        ingest(run, ratings)
+    key_file.write_text(json.dumps({**key, "schema": "ref2va-review-key/0"}))
+    with pytest.raises(ReviewError, match=r"^review/key\.json: not a review key "
+                                          r"\(ref2va-review-key/1 expected\)$"):
+        ingest(run, ratings)
+    evidence = json.loads((run / EVIDENCE_FILE).read_text())
+    del evidence["samples"][0]["seed"]
+    (run / EVIDENCE_FILE).write_text(json.dumps(evidence))
+    with pytest.raises(ReviewError, match=r"^20261201T050000Z-abcdef: evidence\.json does not "
+                                          r"match the evidence records \(records\.py\): "
+                                          r"samples\.0\.seed: Field required$"):
+        write_review(run, tmp_path / "another")
+    assert not (tmp_path / "another").exists()
+
+
 def _ratings(run: Path, **changes: Any) -> dict[str, Any]:
     ratings = json.loads((run / "review" / "ratings.json").read_text())
     ratings["reviewer"] = "reviewer-1"
@@ -138,19 +164,20 @@ def test_ratings_are_resolved_through_the_key_into_the_evidence(tmp_path: Path) 
     file = tmp_path / "ratings-1.json"
     file.write_text(json.dumps(ratings))
     entry = ingest(run, file)
-    assert [(r["pair"], r["preferred"]) for r in entry["ratings"]] == [
+    assert [(r.pair, r.preferred) for r in entry.ratings] == [
         ("p01", "candidate"), ("p02", "b0"), ("p03", "same")]
-    summary = {(s["track"], s["candidate"]): s for s in entry["summary"]}
-    assert summary[("5s-lossy", "cache-dit-mild")]["preferred"] == {"b0": 1, "candidate": 0,
-                                                                   "same": 1}
-    assert summary[("5s-lossy", "cache-dit-mild")]["visible_differences"] == {"major": 1}
-    assert summary[("5s-lossless", "lossless-text-kv")]["rated"] == 1
+    summary = {(s.track, s.candidate): s for s in entry.summary}
+    assert summary[("5s-lossy", "cache-dit-mild")].preferred == {"b0": 1, "candidate": 0,
+                                                                "same": 1}
+    assert summary[("5s-lossy", "cache-dit-mild")].visible_differences == {"major": 1}
+    assert summary[("5s-lossless", "lossless-text-kv")].rated == 1
     # Sanitized like the rest of the evidence; one event appended, evidence.json its projection.
-    assert str(tmp_path) not in entry["ratings"][0]["notes"]
-    assert entry["ratings"][0]["notes"].endswith("/frame.png")
+    assert str(tmp_path) not in entry.ratings[0].notes
+    assert entry.ratings[0].notes.endswith("/frame.png")
     assert len((run / EVENTS_FILE).read_text().splitlines()) == lines_before + 1
     bundle = read_bundle(run)  # valid against the published schema
-    assert bundle["human_evaluation"] == [entry] and rebuild(run).json_dict() == bundle
+    assert bundle["human_evaluation"] == [entry.json_dict()]
+    assert rebuild(run).json_dict() == bundle
     assert bundle["verdicts"][0]["verdict"] == "supported"  # no verdict reads it
     results = (run / "review" / "results.html").read_text()
     assert "reviewer-1" in results and "preferred candidate" in results
@@ -256,9 +283,9 @@ def test_the_sheet_plays_both_sides_in_step_and_saves_the_ratings(tmp_path: Path
             browser.close()
     assert errors == []
     entry = ingest(run, saved)
-    assert entry["reviewer"] == "reviewer-3"
-    assert entry["ratings"][0] | {"notes": ""} == {
+    assert entry.reviewer == "reviewer-3"
+    assert entry.ratings[0].json_dict() | {"notes": ""} == {
         "pair": "p01", "track": "5s-lossless", "candidate": "lossless-text-kv", "seed": 42,
         "kind": "quality", "preferred": "same", "visible_differences": "minor",
         "audio_differences": None, "notes": ""}
-    assert entry["ratings"][0]["notes"] == "B flickers at 1 s"
+    assert entry.ratings[0].notes == "B flickers at 1 s"
