@@ -21,7 +21,7 @@ import hashlib
 import html
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,10 @@ from typing import Any
 from .campaign import track_rank
 from .check_records import stand_in_label
 from .errors import Ref2VAError
-from .evidence_log import read_bundle_file_transitional
-from .report_cells import TABLE, VERDICT_COLOURS, latency_summary
-from .report_latency import latency_cell_transitional
+from .evidence_log import read_bundle_file
+from .records import Bundle, LatencyRatioCheck, LatencySummary, VerdictRecord
+from .report_cells import TABLE, VERDICT_COLOURS
+from .report_latency import latency_cell
 from .safe_write import atomic_write
 
 __all__ = ["MergeInputError", "MergeRefused", "Run", "load_run", "merge", "merged_html"]
@@ -47,45 +48,48 @@ class MergeRefused(Ref2VAError):
 @dataclass(frozen=True)
 class Run:
     label: str  # the run folder's name (its run id), as the caller named it
-    data: Mapping[str, Any]
+    bundle: Bundle
     folder: Path | None = None  # where its evidence.json (and report.html) lie
 
     @property
     def tracks(self) -> set[str]:
-        return {str(v.get("track")) for v in self.data.get("verdicts") or []}
+        return {v.track for v in self.bundle.verdicts}
 
     @property
     def run_id(self) -> str:
-        return str(self.data.get("run_id"))
+        return self.bundle.run_id
 
     @property
     def campaign(self) -> str:
         """The frozen campaign it ran: its name and lock hash, or, unfrozen, its canonical
         content's hash (two unfrozen runs of the same file still match)."""
-        campaign = self.data.get("campaign") or {}
-        freeze = campaign.get("freeze") or {}
-        lock = freeze.get("lock_sha256")
-        if freeze.get("state") == "frozen" and lock:
-            return f"{campaign.get('name')} (lock {str(lock)[:12]})"
-        canonical = json.dumps(campaign.get("canonical"), sort_keys=True).encode()
-        return (f"{campaign.get('name')} (not frozen: {freeze.get('state')}, content "
-                f"{hashlib.sha256(canonical).hexdigest()[:12]})")
+        campaign = self.bundle.campaign
+        if campaign is None:  # no campaign scenario asked for the evidence
+            name, state, lock, canonical = None, None, None, None
+        else:
+            name, state, lock = campaign.name, campaign.freeze.state, campaign.freeze.lock_sha256
+            canonical = campaign.canonical
+        if state == "frozen" and lock:
+            return f"{name} (lock {lock[:12]})"
+        content = json.dumps(canonical, sort_keys=True).encode()
+        return (f"{name} (not frozen: {state}, content "
+                f"{hashlib.sha256(content).hexdigest()[:12]})")
 
     @property
     def host(self) -> str:
         """What the run read of its host: the engine identity against the pin, and the judge's
         interpreter and platform."""
-        identity = self.data.get("host_identity") or {}
-        fields = ", ".join(f"{row.get('field')}={row.get('host')}"
-                           for row in identity.get("rows") or [])
-        env = self.data.get("environment") or {}
-        return (f"{fields or 'no engine identity recorded'}; python {env.get('python')} on "
-                f"{env.get('system')} {env.get('machine')}")
+        identity = self.bundle.host_identity
+        fields = ", ".join(f"{row.field}={row.host}"
+                           for row in ([] if identity is None else identity.rows))
+        env = self.bundle.environment
+        return (f"{fields or 'no engine identity recorded'}; python {env.python} on "
+                f"{env.system} {env.machine}")
 
 
 def load_run(path: Path) -> Run:
     """A run folder (evidence/<run-id>) or its evidence.json."""
-    return Run(*read_bundle_file_transitional(path, MergeInputError))
+    return Run(*read_bundle_file(path, MergeInputError))
 
 
 def check_mergeable(runs: Sequence[Run], *, allow_campaigns: bool = False,
@@ -130,25 +134,23 @@ def check_mergeable(runs: Sequence[Run], *, allow_campaigns: bool = False,
 Key = tuple[str, str]  # (track, candidate)
 
 
-def _latency_checks(run: Run) -> dict[Key, Mapping[str, Any]]:
-    return {(c["track"], c["arm"]): c for c in run.data.get("checks") or []
-            if c.get("name") == "latency_ratio"}
+def _latency_checks(run: Run) -> dict[Key, LatencyRatioCheck]:
+    return {(c.track, c.arm): c for c in run.bundle.checks_of(LatencyRatioCheck)}
 
 
-def _verdicts(run: Run) -> dict[Key, Mapping[str, Any]]:
-    return {(str(v.get("track")), str(v.get("candidate"))): v
-            for v in run.data.get("verdicts") or []}
+def _verdicts(run: Run) -> dict[Key, VerdictRecord]:
+    return {(v.track, str(v.candidate)): v for v in run.bundle.verdicts}
 
 
-def _cell(verdict: Mapping[str, Any] | None, latency: Mapping[str, Any] | None) -> str:
+def _cell(verdict: VerdictRecord | None, latency: LatencyRatioCheck | None) -> str:
     if verdict is None:
         return "<td style='color:#57606a'>not in this run</td>"
-    name = str(verdict.get("verdict"))
+    name = verdict.verdict.value
     colour = VERDICT_COLOURS.get(name, "#000")
-    reasons = ", ".join(verdict.get("reasons") or [])
-    opened = ", ".join(verdict.get("open_checks") or [])
-    label = stand_in_label(verdict.get("stand_in_weights"))
-    cell = latency_cell_transitional(latency) if latency is not None else "no latency check"
+    reasons = ", ".join(verdict.reasons)
+    opened = ", ".join(verdict.open_checks)
+    label = stand_in_label(verdict.stand_in_weights)
+    cell = latency_cell(latency) if latency is not None else "no latency check"
     return (f"<td><b style='color:{colour}'>{html.escape(name.upper())}</b>"
             + (f" <span class='ref2va-stand-in' style='color:#9a6700'>{html.escape(label)}"
                "</span>" if label else "") + "<br>"
@@ -162,10 +164,10 @@ def _tracks(runs: Sequence[Run]) -> dict[str, list[str]]:
     campaign's order (5 s before 15 s, lossless before lossy), candidates as first seen."""
     tracks: dict[str, list[str]] = {}
     for run in runs:
-        for v in run.data.get("verdicts") or []:
-            candidates = tracks.setdefault(str(v.get("track")), [])
-            if str(v.get("candidate")) not in candidates:
-                candidates.append(str(v.get("candidate")))
+        for v in run.bundle.verdicts:
+            candidates = tracks.setdefault(v.track, [])
+            if str(v.candidate) not in candidates:
+                candidates.append(str(v.candidate))
     return {track: tracks[track] for track in sorted(tracks, key=track_rank)}
 
 
@@ -181,17 +183,18 @@ def merged_json(runs: Sequence[Run], notes: Sequence[str], *, lanes: bool = Fals
                 if lanes and track not in run.tracks:
                     continue
                 found = verdicts[run.label].get((track, candidate))
+                summary = LatencySummary.of(latency[run.label].get((track, candidate)))
                 per_run[run.label] = None if found is None else {
-                    "verdict": found.get("verdict"), "reasons": found.get("reasons"),
-                    "open_checks": found.get("open_checks"),
-                    "stand_in_weights": list(found.get("stand_in_weights") or []),
-                    "latency": latency_summary(latency[run.label].get((track, candidate)))}
+                    "verdict": found.verdict.value, "reasons": [r.value for r in found.reasons],
+                    "open_checks": [c.value for c in found.open_checks],
+                    "stand_in_weights": list(found.stand_in_weights),
+                    "latency": None if summary is None else summary.json_dict()}
             rows.append({"track": track, "candidate": candidate, "runs": per_run})
     return {"schema": "ref2va-merge/1",
             "lanes": lanes,
-            "runs": [{"label": r.label, "run_id": r.run_id, "status": r.data.get("status"),
-                      "started_at": r.data.get("started_at"), "campaign": r.campaign,
-                      "host": r.host, "harness_version": r.data.get("harness_version")}
+            "runs": [{"label": r.label, "run_id": r.run_id, "status": r.bundle.status,
+                      "started_at": r.bundle.started_at, "campaign": r.campaign,
+                      "host": r.host, "harness_version": r.bundle.harness_version}
                      for r in runs],
             "notes": list(notes),
             "combined": None,  # never: each run's ratios stand against its own B0
@@ -214,8 +217,8 @@ def merged_html(runs: Sequence[Run], notes: Sequence[str], *, lanes: bool = Fals
 
     def head(shown: Sequence[Run]) -> str:
         return "".join(f"<th>{html.escape(r.label)}<br><small>"
-                       f"{html.escape(str(r.data.get('status')))}, started "
-                       f"{html.escape(str(r.data.get('started_at')))}</small></th>" for r in shown)
+                       f"{html.escape(r.bundle.status)}, started "
+                       f"{html.escape(r.bundle.started_at)}</small></th>" for r in shown)
 
     sections = []
     for track, candidates in _tracks(runs).items():
@@ -233,7 +236,7 @@ def merged_html(runs: Sequence[Run], notes: Sequence[str], *, lanes: bool = Fals
         + (f"<td>{html.escape(', '.join(t for t in _tracks([r]) if t in r.tracks))}</td>"
            if lanes else "")
         + f"<td>{html.escape(r.campaign)}</td>"
-        f"<td>{html.escape(r.host)}</td><td>{html.escape(str(r.data.get('harness_version')))}"
+        f"<td>{html.escape(r.host)}</td><td>{html.escape(r.bundle.harness_version)}"
         "</td><td>" + (f"<a href='{html.escape(links[r.label])}'>report</a>"
                        if r.label in links else "not found") + "</td></tr>" for r in runs)
     if lanes:

@@ -28,6 +28,7 @@ from ref2va_accept.report import verdict_table_html
 from ref2va_accept.sanitize import Sanitizer
 from ref2va_accept.verdicts import judge
 from ref2va_accept.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
+from tests.unit.run_folders import finished_run
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 pytestmark = pytest.mark.fast
@@ -240,27 +241,19 @@ def test_every_view_of_a_verdict_labels_stand_in_scores(tmp_path: Path) -> None:
         {**entry, "verdict": "supported", "track": T, "stand_in_weights": ["ViT-B-32.pt"]},
         {**entry, "verdict": "failed", "track": "15s-lossy"}]})
     assert ledger_html(bundle).count("STAND-IN scores (ViT-B-32.pt)") == 1
-    # The ledger's table, from its entries.
-    lines = table_lines([{"kind": "attempt", "verdict": "supported", "track": T,
-                          "stand_in_weights": ["ViT-B-32.pt"]},
-                         {"kind": "attempt", "verdict": "failed", "track": "15s-lossy"}])
+    # The ledger's table, from the same entries.
+    record = bundle.record.ledger
+    assert record is not None
+    lines = table_lines(record.history)
     assert "SUPPORTED STAND-IN scores (ViT-B-32.pt)" in lines[1]
     assert "STAND-IN" not in lines[2]
-    # merge: the cell and merge.json.
-    folder = tmp_path / "run-a"
-    folder.mkdir()
-    (folder / "evidence.json").write_text(json.dumps({
-        "schema": "ref2va-evidence/1", "run_id": "run-a", "status": "complete",
-        "campaign": {"name": "x", "freeze": {"state": "frozen", "lock_sha256": "c" * 64}},
-        "verdicts": [row.to_dict()], "checks": []}))
-    other = tmp_path / "run-b"
-    other.mkdir()
-    (other / "evidence.json").write_text((folder / "evidence.json").read_text()
-                                         .replace("run-a", "run-b"))
-    merged = merge([folder, other], tmp_path / "merged")
+    # merge: the cell and merge.json, of two runs that recorded the row.
+    runs = [finished_run(tmp_path, run_id, [row], campaign="x", lock="c" * 64)
+            for run_id in ("run-a", "run-b")]
+    merged = merge(runs, tmp_path / "merged")
     assert merged.read_text().count("STAND-IN scores (ViT-B-32.pt)") == 2
-    record = json.loads((tmp_path / "merged" / "merge.json").read_text())
-    assert record["rows"][0]["runs"]["run-a"]["stand_in_weights"] == ["ViT-B-32.pt"]
+    merged_record = json.loads((tmp_path / "merged" / "merge.json").read_text())
+    assert merged_record["rows"][0]["runs"]["run-a"]["stand_in_weights"] == ["ViT-B-32.pt"]
 
 
 def test_the_terminal_summary_labels_stand_in_scores(tmp_path: Path) -> None:

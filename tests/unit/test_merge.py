@@ -5,47 +5,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from ref2va_accept.check_records import TrackVerdict
 from ref2va_accept.cli import main
 from ref2va_accept.merge import MergeInputError, MergeRefused, load_run, merge
+from tests.unit.run_folders import LOCK, finished_run, latency_check
 
 pytestmark = pytest.mark.fast
-
-LOCK = "c197f00a0d734627b11f4bc6c53ab7489299a9dc59f5b4697412cd0f4ca5c9a6"
-
-
-def _latency(track: str, arm: str, ratio: float, lower: float, upper: float,
-             verdict: str) -> dict[str, Any]:
-    return {"track": track, "arm": arm, "name": "latency_ratio", "status": "pass", "reason": None,
-            "detail": "", "data": {"interval": {
-                "ratio_of_medians": ratio, "target": 0.5, "verdict": verdict,
-                "interval": {"lower": lower, "upper": upper, "confidence": 0.95}}}}
 
 
 def _run(root: Path, run_id: str, *, lock: str = LOCK, torch: str = "2.13.0+cpu",
          ratio: float = 0.305, tracks: tuple[str, ...] = ("5s-lossless",)) -> Path:
-    folder = root / run_id
-    folder.mkdir(parents=True)
-    verdicts, checks = [], []
-    for track in tracks:
-        verdicts.append({"track": track, "candidate": "lossless-text-kv",
-                         "verdict": "supported" if ratio < 0.5 else "failed",
-                         "reasons": ["latency_supported" if ratio < 0.5 else "latency_failed"],
-                         "open_checks": [], "checks": {}, "note": ""})
-        checks.append(_latency(track, "lossless-text-kv", ratio, ratio - 0.04, ratio + 0.07,
-                               "supported" if ratio < 0.5 else "failed"))
-    data = {"schema": "ref2va-evidence/1", "run_id": run_id, "status": "complete",
-            "started_at": "2026-12-01T00:45:31+00:00", "harness_version": "0.1.0",
-            "campaign": {"name": "reference-ci", "canonical": {"name": "reference-ci"},
-                         "freeze": {"state": "frozen", "lock_sha256": lock}},
-            "host_identity": {"rows": [{"field": "torch", "host": torch}]},
-            "environment": {"python": "3.11.7", "system": "Linux", "machine": "x86_64"},
-            "verdicts": verdicts, "checks": checks}
-    (folder / "evidence.json").write_text(json.dumps(data))
-    return folder
+    """A finished run of lossless-text-kv on `tracks`, its latency decided at `ratio`."""
+    verdict = "supported" if ratio < 0.5 else "failed"
+    verdicts = [TrackVerdict(track, "lossless-text-kv", verdict, (f"latency_{verdict}",), (), {})
+                for track in tracks]
+    checks = [latency_check(track, "lossless-text-kv", ratio=ratio, lower=ratio - 0.04,
+                            upper=ratio + 0.07, verdict=verdict) for track in tracks]
+    return finished_run(root, run_id, verdicts, checks, lock=lock, torch=torch)
 
 
 def test_two_runs_of_one_frozen_campaign_sit_side_by_side(tmp_path: Path) -> None:
@@ -108,6 +87,15 @@ def test_unreadable_runs_are_one_line_naming_them(tmp_path: Path) -> None:
     (broken / "evidence.json").write_text(json.dumps({"schema": "something else"}))
     with pytest.raises(MergeInputError, match="not a ref2va evidence bundle"):
         load_run(broken)
+    # A bundle that does not match the evidence records: named with the field, in one line.
+    run = json.loads((_run(tmp_path, "run-a") / "evidence.json").read_text())
+    del run["verdicts"][0]["verdict"]
+    (broken / "evidence.json").write_text(json.dumps(run))
+    with pytest.raises(MergeInputError, match=r"^broken: evidence\.json does not match the "
+                                              r"evidence records \(records\.py\): "
+                                              r"verdicts\.0\.verdict: Field required$"):
+        load_run(broken)
+    assert load_run(tmp_path / "run-a").bundle.verdicts[0].verdict == "supported"
 
 
 def test_the_command_line_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
