@@ -243,7 +243,7 @@ def table_lines(ledger: Iterable[LedgerEntry]) -> list[str]:
                                             stand_in_label(e.stand_in_weights)))),
                      str(e.attempt or "-"),
                      str(e.holm or "-"),
-                     ratio_text(e.latency.model_dump()) if e.latency is not None else "-",
+                     ratio_text(e.latency) if e.latency is not None else "-",
                      ", ".join(e.reasons or [])
                      + (f" (first divergence: {e.localized})" if e.localized else "")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
