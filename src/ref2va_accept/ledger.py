@@ -42,6 +42,7 @@ from .records import (
 )
 from .report_cells import ratio_text
 from .safe_write import WriteFailed
+from .vocabulary import ArmRole
 
 __all__ = ["LEDGER_ENV", "LEDGER_SCHEMA", "LedgerError", "append", "attempts", "entries",
            "ledger_path", "read_ledger", "run_entry", "table_lines"]
@@ -64,10 +65,10 @@ def ledger_path(campaign_path: str | os.PathLike[str]) -> Path:
 def _profile_diff(campaign: LoadedCampaign, arm_id: str) -> dict[str, Any]:
     """The candidate's launch profile and request against B0's: what it changes."""
     arms = {a.id: a for a in campaign.model.arms()}
-    base, cand = campaign.profile(arms["b0"]), campaign.profile(arms[arm_id])
+    base, cand = campaign.profile(arms[ArmRole.B0]), campaign.profile(arms[arm_id])
     diff: dict[str, Any] = {}
     for part, b, c in (("args", base.args, cand.args), ("env", base.env, cand.env)):
-        changed = {k: {"b0": b.get(k), "candidate": c.get(k)}
+        changed = {k: {ArmRole.B0.value: b.get(k), "candidate": c.get(k)}
                    for k in sorted(set(b) | set(c)) if b.get(k) != c.get(k)}
         if changed:
             diff[part] = changed
