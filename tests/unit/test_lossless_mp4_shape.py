@@ -1,5 +1,6 @@
 """The lossless gate's reads of what came back, in this process (its runs with engines are
-test_lossless_suite.py): the decoded MP4's shape, from the probe as the evidence records it."""
+test_lossless_suite.py): the decoded MP4's shape, from the probe as the evidence records it.
+(Not test_lossless.py: the suite's tests/quality/test_lossless.py has that module name.)"""
 
 from __future__ import annotations
 
