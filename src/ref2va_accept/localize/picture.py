@@ -42,13 +42,6 @@ class DiffMap:
                 "share": [[round(v, 6) for v in row] for row in self.share],
                 "differing": self.differing}
 
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> DiffMap:
-        return cls(tuple(raw["shape"]), int(raw["rows"]), int(raw["cols"]),
-                   tuple(raw["row_edges"]), tuple(raw["col_edges"]),
-                   tuple(tuple(float(v) for v in row) for row in raw["share"]),
-                   int(raw["differing"]))
-
 
 def _edges(length: int, bins: int) -> np.ndarray:
     return np.linspace(0, length, min(bins, max(length, 1)) + 1).round().astype(np.int64)
