@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import _posixsubprocess
 import os
+import shutil
 import subprocess
-from collections.abc import Callable, Generator, Iterator
+import tempfile
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -137,6 +140,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             + "; ".join(wrong) + ". Take the module out of SPREAD or the fixture's scope down.")
 
 
+# The order the work units start in. xdist starts the units with the most tests first: a module
+# of a hundred in-process tests went out before a test that runs a campaign for a minute, and
+# the single tests of the SPREAD modules (each a suite run) started last, running on while the
+# other workers had nothing left. A test marked fast takes milliseconds, any other seconds to
+# minutes (an engine, a subprocess): a unit costs what its tests count that way, the costliest
+# starts first, and the fast modules fill the end. The first worker writes which of the
+# collected tests are fast to a file the controller names (FAST_IDS), read at the first
+# assignment; without it every test counts the same.
+FAST_IDS = "ref2va_fast_ids"
+FAST_TEST_COST = 0.01
+FAST_IDS_DIR = pytest.StashKey[str]()
+
+
+def unit_cost(nodeids: Iterable[str], fast: Collection[str]) -> float:
+    return sum(FAST_TEST_COST if nodeid in fast else 1.0 for nodeid in nodeids)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    workerinput = getattr(session.config, "workerinput", {})
+    if workerinput.get(FAST_IDS) and workerinput.get("workerid") == "gw0":
+        Path(workerinput[FAST_IDS]).write_text("".join(
+            f"{item.nodeid}\n" for item in session.items if item.get_closest_marker(FAST)))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(FAST_IDS_DIR, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def fast_ids_file(config: pytest.Config) -> Path:
+    """Where the first worker writes the fast tests' node ids (a folder of the controller's)."""
+    if FAST_IDS_DIR not in config.stash:
+        config.stash[FAST_IDS_DIR] = tempfile.mkdtemp(prefix="ref2va-fast-ids-")
+    return Path(config.stash[FAST_IDS_DIR]) / "fast.txt"
+
+
 try:
     from xdist.scheduler import LoadFileScheduling
 except ImportError:  # xdist not installed: nothing is spread, the check above still holds
@@ -145,14 +186,33 @@ else:
 
     class SpreadFileScheduling(LoadFileScheduling):
         """``--dist loadfile``, except that the tests of a :data:`SPREAD` module are work units
-        of their own."""
+        of their own, and that the costliest unit left (:func:`unit_cost`) starts next."""
+
+        def __init__(self, config: pytest.Config, log: Any = None) -> None:
+            super().__init__(config, log)
+            self._fast_file = fast_ids_file(config)
+            self._fast: frozenset[str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
             module = module_of(nodeid)
             return nodeid if module in SPREAD else module
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self._fast is None:
+                self._fast = frozenset(self._fast_file.read_text().splitlines()
+                                       if self._fast_file.is_file() else ())
+            fast = self._fast
+            costliest = max(self.workqueue, key=lambda scope: unit_cost(self.workqueue[scope],
+                                                                        fast))
+            self.workqueue.move_to_end(costliest, last=False)
+            super()._assign_work_unit(node)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         if config.getvalue("dist") != "loadfile":
             return None
         return SpreadFileScheduling(config, log)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(node: Any) -> None:
+        node.workerinput[FAST_IDS] = str(fast_ids_file(node.config))

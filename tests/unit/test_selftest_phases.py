@@ -180,6 +180,52 @@ def test_a_spread_module_runs_test_by_test_and_a_shared_run_once(
     assert len({p.read_text() for p in (pytester.path / "file").iterdir()}) == 1
 
 
+ORDER = """
+import os
+import pytest
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_in_process(n):
+    with open(os.environ["ORDER"], "a") as f:
+        f.write("fast\\n")
+"""
+SLOW = """
+import os
+
+
+def test_starts_an_engine():
+    with open(os.environ["ORDER"], "a") as f:
+        f.write("slow\\n")
+"""
+
+
+def test_the_costliest_unit_starts_first_and_the_fast_ones_fill_the_end(
+        pytester: pytest.Pytester) -> None:
+    # xdist alone would start the module with more tests first.
+    pytester.makeconftest(_conftest("test_none.py"))
+    pytester.makeini("[pytest]\nmarkers =\n    fast: x\n")
+    pytester.makepyfile(test_a_fast=ORDER, test_b_slow=SLOW)
+    order = pytester.path / "order.txt"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ORDER", str(order))
+        result = pytester.runpytest_subprocess("-n", "1", "--dist", "loadfile", "-p",
+                                               "no:randomly")
+    result.assert_outcomes(passed=7)
+    assert order.read_text().splitlines() == ["slow"] + ["fast"] * 6
+
+
+@pytest.mark.fast
+def test_a_units_cost_counts_its_tests_not_marked_fast() -> None:
+    from tests.conftest import FAST_TEST_COST, unit_cost
+
+    assert unit_cost(["a", "b", "c"], {"a", "b"}) == pytest.approx(1 + 2 * FAST_TEST_COST)
+    assert unit_cost(["a"], set()) > unit_cost([f"f{i}" for i in range(99)],
+                                                {f"f{i}" for i in range(99)})
+
+
 def test_a_spread_module_sharing_a_fixture_is_refused(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(_conftest("test_file.py"))
     pytester.makepyfile(test_file=SHARED)
