@@ -130,7 +130,8 @@ def shared_fixtures(item: pytest.Item) -> list[str]:
                   and any(d.scope in SHARED_SCOPES and d.baseid for d in defs))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    write_fast_ids(config, items)
     wrong = sorted({f"{item.nodeid} uses {name}" for item in items
                     if module_of(item.nodeid) in SPREAD for name in shared_fixtures(item)})
     if wrong:
@@ -157,12 +158,13 @@ def unit_cost(nodeids: Iterable[str], fast: Collection[str]) -> float:
     return sum(FAST_TEST_COST if nodeid in fast else 1.0 for nodeid in nodeids)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    workerinput = getattr(session.config, "workerinput", {})
+def write_fast_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On the first worker, at collection (before it tells the controller its collection is
+    done, and so before any work is assigned), the node ids of its fast tests."""
+    workerinput = getattr(config, "workerinput", {})
     if workerinput.get(FAST_IDS) and workerinput.get("workerid") == "gw0":
         Path(workerinput[FAST_IDS]).write_text("".join(
-            f"{item.nodeid}\n" for item in session.items if item.get_closest_marker(FAST)))
+            f"{item.nodeid}\n" for item in items if item.get_closest_marker(FAST)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
