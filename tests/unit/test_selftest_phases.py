@@ -323,4 +323,9 @@ def test_the_phases_run_at_once_on_separate_cpus_when_there_are_two() -> None:
     # Widened once phase 1 is over, before phase 2 is waited for.
     assert body.index('wait_for "$timed_pid"') < body.index("cpu_affinity.py widen") < body.index(
         'wait_for "$spread_pid"')
+    # The heavy tests take phase 1's CPU once it is free, beside phase 2, not after it; the
+    # first of the two to end hands its CPU to the other.
+    heavy = body.index('PIN_CPUS=$first; pytest_rc tests/unit -m "heavy and not timed"')
+    assert body.index('wait_for "$timed_pid"') < heavy < body.index("cpu_affinity.py widen")
+    assert heavy < body.index('wait_for "$spread_pid"')
     assert "selftest_in_turn" in body  # one CPU: one after the other
