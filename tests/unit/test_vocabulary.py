@@ -30,6 +30,8 @@ from ref2va_accept.vocabulary import (
     member,
 )
 
+pytestmark = pytest.mark.fast
+
 # The strings the evidence, the ledger and the lock wrote before the vocabulary existed.
 WRITTEN: dict[type[StrEnum], tuple[str, ...]] = {
     CheckStatus: ("pass", "fail", "open", "not_applicable"),
