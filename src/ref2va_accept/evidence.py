@@ -55,7 +55,6 @@ from .records import (
     Media,
     Sample,
     bundle_text,
-    transitional_dict,
 )
 from .safe_write import WriteFailed, append_line, atomic_write, write_new
 from .sanitize import Sanitizer
@@ -107,7 +106,6 @@ class EvidenceBundle:
     # Files already scrubbed during the run (sanitize_now): the run's end does not read them again.
     scrubbed: set[Path] = field(default_factory=set)
     # TRANSITIONAL: the projection as a plain dict (`data`), made once per projection state.
-    _plain: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def record(self) -> Bundle:
@@ -116,18 +114,9 @@ class EvidenceBundle:
             raise RuntimeError(f"{self.folder}: the bundle has no start event")
         return self.projection
 
-    @property
-    def data(self) -> dict[str, Any]:
-        """TRANSITIONAL: the projection as the plain dict readers used before the records; for
-        the readers not yet converted (use `record`). Made again after every event."""
-        if self._plain is None:
-            self._plain = transitional_dict(self.record)
-        return self._plain
-
     def _project(self, kind: EventKind, value: Any) -> None:
         self.projection = apply_payload(self.projection if kind != "start" else None, kind,
                                         value)
-        self._plain = None
 
     @classmethod
     def create(cls, root: Path, run_id: str, sanitizer: Sanitizer,

@@ -28,9 +28,6 @@ The projection is typed (records.Bundle): every event's payload is read into its
 (``payload``), so that an event whose payload does not match its model (a misspelt key, a value
 of the wrong kind) is an error naming the event and the field, never a silently different
 bundle. evidence.json is the bundle's JSON (records.bundle_text).
-
-TRANSITIONAL: ``read_bundle_file_transitional`` reads evidence.json as a plain dict, unchecked,
-for the readers not yet converted to the models (merge, review); it goes with them.
 """
 
 from __future__ import annotations
@@ -241,13 +238,6 @@ def read_bundle_file(path: Path, error: type[Ref2VAError]) -> tuple[str, Bundle,
         raise error(f"{label}: {EVIDENCE_FILE} does not match the evidence records "
                     f"(records.py): {_errors(exc)}") from None
     return label, bundle, folder
-
-
-def read_bundle_file_transitional(path: Path, error: type[Ref2VAError]
-                                  ) -> tuple[str, dict[str, Any], Path]:
-    """TRANSITIONAL: ``read_bundle_file`` as a plain dict, not checked against the records, for
-    the readers not yet converted to the models; use read_bundle_file."""
-    return _read_json(path, error)
 
 
 def rebuild(folder: Path) -> Bundle:

@@ -21,9 +21,6 @@ before anything was compared), its data is that kind's model or :class:`NoData`.
 Numbers keep the type they were written with (`Number`: an int stays an int); figures that JSON
 cannot hold as numbers are the strings "inf", "-inf" and "nan" where their writers spell them
 out (`JsonNumber`).
-
-TRANSITIONAL: :func:`transitional_dict` (and ``EvidenceBundle.data``) give the old plain dict to
-readers not yet converted; they go once every reader uses the models.
 """
 
 from __future__ import annotations
@@ -73,7 +70,6 @@ __all__ = [
     "bundle_text",
     "check_record",
     "evidence_schema",
-    "transitional_dict",
 ]
 
 SCHEMA_VERSION: Final = "ref2va-evidence/1"
@@ -1430,12 +1426,6 @@ def bundle_text(bundle: Bundle) -> str:
     """evidence.json's text: the bundle as JSON, two-space indented, keys sorted as the event
     log writes them."""
     return json.dumps(bundle.json_dict(), indent=2, sort_keys=True) + "\n"
-
-
-def transitional_dict(record: Record) -> dict[str, Any]:
-    """TRANSITIONAL: a record as the plain dict readers used before the models (what JSON
-    holds). For readers not yet converted; use the model's attributes instead."""
-    return record.json_dict()
 
 
 # -- the published JSON Schema -------------------------------------------------------------------

@@ -321,11 +321,9 @@ def samples_table_html(bundle: EvidenceBundle | Bundle) -> str:
     )
 
 
-def audio_comparison_text(audio: AudioComparisonRecord | Mapping[str, Any]) -> str:
-    """One line of an AudioComparison (quality.audio; its ``to_dict()`` is read into its record
-    first): the report's lossy section and the quality command print it."""
-    cmp = (audio if isinstance(audio, AudioComparisonRecord)
-           else AudioComparisonRecord.model_validate(audio))
+def audio_comparison_text(cmp: AudioComparisonRecord) -> str:
+    """One line of an audio comparison's record: the report's lossy section and the quality
+    command print it."""
     return (f"lag {number(cmp.lag_ms, '.2f')} ms, "
             f"SNR {number(cmp.snr_db, '.2f')} dB, "
             f"SI-SDR {number(cmp.si_sdr_db, '.2f')} dB, "

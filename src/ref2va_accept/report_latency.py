@@ -6,16 +6,12 @@ measured and distinct requests, its one value), the interval against the target,
 between instances next to its spread within an instance, and B0's drift. Everything is read from
 the latency check the runner recorded (latency.py), through its typed record
 (records.LatencyRatioCheck); nothing is decided here.
-
-TRANSITIONAL: ``latency_cell_transitional`` takes the check as a plain dict, for the readers not
-yet converted to the records (merge.py); it goes with them.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from .evidence import EvidenceBundle
 from .records import (
@@ -27,7 +23,7 @@ from .records import (
     LatencySummary,
     Spread,
 )
-from .report_cells import TABLE, VERDICT_COLOURS, cells, latency_check, number, ratio_text
+from .report_cells import TABLE, VERDICT_COLOURS, cells, number, ratio_text
 from .vocabulary import ArmRole, DecisionRule, Unit
 
 LatencyRecord = LatencyData | LatencyStopped
@@ -153,12 +149,6 @@ def latency_cell(check: LatencyRatioCheck | None) -> str:
                 f"{html.escape(check.reason or 'no interval')}</span>")
     colour = VERDICT_COLOURS.get(str(summary.verdict), "#000")
     return f"<span style='color:{colour}'>{html.escape(ratio_text(summary))}</span>"
-
-
-def latency_cell_transitional(check: Mapping[str, Any] | None) -> str:
-    """TRANSITIONAL: ``latency_cell`` of a check as a plain dict, for the readers not yet
-    converted to the records (merge.py); use latency_cell."""
-    return latency_cell(latency_check(check))
 
 
 def _spread_text(data: LatencyRecord) -> str:

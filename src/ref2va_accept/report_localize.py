@@ -4,9 +4,9 @@ from its ``localization`` check (localize/), with the picture of where the outpu
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
 from typing import Any
 
+from .check_records import CheckResult
 from .evidence import EvidenceBundle
 from .localize.picture import DiffMap, svg
 from .records import Bundle, DiffPicture, LocalizationCheck, LocalizedFigures, check_record
@@ -33,9 +33,9 @@ def _diff_map(picture: DiffPicture) -> DiffMap:
                    picture.differing)
 
 
-def localization_check(check: LocalizationCheck | Mapping[str, Any]) -> LocalizationCheck:
-    """A localization check, typed; one given as its recorded mapping (``to_dict()``) is read
-    into its record (a ValueError naming the check when it is not a localization check)."""
+def localization_check(check: LocalizationCheck | CheckResult) -> LocalizationCheck:
+    """A localization check, typed; one made by the pass (a CheckResult) is read into its record
+    (a ValueError naming the check when it is not a localization check)."""
     if isinstance(check, LocalizationCheck):
         return check
     typed = check_record(check)
@@ -45,7 +45,7 @@ def localization_check(check: LocalizationCheck | Mapping[str, Any]) -> Localiza
     return typed
 
 
-def panel(check: LocalizationCheck | Mapping[str, Any]) -> str:
+def panel(check: LocalizationCheck | CheckResult) -> str:
     """One candidate's panel (the report's, and localize.html's of ``ref2va-accept localize``)."""
     check = localization_check(check)
     data = check.data

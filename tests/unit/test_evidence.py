@@ -101,7 +101,7 @@ def test_the_bundle_is_rebuilt_from_events_alone(tmp_path: Path) -> None:
     written = json.loads((bundle.folder / "evidence.json").read_text())
     (bundle.folder / "evidence.json").unlink()
     rebuilt = rebuild(bundle.folder)
-    assert rebuilt == bundle.record and rebuilt.json_dict() == written == bundle.data
+    assert rebuilt == bundle.record and rebuilt.json_dict() == written
     validate_bundle(written)
     # What was recorded is sanitized, in the log as in the projection.
     assert str(tmp_path) not in (bundle.folder / EVENTS_FILE).read_text()

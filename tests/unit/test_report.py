@@ -355,20 +355,21 @@ def test_the_first_divergence_panel_from_the_check_or_its_recorded_form(tmp_path
     assert "blocks first: blocks.3 is the first block whose output differs" in page
     assert "<tr><th>share differing</th><td>25%</td></tr>" in page
     assert "<tr><th>first at</th><td>[0, 1]</td></tr>" in page and "<svg" in page
-    # ref2va-accept localize draws its page from the check's recorded form: the same panel.
-    assert panel(check.to_dict()) == page[page.index("<div"):]
+    # ref2va-accept localize draws its page from the check the pass made: the same panel.
+    assert panel(check) == page[page.index("<div"):]
     # Level 1 alone, figures not compared, no picture, inputs unknown: none of their lines.
     bare = panel(_localization(level2=None, figures={"error": "no dump"}, picture=None,
-                               inputs_equal=None).to_dict())
+                               inputs_equal=None))
     assert "blocks first" not in bare and "<table" not in bare and "<svg" not in bare
     assert "inputs to it" not in bare
     with pytest.raises(ValueError, match="5s-lossless/c1: a lossless_gate check is not a "
                                          "localization check"):
         panel(CheckResult("5s-lossless", "c1", "lossless_gate", "pass", None, "exact",
-                          {"seed": 1, "points": [], "first_divergence": None}).to_dict())
-    with pytest.raises(ValueError, match="first_step"):  # a recorded form missing a key
-        panel({k: v for k, v in check.to_dict().items() if k != "data"}
-              | {"data": {k: v for k, v in check.data.items() if k != "first_step"}})
+                          {"seed": 1, "points": [], "first_divergence": None}))
+    with pytest.raises(ValueError, match="first_step"):  # a check the records refuse
+        panel(CheckResult(check.track, check.arm, check.name, check.status, check.reason,
+                          check.detail,
+                          {k: v for k, v in check.data.items() if k != "first_step"}))
 
 
 def _profile(**fields: object) -> dict[str, object]:
@@ -413,34 +414,27 @@ def test_the_profiles_section_shows_each_traces_summary_or_that_it_was_unreadabl
     assert "profiled request 0.00 s (warm-ups 1.50, 2.25 s); server peak memory None MB" in page
 
 
-def test_the_latency_decision_in_brief_from_the_check_or_its_recorded_form(
-        tmp_path: Path) -> None:
+def test_the_latency_decision_in_brief_from_the_typed_check(tmp_path: Path) -> None:
     from ref2va_accept.records import LatencySummary
-    from ref2va_accept.report_cells import latency_summary, ratio_text
-    from ref2va_accept.report_latency import latency_cell, latency_cell_transitional
+    from ref2va_accept.report_cells import ratio_text
+    from ref2va_accept.report_latency import latency_cell
 
     bundle = _latency_bundle(tmp_path)
     decided, unsteady = bundle.record.checks_of(LatencyRatioCheck)
-    recorded = decided.json_dict()
-    summary = latency_summary(decided)
-    assert summary == latency_summary(recorded) == {
+    summary = LatencySummary.of(decided)
+    assert summary is not None and summary.json_dict() == {
         "ratio_of_medians": pytest.approx(0.467, abs=5e-4), "lower": pytest.approx(0.448, abs=5e-4),
         "upper": pytest.approx(0.481, abs=5e-4), "target": 0.5, "verdict": "supported"}
-    assert summary is not None
-    assert latency_summary(unsteady) is None and latency_summary(None) is None
-    assert ratio_text(summary) == ratio_text(LatencySummary.model_validate(summary)) \
-        == "0.467 [0.448, 0.481] vs 0.5"
-    assert ratio_text({**summary, "lower": None}) == "0.467 [-, 0.481] vs 0.5"
-    with pytest.raises(ValueError, match="verdict"):  # a summary missing a key
-        ratio_text({k: v for k, v in summary.items() if k != "verdict"})
-    assert latency_cell_transitional(recorded) == latency_cell(decided)
-    assert latency_cell_transitional(unsteady.json_dict()) == latency_cell(unsteady) \
-        == "<span style='color:#9a6700'>not decided: warmup_not_steady</span>"
-    assert latency_cell(None) == latency_cell_transitional(None) == "-"
-    not_latency = CheckResult("5s-lossless", "fast", "lossless_gate", "pass", None, "exact",
-                              {"seed": 1, "points": [], "first_divergence": None}).to_dict()
-    with pytest.raises(ValueError, match="a lossless_gate check is not a latency_ratio check"):
-        latency_summary(not_latency)
+    assert LatencySummary.of(unsteady) is None and LatencySummary.of(None) is None
+    assert ratio_text(summary) == "0.467 [0.448, 0.481] vs 0.5"
+    assert ratio_text(summary.model_copy(update={"lower": None})) == "0.467 [-, 0.481] vs 0.5"
+    with pytest.raises(ValueError, match="verdict"):  # a summary missing a key is refused
+        LatencySummary.model_validate({k: v for k, v in summary.json_dict().items()
+                                       if k != "verdict"})
+    assert latency_cell(decided).endswith("0.467 [0.448, 0.481] vs 0.5</span>")
+    assert latency_cell(unsteady) == (
+        "<span style='color:#9a6700'>not decided: warmup_not_steady</span>")
+    assert latency_cell(None) == "-"
 
 
 def test_the_audio_line_from_the_record_or_the_quality_commands_dict() -> None:
@@ -457,9 +451,9 @@ def test_the_audio_line_from_the_record_or_the_quality_commands_dict() -> None:
              "mrstft_log_magnitude": 0.0, "loudness_diff_lu": -0.5,
              "length_mismatch_samples": 0, "length_within_aac_slack": True,
              "start_time_diff_s": None, "scorers": {}}
-    line = audio_comparison_text(audio)
-    assert line == audio_comparison_text(AudioComparisonRecord.model_validate(audio))
+    line = audio_comparison_text(AudioComparisonRecord.model_validate(audio))
     assert line == ("lag 0.00 ms, SNR inf dB, SI-SDR 41.23 dB, LSD 0.500 dB, MR-STFT 0.0123, "
                     "loudness -0.50 LU, length difference 0 samples")
     with pytest.raises(ValueError, match="snr"):  # a misspelt figure is refused, not "-"
-        audio_comparison_text({**{k: v for k, v in audio.items() if k != "snr_db"}, "snr": 1})
+        AudioComparisonRecord.model_validate(
+            {**{k: v for k, v in audio.items() if k != "snr_db"}, "snr": 1})

@@ -113,12 +113,12 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
         for audit in registry.stop_all():
             bundle.add_audit(audit.to_dict())
         bundle.finish(status, lambda checks: [])
-    _write_page(bundle.folder, check.to_dict(), run.name)
+    _write_page(bundle.folder, check, run.name)
     bundle.sanitize_files()
     return bundle.folder, check
 
 
-def _write_page(folder: Path, record: dict[str, Any], run: str) -> None:
+def _write_page(folder: Path, record: CheckResult, run: str) -> None:
     from ..report_localize import panel  # noqa: PLC0415
 
     (folder / "localize.html").write_text(

@@ -132,7 +132,7 @@ def _audio_rows(shown: _Shown) -> list[str]:
     if isinstance(cmp, _NotMeasured):
         rows.append(f"audio vs baseline: error: {cmp.detail}")
     elif cmp is not None:
-        rows.append(f"audio vs baseline: {audio_comparison_text(cmp.json_dict())}")
+        rows.append(f"audio vs baseline: {audio_comparison_text(cmp)}")
     return rows
 
 
