@@ -1376,7 +1376,7 @@ class Bundle(Record):
         default=None, description="ratings of the blind review sheet (ref2va-accept review), "
                                   "one set per ratings file ingested after the run")
     profiles: list[Profile] | SkipJsonSchema[None] = Field(
-        default=None, description="the profiling scenario's entries (ref2va_accept.profile_run)")
+        default=None, description="the profiling scenario's entries, one per profiled arm")
 
     # -- queries ---------------------------------------------------------------------------------
     def checks_of(self, kind: type[C], *, track: str | None = None,
@@ -1474,7 +1474,7 @@ def evidence_schema() -> dict[str, Any]:
     defs["AnyCheck"] = checks["items"]
     defs["check"] = {
         "description": "a check: its name, status and reason from the judge's vocabulary "
-                       "(ref2va_accept.checks), then the data its name records",
+                       "(the check vocabulary, Check), then the data its name records",
         "allOf": [{"type": "object",
                    "required": ["track", "arm", "name", "status", "reason", "detail", "data"],
                    "properties": {"name": {"$ref": "#/$defs/Check"},
