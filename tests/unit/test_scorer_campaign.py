@@ -6,6 +6,7 @@ score."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,15 @@ pytest.importorskip("torch")
 # What the reference campaign pins for its stand-in CLIP ViT-B/32 (fixtures/campaigns).
 PINNED = yaml.safe_load((ROOT / "fixtures/campaigns/reference.yaml").read_text())[
     "scorer_weights"]["clip_vitb32"]["sha256"]
+
+
+@pytest.fixture(scope="module")
+def clip_standins(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the CLIP ViT-B/32 stand-in, made once for the tests that only read it
+    (seconds of CPU each time; the tests of `scorers standins` make their own)."""
+    folder = tmp_path_factory.mktemp("clip-standins")
+    make_standins(folder, ["clip_vitb32"])
+    return folder
 
 
 def _campaign(folder: Path, weights_dir: Path, **scorer_weights: dict[str, object]) -> Path:
@@ -77,10 +87,8 @@ def test_standins_take_a_folder_or_a_campaign(tmp_path: Path,
 
 
 def test_freezing_records_the_weights_found_and_refuses_one_that_is_not_its_pin(
-        tmp_path: Path) -> None:
-    weights = tmp_path / "cache"
-    make_standins(weights, ["clip_vitb32"])
-    campaign = _campaign(tmp_path / "c", weights)
+        tmp_path: Path, clip_standins: Path) -> None:
+    campaign = _campaign(tmp_path / "c", clip_standins)
     lock = json.loads(freeze(campaign).read_text())
     assert lock["scorer_weights"] == {"clip_vitb32": {"name": "ViT-B-32.pt", "sha256": PINNED,
                                                       "stand_in": True}}
@@ -107,15 +115,16 @@ def test_a_track_runs_the_models_of_the_dimensions_it_gates_only(tmp_path: Path)
 
 
 def test_a_stand_in_the_campaign_does_not_declare_is_labelled_in_every_score(
-        tmp_path: Path) -> None:
+        tmp_path: Path, clip_standins: Path) -> None:
     from ref2va_accept.known_standins import WRITTEN_LIST
 
-    made = make_standins(tmp_path / "cache", ["clip_vitb32"])[0]
+    shutil.copytree(clip_standins, tmp_path / "cache")
+    made = tmp_path / "cache" / VBENCH_LAYOUT["clip_vitb32"]
     (tmp_path / "cache" / WRITTEN_LIST).unlink()  # by its bytes alone (a shipped hash)
     frames = [np.full((64, 112, 3), i, np.uint8) for i in range(3)]
     for declared, expected in ((frozenset(), False), (frozenset({"clip_vitb32"}), True)):
         score = {s.scorer.id: s for s in score_frames(
-            frames, fps=24, weights={"clip_vitb32": made.path}, stand_ins=declared)}[
+            frames, fps=24, weights={"clip_vitb32": made}, stand_ins=declared)}[
             "vbench.background_consistency"]
         assert score.status == "ok", score.detail
         (identity,) = score.scorer.weights
@@ -149,14 +158,14 @@ def test_non_finite_network_output_is_an_error_never_a_score(tmp_path: Path) -> 
     assert "amt_s (amt-s.pth) gave" in score.detail and "non-finite value(s)" in score.detail
 
 
-def test_a_clip_stand_in_names_no_path_of_this_machine(tmp_path: Path) -> None:
+def test_a_clip_stand_in_names_no_path_of_this_machine(clip_standins: Path) -> None:
     """TorchScript's debug records name the absolute path of each class's Python file, so a
     clone elsewhere wrote other bytes and failed the pin; the stand-in keeps none of them."""
     import zipfile
 
     from ref2va_accept.quality.libraries import submodule
 
-    path = make_standins(tmp_path, ["clip_vitb32"])[0].path
+    path = clip_standins / VBENCH_LAYOUT["clip_vitb32"]
     with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
     assert names and not [n for n in names if n.endswith(".debug_pkl")]
