@@ -1,4 +1,4 @@
-"""`ref2va-accept scorers ...`: the VBench models' files on this machine.
+"""`ref2va-accept scorers`: the VBench models' files on this machine (`check`, `standins`).
 
 - ``scorers check [--campaign C | --dir VBENCH_CACHE] [--device cpu|npu|auto] [--json]``: for each
   model-based dimension, each file it needs, found or missing, its sha256 against the pin, built
