@@ -48,7 +48,9 @@ COMMON_WORDS = frozenset({
     "of", "ok", "on", "or", "so", "to", "up", "us", "we", "id", "pr", *LABELS,
     # The run folder's own words: its layout, JSON keys and ids.
     "logs", "media", "dumps", "events", "samples", "report", "status", "run", "track", "arm",
-    "smoke", "measured", "warmup", "reference", "campaign", "b0", "lossless", "lossy"})
+    "smoke", "measured", "warmup", "reference", "campaign", "b0", "lossless", "lossy",
+    # Names the evidence uses for what it pins and encodes (a key in every record of a file).
+    "sha256", "sha1", "md5", "h264", "x264", "aac", "mp4", "bf16", "fp16", "fp32"})
 # Sections of the evidence whose every dotted quad is a version (pins and their host values).
 _VERSION_SECTIONS = frozenset({"source_pin", "host_identity", "packages", "versions"})
 _USER_KEYS = r"user|username|login|logname|owner|account|actor|author"
