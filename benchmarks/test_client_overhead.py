@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from benchmarks.support import ROOT, Ratio, median
-from ref2va_accept.client import ClientTimeouts, GenerationRequest, ReferenceFile, TimedClient
-from ref2va_accept.server import EngineInstance, LaunchSpec, free_port, start_instance
+from ref2va_accept.engines import EngineInstance, LaunchSpec, free_port, start_instance
+from ref2va_accept.timing import ClientTimeouts, GenerationRequest, ReferenceFile, TimedClient
 
 # A small request: the engine's own time should not drown a millisecond.
 FIELDS = {"prompt": "a red ball rolls toward a yellow wall", "width": 32, "height": 32,

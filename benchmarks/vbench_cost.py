@@ -35,7 +35,7 @@ import av
 import numpy as np
 from PIL import Image
 
-from ref2va_accept.quality.check import default_paths
+from ref2va_accept.cli import default_paths
 from ref2va_accept.quality.pipeline import score_video
 
 # Each measured pass: key (for --passes), label, weights names, whether it takes the reference

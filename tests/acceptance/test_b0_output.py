@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ref2va_accept.checks import Check
-from ref2va_accept.workload import Arms
+from ref2va_accept.arms import Arms
+from ref2va_accept.core import Check
 
 pytestmark = pytest.mark.acceptance
 

@@ -7,8 +7,8 @@ import time
 import httpx
 import pytest
 
-from ref2va_accept.server import port_is_free
-from ref2va_accept.workload import Arms, build_request
+from ref2va_accept.arms import Arms, build_request
+from ref2va_accept.engines import port_is_free
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.lifecycle]
 

@@ -40,7 +40,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PROFILES_DIR = REPO_ROOT / "engine" / "profiles" / "vllm-omni"
 CAMPAIGN_910C = REPO_ROOT / "fixtures" / "campaigns" / "910c.yaml"
 HOOKS_MODULE = "engine.vllm_omni.hooks"
-LIMITS_MODULE = "ref2va_accept.h3_limits"
+LIMITS_MODULE = "ref2va_accept.campaign._h3_limits"
 
 CATEGORIES = ("flag", "base-flag", "needs-source", "form", "route", "header", "env", "limit",
               "hook", "cache-dit", "order")
@@ -165,7 +165,7 @@ def _profile_flag_items() -> list[Item]:
     for rel, args in runnable.items():
         for flag, value in args.items():
             by_flag.setdefault(flag, []).append((rel, value))
-    by_flag.update({f: [("src/ref2va_accept/engine_kinds.py vllm-omni argv", v)]
+    by_flag.update({f: [("src/ref2va_accept/engines/_kinds.py vllm-omni argv", v)]
                     for f, v in _harness_flags().items() if f not in by_flag})
     items: list[Item] = []
     for flag, uses in sorted(by_flag.items()):
@@ -185,8 +185,7 @@ def _profile_flag_items() -> list[Item]:
 
 def _harness_flags() -> dict[str, Any]:
     """Flags the harness adds to every `vllm serve` line, read from the line it really builds."""
-    from ref2va_accept.engine_kinds import VLLM_OMNI
-    from ref2va_accept.server import LOOPBACK
+    from ref2va_accept.engines import LOOPBACK, VLLM_OMNI
 
     argv = VLLM_OMNI.argv(("vllm",), "MODEL", Path("profile.yaml"), (), LOOPBACK, 1)
     out: dict[str, Any] = {}
@@ -209,10 +208,10 @@ class Captured:
 
 def capture_client_traffic() -> tuple[list[Captured], dict[str, str]]:
     """What the judge's client really sends for the 910C campaign, over a mock transport."""
+    from ref2va_accept.arms import Diagnostics, build_request
     from ref2va_accept.campaign import load_campaign
-    from ref2va_accept.client import ClientTimeouts, TimedClient
-    from ref2va_accept.plan import plan_campaign
-    from ref2va_accept.workload import Diagnostics, build_request
+    from ref2va_accept.planning import plan_campaign
+    from ref2va_accept.timing import ClientTimeouts, TimedClient
 
     campaign = load_campaign(CAMPAIGN_910C)
     seen: list[Captured] = []
@@ -243,7 +242,7 @@ def capture_client_traffic() -> tuple[list[Captured], dict[str, str]]:
                     request = build_request(plan, arm, seed, diagnostics)
                     client.generate(request, arm=arm.id, track=plan.track_id, kind="contract",
                                     index=0, seed=seed)
-    from ref2va_accept.client import SERVER_HEADERS
+    from ref2va_accept.timing import SERVER_HEADERS
 
     return seen, dict(SERVER_HEADERS)
 
@@ -252,7 +251,7 @@ def _client_items() -> list[Item]:
     traffic, headers = capture_client_traffic()
     if not traffic:
         raise LookupError(f"the client sent nothing for {CAMPAIGN_910C.relative_to(REPO_ROOT)}")
-    origin = "src/ref2va_accept/client.py + workload.build_request (910c campaign)"
+    origin = "src/ref2va_accept/timing/_clock.py + workload.build_request (910c campaign)"
     items: dict[str, Item] = {}
     for cap in traffic:
         route = f"{cap.method} {cap.path}"
@@ -263,7 +262,7 @@ def _client_items() -> list[Item]:
     posts = sorted({(c.method, c.path) for c in traffic if c.parts})
     for header in headers:
         items[f"header:{header}"] = Item("header", header.lower(),
-                                         "src/ref2va_accept/client.py SERVER_HEADERS", posts)
+                                         "src/ref2va_accept/timing/_clock.py SERVER_HEADERS", posts)
     return list(items.values())
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from engine.reference.errors import ApiError
 from engine.reference.torch_generator import TorchGenerator
-from ref2va_accept.localize import parting, read_log
+from ref2va_accept.judging.localize import parting, read_log
 from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, CAPTURE_LOG_FILE
 from tests.engine.pipeline_harness import SPEC, Monitor, generator
 

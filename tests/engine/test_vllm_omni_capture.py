@@ -24,7 +24,7 @@ from engine import module_capture  # noqa: E402
 from engine.vllm_omni.hooks import UPSTREAM_NAMES  # noqa: E402
 from engine.vllm_omni.request_block import DiagnosticsRefused  # noqa: E402
 from engine.vllm_omni.watch import ENCODER_MODULES  # noqa: E402
-from ref2va_accept.localize.capture import parting, read_log  # noqa: E402
+from ref2va_accept.judging.localize.capture import parting, read_log  # noqa: E402
 from ref2va_contract.diagnostics import (  # noqa: E402
     ACCEPTANCE_FIELD,
     CAPTURE_DIR,

@@ -22,7 +22,7 @@ pytest.importorskip("safetensors")
 
 from engine.vllm_omni import extension, watch  # noqa: E402
 from engine.vllm_omni.request_block import FIXED_POINTS, DiagnosticsRefused  # noqa: E402
-from ref2va_accept.lossless import enabled_path_problems  # noqa: E402
+from ref2va_accept.judging import enabled_path_problems  # noqa: E402
 from ref2va_accept.tensors import compare_dumps, read_header  # noqa: E402
 from ref2va_contract.diagnostics import (  # noqa: E402
     ACCEPTANCE_FIELD,

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ref2va_accept.gates import expect
-from ref2va_accept.latency import LatencyProtocol, LatencySchedules
-from ref2va_accept.workload import Arms
+from ref2va_accept.arms import Arms
+from ref2va_accept.judging import LatencyProtocol, LatencySchedules, expect
 
 pytestmark = pytest.mark.perf
 

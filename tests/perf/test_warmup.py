@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from ref2va_accept.gates import GateResult, expect
-from ref2va_accept.warmup_demo import demonstrate
-from ref2va_accept.workload import Arms
+from ref2va_accept.arms import Arms
+from ref2va_accept.judging import GateResult, demonstrate, expect
 
 TRACK_CLASS = "lossless"  # one track per duration class
 pytestmark = pytest.mark.warmup_demonstration

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from ref2va_accept.arms import Arms, profile_arm
 from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.profile_run import profile_arm
-from ref2va_accept.workload import Arms
 
 pytestmark = pytest.mark.profile
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from ref2va_accept.gates import expect
-from ref2va_accept.lossless import LosslessGateRunner
-from ref2va_accept.plugin import Baselines
-from ref2va_accept.workload import Arms
+from ref2va_accept.arms import Arms
+from ref2va_accept.judging import Baselines, LosslessGateRunner, expect
 
 TRACK_CLASS = "lossless"
 pytestmark = pytest.mark.quality

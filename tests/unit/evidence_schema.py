@@ -11,8 +11,7 @@ from typing import Any
 import jsonschema
 from pydantic import ValidationError
 
-from ref2va_accept.evidence import SCHEMA_PATH
-from ref2va_accept.records import Bundle
+from ref2va_accept.evidence import SCHEMA_PATH, Bundle
 
 
 @cache

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import pytest
 
-from ref2va_accept import safe_write
+from ref2va_accept.core import _safe_write as safe_write
 
 ENV = "REF2VA_TEST_FULL_DISK"
 

@@ -9,12 +9,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ref2va_accept.check_records import CheckResult, TrackVerdict
-from ref2va_accept.checks import Check
-from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.latency import judge_latency
-from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.vocabulary import Verdict
+from ref2va_accept.core import Check, Verdict
+from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
+from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.judging import judge_latency
 from tests.unit.test_latency_judgement import INSTANCE, _run
 
 # A frozen campaign's lock (any sha256 will do: nothing here reads the campaign file).

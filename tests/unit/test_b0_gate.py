@@ -10,20 +10,27 @@ from typing import Any
 
 import pytest
 
-from ref2va_accept import lossless, lossy
-from ref2va_accept.b0_gate import GateInstances, run_gate_instances
+from ref2va_accept.arms import Outcome, OutcomeLog
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
-from ref2va_accept.checks import Check
-from ref2va_accept.cost import Prices, campaign_costs, describe
-from ref2va_accept.plan import TrackPlan, gate_groups, needs, plan_campaign
-from ref2va_accept.run_plan import (
+from ref2va_accept.core import Check
+from ref2va_accept.judging import GateInstances, run_gate_instances
+from ref2va_accept.judging import _lossless as lossless
+from ref2va_accept.judging import _lossy as lossy
+from ref2va_accept.planning import (
+    Prices,
     ScenarioItem,
+    TrackPlan,
+    campaign_costs,
+    describe,
+    gate_groups,
     gate_units,
     lossless_baseline_requests,
     lossy_baseline_requests,
+    needs,
+    plan_campaign,
     plan_run,
 )
-from ref2va_accept.workload import Outcome, OutcomeLog, Sample
+from ref2va_accept.timing import Sample
 from tests.unit.suite_runner import ROOT
 
 pytestmark = pytest.mark.fast

@@ -108,8 +108,7 @@ def test_every_question_gets_a_row_and_an_unanswered_one_stays_open() -> None:
 def _stop(instance: str, *, sigkill: bool = False, alive_after: int = 0,
           held_mb: float = 0.0) -> StopRecord:
     """One stop as runner.stop records it: the audit's and the release's own records."""
-    from ref2va_accept.audit import CleanupAudit, ProcessRecord, StopStep
-    from ref2va_accept.device_memory import Poll, Release
+    from ref2va_accept.engines import CleanupAudit, Poll, ProcessRecord, Release, StopStep
 
     killed = (ProcessRecord(7, "vllm", "zombie"),) if sigkill else ()
     audit = CleanupAudit("b0", instance, 42, 0, 3, killed, (), True, 4.0,
@@ -155,10 +154,10 @@ def test_a_stop_that_needed_sigkill_or_left_memory_held_contradicts_its_rows() -
 
 @pytest.mark.fast
 def test_the_page_shows_each_memory_policy_as_recorded() -> None:
+    from ref2va_accept.arms import Outcome
     from ref2va_accept.bringup.page import _policies_table
     from ref2va_accept.bringup.state import PolicyRun
-    from ref2va_accept.client import Sample
-    from ref2va_accept.workload import Outcome
+    from ref2va_accept.timing import Sample
 
     stop = _stop("a")
     served = PolicyRun("b0.yaml", started=True, start_s=61.25, hbm_loaded_mb={"3": 2048.0},

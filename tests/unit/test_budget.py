@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ref2va_accept import budget
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
-from ref2va_accept.errors import CampaignError
-from ref2va_accept.ledger import LEDGER_SCHEMA, append
-from ref2va_accept.plan import plan_campaign
-from ref2va_accept.records import LedgerEntry
+from ref2va_accept.core import CampaignError
+from ref2va_accept.evidence import LedgerEntry
+from ref2va_accept.planning import _budget as budget
+from ref2va_accept.planning import plan_campaign
+from ref2va_accept.record import LEDGER_SCHEMA, append
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 pytestmark = pytest.mark.fast

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ref2va_accept.ledger import append
+from ref2va_accept.record import append
 from tests.unit.suite_runner import bundle, campaign_variant, run_pytest
 from tests.unit.test_budget import _runs
 

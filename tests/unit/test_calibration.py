@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from ref2va_accept import calibration as cal
-from ref2va_accept import replication
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
-from ref2va_accept.latency_settings import LatencySettings
-from ref2va_accept.plan import plan_campaign
-from ref2va_accept.vocabulary import ArmRole, LatencyDecisionReason
+from ref2va_accept.core import ArmRole, LatencyDecisionReason
+from ref2va_accept.planning import _calibration as cal
+from ref2va_accept.planning import plan_campaign
+from ref2va_accept.timing import LatencySettings
+from ref2va_accept.timing import _replication as replication
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN_910C = ROOT / "fixtures" / "campaigns" / "910c.yaml"

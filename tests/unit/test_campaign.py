@@ -16,25 +16,23 @@ from hypothesis import strategies as st
 
 from ref2va_accept.campaign import (
     TRACK_IDS,
+    FreezeStatus,
     LaunchProfile,
     LoadedCampaign,
-    duration_class,
-    load_campaign,
-    load_profile,
-    quality_class,
-    unfilled_fields,
-)
-from ref2va_accept.errors import CampaignError, FreezeError
-from ref2va_accept.lock import (
-    FreezeStatus,
     campaign_files,
     canonical_campaign,
+    duration_class,
     freeze,
+    load_campaign,
+    load_profile,
     lock_path,
+    quality_class,
+    unfilled_fields,
     verify,
 )
-from ref2va_accept.plan import plan_track
-from ref2va_accept.weight_names import WEIGHT_DIMENSIONS, WEIGHT_NAMES
+from ref2va_accept.core import CampaignError, FreezeError
+from ref2va_accept.planning import plan_track
+from ref2va_accept.quality.weight_names import WEIGHT_DIMENSIONS, WEIGHT_NAMES
 
 pytestmark = pytest.mark.fast
 
@@ -404,7 +402,7 @@ def test_unknown_scorer_weights_name_is_refused_naming_the_known_ones(tmp_path: 
 
 
 def test_scorer_weights_are_found_in_vbench_cache_layout(tmp_path: Path) -> None:
-    from ref2va_accept.weight_names import VBENCH_LAYOUT
+    from ref2va_accept.quality.weight_names import VBENCH_LAYOUT
 
     data = _campaign()
     data["scorer_weights_dir"] = "cache"

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ref2va_accept.campaign import LoadedCampaign, load_campaign, load_profile, read_mapping
-from ref2va_accept.errors import CampaignError
+from ref2va_accept.core import CampaignError
 
 pytestmark = pytest.mark.fast
 

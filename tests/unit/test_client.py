@@ -7,12 +7,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from ref2va_accept.client import (
-    ClientTimeouts,
-    GenerationRequest,
-    ReferenceFile,
-    TimedClient,
-)
+from ref2va_accept.timing import ClientTimeouts, GenerationRequest, ReferenceFile, TimedClient
 
 pytestmark = pytest.mark.fast
 

@@ -10,15 +10,16 @@ import pytest
 import yaml
 
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.cost import (
+from ref2va_accept.planning import (
     Prices,
+    baseline_groups,
     campaign_costs,
     candidate_cost,
     describe,
+    plan_campaign,
     search_cost,
     track_costs,
 )
-from ref2va_accept.plan import baseline_groups, plan_campaign
 
 pytestmark = pytest.mark.fast
 
@@ -150,7 +151,7 @@ def test_a_search_naming_a_track_the_campaign_lacks_is_refused(tmp_path: Path) -
     data["search"]["directions"][0]["tracks"] = ["5s-lossy", "7s-lossy"]
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(data))
-    from ref2va_accept.errors import CampaignError
+    from ref2va_accept.core import CampaignError
     with pytest.raises(CampaignError, match=r"search\.directions"):
         load_campaign(path)
 

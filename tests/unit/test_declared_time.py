@@ -17,14 +17,11 @@ import pytest
 import yaml
 
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.check_records import CheckResult
-from ref2va_accept.checks import Check, Reason
-from ref2va_accept.errors import CampaignError
-from ref2va_accept.lossless import declared_time
-from ref2va_accept.lossy import OPEN, decide
+from ref2va_accept.core import CampaignError, Check, Reason
+from ref2va_accept.evidence import CheckResult
+from ref2va_accept.judging import OPEN, decide, declared_time, judge
 from ref2va_accept.quality import relative_errors
 from ref2va_accept.quality.registry import ok_score, scorer
-from ref2va_accept.verdicts import judge
 from tests.unit.suite_runner import campaign_variant
 
 pytestmark = pytest.mark.fast
@@ -116,7 +113,7 @@ def test_a_nan_relative_error_is_open_never_zero_or_broken() -> None:
 
 def test_the_scoring_device_reaches_the_lossy_plan_and_defaults_to_the_cpu(tmp_path: Path
                                                                           ) -> None:
-    from ref2va_accept.plan import plan_campaign
+    from ref2va_accept.planning import plan_campaign
 
     root = Path(__file__).resolve().parents[2] / "fixtures" / "campaigns"
     assert plan_campaign(load_campaign(root / "reference.yaml"))["5s-lossy"].lossy.device == "cpu"

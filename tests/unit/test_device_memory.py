@@ -8,20 +8,21 @@ from pathlib import Path
 import pytest
 
 from ref2va_accept.campaign import Campaign, validate_model
-from ref2va_accept.check_records import CheckResult
-from ref2va_accept.checks import Check
-from ref2va_accept.device_memory import (
+from ref2va_accept.core import CampaignError, Check
+from ref2va_accept.engines import (
     REASON,
+    DeviceSnapshot,
     IdleLevel,
     MemoryGuard,
     MemoryRelease,
+    parse_npu_smi_info,
+    parse_npu_smi_map,
     read_idle,
     wait_for_release,
 )
-from ref2va_accept.devices import DeviceSnapshot, parse_npu_smi_info, parse_npu_smi_map
-from ref2va_accept.errors import CampaignError
-from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import VALIDITY_REASONS, judge
+from ref2va_accept.evidence import CheckResult
+from ref2va_accept.judging import VALIDITY_REASONS, judge
+from ref2va_accept.timing import latency_verdict
 
 pytestmark = pytest.mark.fast
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept.devices import (
+from ref2va_accept.engines import (
     DeviceSnapshot,
     NoDeviceProbe,
     container_pid_for,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept.devices import NpuSmiProbe
+from ref2va_accept.engines import NpuSmiProbe
 from tests.unit.test_devices import _recorded
 
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept import disk
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.plan import plan_campaign
-from ref2va_accept.run_plan import ScenarioItem, plan_run
+from ref2va_accept.planning import ScenarioItem, plan_campaign, plan_run
+from ref2va_accept.planning import _disk as disk
 from tests.unit.evidence_schema import read_bundle
 from tests.unit.plugin_sessions import MARKS, run_plugin
 from tests.unit.suite_runner import ROOT

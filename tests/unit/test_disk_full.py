@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ref2va_accept.core import WriteFailed, append_line, atomic_write, write_new
 from ref2va_accept.evidence import WRITE_FAILED, EvidenceBundle, rebuild
-from ref2va_accept.safe_write import WriteFailed, append_line, atomic_write, write_new
-from ref2va_accept.sanitize import Sanitizer
+from ref2va_accept.evidence.sanitize import Sanitizer
 from tests.unit.evidence_schema import read_bundle
 from tests.unit.full_disk import ENV, FullDisk
 from tests.unit.plugin_sessions import MARKS, run_plugin

@@ -10,13 +10,22 @@ from typing import Any
 
 import pytest
 
-from ref2va_accept.check_records import CheckResult, TrackVerdict
-from ref2va_accept.checks import CHECK_REASON_CATEGORIES, Check, Reason
-from ref2va_accept.evidence import SCHEMA_PATH, EvidenceBundle, rebuild
-from ref2va_accept.evidence_log import EVENTS_FILE, EvidenceLogError, read_events
-from ref2va_accept.records import B0MediaCheck, Event, LatencyRatioCheck, LatencyStopped
-from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.vocabulary import CheckStatus
+from ref2va_accept.core import CHECK_REASON_CATEGORIES, Check, CheckStatus, Reason
+from ref2va_accept.evidence import (
+    EVENTS_FILE,
+    SCHEMA_PATH,
+    B0MediaCheck,
+    CheckResult,
+    Event,
+    EvidenceBundle,
+    EvidenceLogError,
+    LatencyRatioCheck,
+    LatencyStopped,
+    TrackVerdict,
+    read_events,
+    rebuild,
+)
+from ref2va_accept.evidence.sanitize import Sanitizer
 from tests.unit.evidence_schema import record_errors, schema_errors, validate_bundle
 
 pytestmark = pytest.mark.fast

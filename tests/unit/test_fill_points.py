@@ -7,11 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ref2va_accept.campaign import load_campaign
+from ref2va_accept.campaign import fill_points, load_campaign, lock_path
 from ref2va_accept.cli import main
-from ref2va_accept.errors import CampaignError, FreezeError
-from ref2va_accept.fill_points import fill_points
-from ref2va_accept.lock import lock_path
+from ref2va_accept.core import CampaignError, FreezeError
 from ref2va_accept.tensors import write_tensor_file
 from tests.media_samples import write_mp4
 
@@ -177,7 +175,7 @@ def test_a_missing_dump_folder_is_refused_on_the_command_line(
 def test_an_edit_that_does_not_load_back_leaves_the_file_unchanged(
     campaign: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ref2va_accept import fill_points as module
+    from ref2va_accept.campaign import _fill_points as module
 
     names = _diagnostics(campaign, "5s-lossless")
     original = campaign.read_text()

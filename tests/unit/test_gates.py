@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from ref2va_accept.check_records import CheckResult, TrackVerdict
-from ref2va_accept.checks import Check, Reason
-from ref2va_accept.gates import Gate, GateOutcome, GateResult, QualityGate, expect
-from ref2va_accept.latency import LatencyProtocol
-from ref2va_accept.lossless import LosslessGateRunner
-from ref2va_accept.lossy import LossyGateRunner
-from ref2va_accept.plugin import Baselines
-from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import judge
+from ref2va_accept.core import Check, Reason
+from ref2va_accept.evidence import CheckResult, TrackVerdict
+from ref2va_accept.judging import (
+    Baselines,
+    Gate,
+    GateOutcome,
+    GateResult,
+    LatencyProtocol,
+    LosslessGateRunner,
+    LossyGateRunner,
+    QualityGate,
+    expect,
+    judge,
+)
+from ref2va_accept.timing import latency_verdict
 
 pytestmark = pytest.mark.fast
 

@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from ref2va_accept import h3_limits
-from ref2va_accept.campaign import load_campaign
+from ref2va_accept.campaign import _h3_limits as h3_limits
+from ref2va_accept.campaign import freeze, load_campaign, lock_path, verify
 from ref2va_accept.cli import main as cli_main
-from ref2va_accept.errors import CampaignError
-from ref2va_accept.lock import freeze, lock_path, verify
+from ref2va_accept.core import CampaignError
 from tests.media_samples import encoded_audio, image_bytes, wav_bytes
 
 pytestmark = pytest.mark.fast

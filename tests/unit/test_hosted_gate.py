@@ -11,24 +11,22 @@ from typing import Any
 
 import pytest
 
-from ref2va_accept import latency
-from ref2va_accept.b0_gate import Baselines
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.check_records import CheckResult
-from ref2va_accept.checks import Check, Reason
-from ref2va_accept.errors import EngineStartError
-from ref2va_accept.gates import BaselineGateRunner, GateOutcome
-from ref2va_accept.plan import TrackPlan, plan_campaign, plan_track
-from ref2va_accept.replication import schedule
-from ref2va_accept.run_plan import (
+from ref2va_accept.core import ArmRole, Check, EngineStartError, Reason
+from ref2va_accept.evidence import CheckResult
+from ref2va_accept.judging import BaselineGateRunner, Baselines, GateChecks, GateOutcome
+from ref2va_accept.judging import _latency as latency
+from ref2va_accept.planning import (
     ScenarioItem,
+    TrackPlan,
     hosted_gate_requests,
     hosted_gate_warmups,
     hosts_gate,
+    plan_campaign,
     plan_run,
+    plan_track,
 )
-from ref2va_accept.verdicts import GateChecks
-from ref2va_accept.vocabulary import ArmRole
+from ref2va_accept.timing import schedule
 from tests.unit.suite_runner import ROOT
 from tests.unit.test_shared_baseline import SECONDS, THREE, ScriptedArms
 
@@ -260,7 +258,7 @@ def _lossy_host(device: str, monkeypatch: pytest.MonkeyPatch, *, fails: bool,
     verdict planted); (the arms, whether the engine was up at each score, the stops)."""
     from types import SimpleNamespace
 
-    from ref2va_accept import lossy
+    from ref2va_accept.judging import _lossy as lossy
 
     plan = plan_campaign(load_campaign(CAMPAIGN))["5s-lossy"]
     plan = dataclasses.replace(plan, gate=dataclasses.replace(plan.lossy, device=device),

@@ -15,12 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ref2va_accept import cli
 from ref2va_accept.campaign import Campaign, load_campaign, unfilled_fields, validate_model
-from ref2va_accept.check_records import CheckResult
-from ref2va_accept.checks import Check
-from ref2va_accept.errors import CampaignError
-from ref2va_accept.identity import (
+from ref2va_accept.campaign.identity import (
     HostProbes,
     IdentityToolMissing,
     SourcePin,
@@ -34,9 +30,12 @@ from ref2va_accept.identity import (
     read_host,
     vllm_omni_origin,
 )
-from ref2va_accept.identity.host_check import import_rows
-from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import judge
+from ref2va_accept.campaign.identity.host_check import import_rows
+from ref2va_accept.cli import _main as cli
+from ref2va_accept.core import CampaignError, Check
+from ref2va_accept.evidence import CheckResult
+from ref2va_accept.judging import judge
+from ref2va_accept.timing import latency_verdict
 
 pytestmark = pytest.mark.fast
 

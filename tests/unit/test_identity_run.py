@@ -9,7 +9,7 @@ import yaml
 
 
 def test_a_run_records_the_preflight_and_a_drift_caps_every_verdict(tmp_path: Path) -> None:
-    from ref2va_accept.lock import freeze
+    from ref2va_accept.campaign import freeze
     from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, run_pytest
 
     pin = {"python": "2.7.18", "torch": "2.13.0+cpu", "av": "18.1.0", "av_ffmpeg": "8.1.2"}

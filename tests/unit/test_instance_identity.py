@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept import workload
+from ref2va_accept.arms import Arms
+from ref2va_accept.arms import _arms as workload
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.errors import ForeignServerError
+from ref2va_accept.core import ForeignServerError
+from ref2va_accept.engines import InstanceRegistry, free_port
 from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.plan import plan_track
-from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.server import InstanceRegistry, free_port
-from ref2va_accept.workload import Arms
+from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.planning import plan_track
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,

@@ -14,20 +14,17 @@ from typing import Any
 import pytest
 import yaml
 
-from ref2va_accept import known_standins, lossy
-from ref2va_accept.campaign import load_campaign
-from ref2va_accept.check_records import CheckResult, TrackVerdict
-from ref2va_accept.checks import Check, Reason
-from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.hashing import file_sha256
-from ref2va_accept.ledger import table_lines
-from ref2va_accept.lock import scorer_weight_identities
-from ref2va_accept.merge import merge
+from ref2va_accept.campaign import load_campaign, scorer_weight_identities
+from ref2va_accept.core import Check, Reason, file_sha256
+from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
+from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.judging import _lossy as lossy
+from ref2va_accept.judging import judge
+from ref2va_accept.quality import known_standins
 from ref2va_accept.quality.registry import SCORERS, WeightIdentity, ok_score, weight_identity
+from ref2va_accept.quality.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
+from ref2va_accept.record import merge, table_lines
 from ref2va_accept.report import verdict_table_html
-from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.verdicts import judge
-from ref2va_accept.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
 from tests.unit.run_folders import finished_run
 from tests.unit.suite_runner import ROOT, campaign_variant
 
@@ -83,7 +80,7 @@ def test_an_unreadable_list_recognises_nothing_and_says_so(
     (tmp_path / known_standins.WRITTEN_LIST).write_text("{not json")
     weights = tmp_path / "w.pth"
     weights.write_bytes(b"x")
-    with caplog.at_level(logging.WARNING, logger="ref2va_accept.known_standins"):
+    with caplog.at_level(logging.WARNING, logger="ref2va_accept.quality.known_standins"):
         assert known_standins.stand_in_name(file_sha256(weights), weights) is None
     assert "ref2va-standins.json: not a list of stand-ins" in caplog.text
     # Writing into that folder replaces it with a list that names what was written.
@@ -178,8 +175,8 @@ def test_the_weights_check_names_stand_ins_and_fails_an_undeclared_one() -> None
 
 def _lossy_passing(candidate: str = "c1") -> list[CheckResult]:
     """Every check a lossy track requires, passed (B0's own on B0), and a supported latency."""
-    from ref2va_accept.checks import required_checks
-    from ref2va_accept.stats import latency_verdict
+    from ref2va_accept.core import required_checks
+    from ref2va_accept.timing import latency_verdict
 
     on_b0 = {Check.B0_MEDIA, Check.BASELINE_VARIABILITY}
     checks = [CheckResult(T, "b0" if name in on_b0 else candidate, name, "pass")
@@ -257,7 +254,7 @@ def test_every_view_of_a_verdict_labels_stand_in_scores(tmp_path: Path) -> None:
 
 
 def test_the_terminal_summary_labels_stand_in_scores(tmp_path: Path) -> None:
-    from ref2va_accept.plugin.report import pytest_terminal_summary
+    from ref2va_accept.plugin.reporting import pytest_terminal_summary
     from ref2va_accept.plugin.state import STATE
 
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run-a", Sanitizer((), ()))

@@ -12,7 +12,7 @@ from _pytest.mark.expression import Expression
 
 from ref2va_accept.campaign import TRACK_IDS, duration_class, load_campaign, quality_class
 from ref2va_accept.cli import main
-from ref2va_accept.lanes import campaign_lanes, split_lanes, track_weights
+from ref2va_accept.planning import campaign_lanes, split_lanes, track_weights
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 pytestmark = pytest.mark.fast

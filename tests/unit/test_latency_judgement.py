@@ -7,11 +7,9 @@ import dataclasses
 
 import pytest
 
-from ref2va_accept.client import Sample
-from ref2va_accept.latency import InstanceRun, distinct_plan, judge_latency
-from ref2va_accept.latency_settings import LatencySettings
-from ref2va_accept.replication import sequence, warmup_done
-from ref2va_accept.workload import Outcome
+from ref2va_accept.arms import Outcome
+from ref2va_accept.judging import InstanceRun, distinct_plan, judge_latency
+from ref2va_accept.timing import LatencySettings, Sample, sequence, warmup_done
 
 pytestmark = pytest.mark.fast
 
@@ -262,7 +260,7 @@ def _run_state(campaign: str = "reference", order_seed: int | None = None):  # t
 
 
 def test_each_run_draws_its_own_order_seed_and_the_plans_carry_it() -> None:
-    from ref2va_accept.replication import schedule
+    from ref2va_accept.timing import schedule
 
     states = [_run_state() for _ in range(6)]
     seeds = {s.order_seed for s in states}
@@ -277,7 +275,7 @@ def test_each_run_draws_its_own_order_seed_and_the_plans_carry_it() -> None:
 
 
 def test_a_given_order_seed_replays_that_order() -> None:
-    from ref2va_accept.replication import schedule
+    from ref2va_accept.timing import schedule
 
     a, b = _run_state(order_seed=123), _run_state(order_seed=123)
     assert a.order_seed == b.order_seed == 123

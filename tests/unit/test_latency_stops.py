@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 
+from ref2va_accept.arms import Outcome, OutcomeLog
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.check_records import CheckResult
-from ref2va_accept.checks import Check, Reason
-from ref2va_accept.client import Sample
-from ref2va_accept.latency import LatencySchedules, quality_stop, run_latency
-from ref2va_accept.plan import TrackPlan, plan_campaign
-from ref2va_accept.verdicts import judge
-from ref2va_accept.workload import Outcome, OutcomeLog
+from ref2va_accept.core import Check, Reason
+from ref2va_accept.evidence import CheckResult
+from ref2va_accept.judging import LatencySchedules, judge, quality_stop, run_latency
+from ref2va_accept.planning import TrackPlan, plan_campaign
+from ref2va_accept.timing import Sample
 from tests.unit.test_shared_baseline import _Engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,7 +220,7 @@ def test_a_timing_problem_never_masks_a_quality_failure_decided_without_timing()
 # --- several candidates on one B0, and reruns ---------------------------------------------------
 
 def _supported(candidate: str, p: float) -> list[CheckResult]:
-    from ref2va_accept.stats import latency_verdict
+    from ref2va_accept.timing import latency_verdict
 
     latency = latency_verdict([300.0, 310.0, 295.0], [120.0, 124.0, 118.0], rule="welch-log/1")
     latency = dataclasses.replace(latency, p_value=p)
@@ -231,7 +230,7 @@ def _supported(candidate: str, p: float) -> list[CheckResult]:
 
 @pytest.mark.fast
 def test_holm_keeps_a_family_of_candidates_to_alpha() -> None:
-    from ref2va_accept.verdicts import family_wise
+    from ref2va_accept.judging import family_wise
 
     checks = [*_supported("a", 0.001), *_supported("b", 0.03), *_supported("c", 0.2)]
     rows = [dataclasses.replace(judge(TRACK, "lossless", c, checks), verdict="supported")
@@ -250,8 +249,8 @@ def test_a_rerun_is_numbered_and_names_what_the_earlier_attempts_gave() -> None:
     import sys
 
     sys.path.insert(0, str(ROOT))
-    from ref2va_accept.ledger import LEDGER_SCHEMA
-    from ref2va_accept.records import LedgerEntry
+    from ref2va_accept.evidence import LedgerEntry
+    from ref2va_accept.record import LEDGER_SCHEMA
     from tests.unit.test_latency_judgement import _run_state
 
     state = _run_state()

@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from ref2va_accept import ledger
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.check_records import CheckResult, TrackVerdict
 from ref2va_accept.cli import main
-from ref2va_accept.errors import CampaignError
-from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.latency import judge_latency
-from ref2va_accept.sanitize import Sanitizer
+from ref2va_accept.core import CampaignError
+from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
+from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.judging import judge_latency
+from ref2va_accept.record import _ledger as ledger
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,

@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ref2va_accept.check_records import CheckResult
-from ref2va_accept.checks import Check, Reason
-from ref2va_accept.errors import LocalizeError
-from ref2va_accept.localize import diff_map, parting, read_log, svg, target_of, wants_pass
+from ref2va_accept.core import Check, LocalizeError, Reason
+from ref2va_accept.evidence import CheckResult
+from ref2va_accept.judging.localize import diff_map, parting, read_log, svg, target_of, wants_pass
 from ref2va_accept.tensors import write_tensor_file
 
 pytestmark = pytest.mark.fast
@@ -121,8 +120,8 @@ def _table(first: str | None, *points: tuple[str, bool]) -> dict[str, Any]:
 
 
 def test_the_equal_points_are_read_from_the_gates_table() -> None:
-    from ref2va_accept.localize.runner import equal_before
-    from ref2va_accept.records import LosslessGateData
+    from ref2va_accept.evidence import LosslessGateData
+    from ref2va_accept.judging.localize.runner import equal_before
 
     table = LosslessGateData.model_validate(_table(
         "dit.step025", ("cond.text", True), ("dit.step000", True), ("dit.step025", False),
@@ -145,7 +144,7 @@ def _gate(status: str, reason: Reason | None, data: dict[str, Any]) -> CheckResu
 
 
 def test_only_a_bit_exact_failure_asks_for_the_pass() -> None:
-    from ref2va_accept.localize import failed_gate
+    from ref2va_accept.judging.localize import failed_gate
 
     differs = _table("dit.step003", ("dit.step000", True), ("dit.step003", False))
     assert wants_pass([_gate("fail", Reason.QUALITY_GATE_FAILED, differs)]) == "dit.step003"
@@ -160,9 +159,8 @@ def test_only_a_bit_exact_failure_asks_for_the_pass() -> None:
 
 def test_plan_prices_the_pass_at_its_worst_case() -> None:
     from ref2va_accept.campaign import load_campaign
-    from ref2va_accept.cost import Prices
-    from ref2va_accept.localize.price import pass_cost
-    from ref2va_accept.plan import plan_campaign
+    from ref2va_accept.judging.localize.price import pass_cost
+    from ref2va_accept.planning import Prices, plan_campaign
     from tests.unit.suite_runner import ROOT
 
     campaign = load_campaign(ROOT / "fixtures/campaigns/910c.yaml")
@@ -183,13 +181,13 @@ def test_plan_prices_the_pass_at_its_worst_case() -> None:
 
 
 def test_the_disk_check_sizes_a_pass_per_lossless_candidate_gate() -> None:
-    from ref2va_accept import disk
-    from ref2va_accept.localize import runner
-    from ref2va_accept.run_plan import Plan, Unit
+    from ref2va_accept.judging.localize import runner
+    from ref2va_accept.planning import Plan, Unit
+    from ref2va_accept.planning import _disk as disk
 
     assert disk.LOCALIZE_REQUESTS == runner.REQUESTS
     from ref2va_accept.campaign import load_campaign
-    from ref2va_accept.plan import plan_campaign
+    from ref2va_accept.planning import plan_campaign
     from tests.unit.suite_runner import ROOT
 
     plans = plan_campaign(load_campaign(ROOT / "fixtures/campaigns/reference.yaml"))
@@ -245,9 +243,8 @@ def _gate_record(status: str, reason: Reason | None, data: dict[str, Any],
 
 def test_localize_reads_the_failed_gate_and_the_campaign_of_the_finished_run(
         tmp_path: Path) -> None:
-    from ref2va_accept.campaign import load_campaign
-    from ref2va_accept.localize.command import localize_run
-    from ref2va_accept.lock import canonical_campaign
+    from ref2va_accept.campaign import canonical_campaign, load_campaign
+    from ref2va_accept.cli import localize_run
     from tests.unit.suite_runner import ROOT
 
     canonical = json.loads(json.dumps(canonical_campaign(
@@ -280,7 +277,7 @@ def test_localize_reads_the_failed_gate_and_the_campaign_of_the_finished_run(
 def test_localize_refuses_a_run_it_cannot_localize_again(
         tmp_path: Path, checks: list[dict[str, Any]], campaign: dict[str, Any] | None,
         refused: str) -> None:
-    from ref2va_accept.localize.command import localize_run
+    from ref2va_accept.cli import localize_run
     from tests.unit.suite_runner import ROOT
 
     recorded = None if campaign is None else _recorded_campaign(campaign)
@@ -297,7 +294,7 @@ def test_localize_refuses_a_run_it_cannot_localize_again(
 ])
 def test_localize_refuses_a_folder_without_a_finished_runs_evidence(
         tmp_path: Path, evidence: str | None, said: str) -> None:
-    from ref2va_accept.localize.command import localize_run
+    from ref2va_accept.cli import localize_run
 
     run = tmp_path / "run"
     run.mkdir()

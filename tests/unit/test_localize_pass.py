@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ref2va_accept.client import Sample
-from ref2va_accept.localize import runner
-from ref2va_accept.localize.runner import Pass
+from ref2va_accept.arms import Outcome
+from ref2va_accept.judging.localize import runner
+from ref2va_accept.judging.localize.runner import Pass
 from ref2va_accept.tensors import write_tensor_file
-from ref2va_accept.workload import Outcome
+from ref2va_accept.timing import Sample
 
 pytestmark = pytest.mark.fast
 
@@ -217,8 +217,8 @@ def test_a_point_after_the_dit_runs_no_request(tmp_path: Path) -> None:
 
 
 def _failed_gate(reason: Any, point: str | None) -> Any:
-    from ref2va_accept.check_records import CheckResult
-    from ref2va_accept.checks import Check
+    from ref2va_accept.core import Check
+    from ref2va_accept.evidence import CheckResult
 
     status = "fail" if reason is not None else "pass"
     return CheckResult("5s-lossless", "cand", Check.LOSSLESS_GATE, status, reason, "x",
@@ -234,10 +234,10 @@ def _failed_gate(reason: Any, point: str | None) -> Any:
 def test_the_hosted_gate_runs_the_pass_once_its_instance_is_stopped(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, enabled: bool, reason: Any,
         runs: bool) -> None:
-    import ref2va_accept.localize as localize_package
-    from ref2va_accept import lossless
-    from ref2va_accept.b0_gate import Baselines
-    from ref2va_accept.checks import Reason
+    import ref2va_accept.judging.localize as localize_package
+    from ref2va_accept.core import Reason
+    from ref2va_accept.judging import Baselines
+    from ref2va_accept.judging import _lossless as lossless
 
     called: list[tuple[str, str, int]] = []
     monkeypatch.setattr(localize_package, "localize",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ref2va_accept.lock import freeze
+from ref2va_accept.campaign import freeze
 from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_variant, judge_5s_lossless
 
 

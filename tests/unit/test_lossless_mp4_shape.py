@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept import lossless
-from ref2va_accept.client import Sample
+from ref2va_accept.arms import Outcome
+from ref2va_accept.judging import _lossless as lossless
 from ref2va_accept.media import probe
-from ref2va_accept.workload import Outcome
+from ref2va_accept.timing import Sample
 from tests.media_samples import write_mp4
 
 pytestmark = pytest.mark.fast

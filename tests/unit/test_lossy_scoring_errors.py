@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ref2va_accept import lossy
 from ref2va_accept.campaign import LossyGate
+from ref2va_accept.judging import _lossy as lossy
 from ref2va_accept.quality.registry import SCORERS, ScorerError, ok_score
 
 pytestmark = pytest.mark.fast

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ref2va_accept.campaign import LossyGate
-from ref2va_accept.lossy import fidelity_below
+from ref2va_accept.judging import fidelity_below
 from tests.unit.suite_runner import ROOT, bundle, only_run, run_pytest, tagged, verdict_of
 
 # A CLIP-scored lossy track: the selftest runs it after the timed self-tests (./ref2va).

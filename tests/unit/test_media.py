@@ -13,7 +13,7 @@ import av
 import numpy as np
 import pytest
 
-from ref2va_accept.errors import MediaContentError, MediaError
+from ref2va_accept.core import MediaContentError, MediaError
 from ref2va_accept.media import (
     FrameCount,
     MediaExpectation,

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ref2va_accept.lock import freeze
+from ref2va_accept.campaign import freeze
 from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, judge_5s_lossless
 
 

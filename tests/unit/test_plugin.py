@@ -120,7 +120,7 @@ def test_unfrozen_campaign_runs_but_caps_verdicts(tmp_path: Path) -> None:
 
 
 def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
-    from ref2va_accept.lock import freeze
+    from ref2va_accept.campaign import freeze
 
     campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     freeze(campaign)

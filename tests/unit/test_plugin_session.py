@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ref2va_accept.core import file_sha256
 from ref2va_accept.evidence import rebuild
-from ref2va_accept.hashing import file_sha256
 from tests.unit.evidence_schema import read_bundle
 from tests.unit.plugin_sessions import MARKS, run_plugin
 from tests.unit.suite_runner import ROOT, campaign_variant

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ref2va_accept.hashing import file_sha256
+from ref2va_accept.core import file_sha256
 from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, only_run, run_pytest
 
 

@@ -24,18 +24,18 @@ import pytest
 import yaml
 from _pytest.terminal import TerminalReporter
 
-from ref2va_accept import latency, lossless, lossy
-from ref2va_accept.campaign import LoadedCampaign, load_campaign
-from ref2va_accept.client import Sample
-from ref2va_accept.errors import CampaignError
-from ref2va_accept.lock import canonical_campaign, freeze, verify
-from ref2va_accept.plan import TrackPlan, plan_campaign, plan_track
-from ref2va_accept.progress import ProgressReporter, Terminal
-from ref2va_accept.run_plan import (
+from ref2va_accept.arms import Outcome, OutcomeLog, ProgressReporter, RequestStart, Terminal
+from ref2va_accept.campaign import LoadedCampaign, canonical_campaign, freeze, load_campaign, verify
+from ref2va_accept.core import CampaignError
+from ref2va_accept.judging import _latency as latency
+from ref2va_accept.judging import _lossless as lossless
+from ref2va_accept.judging import _lossy as lossy
+from ref2va_accept.planning import (
     SCENARIOS,
     Plan,
     Progress,
     ScenarioItem,
+    TrackPlan,
     Unit,
     hosted_gate_requests,
     hosts_gate,
@@ -51,9 +51,11 @@ from ref2va_accept.run_plan import (
     lossy_baseline_starts,
     lossy_candidate_requests,
     lossy_candidate_starts,
+    plan_campaign,
     plan_run,
+    plan_track,
 )
-from ref2va_accept.workload import Outcome, OutcomeLog, RequestStart
+from ref2va_accept.timing import Sample
 from tests.unit.plugin_sessions import collect_in_checkout
 from tests.unit.suite_runner import ROOT, campaign_variant
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept.progress import ProgressReporter, Terminal
-from ref2va_accept.run_plan import Progress
+from ref2va_accept.arms import ProgressReporter, Terminal
+from ref2va_accept.planning import Progress
 from tests.unit.suite_runner import ROOT
 from tests.unit.test_progress import (
     REFERENCE,
@@ -50,8 +50,8 @@ def test_tty_ticker_thread_updates_and_stops(pytestconfig: pytest.Config) -> Non
 FAKE_SCENARIO = '''
 from types import SimpleNamespace
 
-import ref2va_accept.workload as workload
-from ref2va_accept.client import Sample
+import ref2va_accept.arms._arms as workload
+from ref2va_accept.timing._clock import Sample
 
 
 class Client:

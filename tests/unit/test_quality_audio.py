@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ref2va_accept.errors import MediaError
+from ref2va_accept.core import MediaError
 from ref2va_accept.quality.audio import (
     AAC_LENGTH_SLACK_SAMPLES,
     AUDIO_SCORER_IDS,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ref2va_accept.cli import main
-from ref2va_accept.errors import MediaError, Ref2VAError
+from ref2va_accept.core import MediaError, Ref2VAError
 from ref2va_accept.media import probe
 from ref2va_accept.quality import (
     ScorerError,

@@ -5,7 +5,7 @@ on the 910C host down a dead end. So each command in its fenced code blocks and 
 is checked against its source:
 
 - ``ref2va-accept SUB ...``: SUB (and a nested one, ``scorers check``) is a subcommand of the
-  parser ``ref2va_accept.cli.build_parser`` builds, and every ``--flag`` is accepted by that
+  parser ``ref2va_accept.cli._main.build_parser`` builds, and every ``--flag`` is accepted by that
   subcommand's parser;
 - ``./ref2va MODE ...``: MODE is an arm of the ``case "$cmd" in`` statement of the ``ref2va``
   script, and every ``--flag`` is that arm's own, or an option of the pytest plugins the mode

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ref2va_accept.checks import CHECK_REASON_CATEGORIES, Reason
-from ref2va_accept.lock import freeze
+from ref2va_accept.campaign import freeze
+from ref2va_accept.core import CHECK_REASON_CATEGORIES, Reason
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,

@@ -10,12 +10,14 @@ from typing import Any, get_args
 
 import pytest
 
-from ref2va_accept import cli_schema, records
+from ref2va_accept.cli import _schema as cli_schema
 from ref2va_accept.cli import main
-from ref2va_accept.evidence import SCHEMA_PATH, WRITE_FAILED
-from ref2va_accept.evidence_log import SECTIONS, EvidenceLogError, payload
-from ref2va_accept.records import (
+from ref2va_accept.evidence import (
+    SCHEMA_PATH,
+    SECTIONS,
+    WRITE_FAILED,
     Bundle,
+    EvidenceLogError,
     LatencyData,
     LatencyRatioCheck,
     LatencyStopped,
@@ -23,8 +25,10 @@ from ref2va_accept.records import (
     NoData,
     Sample,
     check_record,
+    payload,
     schema_text,
 )
+from ref2va_accept.evidence import _records as records
 
 pytestmark = pytest.mark.fast
 
@@ -79,14 +83,16 @@ def _literal(owner: Any, name: str) -> set[Any]:
 
 
 def test_the_closed_sets_are_those_of_the_modules_that_write_them() -> None:
-    from ref2va_accept import engine_kinds, leftovers, lossy
     from ref2va_accept.bringup import rows
-    from ref2va_accept.campaign.schema import DeviceSpec
-    from ref2va_accept.identity import pin
-    from ref2va_accept.latency_settings import LatencySettings
-    from ref2va_accept.localize import capture
+    from ref2va_accept.campaign import DeviceSpec
+    from ref2va_accept.campaign.identity import pin
+    from ref2va_accept.engines import _kinds as engine_kinds
+    from ref2va_accept.engines import _leftovers as leftovers
+    from ref2va_accept.judging import _lossy as lossy
+    from ref2va_accept.judging.localize import capture
     from ref2va_accept.quality import registry
     from ref2va_accept.tensors import comparison
+    from ref2va_accept.timing import LatencySettings
 
     assert set(get_args(records.EngineKind)) == set(get_args(engine_kinds.EngineKindName))
     assert set(get_args(records.DeviceKind)) == _literal(DeviceSpec, "kind") == _literal(
@@ -113,7 +119,7 @@ def test_the_sections_are_the_bundles_optional_keys() -> None:
 # -- reading and dumping back --------------------------------------------------------------------
 
 def _latency_check() -> dict[str, Any]:
-    from ref2va_accept.latency import judge_latency
+    from ref2va_accept.judging import judge_latency
     from tests.unit.test_latency_judgement import INSTANCE, _run
 
     runs = [_run("b0", [300], warmups=[340, 305]), _run("fast", [140], [150]),

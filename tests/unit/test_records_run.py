@@ -6,8 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ref2va_accept.evidence_log import EVENTS_FILE, EVIDENCE_FILE, project, read_events
-from ref2va_accept.records import B0MediaCheck, Bundle, CleanupCheck, bundle_text
+from ref2va_accept.evidence import (
+    EVENTS_FILE,
+    EVIDENCE_FILE,
+    B0MediaCheck,
+    Bundle,
+    CleanupCheck,
+    bundle_text,
+    project,
+    read_events,
+)
 from tests.unit.suite_runner import CHEAP_STEPS, campaign_variant, only_run, run_pytest
 
 

@@ -6,12 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept.check_records import CheckResult, TrackVerdict
-from ref2va_accept.checks import Check
-from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.records import LatencyInstance, LatencyRatioCheck, check_record
+from ref2va_accept.core import Check
+from ref2va_accept.evidence import (
+    CheckResult,
+    EvidenceBundle,
+    LatencyInstance,
+    LatencyRatioCheck,
+    TrackVerdict,
+    check_record,
+)
+from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.report import host_html, lossy_tables_html, summary_html, verdict_table_html
-from ref2va_accept.sanitize import Sanitizer
 
 pytestmark = pytest.mark.fast
 
@@ -153,7 +158,7 @@ def test_the_report_renders_the_gates_decisions_and_does_not_decide_again(tmp_pa
 def _latency_bundle(tmp_path: Path) -> EvidenceBundle:
     """A supported 5 s lossless latency comparison (0.467 [0.448, 0.481]) and a 15 s one whose
     protocol ended before a decision (warm-ups never steady)."""
-    from ref2va_accept.latency import InstanceRun, judge_latency
+    from ref2va_accept.judging import InstanceRun, judge_latency
     from tests.unit.test_latency_judgement import INSTANCE, _run
 
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
@@ -212,7 +217,7 @@ def test_the_verdict_table_carries_each_latency_interval_and_comes_before_the_en
 
 
 def test_the_latency_chart_draws_every_request_by_instance_position() -> None:
-    from ref2va_accept.report_latency import latency_svg
+    from ref2va_accept.report import latency_svg
 
     instances = [LatencyInstance.model_validate(i) for i in (
         {"arm": "b0", "position": 0, "warmups_s": [7.0, 6.5], "steady": True,
@@ -234,8 +239,8 @@ def test_the_latency_cells_say_what_stopped_a_candidate_and_name_the_welch_rule(
         tmp_path: Path) -> None:
     import dataclasses
 
-    from ref2va_accept.latency import judge_latency
-    from ref2va_accept.report_latency import latency_cell
+    from ref2va_accept.judging import judge_latency
+    from ref2va_accept.report import latency_cell
     from tests.unit.test_latency_judgement import INSTANCE, _run
 
     welch = dataclasses.replace(INSTANCE, decision_rule="welch-log/1", confidence=0.955)
@@ -342,7 +347,7 @@ def _localization(**data: object) -> CheckResult:
 
 
 def test_the_first_divergence_panel_from_the_check_or_its_recorded_form(tmp_path: Path) -> None:
-    from ref2va_accept.report_localize import localization_html, panel
+    from ref2va_accept.report import localization_html, panel
 
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
     assert localization_html(bundle) == ""
@@ -393,7 +398,7 @@ def _profile(**fields: object) -> dict[str, object]:
 
 def test_the_profiles_section_shows_each_traces_summary_or_that_it_was_unreadable(
         tmp_path: Path) -> None:
-    from ref2va_accept.report_profiles import profiles_html
+    from ref2va_accept.report import profiles_html
 
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
     assert profiles_html(bundle) == ""
@@ -415,9 +420,8 @@ def test_the_profiles_section_shows_each_traces_summary_or_that_it_was_unreadabl
 
 
 def test_the_latency_decision_in_brief_from_the_typed_check(tmp_path: Path) -> None:
-    from ref2va_accept.records import LatencySummary
-    from ref2va_accept.report_cells import ratio_text
-    from ref2va_accept.report_latency import latency_cell
+    from ref2va_accept.evidence import LatencySummary
+    from ref2va_accept.report import latency_cell, ratio_text
 
     bundle = _latency_bundle(tmp_path)
     decided, unsteady = bundle.record.checks_of(LatencyRatioCheck)
@@ -438,7 +442,7 @@ def test_the_latency_decision_in_brief_from_the_typed_check(tmp_path: Path) -> N
 
 
 def test_the_audio_line_from_the_record_or_the_quality_commands_dict() -> None:
-    from ref2va_accept.records import AudioComparisonRecord
+    from ref2va_accept.evidence import AudioComparisonRecord
     from ref2va_accept.report import audio_comparison_text
 
     stats = {"sample_rate": 48000, "channels": 2, "samples": 96000, "duration_s": 2.0,

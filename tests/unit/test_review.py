@@ -11,10 +11,16 @@ from typing import Any
 import pytest
 
 from ref2va_accept.cli import main
-from ref2va_accept.evidence import rebuild
-from ref2va_accept.evidence_log import EVENTS_FILE, EVIDENCE_FILE, EventLog, project
-from ref2va_accept.records import Bundle, bundle_text
-from ref2va_accept.review import ReviewError, ingest, pairs, write_review
+from ref2va_accept.evidence import (
+    EVENTS_FILE,
+    EVIDENCE_FILE,
+    Bundle,
+    EventLog,
+    bundle_text,
+    project,
+    rebuild,
+)
+from ref2va_accept.record import ReviewError, ingest, pairs, write_review
 from tests.media_samples import write_mp4
 from tests.unit.browser import chromium
 from tests.unit.evidence_schema import read_bundle

@@ -9,18 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept.audit import CleanupAudit, ProcessRecord
-from ref2va_accept.check_records import CheckResult
-from ref2va_accept.checks import Check, Reason
-from ref2va_accept.device_memory import MemoryGuard, MemoryRelease
-from ref2va_accept.devices import NoDeviceProbe
-from ref2va_accept.disk import DiskCheck, DiskEstimate
-from ref2va_accept.input_pins import InputProblem, input_checks
-from ref2va_accept.ledger import LEDGER_SCHEMA, with_attempt
-from ref2va_accept.leftovers import Leftover, stopped_line
-from ref2va_accept.records import LedgerEntry
-from ref2va_accept.verdicts import judge_tracks
-from ref2va_accept.vocabulary import ArmRole, CheckStatus, Verdict
+from ref2va_accept.campaign import InputProblem, input_checks
+from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, Verdict
+from ref2va_accept.engines import (
+    CleanupAudit,
+    Leftover,
+    MemoryGuard,
+    MemoryRelease,
+    NoDeviceProbe,
+    ProcessRecord,
+    stopped_line,
+)
+from ref2va_accept.evidence import CheckResult, LedgerEntry
+from ref2va_accept.judging import judge_tracks
+from ref2va_accept.planning import DiskCheck, DiskEstimate
+from ref2va_accept.record import LEDGER_SCHEMA, with_attempt
 
 pytestmark = pytest.mark.fast
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ref2va_accept.evidence import EvidenceBundle, rebuild
-from ref2va_accept.sanitize import COMMON_WORDS, Identifiers, Sanitizer
+from ref2va_accept.evidence.sanitize import COMMON_WORDS, Identifiers, Sanitizer
 
 pytestmark = pytest.mark.fast
 

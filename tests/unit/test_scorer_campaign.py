@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 import yaml
 
-from ref2va_accept.campaign import load_campaign
+from ref2va_accept.campaign import freeze, load_campaign
 from ref2va_accept.cli import main
-from ref2va_accept.errors import FreezeError
-from ref2va_accept.lock import freeze
-from ref2va_accept.plan import plan_track
+from ref2va_accept.core import FreezeError
+from ref2va_accept.planning import plan_track
 from ref2va_accept.quality import score_frames
 from ref2va_accept.quality.standins import make_standins
-from ref2va_accept.weight_names import VBENCH_LAYOUT
+from ref2va_accept.quality.weight_names import VBENCH_LAYOUT
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 # Large scorer models: the selftest runs these after the timed self-tests (./ref2va).
@@ -116,7 +115,7 @@ def test_a_track_runs_the_models_of_the_dimensions_it_gates_only(tmp_path: Path)
 
 def test_a_stand_in_the_campaign_does_not_declare_is_labelled_in_every_score(
         tmp_path: Path, clip_standins: Path) -> None:
-    from ref2va_accept.known_standins import WRITTEN_LIST
+    from ref2va_accept.quality.known_standins import WRITTEN_LIST
 
     shutil.copytree(clip_standins, tmp_path / "cache")
     made = tmp_path / "cache" / VBENCH_LAYOUT["clip_vitb32"]

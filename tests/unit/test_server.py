@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ref2va_accept.errors import EngineStartError, ForeignServerError
-from ref2va_accept.server import (
+from ref2va_accept.core import EngineStartError, ForeignServerError
+from ref2va_accept.engines import (
     EngineInstance,
     InstanceRegistry,
     LaunchSpec,

@@ -12,21 +12,22 @@ from typing import Any
 import pytest
 import yaml
 
-from ref2va_accept import latency
+from ref2va_accept.arms import Outcome, OutcomeLog
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.cost import Prices, campaign_costs
-from ref2va_accept.errors import CampaignError, EngineStartError
-from ref2va_accept.plan import (
-    LatencySettings,
+from ref2va_accept.core import ArmRole, CampaignError, EngineStartError
+from ref2va_accept.judging import _latency as latency
+from ref2va_accept.planning import (
+    Prices,
+    ScenarioItem,
     TrackPlan,
     baseline_groups,
+    campaign_costs,
+    latency_requests,
     plan_campaign,
+    plan_run,
     plan_track,
 )
-from ref2va_accept.replication import schedule, sequence
-from ref2va_accept.run_plan import ScenarioItem, latency_requests, plan_run
-from ref2va_accept.vocabulary import ArmRole
-from ref2va_accept.workload import Outcome, OutcomeLog, Sample
+from ref2va_accept.timing import LatencySettings, Sample, schedule, sequence
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 pytestmark = pytest.mark.fast
@@ -98,7 +99,7 @@ def test_shared_b0_belongs_to_the_instance_design(tmp_path: Path) -> None:
 
 
 def test_absent_field_means_per_candidate_and_stays_out_of_the_lock(tmp_path: Path) -> None:
-    from ref2va_accept.lock import canonical_campaign
+    from ref2va_accept.campaign import canonical_campaign
 
     path = campaign_variant(tmp_path / "c")
     data = yaml.safe_load(path.read_text())
@@ -375,8 +376,8 @@ def test_cost_counts_b0_on_the_first_candidate_only() -> None:
 
 
 def test_the_report_names_a_b0_shared_across_tracks() -> None:
-    from ref2va_accept.records import LatencyData
-    from ref2va_accept.report_latency import _unit_text
+    from ref2va_accept.evidence import LatencyData
+    from ref2va_accept.report._latency import _unit_text
 
     # Only what the unit's text reads (a judged comparison's data has every key).
     data = LatencyData.model_construct(unit="instance", instances_per_arm=3,
@@ -399,8 +400,8 @@ def test_a_start_failure_recorded_by_the_schedule_runs_no_second_schedule(
         plan: TrackPlan) -> None:
     # Arms.start records a failed engine start as a check; the next candidate's scenario must
     # be judged on the schedule already run, not draw a new one without that candidate.
-    from ref2va_accept.check_records import CheckResult
-    from ref2va_accept.checks import Check, Reason
+    from ref2va_accept.core import Check, Reason
+    from ref2va_accept.evidence import CheckResult
 
     arms = ScriptedArms(plan, SECONDS, not_starting="reduction-order")
     real_start = arms.start

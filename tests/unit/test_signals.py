@@ -131,7 +131,7 @@ def test_next_run_stops_and_reports_what_a_dead_run_left(tmp_path: Path) -> None
         # The judge and its reaper die outright (a machine-wide OOM kill): nothing is left to
         # stop the engine's worker, which ignores the SIGTERM its dying parent gets.
         reapers = [p.pid for p in psutil.process_iter(["cmdline"])
-                   if "ref2va_accept.leftovers" in (p.info["cmdline"] or [])
+                   if "ref2va_accept.engines._leftovers" in (p.info["cmdline"] or [])
                    and f"{run.name}/" in (p.info["cmdline"] or [])]
         assert len(reapers) == 1
         # The stubborn worker is the run's process whose parent is the run's engine.

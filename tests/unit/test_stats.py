@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ref2va_accept import stats
-from ref2va_accept.stats import (
+from ref2va_accept.core import DecisionRule, Verdict
+from ref2va_accept.timing import _stats as stats
+from ref2va_accept.timing import (
     early_stopping_min_queries,
     interval_k,
     latency_verdict,
@@ -25,7 +26,6 @@ from ref2va_accept.stats import (
     ratio_interval,
     tail_claims,
 )
-from ref2va_accept.vocabulary import DecisionRule, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger(__name__)

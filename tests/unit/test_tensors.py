@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from ref2va_accept import tensors
 from ref2va_accept.cli import main
-from ref2va_accept.decoded import compare_decoded_mp4
-from ref2va_accept.errors import TensorFileError
+from ref2va_accept.core import TensorFileError
+from ref2va_accept.judging import compare_decoded_mp4
 from ref2va_accept.tensors import (
     DTYPES,
     StreamingComparison,

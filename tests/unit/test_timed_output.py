@@ -10,17 +10,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ref2va_accept import timed_output
+from ref2va_accept.arms import Outcome, OutcomeLog
 from ref2va_accept.campaign import LossyGate, load_campaign
-from ref2va_accept.client import Sample
-from ref2va_accept.plan import TrackPlan, plan_campaign
-from ref2va_accept.timed_output import (
+from ref2va_accept.judging import (
     DEFAULT_MIN_PSNR_DB,
     judge_timed_outputs,
     lossy_timed_output_check,
     timed_output_check,
 )
-from ref2va_accept.workload import Outcome, OutcomeLog
+from ref2va_accept.judging import _timed_output as timed_output
+from ref2va_accept.planning import TrackPlan, plan_campaign
+from ref2va_accept.timing import Sample
 from tests.media_samples import write_mp4
 
 pytestmark = pytest.mark.fast

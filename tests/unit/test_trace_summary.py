@@ -10,12 +10,7 @@ from typing import Any
 
 import pytest
 
-from ref2va_accept.trace_summary import (
-    MEMORY_DEFINITIONS,
-    TraceError,
-    summarize_trace,
-    summarize_traces,
-)
+from ref2va_accept.arms import MEMORY_DEFINITIONS, TraceError, summarize_trace, summarize_traces
 
 pytestmark = pytest.mark.fast
 

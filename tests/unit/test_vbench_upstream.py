@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ref2va_accept.cli import default_paths
 from ref2va_accept.quality import score_frames
-from ref2va_accept.quality.check import default_paths
 from ref2va_accept.quality.consistency import load_reference_image
 from ref2va_accept.quality.standins import make_standins
 
@@ -141,9 +141,9 @@ import json, sys
 from pathlib import Path
 import numpy as np
 from PIL import Image
-from ref2va_accept.hashing import tree_sha256
+from ref2va_accept.core._hashing import tree_sha256
 from ref2va_accept.quality import score_frames
-from ref2va_accept.quality.check import default_paths
+from ref2va_accept.cli._scorers_check import default_paths
 from ref2va_accept.quality.consistency import load_reference_image
 pngs = sorted(Path(sys.argv[2]).glob("*.png"))
 frames = [np.array(Image.open(p).convert("RGB")) for p in pngs]

@@ -13,10 +13,10 @@ import itertools
 
 import pytest
 
-from ref2va_accept.check_records import CheckResult
-from ref2va_accept.checks import Check, Reason
-from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import judge
+from ref2va_accept.core import Check, Reason
+from ref2va_accept.evidence import CheckResult
+from ref2va_accept.judging import judge
+from ref2va_accept.timing import latency_verdict
 
 pytestmark = pytest.mark.fast
 

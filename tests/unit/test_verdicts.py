@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from ref2va_accept.check_records import CheckResult, TrackVerdict
-from ref2va_accept.checks import Category, Check, Reason, required_checks
-from ref2va_accept.stats import latency_verdict
-from ref2va_accept.verdicts import judge
+from ref2va_accept.core import Category, Check, Reason, required_checks
+from ref2va_accept.evidence import CheckResult, TrackVerdict
+from ref2va_accept.judging import judge
+from ref2va_accept.timing import latency_verdict
 
 pytestmark = pytest.mark.fast
 
@@ -198,7 +198,7 @@ def test_a_verdict_speaks_only_the_vocabulary_too() -> None:
 
 
 def _localized(found: bool, where: str, module: str | None, step: int | None) -> CheckResult:
-    from ref2va_accept.localize import Localization, Target
+    from ref2va_accept.judging.localize import Localization, Target
 
     target = Target("dit" if step is not None else "encoders", step)
     return Localization(T, "c1", "dit.step002", 42, target, found=found, where=where,

@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ref2va_accept.campaign import LaunchProfile, load_campaign, load_profile
-from ref2va_accept.errors import CampaignError, FreezeError
+from ref2va_accept.arms import Arms
+from ref2va_accept.campaign import LaunchProfile, freeze, load_campaign, load_profile
+from ref2va_accept.core import CampaignError, FreezeError
 from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.lock import freeze
-from ref2va_accept.plan import plan_track
-from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.workload import Arms
+from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.planning import plan_track
 from ref2va_contract.launch import WORKDIR_TOKEN
 
 pytestmark = pytest.mark.fast

@@ -10,16 +10,13 @@ from enum import StrEnum
 
 import pytest
 
-from ref2va_accept import stats
-from ref2va_accept.campaign.schema import Protocol
-from ref2va_accept.check_records import CheckResult, TrackVerdict
-from ref2va_accept.checks import Check
-from ref2va_accept.stats import latency_verdict
-from ref2va_accept.vocabulary import (
+from ref2va_accept.campaign import Protocol
+from ref2va_accept.core import (
     DEFAULT_CONFIDENCE,
     DEFAULT_DECISION_RULE,
     DEFAULT_TARGET_RATIO,
     ArmRole,
+    Check,
     CheckStatus,
     DecisionRule,
     IntervalReason,
@@ -29,6 +26,9 @@ from ref2va_accept.vocabulary import (
     Verdict,
     member,
 )
+from ref2va_accept.evidence import CheckResult, TrackVerdict
+from ref2va_accept.timing import _stats as stats
+from ref2va_accept.timing import latency_verdict
 
 pytestmark = pytest.mark.fast
 

@@ -16,13 +16,10 @@ import pytest
 import yaml
 
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.checks import Check, Reason
-from ref2va_accept.cost import Prices, candidate_cost
-from ref2va_accept.errors import CampaignError
-from ref2va_accept.latency import LatencySchedules, run_latency
-from ref2va_accept.plan import plan_campaign
-from ref2va_accept.replication import InstanceTimes
-from ref2va_accept.warmup_demo import demonstrate
+from ref2va_accept.core import CampaignError, Check, Reason
+from ref2va_accept.judging import LatencySchedules, demonstrate, run_latency
+from ref2va_accept.planning import Prices, candidate_cost, plan_campaign
+from ref2va_accept.timing import InstanceTimes
 from tests.unit.suite_runner import campaign_variant
 from tests.unit.test_latency_stops import TRACK, _Arms, _plan
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from ref2va_accept.arms import Arms, build_request, describe_exit
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.errors import CampaignError
+from ref2va_accept.core import CampaignError
 from ref2va_accept.evidence import EvidenceBundle
-from ref2va_accept.plan import plan_track
-from ref2va_accept.sanitize import Sanitizer
-from ref2va_accept.workload import Arms, build_request, describe_exit
+from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.planning import plan_track
 
 pytestmark = pytest.mark.fast
 

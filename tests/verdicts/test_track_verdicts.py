@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from ref2va_accept.check_records import TrackVerdict
-from ref2va_accept.gates import GateResult, expect
+from ref2va_accept.evidence import TrackVerdict
+from ref2va_accept.judging import GateResult, expect
 
 pytestmark = pytest.mark.verdict
 

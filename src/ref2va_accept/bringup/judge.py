@@ -8,15 +8,10 @@ import os
 import statistics
 from typing import Any
 
-from ref2va_contract.diagnostics import ENABLED_PATH_FILE
-
-from ..errors import Ref2VAError
-from ..fill_points import fill_points
-from ..server import EngineInstance
-from . import probes
-from .patch import CampaignPatch, ScalarEdit, build
-from .rows import confirmed, contradicted, measured, not_checked
-from .state import (
+from ref2va_accept.bringup import probes
+from ref2va_accept.bringup.patch import CampaignPatch, ScalarEdit, build
+from ref2va_accept.bringup.rows import confirmed, contradicted, measured, not_checked
+from ref2va_accept.bringup.state import (
     BOUND_HEADROOM,
     START_TOLERANCE,
     BringupState,
@@ -24,6 +19,10 @@ from .state import (
     cache_of,
     enabled_path_of,
 )
+from ref2va_accept.campaign import fill_points
+from ref2va_accept.core import Ref2VAError
+from ref2va_accept.engines import EngineInstance
+from ref2va_contract.diagnostics import ENABLED_PATH_FILE
 
 
 class Judging(BringupState):

@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..campaign import LoadedCampaign
-from ..evidence import EvidenceBundle
-from ..safe_write import atomic_write
-from .rows import QUESTIONS, ROW_STATUSES
+from ref2va_accept.bringup.rows import QUESTIONS, ROW_STATUSES
+from ref2va_accept.campaign import LoadedCampaign
+from ref2va_accept.core import atomic_write
+from ref2va_accept.evidence import EvidenceBundle
 
 if TYPE_CHECKING:
-    from .runner import BringupResult
-    from .state import PolicyRecord
+    from ref2va_accept.bringup.runner import BringupResult
+    from ref2va_accept.bringup.state import PolicyRecord
 
 PAGE_FILE = "bringup.html"
 JSON_FILE = "bringup.json"

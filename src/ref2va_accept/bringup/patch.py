@@ -18,9 +18,8 @@ from typing import Any
 
 import yaml
 
-from ..campaign import load_campaign
-from ..errors import Ref2VAError
-from ..fill_points import fill_points
+from ref2va_accept.campaign import fill_points, load_campaign
+from ref2va_accept.core import Ref2VAError
 
 
 class PatchError(Ref2VAError):

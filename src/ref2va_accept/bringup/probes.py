@@ -10,8 +10,8 @@ import wave
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..devices import run_command
-from ..h3_limits import MAX_REFERENCE_AUDIO_S, MIN_REFERENCE_AUDIO_S, probe_audio
+from ref2va_accept.campaign import MAX_REFERENCE_AUDIO_S, MIN_REFERENCE_AUDIO_S, probe_audio
+from ref2va_accept.engines import run_command
 
 HELP_TIMEOUT_S = 600.0  # importing vLLM on a fresh host takes minutes
 FFPROBE_TIMEOUT_S = 60.0

@@ -18,27 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..campaign import LoadedCampaign, load_campaign
-from ..campaign.schema import ArmSpec
-from ..client import ReferenceFile, TimedClient
-from ..device_memory import Release, read_idle, wait_for_release
-from ..engine_kinds import engine_kind
-from ..errors import Ref2VAError
-from ..evidence import EvidenceBundle, new_run_id
-from ..identity import preflight
-from ..identity.pin import IdentityToolMissing
-from ..plan import Arm
-from ..sanitize import Sanitizer
-from ..server import EngineInstance, engine_environment
-from ..vocabulary import ArmRole
-from ..workload import Arms, build_request
-from . import probes
-from .judge import Judging
-from .page import write_page
-from .patch import CampaignPatch
-from .rows import Row, complete, confirmed, contradicted, not_checked
-from .schedule import display, price, schedule
-from .state import (
+from ref2va_accept.arms import Arms, build_request
+from ref2va_accept.bringup import probes
+from ref2va_accept.bringup.judge import Judging
+from ref2va_accept.bringup.page import write_page
+from ref2va_accept.bringup.patch import CampaignPatch
+from ref2va_accept.bringup.rows import Row, complete, confirmed, contradicted, not_checked
+from ref2va_accept.bringup.schedule import display, price, schedule
+from ref2va_accept.bringup.state import (
     POINT_FOR_PATH,
     TRACK_LABEL,
     PolicyRecord,
@@ -46,6 +33,22 @@ from .state import (
     StopRecord,
     enabled_path_of,
 )
+from ref2va_accept.campaign import ArmSpec, LoadedCampaign, load_campaign
+from ref2va_accept.campaign.identity import preflight
+from ref2va_accept.campaign.identity.pin import IdentityToolMissing
+from ref2va_accept.core import ArmRole, Ref2VAError
+from ref2va_accept.engines import (
+    EngineInstance,
+    Release,
+    engine_environment,
+    engine_kind,
+    read_idle,
+    wait_for_release,
+)
+from ref2va_accept.evidence import EvidenceBundle, new_run_id
+from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.planning import Arm
+from ref2va_accept.timing import ReferenceFile, TimedClient
 
 log = logging.getLogger(__name__)
 

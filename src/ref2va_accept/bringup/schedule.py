@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..campaign import LoadedCampaign
-from ..campaign.fields import duration_class
-from ..cost import Prices
+from ref2va_accept.campaign import LoadedCampaign, duration_class
+from ref2va_accept.planning import Prices
 
 CACHE_DIT_BACKEND = "cache_dit"
 

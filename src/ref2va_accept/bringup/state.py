@@ -10,19 +10,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ref2va_accept.arms import Arms, Outcome
+from ref2va_accept.bringup.rows import Row
+from ref2va_accept.bringup.schedule import BringupSchedule
+from ref2va_accept.campaign import ArmSpec, LoadedCampaign
+from ref2va_accept.engines import IdleLevel, InstanceRegistry, Release, probe_for
+from ref2va_accept.evidence import Cleanup, EvidenceBundle, Number, Poll, Record
+from ref2va_accept.planning import Arm, TrackPlan, plan_track
 from ref2va_contract.diagnostics import ENABLED_PATH_FILE
-
-from ..campaign import LoadedCampaign
-from ..campaign.schema import ArmSpec
-from ..device_memory import IdleLevel, Release
-from ..devices import probe_for
-from ..evidence import EvidenceBundle
-from ..plan import Arm, TrackPlan, plan_track
-from ..records import Cleanup, Number, Poll, Record
-from ..server import InstanceRegistry
-from ..workload import Arms, Outcome
-from .rows import Row
-from .schedule import BringupSchedule
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 A campaign names everything that must not move between the baseline and its candidates: inputs,
 request shape, engine and device identity, timeouts, the timing protocol and the budget. Every
 load error names the file and the dotted field (or the line, for YAML), with what was expected and
-what was found. `ref2va_accept.lock` freezes a loaded campaign and verifies it later.
+what was found. `ref2va_accept.campaign._lock` freezes a loaded campaign and verifies it later.
 
 The package, by seam:
 - `files`: reading YAML strictly (a duplicate key is an error) and located error messages;
@@ -14,7 +14,9 @@ The package, by seam:
 - `loaded`: `load_campaign`, `LoadedCampaign` (arms, profile refusal, paths) and placeholders.
 """
 
-from .fields import (
+from typing import TYPE_CHECKING
+
+from ref2va_accept.campaign._fields import (
     TRACK_IDS,
     DurationClass,
     RelPath,
@@ -26,10 +28,10 @@ from .fields import (
     quality_class,
     track_rank,
 )
-from .files import dotted_path, read_mapping, show_value, validate_model
-from .loaded import LoadedCampaign, load_campaign, unfilled_fields
-from .profile import ArgValue, LaunchProfile, load_profile
-from .schema import (
+from ref2va_accept.campaign._files import dotted_path, read_mapping, show_value, validate_model
+from ref2va_accept.campaign._launch_profile import ArgValue, LaunchProfile, load_profile
+from ref2va_accept.campaign._loaded import LoadedCampaign, load_campaign, unfilled_fields
+from ref2va_accept.campaign._schema import (
     LOCK_SCHEMA,
     ArmSpec,
     Budget,
@@ -40,7 +42,7 @@ from .schema import (
     ScorerWeights,
     TimeoutSet,
 )
-from .tracks import (
+from ref2va_accept.campaign._tracks import (
     MP4_POINTS,
     ComparisonPoint,
     LossyGate,
@@ -50,6 +52,7 @@ from .tracks import (
     Track,
     TrackInputs,
 )
+from ref2va_accept.core import load_name
 
 __all__ = [
     "LOCK_SCHEMA",
@@ -90,3 +93,71 @@ __all__ = [
     "unfilled_fields",
     "validate_model",
 ]
+
+# The campaign's other modules: their names load when first used.
+if TYPE_CHECKING:
+    from ref2va_accept.campaign._fill_points import fill_points, report_lines
+    from ref2va_accept.campaign._h3_limits import (
+        MAX_REFERENCE_AUDIO_S,
+        MIN_REFERENCE_AUDIO_S,
+        probe_audio,
+    )
+    from ref2va_accept.campaign._input_pins import (
+        InputProblem,
+        input_checks,
+        input_problems,
+        problem_lines,
+    )
+    from ref2va_accept.campaign._lock import (
+        FreezeStatus,
+        campaign_files,
+        canonical_campaign,
+        freeze,
+        lock_path,
+        scorer_weight_identities,
+        verify,
+    )
+
+# Each name and the private module that defines it, imported when the name is
+# first used (core.load_name): a stage loads only what its user needs.
+_WHERE = {
+    "FreezeStatus": "_lock",
+    "InputProblem": "_input_pins",
+    "MAX_REFERENCE_AUDIO_S": "_h3_limits",
+    "MIN_REFERENCE_AUDIO_S": "_h3_limits",
+    "campaign_files": "_lock",
+    "canonical_campaign": "_lock",
+    "fill_points": "_fill_points",
+    "freeze": "_lock",
+    "input_checks": "_input_pins",
+    "input_problems": "_input_pins",
+    "lock_path": "_lock",
+    "probe_audio": "_h3_limits",
+    "problem_lines": "_input_pins",
+    "report_lines": "_fill_points",
+    "scorer_weight_identities": "_lock",
+    "verify": "_lock",
+}
+
+__all__ += [
+    "MAX_REFERENCE_AUDIO_S",
+    "MIN_REFERENCE_AUDIO_S",
+    "FreezeStatus",
+    "InputProblem",
+    "campaign_files",
+    "canonical_campaign",
+    "fill_points",
+    "freeze",
+    "input_checks",
+    "input_problems",
+    "lock_path",
+    "probe_audio",
+    "problem_lines",
+    "report_lines",
+    "scorer_weight_identities",
+    "verify",
+]
+
+
+def __getattr__(name: str) -> object:
+    return load_name(__name__, _WHERE, name)

@@ -4,7 +4,7 @@
   and read what its streams declare.
 - :mod:`~ref2va_accept.media.probing`: decode everything once and record the counts found
   (:class:`MediaProbe`), including what AAC priming and padding look like through PyAV.
-- :mod:`~ref2va_accept.media.checks`: the problems a probe shows against a
+- :mod:`~ref2va_accept.media.expectations`: the problems a probe shows against a
   :class:`MediaExpectation` (:class:`MediaProblem`).
 - :mod:`~ref2va_accept.media.decoding`: video frames as RGB and audio as float32, streamed, for the
   metrics and the bit-exact comparisons.
@@ -14,15 +14,6 @@ This package needs PyAV and numpy only: importing it never loads OpenCV or scipy
 
 from __future__ import annotations
 
-from ref2va_accept.media.checks import (
-    AAC_FRAME_SAMPLES,
-    FPS_TOLERANCE,
-    FrameCount,
-    MediaExpectation,
-    MediaProblem,
-    audio_video_tolerance_s,
-    check_media,
-)
 from ref2va_accept.media.container import av_reason, open_mp4, x264_settings
 from ref2va_accept.media.decoding import (
     DecodedAudio,
@@ -31,6 +22,15 @@ from ref2va_accept.media.decoding import (
     iter_audio_chunks,
     iter_video_frames,
     keep_frame_buffers,
+)
+from ref2va_accept.media.expectations import (
+    AAC_FRAME_SAMPLES,
+    FPS_TOLERANCE,
+    FrameCount,
+    MediaExpectation,
+    MediaProblem,
+    audio_video_tolerance_s,
+    check_media,
 )
 from ref2va_accept.media.probing import AudioStreamInfo, MediaProbe, VideoStreamInfo, probe
 

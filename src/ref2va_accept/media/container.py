@@ -19,7 +19,7 @@ from typing import Any
 import av
 import av.container
 
-from ref2va_accept.errors import MediaContentError, MediaError
+from ref2va_accept.core import MediaContentError, MediaError
 
 # Demuxer names FFmpeg gives the ISO base media family; "mov,mp4,m4a,3gp,3g2,mj2" in practice.
 MP4_FAMILY = frozenset({"mov", "mp4"})

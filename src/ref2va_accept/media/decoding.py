@@ -22,7 +22,7 @@ import av.video.reformatter
 import numpy as np
 import numpy.typing as npt
 
-from ref2va_accept.errors import MediaContentError, MediaError
+from ref2va_accept.core import MediaContentError, MediaError
 from ref2va_accept.media.container import av_reason, open_mp4
 
 Float32Array = npt.NDArray[np.float32]

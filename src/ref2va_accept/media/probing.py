@@ -19,7 +19,7 @@ So ``AudioStreamInfo.samples_decoded`` is the plain decoded count and subtracts 
 priming is already gone, and subtracting it again would make a correct file look 1024 samples
 short. A file muxed without an edit list would instead show the 1024 priming samples (and a
 different ``start_time``); both cases stay inside
-:func:`ref2va_accept.media.checks.audio_video_tolerance_s`, which allows two AAC frames and
+:func:`ref2va_accept.media.expectations.audio_video_tolerance_s`, which allows two AAC frames and
 nothing more.
 
 A file that is not an MP4 makes :func:`probe` raise :class:`MediaError` (see
@@ -38,7 +38,7 @@ from typing import Any
 
 import av
 
-from ref2va_accept.hashing import file_sha256
+from ref2va_accept.core import file_sha256
 from ref2va_accept.media.container import (
     av_reason,
     open_mp4,

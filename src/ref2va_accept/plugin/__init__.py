@@ -15,13 +15,13 @@ package (`pytest_plugins`), which loads the four modules.
 
 from __future__ import annotations
 
-from ..b0_gate import Baselines
+from ref2va_accept.judging import Baselines
 
 __all__ = ["Baselines"]
 
 pytest_plugins = [
     "ref2va_accept.plugin.selection",
     "ref2va_accept.plugin.engines",
-    "ref2va_accept.plugin.evidence",
-    "ref2va_accept.plugin.report",
+    "ref2va_accept.plugin.recording",
+    "ref2va_accept.plugin.reporting",
 ]

@@ -16,16 +16,14 @@ from typing import Any
 
 import pytest
 
-from ..b0_gate import Baselines
-from ..campaign import LoadedCampaign
-from ..errors import EngineStartError
-from ..evidence import EvidenceBundle
-from ..latency import LatencySchedules
-from ..progress import PLUGIN_NAME as PROGRESS_PLUGIN
-from ..progress import ProgressPlugin
-from ..server import CleanupAudit, InstanceRegistry
-from ..workload import Arms
-from .state import run_state
+from ref2va_accept.arms import PLUGIN_NAME as PROGRESS_PLUGIN
+from ref2va_accept.arms import Arms, ProgressPlugin
+from ref2va_accept.campaign import LoadedCampaign
+from ref2va_accept.core import EngineStartError
+from ref2va_accept.engines import CleanupAudit, InstanceRegistry
+from ref2va_accept.evidence import EvidenceBundle
+from ref2va_accept.judging import Baselines, LatencySchedules
+from ref2va_accept.plugin.state import run_state
 
 REGISTRY = pytest.StashKey[InstanceRegistry]()
 

@@ -17,18 +17,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..b0_gate import Baselines
-from ..campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
-from ..errors import CampaignError, Ref2VAError
-from ..plan import TrackPlan, baseline_groups, gate_groups
-from ..progress import scenario_item
-from ..run_plan import hosts_gate
-from ..vocabulary import ArmRole
-from .state import run_state
+from ref2va_accept.arms import scenario_item
+from ref2va_accept.campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
+from ref2va_accept.core import ArmRole, CampaignError, Ref2VAError
+from ref2va_accept.judging import Baselines
+from ref2va_accept.planning import TrackPlan, baseline_groups, gate_groups, hosts_gate
+from ref2va_accept.plugin.state import run_state
 
 if TYPE_CHECKING:
-    from ..lossless import LosslessGateRunner
-    from ..lossy import LossyGateRunner
+    from ref2va_accept.judging import LosslessGateRunner, LossyGateRunner
 
 CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
 DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
@@ -182,10 +179,10 @@ def gate_runner(plan: TrackPlan, baselines: Baselines) -> LosslessGateRunner | L
     """The track's quality gate as the scenarios run it. Imported here: the lossy gate pulls in
     the scoring stack (OpenCV, SciPy), which loading the plugin must not."""
     if plan.quality == "lossless":
-        from ..lossless import LosslessGateRunner  # noqa: PLC0415
+        from ref2va_accept.judging import LosslessGateRunner  # noqa: PLC0415
 
         return LosslessGateRunner(baselines)
-    from ..lossy import LossyGateRunner  # noqa: PLC0415
+    from ref2va_accept.judging import LossyGateRunner  # noqa: PLC0415
 
     return LossyGateRunner(baselines)
 

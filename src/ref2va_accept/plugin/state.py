@@ -15,28 +15,48 @@ from types import MappingProxyType
 
 import pytest
 
-from .. import budget, disk, ledger
-from ..b0_gate import Baselines, GateInstances
-from ..campaign import TRACK_IDS, LoadedCampaign, load_campaign, quality_class
-from ..check_records import CheckResult, TrackVerdict
-from ..checks import Reason
-from ..device_memory import MemoryGuard
-from ..evidence import WRITE_FAILED, EvidenceBundle
-from ..identity import IdentityToolMissing, identity_checks, preflight
-from ..input_pins import input_checks, input_problems, problem_lines
-from ..latency import LatencySchedules
-from ..leftovers import DONE, start_reaper, stop_leftovers, stopped_line
-from ..lock import FreezeStatus, canonical_campaign, verify
-from ..plan import LossyScoring, TrackPlan, plan_campaign
-from ..records import LedgerEntry
-from ..run_plan import ScenarioItem, plan_run
-from ..safe_write import WriteFailed, describe
-from ..sanitize import Sanitizer
-from ..server import CleanupAudit
-from ..timed_output import judge_timed_outputs
-from ..verdicts import judge_tracks
-from ..vocabulary import ArmRole
-from ..workload import OutcomeLog
+from ref2va_accept.arms import OutcomeLog
+from ref2va_accept.campaign import (
+    TRACK_IDS,
+    FreezeStatus,
+    LoadedCampaign,
+    canonical_campaign,
+    input_checks,
+    input_problems,
+    load_campaign,
+    problem_lines,
+    quality_class,
+    verify,
+)
+from ref2va_accept.campaign.identity import IdentityToolMissing, identity_checks, preflight
+from ref2va_accept.core import ArmRole, Reason, WriteFailed, describe
+from ref2va_accept.engines import (
+    DONE,
+    CleanupAudit,
+    MemoryGuard,
+    start_reaper,
+    stop_leftovers,
+    stopped_line,
+)
+from ref2va_accept.evidence import (
+    WRITE_FAILED,
+    CheckResult,
+    EvidenceBundle,
+    LedgerEntry,
+    TrackVerdict,
+)
+from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.judging import (
+    Baselines,
+    GateInstances,
+    LatencySchedules,
+    judge_timed_outputs,
+    judge_tracks,
+)
+from ref2va_accept.planning import LossyScoring, ScenarioItem, TrackPlan, plan_campaign, plan_run
+from ref2va_accept.planning import _budget as budget
+from ref2va_accept.planning import _disk as disk
+from ref2va_accept.record import _ledger as ledger
 
 STATE = pytest.StashKey["RunState"]()
 

@@ -33,7 +33,7 @@ import numpy.typing as npt
 from scipy import fft as sp_fft
 from scipy import signal as sp_signal
 
-from ref2va_accept.errors import MediaError
+from ref2va_accept.core import MediaError
 from ref2va_accept.media import AAC_FRAME_SAMPLES, DecodedAudio, decode_audio
 from ref2va_accept.quality.loudness import Biquad, integrated_loudness, k_weighting
 

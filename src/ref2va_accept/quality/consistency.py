@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from ref2va_accept.errors import MediaError
+from ref2va_accept.core import MediaError
 from ref2va_accept.quality import imageops
 from ref2va_accept.quality.frames import FrameMetric, FrameView
 from ref2va_accept.quality.imageops import F32, U8

@@ -1,9 +1,9 @@
 """The VBench models, built from the checkpoint files VBench itself downloads, by the libraries
 that implement them.
 
-Each weights name (:data:`ref2va_accept.weight_names.WEIGHT_DIMENSIONS`) is one file of VBench's
-cache folder (its layout: :data:`ref2va_accept.weight_names.VBENCH_LAYOUT`) in the format VBench
-reads, turned into a network by the code VBench runs on it:
+Each weights name (:data:`ref2va_accept.quality.weight_names.WEIGHT_DIMENSIONS`) is one file of
+VBench's cache folder (its layout: :data:`ref2va_accept.quality.weight_names.VBENCH_LAYOUT`) in the
+format VBench reads, turned into a network by the code VBench runs on it:
 
 - ``dino_vitb16``: DINO's ``dino_vitbase16_pretrain.pth`` (a state dict) in DINO's ViT-B/16
   (``vit_base``, patch 16, no head, as DINO's hubconf builds it), from the copy of DINO's

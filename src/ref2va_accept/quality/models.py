@@ -51,7 +51,7 @@ import numpy.typing as npt
 
 from ref2va_accept.quality.imageops import U8
 from ref2va_accept.quality.registry import ScorerError, WeightIdentity, weight_identity
-from ref2va_accept.weight_names import WEIGHT_NAMES
+from ref2va_accept.quality.weight_names import WEIGHT_NAMES
 
 log = logging.getLogger(__name__)
 

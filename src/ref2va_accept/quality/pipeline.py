@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ref2va_accept.errors import MediaContentError
+from ref2va_accept.core import MediaContentError
 from ref2va_accept.media import iter_video_frames, open_mp4
 from ref2va_accept.media.decoding import decoder_record
 from ref2va_accept.quality import consistency, proxies, vbench

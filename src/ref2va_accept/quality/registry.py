@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ref2va_accept.errors import Ref2VAError
-from ref2va_accept.hashing import tree_sha256
-from ref2va_accept.known_standins import stand_in_name
+from ref2va_accept.core import Ref2VAError, tree_sha256
+from ref2va_accept.quality.known_standins import stand_in_name
 
 __all__ = [
     "SCORERS",

@@ -8,10 +8,11 @@ DINO, RAFT, LAION and MUSIQ, AMT's ``{"state_dict": ...}``, for CLIP OpenAI's To
 archive with fp16 weights (the model traced through ``encode_image``), and for DreamSim its
 ensemble folder as its first run leaves it (three backbones, a peft LoRA adapter, and the torch.hub
 cache of DINO's repository and weights). Files land where VBench's
-cache keeps them (:data:`ref2va_accept.weight_names.VBENCH_LAYOUT`), so the folder is laid out like
-an operator's ``~/.cache/vbench``. Scores made with them are labelled stand-in wherever they
-appear; they exercise the path from a model-based score to a verdict, never VBench's values.
-Their bytes are recognised wherever they are (:mod:`ref2va_accept.known_standins`).
+cache keeps them (:data:`ref2va_accept.quality.weight_names.VBENCH_LAYOUT`), so the folder is
+laid out like an operator's ``~/.cache/vbench``. Scores made with them are labelled stand-in
+wherever they appear; they exercise the path from a model-based score to a verdict, never
+VBench's values. Their bytes are recognised wherever they are
+(:mod:`ref2va_accept.quality.known_standins`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 
 from ref2va_accept.quality.libraries import submodule
 from ref2va_accept.quality.registry import ScorerError
-from ref2va_accept.weight_names import VBENCH_LAYOUT
+from ref2va_accept.quality.weight_names import VBENCH_LAYOUT
 
 __all__ = ["STANDIN_SEED", "Standin", "make_standins"]
 
@@ -292,8 +293,8 @@ def make_standins(folder: Path, names: Iterable[str], *, seed: int = STANDIN_SEE
     kept unless ``force``); their paths and sha256. The folder's list of stand-ins
     (known_standins.WRITTEN_LIST) records each, so that bytes other library versions build are
     recognised as a stand-in's wherever they are below it."""
-    from ref2va_accept.hashing import tree_sha256  # noqa: PLC0415
-    from ref2va_accept.known_standins import record_written  # noqa: PLC0415
+    from ref2va_accept.core import tree_sha256  # noqa: PLC0415
+    from ref2va_accept.quality.known_standins import record_written  # noqa: PLC0415
 
     made = []
     for name in names:

@@ -26,9 +26,15 @@ The package, by seam:
 :mod:`ref2va_accept.tensors.streaming`, so patch it there.
 """
 
-from .comparison import DumpComparison, PointComparison, Status, in_order, pipeline_order
-from .dtypes import DTYPES
-from .files import (
+from ref2va_accept.tensors.comparison import (
+    DumpComparison,
+    PointComparison,
+    Status,
+    in_order,
+    pipeline_order,
+)
+from ref2va_accept.tensors.dtypes import DTYPES
+from ref2va_accept.tensors.files import (
     DUMP_SUFFIX,
     MAX_HEADER_BYTES,
     TensorInfo,
@@ -36,7 +42,7 @@ from .files import (
     read_header,
     write_tensor_file,
 )
-from .streaming import (
+from ref2va_accept.tensors.streaming import (
     CHUNK_BYTES,
     StreamingComparison,
     compare_arrays,

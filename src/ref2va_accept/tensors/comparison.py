@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .dtypes import DTYPES, max_ulp, values_of
+from ref2va_accept.tensors.dtypes import DTYPES, max_ulp, values_of
 
 __all__ = [
     "DiffStats",
@@ -145,7 +145,7 @@ def pipeline_order(name: str) -> tuple[int, int, int, str]:
     other dit.* < latent.video < latent.audio < decoded.video < decoded.audio < mp4.video <
     mp4.audio < anything else; names the table does not know sort by name after the known ones
     of their stage. A campaign's frozen ``comparison_points`` order takes precedence wherever it
-    is known (:attr:`ref2va_accept.plan.LosslessContract.order`).
+    is known (:attr:`ref2va_accept.planning._track_plan.LosslessContract.order`).
     """
     step = re.fullmatch(r"dit\.step(\d+)(.*)", name)
     if step:

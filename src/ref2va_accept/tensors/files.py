@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ref2va_accept.errors import TensorFileError
+from ref2va_accept.core import TensorFileError
+from ref2va_accept.tensors.dtypes import DTYPES, dtype_name
 from ref2va_contract.diagnostics import DUMP_SUFFIX
-
-from .dtypes import DTYPES, dtype_name
 
 __all__ = [
     "DUMP_SUFFIX",

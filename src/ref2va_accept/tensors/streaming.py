@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .comparison import (
+from ref2va_accept.tensors.comparison import (
     DiffStats,
     DumpComparison,
     PointComparison,
@@ -24,8 +24,8 @@ from .comparison import (
     mismatch,
     pipeline_order,
 )
-from .dtypes import DTYPES, F8_DTYPES, dtype_name
-from .files import (
+from ref2va_accept.tensors.dtypes import DTYPES, F8_DTYPES, dtype_name
+from ref2va_accept.tensors.files import (
     TensorInfo,
     dump_points,
     open_unbuffered,

@@ -1,0 +1,569 @@
+"""The campaign file's schema: engine, devices, arms, timing protocol, budget, and the whole file.
+
+The tracks are in `tracks.py`; this module adds everything around them and the cross-field rules
+of the file as a whole (unique arm ids, a timeout set per duration class, arms naming real tracks).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    Strict,
+    model_serializer,
+    model_validator,
+)
+
+from ref2va_accept.campaign._fields import (
+    DurationClass,
+    RelPath,
+    StrictModel,
+    TrackId,
+    duration_class,
+    env_violations,
+    is_env_name,
+)
+from ref2va_accept.campaign._files import raise_violations
+from ref2va_accept.campaign._tracks import Track, track_violations
+from ref2va_accept.campaign.identity import SourcePin, pin_violations
+from ref2va_accept.core import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_DECISION_RULE,
+    DEFAULT_TARGET_RATIO,
+    ArmRole,
+    DecisionRule,
+    Unit,
+)
+from ref2va_accept.engines import EngineKindName, MemoryRelease, engine_kind
+from ref2va_accept.quality.weight_names import WEIGHT_NAMES, unknown_weight_message
+from ref2va_contract.launch import DECLARED_TIME_ENV
+
+LOCK_SCHEMA = "ref2va-lock/1"
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# Form fields that define the matched request; an arm overriding one would no longer be matched
+# (a step-count change is a scope change, not a candidate).
+_MATCHED_FIELDS = frozenset(
+    {
+        "prompt", "model", "seed", "seconds", "size", "width", "height", "num_frames", "fps",
+        "aspect_ratio", "short_edge", "num_inference_steps", "guidance_scale", "flow_shift",
+        "negative_prompt", "generate_sound", "extra_params", "input_reference",
+        "input_references", "image_reference", "audio_reference", "video_reference",
+    }
+)  # fmt: skip
+
+
+class ScorerWeights(StrictModel):
+    """A model file a VBench scorer reads from the host's disk; never downloaded."""
+
+    # Absent: where VBench's cache keeps it under `scorer_weights_dir` (weight_names.VBENCH_LAYOUT);
+    # relative: under `scorer_weights_dir`, or beside the campaign file when there is none.
+    path: str | None = None
+    sha256: str
+    # Seeded random weights in the file's official format (`ref2va-accept scorers standins`):
+    # its scores are labelled stand-in in the evidence and the report, never taken for VBench's.
+    stand_in: bool = False
+
+
+class TimeoutSet(StrictModel):
+    request_s: float = Field(gt=0)
+    connect_s: float = Field(default=10, gt=0)
+
+
+class WarmupFigures(StrictModel):
+    """One duration class of a warm-up demonstration: the measured request after full warm-ups
+    and after cheap ones, each on an instance of its own (seconds)."""
+
+    full_s: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
+    cheap_s: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.cheap_s) / statistics.median(self.full_s)
+
+
+class WarmupDemonstration(StrictModel):
+    """What the host measured once (`pytest -m warmup_demonstration --warmup-steps N`): the first
+    measured request after warm-ups of `warmup_steps` denoising steps against one after full
+    warm-ups, per duration class; pasted here from that run's output before freezing."""
+
+    warmup_steps: int = Field(ge=1)
+    run_id: str = Field(min_length=1)
+    measured_at: str = Field(min_length=1)
+    per_duration: dict[DurationClass, WarmupFigures] = Field(min_length=1)
+
+
+class Protocol(StrictModel):
+    # The unit of replication (docs/protocol.md). "instance": `instances_per_arm` fresh server
+    # instances per arm, B0 and candidate interleaved in pairs whose order the order seed draws,
+    # and the interval computed on one value per instance (the median of its measured requests).
+    # "request": the older design, every measured request a sample; kept as an explicit,
+    # labelled choice (its interval speaks of variation inside one instance per arm only).
+    # (The vocabulary's enums take their values from the YAML's strings: Strict(False).)
+    replication: Annotated[Unit, Strict(False)] = Unit.INSTANCE
+    instances_per_arm: int | None = Field(default=None, ge=1)
+    # B0's instances in the instance design: "per_candidate" (each candidate is paired with N B0
+    # instances of its own) or "shared" (a track's N B0 instances serve all its candidates: N
+    # blocks, each one instance of B0 and of every candidate in an order the order seed draws).
+    # Absent means per_candidate, so campaigns frozen before the field existed keep their meaning.
+    baseline_instances: Literal["per_candidate", "shared"] | None = None
+    # Warm-ups per instance: at least `warmups`; with `steady_fraction`, more until the last two
+    # agree within that fraction of the earlier one, at most `max_warmups` (not reaching it leaves
+    # the latency check inconclusive, reason warmup_not_steady).
+    warmups: int = Field(ge=0)
+    max_warmups: int | None = Field(default=None, ge=0)
+    steady_fraction: float | None = Field(default=None, gt=0, lt=1)
+    repeats: int = Field(ge=1)
+    ordering: Literal["interleaved", "AB", "ABBA", "ABA"]
+    # The seed of the instances' order: "per_run" draws one for every run and records it in the
+    # evidence (a drift pattern that favours one fixed order would favour it in every rerun); an
+    # integer fixes it (to replay a run: `pytest --order-seed N` does the same for one session).
+    order_seed: int | Literal["per_run"]
+    pause_s: float = Field(default=0, ge=0)
+    timeouts: dict[DurationClass, TimeoutSet]
+    # B0's last value may differ from its first (its last instance's from its first instance's;
+    # in the request design A' from A) by at most this fraction; beyond it the run drifted and is
+    # not evaluable.
+    drift_tolerance: float = Field(default=0.10, gt=0, lt=1)
+    # The decision, at this confidence per end, against this target ratio (0.5 = a 50% latency
+    # reduction): the distribution-free rank interval (exact only when the candidate's values are
+    # B0's scaled by a constant), or the one-sided Welch interval on log values, each arm with
+    # its own spread (docs/protocol.md; `ref2va-accept calibrate` shows either's error rates).
+    decision_rule: Annotated[DecisionRule, Strict(False)] = DEFAULT_DECISION_RULE
+    target_ratio: float = Field(default=DEFAULT_TARGET_RATIO, gt=0, lt=1)
+    confidence: float = Field(default=DEFAULT_CONFIDENCE, gt=0.5, lt=1)
+    # Caching probe (MLPerf TEST04 idea): this many requests with fresh distinct seeds per
+    # candidate, spread over its instances and each sent right after a measured request; caching
+    # is suspected when, on every probed instance, the repeated identical requests are more than
+    # `caching_margin` faster than the distinct ones. 0 = off.
+    caching_probe_requests: int = Field(default=2, ge=0)
+    caching_margin: float = Field(default=0.10, gt=0, lt=1)
+    # Seconds one request is expected to take per duration class (the host's preflight medians);
+    # only live progress reads them, to estimate the remaining time. Optional: without them the
+    # estimate comes from the run's own finished requests.
+    expected_request_s: dict[DurationClass, Annotated[float, Field(gt=0)]] | None = None
+    # Seconds from an engine's spawn to its first healthy answer, per duration class (the host's
+    # preflight or bring-up): `plan`, `verify` and the budget check price every start with it.
+    expected_start_s: dict[DurationClass, Annotated[float, Field(ge=0)]] | None = None
+    # Warm-ups with this many denoising steps instead of the track's (the full shape otherwise):
+    # allowed only with a demonstration that the first measured request after them is within
+    # steady_fraction of one after full warm-ups (`warmup_demonstration`, measured on the host).
+    warmup_steps: int | None = Field(default=None, ge=1)
+    warmup_demonstration: WarmupDemonstration | None = None
+    # true: the reference engine may sleep declared device time (a launch profile's cost-model or
+    # step-cost-ms, or the cost-model variable in `environment`): the harness's own tests, which
+    # need slow or exactly timed requests. Every verdict of such a campaign is capped
+    # inconclusive (declared_device_time). Absent or false: such a profile or variable is refused.
+    declared_device_time: bool | None = None
+
+    @model_validator(mode="after")
+    def _design_is_whole(self) -> Protocol:
+        if self.replication == Unit.INSTANCE:
+            if self.ordering != "interleaved":
+                raise ValueError(
+                    f"ordering {self.ordering!r} is a request-level design: with replication "
+                    "'instance' use ordering 'interleaved', or set replication: request")
+            if self.instances_per_arm is None:
+                raise ValueError("replication 'instance' needs instances_per_arm (fresh server "
+                                 "instances per arm, e.g. 3)")
+        else:
+            if self.ordering == "interleaved":
+                raise ValueError("ordering 'interleaved' belongs to replication 'instance'; the "
+                                 "request design takes AB, ABA or ABBA")
+            if self.baseline_instances == "shared":
+                raise ValueError("baseline_instances 'shared' belongs to replication 'instance'; "
+                                 "the request design pairs each candidate with its own B0")
+            if self.instances_per_arm is not None:
+                raise ValueError("instances_per_arm applies to replication 'instance' only; the "
+                                 "request design's ordering fixes its instances")
+        if self.warmup_steps is not None:
+            shown = self.warmup_demonstration
+            if shown is None:
+                raise ValueError(
+                    f"warmup_steps {self.warmup_steps}: a cheaper warm-up needs its "
+                    "demonstration (protocol.warmup_demonstration): run `pytest -m "
+                    f"warmup_demonstration --warmup-steps {self.warmup_steps}` on the host once "
+                    "and paste what it prints")
+            if shown.warmup_steps != self.warmup_steps:
+                raise ValueError(f"warmup_steps {self.warmup_steps}, but the demonstration "
+                                 f"measured warm-ups of {shown.warmup_steps} steps")
+            limit = self.steady_fraction if self.steady_fraction is not None else 0.05
+            for duration, figures in shown.per_duration.items():
+                if abs(figures.ratio - 1) > limit:
+                    raise ValueError(
+                        f"warmup_demonstration.per_duration.{duration}: the request after cheap "
+                        f"warm-ups took {figures.ratio:.3f} of one after full warm-ups, beyond "
+                        f"{limit:g} (steady_fraction): the cheap warm-up is not demonstrated")
+        if self.max_warmups is not None and self.max_warmups < self.warmups:
+            raise ValueError(f"max_warmups {self.max_warmups} is below warmups {self.warmups}")
+        if self.steady_fraction is not None:
+            if self.warmups < 2:
+                raise ValueError("steady_fraction compares the last two warm-ups: warmups must "
+                                 f"be at least 2, got {self.warmups}")
+            if self.max_warmups is None:
+                raise ValueError("steady_fraction needs max_warmups, the bound on warm-ups")
+        elif self.max_warmups is not None and self.max_warmups != self.warmups:
+            raise ValueError("max_warmups above warmups needs steady_fraction, the rule that "
+                             "decides when warm-up ends")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Frozen like the rest when given; when not, left out of the dump (and so of the lock's
+        # canonical form), so that campaigns frozen before the field existed do not drift.
+        data: dict[str, Any] = handler(self)
+        for name in ("expected_request_s", "instances_per_arm", "max_warmups", "steady_fraction",
+                     "baseline_instances", "declared_device_time", "expected_start_s",
+                     "warmup_steps", "warmup_demonstration"):
+            if getattr(self, name) is None:
+                data.pop(name, None)
+        return data
+
+
+_DEVICE = re.compile(r"^(cpu|npu:\d+|cuda:\d+)$")
+
+
+class Scoring(StrictModel):
+    """Where the lossy gate's scorers run, and what one output costs there."""
+
+    # cpu, npu:N (torch_npu) or cuda:N: every model and its `made_with` record use it, and B0 and
+    # the candidate are always scored on the same one.
+    device: str = "cpu"
+    # Seconds to score one output of a duration class on one gated dimension (its scorer id),
+    # on `device` (benchmarks/vbench_cost.py measures them): `plan` prices scoring with these.
+    seconds_per_output: dict[DurationClass, dict[str, Annotated[float, Field(ge=0)]]] | None = None
+
+    @model_validator(mode="after")
+    def _device(self) -> Scoring:
+        if not _DEVICE.match(self.device):
+            raise_violations([(("device",), f"cpu, npu:N or cuda:N, found {self.device!r}")])
+        return self
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.seconds_per_output is None:
+            data.pop("seconds_per_output", None)
+        return data
+
+
+class SearchDirection(StrictModel):
+    """One candidate direction of the campaign's search, and the tracks it is screened on."""
+
+    id: str
+    tracks: list[TrackId] = Field(min_length=1)
+    note: str = ""
+
+
+class OutcomeMix(StrictModel):
+    """The share of directions expected to end each way (they add up to 1)."""
+
+    gate_failed: float = Field(ge=0, le=1)
+    out_of_reach: float = Field(ge=0, le=1)
+    at_target: float = Field(ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _whole(self) -> OutcomeMix:
+        total = self.gate_failed + self.out_of_reach + self.at_target
+        if abs(total - 1) > 1e-9:
+            raise_violations([((), f"shares adding up to 1, found {total:g}")])
+        return self
+
+
+class Search(StrictModel):
+    """The whole search the budget covers: every direction (a candidate may be defined later),
+    priced by `ref2va-accept plan` worst case and at the outcome mix."""
+
+    directions: list[SearchDirection] = Field(min_length=1)
+    outcome_mix: OutcomeMix | None = None
+
+
+class BudgetAuthorization(StrictModel):
+    """More hours than the ceiling, granted by someone, recorded before the run that needs it."""
+
+    by: str = Field(min_length=1)
+    at: str = Field(min_length=1)
+    wall_hours: float = Field(ge=0)
+    device_hours: float = Field(ge=0)
+    note: str = ""
+
+
+class Budget(StrictModel):
+    max_candidates: int = Field(default=12, ge=0)
+    max_wall_hours: float = Field(default=16, gt=0)
+    max_logical_device_hours: float = Field(default=64, gt=0)
+    # Each raises the ceilings by its hours (budget.py); absent, left out of the lock.
+    authorizations: list[BudgetAuthorization] | None = None
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.authorizations is None:
+            data.pop("authorizations", None)
+        return data
+
+
+class EngineSpec(StrictModel):
+    kind: EngineKindName
+    model: str
+    command: list[str] | None = Field(default=None, min_length=1)
+    workdir: RelPath = "."
+    # Structured: which fields an engine kind needs is in engine_kinds (pin_fields); the preflight
+    # compares each with the host before the first engine starts.
+    source_pin: SourcePin
+    startup_timeout_s: float = Field(gt=0)
+    shutdown_grace_s: float = Field(default=30, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pin_for_kind(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "source_pin" in data:
+            kind = data.get("kind")
+            raise_violations(
+                [
+                    (("source_pin", *loc), msg)
+                    for loc, msg in pin_violations(
+                        kind if isinstance(kind, str) else "", data["source_pin"]
+                    )
+                ]
+            )
+        return data
+
+    def resolved_command(self) -> list[str]:
+        """The executable prefix; the default stays out of the frozen file so it is host-neutral."""
+        if self.command is not None:
+            return list(self.command)
+        return engine_kind(self.kind).default_command()
+
+
+class DeviceSpec(StrictModel):
+    kind: Literal["none", "npu", "cuda"]
+    visible: list[int] = []
+    visibility_env: str | None = None
+    # The wait for device memory to return to idle after each instance (device_memory.py).
+    memory_release: MemoryRelease = MemoryRelease()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DeviceSpec:
+        violations: list[tuple[tuple[str | int, ...], str]] = []
+        if self.kind == "none":
+            if self.visible:
+                violations.append((("visible",), f"no devices for kind none, found {self.visible}"))
+        else:
+            if self.visibility_env is None:
+                violations.append(
+                    (("visibility_env",), f"an env var name for kind {self.kind}, found none")
+                )
+            elif not is_env_name(self.visibility_env):
+                violations.append(
+                    (("visibility_env",), f"an env var name, found {self.visibility_env!r}")
+                )
+            if not self.visible:
+                violations.append((("visible",), f"device ids for kind {self.kind}, found none"))
+        for i, dev in enumerate(self.visible):
+            if dev < 0 or self.visible.index(dev) != i:
+                violations.append((("visible", i), f"unique non-negative ids, found {dev}"))
+        raise_violations(violations)
+        return self
+
+
+# What kind of change a candidate is (docs/campaign.md, "The candidate record"): one that keeps
+# the numerical contract, an approximation of one of three kinds, or a change of scope (another
+# model, distillation, fewer steps) that only the requester may allow.
+ChangeClass = Literal["implementation", "approximate_caching", "quantization", "sparsity",
+                      "scope_change"]
+CHANGE_CLASSES: tuple[str, ...] = ("implementation", "approximate_caching", "quantization",
+                                   "sparsity", "scope_change")
+
+
+class Attribution(StrictModel):
+    """Where a candidate's change comes from."""
+
+    kind: Literal["upstream_pr", "upstream_commit", "local_patch"]
+    ref: str = Field(min_length=1)  # the PR or commit (URL or id), or the patch (file, summary)
+
+
+class ScopeDecision(StrictModel):
+    """The requester's recorded decision that allows a scope change."""
+
+    decided_by: str = Field(min_length=1)
+    decided_at: str = Field(min_length=1)
+    decision: str = Field(min_length=1)
+
+
+class ArmSpec(StrictModel):
+    id: str
+    profile: RelPath
+    request: dict[str, str | int | float | bool] = {}
+    tracks: list[TrackId] | None = None
+    description: str = ""
+    # The candidate record (absent: not declared; each left out of the lock when absent, so
+    # campaigns frozen before these fields existed keep their hash).
+    hypothesis: str | None = None
+    attribution: Attribution | None = None
+    change_class: ChangeClass | None = None
+    scope_decision: ScopeDecision | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> ArmSpec:
+        violations: list[tuple[tuple[str | int, ...], str]] = []
+        if not _SLUG.match(self.id):
+            violations.append((("id",), f"a slug [a-z0-9][a-z0-9._-]*, found {self.id!r}"))
+        if self.change_class == "scope_change" and self.scope_decision is None:
+            violations.append(
+                (("scope_decision",), "a recorded scope decision (decided_by, decided_at, "
+                 "decision) for a scope_change candidate: another model, distillation or fewer "
+                 "steps leaves the numerical contract, which only the requester may allow; "
+                 "found none")
+            )  # fmt: skip
+        if self.scope_decision is not None and self.change_class != "scope_change":
+            violations.append(
+                (("scope_decision",), "no scope decision unless change_class is scope_change, "
+                 f"found one with change_class {self.change_class!r}")
+            )  # fmt: skip
+        for key in self.request:
+            if key in _MATCHED_FIELDS:
+                violations.append(
+                    (("request", key), "a field the matched request does not fix (the track "
+                     f"sets it for every arm), found {key!r}")
+                )  # fmt: skip
+        raise_violations(violations)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in ("hypothesis", "attribution", "change_class", "scope_decision"):
+            if getattr(self, name) is None:
+                data.pop(name, None)
+        return data
+
+
+class Campaign(StrictModel):
+    schema_version: Literal[1]
+    name: str
+    description: str = ""
+    engine: EngineSpec
+    devices: DeviceSpec
+    environment: dict[str, str] = {}
+    baseline: ArmSpec
+    candidates: list[ArmSpec] = []
+    tracks: dict[TrackId, Track] = Field(min_length=1)
+    protocol: Protocol
+    budget: Budget
+    # Model files of the VBench scorers by name (dino_vitb16, clip_vitb32, ...: weight_names.py),
+    # on the host's disk; a scorer whose weights are absent leaves its dimension open. A name no
+    # scorer reads is refused here, not found out at B0's first score.
+    scorer_weights: dict[str, ScorerWeights] = {}
+    # VBench's cache folder (~/.cache/vbench, or $VBENCH_CACHE_DIR), as VBench's own downloads
+    # lay it out; relative to the campaign file when relative.
+    scorer_weights_dir: str | None = None
+    # The scoring device and its price per output (absent: the CPU, unpriced).
+    scoring: Scoring = Field(default_factory=Scoring)
+    # The candidate directions the budget covers (absent: the campaign's own candidates).
+    search: Search | None = None
+
+    @model_serializer(mode="wrap")
+    def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out of the lock's canonical form when absent or default, so that campaigns frozen
+        # before these fields existed keep their hash.
+        data: dict[str, Any] = handler(self)
+        if self.search is None:
+            data.pop("search", None)
+        if self.scoring == Scoring():
+            data.pop("scoring", None)
+        return data
+
+    @model_validator(mode="after")
+    def _rules(self) -> Campaign:
+        violations = env_violations(self.environment, "environment")
+        if DECLARED_TIME_ENV in self.environment and not self.protocol.declared_device_time:
+            violations.append(
+                (("environment", DECLARED_TIME_ENV), "no declared device time: a latency the "
+                 "engine sleeps is no measurement (a campaign of the harness's own tests sets "
+                 "protocol.declared_device_time: true, and every verdict is then capped)")
+            )  # fmt: skip
+        if self.baseline.id != ArmRole.B0:
+            violations.append((("baseline", "id"),
+                               f"{ArmRole.B0.value!r}, found {self.baseline.id!r}"))
+        ids: set[str] = set()
+        for i, arm in enumerate(self.candidates):
+            if arm.id == ArmRole.B0 or arm.id in ids:
+                why = "the baseline's id" if arm.id == ArmRole.B0 else "an id used earlier"
+                violations.append((("candidates", i, "id"), f"a unique id, found {why} {arm.id!r}"))
+            ids.add(arm.id)
+        if self.search is not None:
+            seen: set[str] = set()
+            for i, direction in enumerate(self.search.directions):
+                if direction.id in seen:
+                    violations.append((("search", "directions", i, "id"),
+                                       f"a unique id, found {direction.id!r} again"))
+                seen.add(direction.id)
+                violations.extend(
+                    (("search", "directions", i, "tracks", j),
+                     f"a track of this campaign ({', '.join(self.tracks)}), found {t!r}")
+                    for j, t in enumerate(direction.tracks) if t not in self.tracks)
+            if len(self.search.directions) > self.budget.max_candidates:
+                violations.append(
+                    (("search", "directions"), f"at most {self.budget.max_candidates} directions "
+                     f"(budget.max_candidates), found {len(self.search.directions)}"))
+        if len(self.candidates) > self.budget.max_candidates:
+            violations.append(
+                (("candidates",), f"at most {self.budget.max_candidates} candidates "
+                 f"(budget.max_candidates), found {len(self.candidates)}")
+            )  # fmt: skip
+        for track_id, track in self.tracks.items():
+            violations.extend(track_violations(track_id, track))
+        violations.extend((("scorer_weights", name), unknown_weight_message(name))
+                          for name in self.scorer_weights if name not in WEIGHT_NAMES)
+        if self.scorer_weights_dir is None:
+            violations.extend(
+                (("scorer_weights", name, "path"), "a path, or scorer_weights_dir (VBench's cache "
+                 "folder) to find it in VBench's layout; found neither")
+                for name, weights in self.scorer_weights.items() if weights.path is None)
+        used = sorted({duration_class(t) for t in self.tracks})
+        shown = self.protocol.warmup_demonstration
+        if self.protocol.warmup_steps is not None and shown is not None:
+            lacking = [d for d in used if d not in shown.per_duration]
+            if lacking:
+                violations.append(
+                    (("protocol", "warmup_demonstration", "per_duration"), "a demonstration for "
+                     f"each duration class the tracks use, found none for {', '.join(lacking)}"))
+        missing = [d for d in used if d not in self.protocol.timeouts]
+        if missing:
+            violations.append(
+                (("protocol", "timeouts"), f"a timeout set for each duration class the tracks use "
+                 f"({', '.join(used)}), found none for {', '.join(missing)}")
+            )  # fmt: skip
+        if self.baseline.tracks is not None:
+            absent = [t for t in self.tracks if t not in self.baseline.tracks]
+            if absent:
+                violations.append(
+                    (("baseline", "tracks"), "every campaign track (B0 is the matched baseline of "
+                     f"each), found {self.baseline.tracks}, missing {', '.join(absent)}")
+                )  # fmt: skip
+        for loc, arm in [(("baseline",), self.baseline)] + [
+            (("candidates", i), a) for i, a in enumerate(self.candidates)
+        ]:
+            for j, track_id in enumerate(arm.tracks or []):
+                if track_id not in self.tracks:
+                    violations.append(
+                        ((*loc, "tracks", j), f"a track of this campaign ({', '.join(self.tracks)})"
+                         f", found {track_id!r}")
+                    )  # fmt: skip
+        recorded = [name for name in ("hypothesis", "attribution", "change_class",
+                                      "scope_decision") if getattr(self.baseline, name) is not None]
+        if recorded:
+            violations.append((("baseline",), "no candidate record on the baseline (it is what "
+                               f"every candidate changes), found {', '.join(recorded)}"))
+        raise_violations(violations)
+        for track_id, track in self.tracks.items():
+            track._track_id = track_id
+        return self
+
+    def arms(self) -> list[ArmSpec]:
+        return [self.baseline, *self.candidates]

@@ -1,0 +1,230 @@
+"""`ref2va-accept`'s commands about a campaign's record and its runs: plan (the budget before a
+run), ledger (every attempt), merge (runs side by side, or a run's lanes), lanes (the split
+`./ref2va campaign` runs) and review (the blind review sheet and its ratings). cli.py registers
+them with the others; errors and exit codes are cli.py's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ref2va_accept.bringup import price as bringup_price
+from ref2va_accept.bringup import schedule as bringup_schedule
+from ref2va_accept.campaign import load_campaign
+from ref2va_accept.core import EXIT_OK, EXIT_PROBLEM, CampaignError
+from ref2va_accept.judging.localize.price import pass_cost
+from ref2va_accept.planning import (
+    Prices,
+    SearchCost,
+    campaign_lanes,
+    plan_campaign,
+    search_cost,
+    search_lines,
+)
+from ref2va_accept.planning import _budget as budget
+from ref2va_accept.record import (
+    LEDGER_ENV,
+    LedgerError,
+    MergeRefused,
+    ReviewError,
+    entry_json,
+    ingest,
+    ledger_path,
+    merge,
+    read_ledger,
+    table_lines,
+    write_review,
+)
+
+__all__ = ["add_record_commands"]
+
+# The cheap warm-up `plan` shows the effect of while none is demonstrated.
+WHAT_IF_WARMUP_STEPS = 4
+
+
+def _ledger_of(args: argparse.Namespace) -> Path:
+    if args.file is not None:
+        return Path(args.file)
+    if os.environ.get(LEDGER_ENV):
+        return Path(os.environ[LEDGER_ENV])
+    return ledger_path(args.campaign)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    campaign = load_campaign(args.campaign)
+    plans = plan_campaign(campaign)
+    if args.tracks:
+        unknown = [t for t in args.tracks if t not in plans]
+        if unknown:
+            raise CampaignError(f"{args.campaign}: no track {', '.join(unknown)} "
+                              f"(tracks: {', '.join(plans)})")
+        plans = {t: p for t, p in plans.items() if t in args.tracks}
+    result = budget.check(campaign, plans, read_ledger(_ledger_of(args)).entries)
+    # The whole search the budget covers (priced on every track, whatever --track selects).
+    everything = plan_campaign(campaign)
+    searched = search_cost(campaign, everything, Prices.of(campaign))
+    # What a demonstrated cheap warm-up would make of it (a what-if, said as one).
+    cheap = None
+    if searched is not None and campaign.model.protocol.warmup_steps is None:
+        what_if = {t: replace(p, latency=replace(p.latency, warmup_steps=WHAT_IF_WARMUP_STEPS))
+                   for t, p in everything.items()}
+        cheap = search_cost(campaign, what_if, Prices.of(campaign))
+    # The host's one-off bring-up, priced the same way (before freezing; once per host).
+    bring = bringup_schedule(campaign)
+    bring_cost = bringup_price(campaign, bring)
+    localizing = pass_cost(everything, Prices.of(campaign), result.devices)
+    if args.json:
+        print(json.dumps({**result.to_dict(), "refused": result.refusal(),
+                          "search": None if searched is None else searched.to_dict(),
+                          "bringup": bring.to_dict(campaign) | {"cost": bring_cost.to_dict()},
+                          "localization": localizing.to_dict()},
+                         indent=2))
+    else:
+        print(f"{args.campaign}: {', '.join(plans)}")
+        print("\n".join(result.lines()))
+        if searched is not None:
+            print("\n".join(search_lines(searched, result.wall_ceiling_h,
+                                         result.device_ceiling_h, result.devices)))
+        if cheap is not None and cheap.worst_s is not None:
+            print(f"  with warm-ups of {WHAT_IF_WARMUP_STEPS} steps, once the host has "
+                  f"demonstrated them (pytest -m warmup_demonstration --warmup-steps "
+                  f"{WHAT_IF_WARMUP_STEPS}): worst case {cheap.worst_s / 3600:.2f} wall-h"
+                  + _fits_when(cheap, result.wall_ceiling_h, result.device_ceiling_h,
+                               result.devices, campaign.model.scoring.device))
+        print(localizing.line())
+        print(bring_cost.line(bring))
+        if result.refusal() is None:
+            print("a run of these tracks would be allowed")
+    return EXIT_PROBLEM if result.refusal() else EXIT_OK
+
+
+def _fits_when(found: SearchCost, wall_h: float, device_h: float, devices: int,
+               scoring_device: str) -> str:
+    """Whether the search fits, and if not, what scoring one output may cost for it to."""
+    ceiling = min(wall_h, device_h / max(devices, 1)) * 3600
+    if found.worst_s is None or found.worst_s <= ceiling:
+        return " (within the ceilings)"
+    _, score = found.break_even(ceiling)
+    if score is None:
+        return "; still over whatever scoring costs"
+    return (f"; it fits if scoring one output takes at most {score:.0f} s (now {found.score_s:.0f}"
+            f" s on {scoring_device}: the host's scoring device measures it)")
+
+
+def _cmd_ledger(args: argparse.Namespace) -> int:
+    path = _ledger_of(args)
+    if not Path(args.campaign).is_file():
+        raise LedgerError(f"{args.campaign}: no such campaign file")
+    record = read_ledger(path)
+    if args.json:
+        print(json.dumps({"file": str(path),
+                          "entries": [entry_json(e) for e in record.entries],
+                          "torn_tail": record.torn_tail}, indent=2))
+        return EXIT_OK
+    if not record.entries:
+        print(f"{path.name}: no entries yet (a run of the campaign appends them at its end)")
+        return EXIT_OK
+    print("\n".join(table_lines(record.entries)))
+    if record.torn_tail:
+        print(f"{path.name}: its last line was cut short (a run killed while appending)")
+    return EXIT_OK
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    output = args.output or Path(args.runs[0]).resolve().parent / (
+        "merge-" + "+".join(Path(r).resolve().name for r in args.runs))
+    report = merge(args.runs, output, allow_campaigns=args.allow_different_campaigns,
+                   allow_hosts=args.allow_different_hosts, lanes=args.lanes)
+    how = "as lanes of one campaign run" if args.lanes else "side by side"
+    print(f"merged {len(args.runs)} runs {how}: {report} (and merge.json beside it)")
+    return EXIT_OK
+
+
+def _cmd_review(args: argparse.Namespace) -> int:
+    if args.ingest is None:
+        page = write_review(args.run_folder, args.output)
+        print(f"review sheet: {page} (ratings.json beside it to fill by hand; key.json says "
+              "which side is B0: keep it from the reviewer)")
+        return EXIT_OK
+    entry = ingest(args.run_folder, args.ingest, args.output)
+    print(f"ingested {len(entry.ratings)} ratings by {entry.reviewer} into "
+          f"{args.run_folder.name}/evidence.json (human_evaluation; no verdict reads it)"
+          + (f"; not rated: {', '.join(entry.unrated_pairs)}" if entry.unrated_pairs else ""))
+    for row in entry.summary:
+        preferred = row.preferred
+        print(f"  {row.track:<13} {row.candidate:<22} rated {row.rated}/{row.pairs}: "
+              f"preferred B0 {preferred['b0']}, candidate {preferred['candidate']}, same "
+              f"{preferred['same']}; visible differences {row.visible_differences or '-'}; "
+              f"audio differences {row.audio_differences or '-'}")
+    return EXIT_OK
+
+
+def _cmd_lanes(args: argparse.Namespace) -> int:
+    if args.count < 1:
+        raise CampaignError(f"--count must be at least 1, not {args.count}")
+    campaign = load_campaign(args.campaign)
+    for lane in campaign_lanes(campaign, args.count):
+        # One line per lane: its tracks (commas), a tab, its pytest -m expression.
+        print(f"{','.join(lane.tracks)}\t{lane.marks}")
+    return EXIT_OK
+
+
+def add_record_commands(sub: Any) -> None:
+    """The record's subcommands, on cli.py's subparsers."""
+    p = sub.add_parser("plan", help="a run's wall and logical-device hours against the "
+                       "campaign's budget, before it starts (exit 1 when it would be refused)")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("--track", dest="tracks", action="append", default=[], metavar="TRACK",
+                   help="only these tracks (repeatable; default: every track)")
+    p.add_argument("--file", type=Path, default=None,
+                   help="the ledger to read what was spent from (as for `ledger`)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_plan)
+
+    p = sub.add_parser("ledger", help="the campaign's record: every candidate attempt of every "
+                       "run, supported, failed, inconclusive and abandoned alike")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("--file", type=Path, default=None,
+                   help="a ledger elsewhere than beside the campaign (pytest's --ledger; "
+                        f"default ${LEDGER_ENV}, else <campaign>.ledger.jsonl)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_ledger)
+
+    p = sub.add_parser("merge", help="several runs' verdicts side by side in one report, each "
+                       "against its own B0 (never a ratio combined across runs)")
+    p.add_argument("runs", type=Path, nargs="+", metavar="RUN",
+                   help="a run folder (evidence/<run-id>) or its evidence.json")
+    p.add_argument("--output", type=Path, default=None, metavar="DIR",
+                   help="folder for report.html and merge.json (default: merge-<run ids> "
+                        "beside the first run)")
+    p.add_argument("--allow-different-campaigns", action="store_true",
+                   help="merge runs of different frozen campaigns (the report says so)")
+    p.add_argument("--allow-different-hosts", action="store_true",
+                   help="merge runs whose host identity differs (the report says so)")
+    p.add_argument("--lanes", action="store_true",
+                   help="the runs are lanes of one campaign run (`./ref2va campaign`): each "
+                        "judged other tracks, so each track has one column; refused when two "
+                        "runs judged the same track")
+    p.set_defaults(run=_cmd_merge, problems=(MergeRefused,))
+
+    p = sub.add_parser("review", help="a blind side-by-side review sheet of a run's outputs "
+                       "(B0 and candidate, same seed), or --ingest the ratings given back")
+    p.add_argument("run_folder", type=Path, metavar="RUN",
+                   help="a run folder (evidence/<run-id>)")
+    p.add_argument("--output", type=Path, default=None, metavar="DIR",
+                   help="the sheet's folder (default: RUN/review; refused when it exists)")
+    p.add_argument("--ingest", type=Path, default=None, metavar="RATINGS",
+                   help="ratings for the sheet in --output (default RUN/review): into the run's "
+                        "evidence as human evaluation")
+    p.set_defaults(run=_cmd_review, problems=(ReviewError,))
+
+    p = sub.add_parser("lanes", help="the campaign's tracks split into lanes that `./ref2va "
+                       "campaign` runs as concurrent sessions: a line per lane, its tracks and "
+                       "its pytest -m expression (one lane when the instances hold devices)")
+    p.add_argument("campaign", type=Path)
+    p.add_argument("--count", type=int, default=2, help="at most this many lanes (default 2)")
+    p.set_defaults(run=_cmd_lanes)

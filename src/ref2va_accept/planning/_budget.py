@@ -1,0 +1,156 @@
+"""The campaign's budget: wall-hours and logical-device-hours spent, planned and left.
+
+Spent is read from the campaign's ledger: every run appends one ``run`` entry at its end,
+whatever its status, with its wall time (the session, start to end) and its device time (each
+engine instance's lifetime, spawn to stopped, times the campaign's logical devices), so warm-ups,
+failed instances and retried runs are charged like the rest. Planned is what the frozen protocol
+asks of the selected tracks (cost.py: every engine start, request and score at the campaign's
+frozen prices, a candidate no faster than B0 as the upper bound), so it can only be estimated
+when the campaign freezes them (``protocol.expected_request_s``, ``protocol.expected_start_s``,
+``scoring.seconds_per_output`` for a lossy track's gated dimensions); what is missing is named.
+
+The ceilings are the campaign's ``budget`` plus every authorization recorded there (who, how
+much, when). A run that would pass one, counting what earlier runs spent and what this run
+plans at most, is refused before any engine starts; one whose plan cannot be estimated is
+refused only once the spent hours alone are past a ceiling, and the evidence says it was not
+estimated. ``ref2va-accept plan`` prints the same figures without running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ref2va_accept.campaign import LoadedCampaign
+from ref2va_accept.evidence import Bundle, LedgerEntry
+from ref2va_accept.planning._cost import (
+    Prices,
+    campaign_costs,
+    total_seconds,
+    unpriced,
+    unpriced_text,
+)
+from ref2va_accept.planning._track_plan import TrackPlan
+
+__all__ = ["BudgetCheck", "check", "device_count", "run_entry"]
+
+
+def device_count(campaign: LoadedCampaign) -> int:
+    """The logical devices every instance of this campaign holds (0 without an accelerator)."""
+    devices = campaign.model.devices
+    return 0 if devices.kind == "none" else len(devices.visible)
+
+
+def run_entry(bundle: Bundle, devices: int) -> dict[str, Any]:
+    """The ledger's ``run`` entry of a finished run, from its evidence (its instances' audits)."""
+    lifetimes = [float(i.cleanup.lifetime_s) for i in bundle.instances
+                 if i.cleanup is not None and i.cleanup.lifetime_s is not None]
+    return {"kind": "run", "instances": len(bundle.instances),
+            "instance_s": round(sum(lifetimes), 3),
+            "device_s": round(sum(lifetimes) * devices, 3), "devices": devices}
+
+
+@dataclass(frozen=True)
+class Spent:
+    runs: int
+    wall_s: float
+    device_s: float
+
+
+def spent(entries: Iterable[LedgerEntry]) -> Spent:
+    runs = [e for e in entries if e.kind == "run"]
+    return Spent(len(runs), sum(float(e.wall_s or 0) for e in runs),
+                 sum(float(e.device_s or 0) for e in runs))
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    wall_ceiling_h: float
+    device_ceiling_h: float
+    authorizations: tuple[dict[str, Any], ...]
+    spent: Spent
+    planned_wall_s: tuple[float, float] | None  # (at the target ratio, upper bound); None: unknown
+    devices: int
+    over: tuple[str, ...]  # what this run would pass, in words
+    unpriced: tuple[str, ...] = ()  # the campaign fields a price is missing from
+
+    @property
+    def planned_device_s(self) -> tuple[float, float] | None:
+        if self.planned_wall_s is None:
+            return None
+        return (self.planned_wall_s[0] * self.devices, self.planned_wall_s[1] * self.devices)
+
+    def refusal(self) -> str | None:
+        if not self.over:
+            return None
+        return ("ref2va: the budget would be passed: " + "; ".join(self.over)
+                + " (record an authorization under budget.authorizations: by, at, wall_hours, "
+                "device_hours)")
+
+    def lines(self) -> list[str]:
+        plan = self.planned_wall_s
+        device = self.planned_device_s
+        wall_left = self.wall_ceiling_h - self.spent.wall_s / 3600
+        device_left = self.device_ceiling_h - self.spent.device_s / 3600
+        return [
+            f"ceilings: {self.wall_ceiling_h:g} wall-hours, {self.device_ceiling_h:g} "
+            f"logical-device-hours ({len(self.authorizations)} authorization(s) included)",
+            f"spent by {self.spent.runs} earlier run(s) (ledger): "
+            f"{self.spent.wall_s / 3600:.2f} wall-h, {self.spent.device_s / 3600:.2f} device-h",
+            ("planned for this run: not estimated (the campaign freezes no "
+             f"{unpriced_text(self.unpriced) or 'price'})") if plan is None or device is None else
+            (f"planned for this run: {plan[0] / 3600:.2f}-{plan[1] / 3600:.2f} wall-h, "
+             f"{device[0] / 3600:.2f}-{device[1] / 3600:.2f} device-h (at the target ratio - no "
+             f"candidate faster than B0; {self.devices} logical devices; every engine start, "
+             "request and score priced)"),
+            f"left before this run: {wall_left:.2f} wall-h, {device_left:.2f} device-h",
+            *(f"over: {o}" for o in self.over)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"wall_ceiling_h": self.wall_ceiling_h, "device_ceiling_h": self.device_ceiling_h,
+                "authorizations": list(self.authorizations),
+                "spent_before": {"runs": self.spent.runs, "wall_s": self.spent.wall_s,
+                                 "device_s": self.spent.device_s},
+                "planned_wall_s": list(self.planned_wall_s) if self.planned_wall_s else None,
+                "planned_device_s": (list(self.planned_device_s) if self.planned_device_s
+                                     else None),
+                "devices": self.devices, "over": list(self.over),
+                "unpriced": list(self.unpriced)}
+
+
+def planned_seconds(plans: Mapping[str, TrackPlan], prices: Prices
+                    ) -> tuple[float, float] | None:
+    """Host seconds the selected tracks' protocol asks for: (at the target ratio, upper)."""
+    if not plans:
+        return (0.0, 0.0)
+    return total_seconds(campaign_costs(plans, prices))
+
+
+def check(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
+          entries: Sequence[LedgerEntry]) -> BudgetCheck:
+    """This run (its selected tracks' plans) against the ceilings and what earlier runs spent."""
+    budget = campaign.model.budget
+    authorizations = budget.authorizations or []
+    granted = tuple(a.model_dump() for a in authorizations)
+    wall_ceiling = budget.max_wall_hours + sum(a.wall_hours for a in authorizations)
+    device_ceiling = budget.max_logical_device_hours + sum(a.device_hours for a in authorizations)
+    before = spent(entries)
+    devices = device_count(campaign)
+    prices = Prices.of(campaign)
+    plan = planned_seconds(plans, prices)
+    upper_wall = before.wall_s + (plan[1] if plan else 0.0)
+    upper_device = before.device_s + (plan[1] * devices if plan else 0.0)
+    over = []
+    if upper_wall > wall_ceiling * 3600:
+        over.append(f"{upper_wall / 3600:.2f} wall-hours (spent {before.wall_s / 3600:.2f}"
+                    + (f" + planned at most {plan[1] / 3600:.2f}" if plan else "")
+                    + f") > {wall_ceiling:g}")
+    if upper_device > device_ceiling * 3600:
+        over.append(f"{upper_device / 3600:.2f} logical-device-hours (spent "
+                    f"{before.device_s / 3600:.2f}"
+                    + (f" + planned at most {plan[1] * devices / 3600:.2f}" if plan else "")
+                    + f") > {device_ceiling:g}")
+    missing = tuple(unpriced(campaign_costs(plans, prices))) if plan is None else ()
+    return BudgetCheck(wall_ceiling, device_ceiling, granted, before, plan, devices, tuple(over),
+                       missing)

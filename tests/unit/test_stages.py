@@ -1,0 +1,90 @@
+"""The judge's stages: the import contract (import-linter, pyproject.toml) holds, fails on a
+planted upward import, and the docs' module map is the code's."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import module_map  # noqa: E402
+
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(src: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
+    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_stage_contract_holds() -> None:
+    done = _lint(ROOT / "src", ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 kept, 0 broken" in done.stdout
+
+
+def test_a_planted_upward_import_breaks_the_contract(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "src", tmp_path / "src",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    planted = tmp_path / "src" / "ref2va_accept" / "core" / "_hashing.py"
+    planted.write_text(planted.read_text(encoding="utf-8")
+                       + "\nfrom ref2va_accept.judging import judge  # planted\n",
+                       encoding="utf-8")
+    done = _lint(tmp_path / "src", tmp_path)
+    assert done.returncode != 0, done.stdout
+    assert "ref2va_accept.core is not allowed to import ref2va_accept.judging" in done.stdout
+    assert "ref2va_accept.core._hashing -> ref2va_accept.judging" in done.stdout
+
+
+@pytest.mark.fast
+def test_every_stage_is_in_the_contract_and_has_its_own_docstring() -> None:
+    stages = module_map.stage_order()
+    judge = ROOT / "src" / "ref2va_accept"
+    packages = {p.parent.name for p in judge.glob("*/__init__.py")}
+    assert set(stages) <= packages
+    assert packages - set(stages) == {"plugin"} - set(stages)
+    for stage in stages:
+        assert module_map.summary(judge / stage / "__init__.py"), stage
+
+
+@pytest.mark.fast
+def test_a_stage_exports_what_its_private_modules_define() -> None:
+    for stage in module_map.stage_order():
+        package = importlib.import_module(f"ref2va_accept.{stage}")
+        for name in getattr(package, "__all__", ()):
+            assert getattr(package, name) is not None, f"{stage}.{name}"
+        with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+            package.no_such_name  # noqa: B018
+
+
+@pytest.mark.fast
+def test_the_docs_module_map_is_the_codes() -> None:
+    doc = module_map.DOC.read_text(encoding="utf-8")
+    held = module_map.current(doc)
+    assert held is not None, "docs/architecture.md has lost its module map markers"
+    assert held == module_map.module_map(), (
+        "docs/architecture.md's module map is not the code's: run "
+        "`python scripts/module_map.py --write`")
+
+
+@pytest.mark.fast
+def test_the_map_check_fails_on_a_stale_map(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    stale = tmp_path / "architecture.md"
+    made = module_map.module_map()
+    stale.write_text("# Architecture\n\n" + made.replace("| what it is |", "| what it was |", 1),
+                     encoding="utf-8")
+    monkeypatch.setattr(module_map, "DOC", stale)
+    monkeypatch.setattr(module_map, "ROOT", tmp_path)
+    assert module_map.main(["--check"]) == 1
+    assert "module map is not the code's" in capsys.readouterr().err
+    assert module_map.main(["--write"]) == 0
+    assert module_map.main(["--check"]) == 0
