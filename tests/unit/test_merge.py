@@ -92,7 +92,7 @@ def test_unreadable_runs_are_one_line_naming_them(tmp_path: Path) -> None:
     del run["verdicts"][0]["verdict"]
     (broken / "evidence.json").write_text(json.dumps(run))
     with pytest.raises(MergeInputError, match=r"^broken: evidence\.json does not match the "
-                                              r"evidence records \(records\.py\): "
+                                              r"evidence records: "
                                               r"verdicts\.0\.verdict: Field required$"):
         load_run(broken)
     assert load_run(tmp_path / "run-a").bundle.verdicts[0].verdict == "supported"

@@ -138,7 +138,7 @@ def test_a_key_or_evidence_that_is_not_its_record_is_one_line(tmp_path: Path) ->
     del evidence["samples"][0]["seed"]
     (run / EVIDENCE_FILE).write_text(json.dumps(evidence))
     with pytest.raises(ReviewError, match=r"^20261201T050000Z-abcdef: evidence\.json does not "
-                                          r"match the evidence records \(records\.py\): "
+                                          r"match the evidence records: "
                                           r"samples\.0\.seed: Field required$"):
         write_review(run, tmp_path / "another")
     assert not (tmp_path / "another").exists()

@@ -6,10 +6,11 @@ server's flag, which also creates ``/start_profile`` and ``/stop_profile``; the 
 takes the same), sends the protocol's warm-up requests, then profiles exactly one request between
 ``/start_profile`` and ``/stop_profile``, and stops the instance. The traces land in the run's
 evidence folder (``profiles/<track>/<arm>/traces/``, Chrome traces that Perfetto opens) and their
-summary (trace_summary.py: top operators with shapes, communication, host-device copies, memory
-with definitions, ranks) goes into the evidence's ``profiles`` section, with the profiled request's
-own figures beside it. Nothing here is judged: a profile is evidence for the next candidate, and
-a profile that could not be made is recorded as such (status ``open`` with its reason).
+summary (arms/_trace_summary.py: top operators with shapes, communication, host-device copies,
+memory with definitions, ranks) goes into the evidence's ``profiles`` section, with the profiled
+request's own figures beside it. Nothing here is judged: a profile is evidence for the next
+candidate, and a profile that could not be made is recorded as such (status ``open`` with its
+reason).
 """
 
 from __future__ import annotations

@@ -296,7 +296,7 @@ class Budget(StrictModel):
     max_candidates: int = Field(default=12, ge=0)
     max_wall_hours: float = Field(default=16, gt=0)
     max_logical_device_hours: float = Field(default=64, gt=0)
-    # Each raises the ceilings by its hours (budget.py); absent, left out of the lock.
+    # Each raises the ceilings by its hours (planning/_budget.py); absent, left out of the lock.
     authorizations: list[BudgetAuthorization] | None = None
 
     @model_serializer(mode="wrap")
@@ -344,7 +344,7 @@ class DeviceSpec(StrictModel):
     kind: Literal["none", "npu", "cuda"]
     visible: list[int] = []
     visibility_env: str | None = None
-    # The wait for device memory to return to idle after each instance (device_memory.py).
+    # The wait for device memory to return to idle after each instance (engines/_device_memory.py).
     memory_release: MemoryRelease = MemoryRelease()
 
     @model_validator(mode="after")
@@ -455,9 +455,9 @@ class Campaign(StrictModel):
     tracks: dict[TrackId, Track] = Field(min_length=1)
     protocol: Protocol
     budget: Budget
-    # Model files of the VBench scorers by name (dino_vitb16, clip_vitb32, ...: weight_names.py),
-    # on the host's disk; a scorer whose weights are absent leaves its dimension open. A name no
-    # scorer reads is refused here, not found out at B0's first score.
+    # Model files of the VBench scorers by name (dino_vitb16, clip_vitb32, ...:
+    # quality/weight_names.py), on the host's disk; a scorer whose weights are absent leaves its
+    # dimension open. A name no scorer reads is refused here, not found out at B0's first score.
     scorer_weights: dict[str, ScorerWeights] = {}
     # VBench's cache folder (~/.cache/vbench, or $VBENCH_CACHE_DIR), as VBench's own downloads
     # lay it out; relative to the campaign file when relative.

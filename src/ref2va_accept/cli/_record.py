@@ -1,7 +1,7 @@
 """`ref2va-accept`'s commands about a campaign's record and its runs: plan (the budget before a
 run), ledger (every attempt), merge (runs side by side, or a run's lanes), lanes (the split
-`./ref2va campaign` runs) and review (the blind review sheet and its ratings). cli.py registers
-them with the others; errors and exit codes are cli.py's."""
+`./ref2va campaign` runs) and review (the blind review sheet and its ratings). cli/_main.py
+registers them with the others; errors and exit codes are cli/_main.py's."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def _cmd_lanes(args: argparse.Namespace) -> int:
 
 
 def add_record_commands(sub: Any) -> None:
-    """The record's subcommands, on cli.py's subparsers."""
+    """The record's subcommands, on cli/_main.py's subparsers."""
     p = sub.add_parser("plan", help="a run's wall and logical-device hours against the "
                        "campaign's budget, before it starts (exit 1 when it would be refused)")
     p.add_argument("campaign", type=Path)

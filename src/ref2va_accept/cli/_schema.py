@@ -25,8 +25,8 @@ def stale_schema() -> str | None:
     except FileNotFoundError:
         return f"{SCHEMA_PATH.name} is missing; run `{REGENERATE}` to write it"
     if committed != schema_text():
-        return (f"{SCHEMA_PATH.name} is not the schema the record models (records.py) make; "
-                f"run `{REGENERATE}` to regenerate it")
+        return (f"{SCHEMA_PATH.name} is not the schema the evidence's record models "
+                f"(evidence/_records.py) make; run `{REGENERATE}` to regenerate it")
     return None
 
 

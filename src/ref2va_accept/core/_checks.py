@@ -129,7 +129,8 @@ class Reason(StrEnum):
     LATENCY_FAILED = "latency_failed", Category.DECISION
     LATENCY_INCONCLUSIVE = "latency_inconclusive", Category.DECISION
     # The protocol stopped once no values its remaining instances could measure made the
-    # candidate supported, and the values so far do not show `failed` (latency.py, futility).
+    # candidate supported, and the values so far do not show `failed` (judging/_latency.py,
+    # futility).
     LATENCY_OUT_OF_REACH = "latency_out_of_reach", Category.DECISION
 
 

@@ -86,12 +86,13 @@ class IntervalReason(StrEnum):
     TOO_FEW_SAMPLES = "too_few_samples"  # inconclusive: no interval at this confidence
     NO_SPREAD = "no_spread"  # inconclusive: the Welch rule on values that do not spread
     # The protocol stopped once no values its remaining instances could measure made the
-    # candidate supported, and the values so far do not show `failed` (latency.py, futility).
+    # candidate supported, and the values so far do not show `failed` (judging/_latency.py,
+    # futility).
     SUPPORTED_OUT_OF_REACH = "supported_out_of_reach"
 
 
 # The protocol's defaults: the campaign schema's (campaign/schema.py, Protocol) and the
-# statistics' own (stats.py) are these.
+# statistics' own (timing/_stats.py) are these.
 DEFAULT_TARGET_RATIO: Final = 0.5  # candidate/B0 latency ratio to reach: a 50% reduction
 DEFAULT_CONFIDENCE: Final = 0.95  # one-sided, at each end of the interval
 DEFAULT_DECISION_RULE: Final = DecisionRule.RANK

@@ -13,7 +13,7 @@ An interrupted run keeps everything recorded so far; its status says `interrupte
 cannot be written (a full disk) is undone (safe_write), named once through ``on_failure``, and
 the run's status becomes `failed_write`; what was recorded before stays valid. The JSON Schema
 of evidence.json ships with the package (``SCHEMA_PATH``), generated from the record models
-(records.py; ``ref2va-accept schema`` writes it).
+(evidence/_records.py; ``ref2va-accept schema`` writes it).
 
 In memory the projection is typed: ``record`` is the run's records.Bundle, each event's payload
 read into its model before the event is appended (a payload that does not match its model is
@@ -247,7 +247,7 @@ class EvidenceBundle:
         self._record("section", {"key": key, "value": value})
 
     def add_profile(self, entry: Mapping[str, Any]) -> None:
-        """One arm's profile (profile_run.py) added to the `profiles` section."""
+        """One arm's profile (arms/_profiling.py) added to the `profiles` section."""
         earlier = [p.json_dict() for p in self.record.profiles or []]
         self.set_section("profiles", [*earlier, dict(entry)])
 

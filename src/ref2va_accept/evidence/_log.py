@@ -127,8 +127,8 @@ def payload(kind: str, data: Any, where: str = "event") -> Any:
             raise EvidenceLogError(f"{where}: unknown evidence event {kind!r}")
         return model(data)
     except ValidationError as exc:
-        raise EvidenceLogError(f"{where}: the {what} does not match its record "
-                               f"(records.py): {_errors(exc)}") from None
+        raise EvidenceLogError(f"{where}: the {what} does not match its record: "
+                               f"{_errors(exc)}") from None
 
 
 def apply_payload(bundle: Bundle | None, kind: str, value: Any, where: str = "event") -> Bundle:
@@ -234,8 +234,8 @@ def read_bundle_file(path: Path, error: type[Ref2VAError]) -> tuple[str, Bundle,
     try:
         bundle = Bundle.model_validate(data)
     except ValidationError as exc:
-        raise error(f"{label}: {EVIDENCE_FILE} does not match the evidence records "
-                    f"(records.py): {_errors(exc)}") from None
+        raise error(f"{label}: {EVIDENCE_FILE} does not match the evidence records: "
+                    f"{_errors(exc)}") from None
     return label, bundle, folder
 
 

@@ -1,7 +1,7 @@
 """The evidence bundle's records, typed: one pydantic model per event payload and per section.
 
 What the judge writes to `events.jsonl` and `evidence.json` is read back into these models and
-nowhere else by key: ``evidence_log.project`` (and ``rebuild``, ``read_bundle_file``) give a
+nowhere else by key: ``evidence.project`` (and ``rebuild``, ``read_bundle_file``) give a
 :class:`Bundle`, ``EvidenceBundle.record`` is the running run's, and every reader uses
 attributes. Each model matches what its writer produces (the writer named on it); an unknown or
 misspelt key, a missing one or a value of the wrong kind is an error naming the event and the
@@ -133,20 +133,21 @@ CheckReason: TypeAlias = Annotated[Reason, AfterValidator(_check_reason),
 
 # Closed sets defined by the modules that write them (tests/unit/test_records.py holds each
 # equal to its source; importing those modules would pull the scoring stack into every reader).
-EngineKind: TypeAlias = Literal["reference", "vllm-omni"]  # engine_kinds.EngineKindName
+EngineKind: TypeAlias = Literal["reference", "vllm-omni"]  # engines.EngineKindName
 DeviceKind: TypeAlias = Literal["none", "npu", "cuda"]  # campaign.schema Devices.kind
 PointStatus: TypeAlias = Literal[  # tensors.comparison.Status
     "equal", "differs", "missing_in_a", "missing_in_b", "dtype_mismatch", "shape_mismatch"]
 ScoreKind: TypeAlias = Literal["vbench", "proxy", "fidelity", "consistency"]  # quality Kind
 ScoreStatus: TypeAlias = Literal["ok", "open", "error"]  # quality.registry.ScoreStatus
-IdentityStatus: TypeAlias = Literal["match", "DRIFT", "unfilled", "not found"]  # identity.pin
-PartingKind: TypeAlias = Literal[  # localize.capture.Kind
+# campaign.identity.pin
+IdentityStatus: TypeAlias = Literal["match", "DRIFT", "unfilled", "not found"]
+PartingKind: TypeAlias = Literal[  # judging.localize.capture.Kind
     "differs", "inputs_differ", "not_run", "only_in_candidate", "order", "none"]
 RowStatus: TypeAlias = Literal["confirmed", "contradicted", "measured", "not_checked"]
 RowKind: TypeAlias = Literal["guess", "risk"]  # bringup.rows.Kind
 Design: TypeAlias = Literal["interleaved", "AB", "ABBA", "ABA"]  # LatencySettings.ordering
 BaselineInstances: TypeAlias = Literal["per_candidate", "shared"]
-GateDecision: TypeAlias = Literal["within", "broken", "open"]  # lossy.WITHIN, BROKEN, OPEN
+GateDecision: TypeAlias = Literal["within", "broken", "open"]  # judging.WITHIN, BROKEN, OPEN
 RunStatus: TypeAlias = Literal["running", "complete", "interrupted", "stopped", "failed_write",
                                "killed"]
 
@@ -170,7 +171,8 @@ class Freeze(Record):
     problems: list[str]
     unfilled: list[str]
     verdict_cap: Reason | None = Field(
-        description="the validity reason that caps every verdict of the run (lock.cap_reason)")
+        description="the validity reason that caps every verdict of the run "
+                    "(campaign.FreezeStatus.cap_reason)")
 
 
 class Order(Record):
@@ -204,7 +206,7 @@ class StatusChange(Record):
 # -- verdicts ------------------------------------------------------------------------------------
 
 class VerdictRecord(Record):
-    """One track verdict of one candidate (verdicts.TrackVerdict.to_dict)."""
+    """One track verdict of one candidate (evidence.TrackVerdict.to_dict)."""
 
     track: str
     candidate: str | None
@@ -237,7 +239,7 @@ class NoData(Record):
 
 
 class MediaCheckData(Record):
-    """b0_media / candidate_media (workload.media_check)."""
+    """b0_media / candidate_media (arms.media_check)."""
 
     sample_id: str
     latency_s: Number | None
@@ -274,7 +276,7 @@ class UnobservedRequest(Record):
 
 class GateShared(Record):
     """A B0 check with nothing compared (its requests failed), but which names the tracks its
-    gate instances served (b0_gate.mark_shared)."""
+    gate instances served (judging.mark_shared)."""
 
     gate_instances_served: list[str] | None = None
     unobserved_request: UnobservedRequest | None = None
@@ -283,7 +285,7 @@ class GateShared(Record):
 class BaselineDeterminismData(Record):
     seed: int | None
     points: list[PointRecord]
-    # b0_gate.mark_shared: B0's gate instances served these tracks too
+    # judging.mark_shared: B0's gate instances served these tracks too
     gate_instances_served: list[str] | None = None
     unobserved_request: UnobservedRequest | None = None
 
@@ -340,7 +342,7 @@ class BaselineVariabilityData(Record):
 
 
 class GateError(Record):
-    """One gated dimension of one seed, candidate against B0 (lossy._error_dict)."""
+    """One gated dimension of one seed, candidate against B0 (judging._error_dict)."""
 
     scorer: str
     dimension: str
@@ -441,7 +443,7 @@ class ScorerWeightsData(Record):
 
 
 class TimedRule(Record):
-    """The minimums a differing timed output must reach (timed_output.lossy_rule)."""
+    """The minimums a differing timed output must reach (judging.lossy_rule)."""
 
     min_psnr_db: Number
     min_psnr_from: str
@@ -477,7 +479,7 @@ class EngineStartData(Record):
 
 
 class IdentityRow(Record):
-    """One engine.source_pin field beside the host's value (identity.IdentityRow)."""
+    """One engine.source_pin field beside the host's value (campaign.identity.IdentityRow)."""
 
     field: str
     frozen: str
@@ -497,7 +499,7 @@ class DeviceMemoryReleaseData(Record):
 
 
 class InputProblem(Record):
-    """A track input that is missing or not its pinned bytes (input_pins.InputProblem)."""
+    """A track input that is missing or not its pinned bytes (campaign.InputProblem)."""
 
     track: str
     field: str
@@ -522,7 +524,7 @@ class WarmupDemonstrationData(Record):
 
 
 class Parting(Record):
-    """Where two capture logs part (localize.capture.Parting)."""
+    """Where two capture logs part (judging.localize.capture.Parting)."""
 
     kind: PartingKind
     module: str | None
@@ -539,7 +541,7 @@ class LocalizedFigures(PointRecord):
 
 
 class DiffPicture(Record):
-    """Where the output differs, binned (localize.picture.DiffMap)."""
+    """Where the output differs, binned (judging.localize.picture.DiffMap)."""
 
     shape: list[int]
     rows: int
@@ -561,7 +563,7 @@ class LocalizeRequest(Record):
 
 
 class LocalizationData(Record):
-    """What the localization pass found (localize.runner.Localization.to_dict)."""
+    """What the localization pass found (judging.localize.runner.Localization.to_dict)."""
 
     point: str
     seed: int | None
@@ -582,10 +584,10 @@ class LocalizationData(Record):
     requests: list[LocalizeRequest]
 
 
-# -- the latency check's data (latency.judge_latency) -------------------------------------------
+# -- the latency check's data (judging.judge_latency) -------------------------------------------
 
 class LatencyInstance(Record):
-    """One instance as it ran (latency.InstanceRun.to_dict)."""
+    """One instance as it ran (judging.InstanceRun.to_dict)."""
 
     arm: str
     position: int
@@ -606,7 +608,7 @@ class WarmupRule(Record):
 
 
 class Spread(Record):
-    """An arm's relative spread (sd / mean) between and within instances (replication.Spread)."""
+    """An arm's relative spread (sd / mean) between and within instances (timing.Spread)."""
 
     between_instances: Number | None
     within_instance: Number | None
@@ -630,7 +632,7 @@ class Futility(Record):
 
 
 class RatioInterval(Record):
-    """The interval for the candidate/B0 ratio (stats.RatioInterval.to_dict)."""
+    """The interval for the candidate/B0 ratio (timing.RatioInterval.to_dict)."""
 
     rule: DecisionRule
     k: int
@@ -654,7 +656,7 @@ class TailClaim(Record):
 
 
 class LatencyInterval(Record):
-    """The latency check's typed result (stats.LatencyVerdict.to_dict)."""
+    """The latency check's typed result (timing.LatencyVerdict.to_dict)."""
 
     verdict: Verdict
     reasons: list[IntervalReason]
@@ -673,7 +675,7 @@ class LatencyInterval(Record):
 
 
 class LatencyData(Record):
-    """A latency comparison that ran (latency.judge_latency). The protocol may end before a
+    """A latency comparison that ran (judging.judge_latency). The protocol may end before a
     decision (a request failed, a warm-up never became steady, drift): what it had measured is
     kept, and `interval` is absent."""
 
@@ -738,7 +740,7 @@ D = TypeVar("D")
 
 
 class CheckRecord(Record, Generic[N, D]):
-    """One check of one arm in one track (verdicts.CheckResult.to_dict)."""
+    """One check of one arm in one track (evidence.CheckResult.to_dict)."""
 
     track: str
     arm: str
@@ -856,7 +858,7 @@ CHECK_ADAPTER: TypeAdapter[AnyCheck] = TypeAdapter(AnyCheck)
 
 
 def check_record(check: Any) -> AnyCheck:
-    """A check as the evidence records it, typed: from a `verdicts.CheckResult` (its
+    """A check as the evidence records it, typed: from a `evidence.CheckResult` (its
     ``to_dict()`` as JSON reads it) or a mapping of the recorded form."""
     raw = check if isinstance(check, Mapping) else check.to_dict()
     return CHECK_ADAPTER.validate_python(json.loads(json.dumps(raw)))
@@ -871,7 +873,7 @@ class ProcessRecord(Record):
 
 
 class StopStep(Record):
-    """One step of stopping an instance, in order (audit.StopStep)."""
+    """One step of stopping an instance, in order (engines.StopStep)."""
 
     action: Literal["SIGTERM main", "SIGTERM group", "SIGKILL"]
     at_s: Number
@@ -880,7 +882,7 @@ class StopStep(Record):
 
 
 class Cleanup(Record):
-    """What stopping one instance took and what it left behind (audit.CleanupAudit.to_dict);
+    """What stopping one instance took and what it left behind (engines.CleanupAudit.to_dict);
     the payload of an `audit` event."""
 
     arm: str
@@ -902,7 +904,7 @@ class Cleanup(Record):
 
 
 class Instance(Record):
-    """An engine instance: its launch record (server.LaunchSpec.to_dict with its track and run;
+    """An engine instance: its launch record (engines.LaunchSpec.to_dict with its track and run;
     the payload of an `instance` event) and, once stopped, its `cleanup`. An audit of an
     instance never launched in this run makes one with its `instance` and `cleanup` alone."""
 
@@ -927,14 +929,14 @@ class ReferenceFile(Record):
 
 
 class RequestRecord(Record):
-    """The request as sent (client.GenerationRequest.describe: file contents by hash)."""
+    """The request as sent (timing.GenerationRequest.describe: file contents by hash)."""
 
     fields: dict[str, str]
     references: list[ReferenceFile]
 
 
 class Sample(Record):
-    """One timed request and what came back (client.Sample.to_dict with its `request`); the
+    """One timed request and what came back (timing.Sample.to_dict with its `request`); the
     payload of a `sample` event and a line of samples.jsonl."""
 
     sample_id: str
@@ -1008,7 +1010,7 @@ class MediaProblem(Record):
 
 
 class Media(Record):
-    """The probe of one sample's MP4 (workload.Arms._request); the payload of a `media` event."""
+    """The probe of one sample's MP4 (arms.Arms._request); the payload of a `media` event."""
 
     sample_id: str
     file: str | None
@@ -1041,7 +1043,7 @@ class Bringup(Record):
 
 class HostIdentity(Record):
     """The identity preflight: each engine.source_pin field beside the host's value
-    (identity.Preflight.to_dict)."""
+    (campaign.identity.Preflight.to_dict)."""
 
     engine_kind: EngineKind
     ok: bool
@@ -1061,7 +1063,7 @@ class IdleLevel(Record):
 
 
 class MemoryWait(Record):
-    """The wait for device memory after one stop (device_memory.MemoryGuard.after_stop)."""
+    """The wait for device memory after one stop (engines.MemoryGuard.after_stop)."""
 
     instance: str
     arm: str
@@ -1115,7 +1117,7 @@ class TrackNeed(Record):
 
 
 class Disk(Record):
-    """The run's evidence size estimated before any engine started (disk.DiskCheck.to_dict),
+    """The run's evidence size estimated before any engine started (planning.DiskCheck.to_dict),
     against the free space of the evidence folder's filesystem."""
 
     estimate_bytes: int = Field(ge=0)
@@ -1146,7 +1148,7 @@ class Spent(Record):
 
 
 class Budget(Record):
-    """The run against the campaign's budget before any engine started (budget.BudgetCheck):
+    """The run against the campaign's budget before any engine started (planning.BudgetCheck):
     ceilings with their authorizations, what earlier runs spent, what this run plans."""
 
     wall_ceiling_h: Number
@@ -1161,12 +1163,13 @@ class Budget(Record):
 
 
 class LedgerEntry(OpenRecord):
-    """An entry of the campaign's ledger (ledger.py): a candidate attempt or a run. Entries of
-    earlier runs may come from another version of the judge: the keys known today are typed,
+    """An entry of the campaign's ledger (record.entries): a candidate attempt or a run. Entries
+    of earlier runs may come from another version of the judge: the keys known today are typed,
     others kept."""
 
     schema_id: Literal["ref2va-ledger/1"] = Field(alias="schema")
-    # Entries written before runs had entries of their own have no kind: attempts (ledger.py).
+    # Entries written before runs had entries of their own have no kind: attempts
+    # (record/_ledger.py).
     kind: Literal["attempt", "run"] = "attempt"
     at: str | None = None
     run_id: str
@@ -1187,7 +1190,7 @@ class LedgerEntry(OpenRecord):
     localized: str | None = None
     latency: LatencySummary | None = None
     quality: dict[str, Any] | None = None
-    # the candidate record the campaign declares, and what ran (ledger.entries)
+    # the candidate record the campaign declares, and what ran (record.entries)
     description: str | None = None
     hypothesis: str | None = None
     attribution: dict[str, Any] | None = None
@@ -1260,7 +1263,7 @@ class MemoryFigure(Record):
 
 
 class TraceSummary(Record):
-    """One rank's profiler trace in brief (trace_summary.summarize_trace)."""
+    """One rank's profiler trace in brief (arms.summarize_trace)."""
 
     window_ms: Number
     operators: int
@@ -1279,7 +1282,7 @@ class Trace(Record):
 
 
 class Profile(Record):
-    """One arm's profile (profile_run.profile_arm): a steady-state request under the torch
+    """One arm's profile (arms.profile_arm): a steady-state request under the torch
     profiler on an instance of its own, never timed; traces under profiles/<track>/<arm>/."""
 
     track: str
@@ -1323,7 +1326,7 @@ class RatingSummary(Record):
 
 
 class HumanEvaluation(Record):
-    """One set of ratings of the blind review sheet (review.ingest): apart from the automatic
+    """One set of ratings of the blind review sheet (record.ingest): apart from the automatic
     gates, read by no verdict."""
 
     review_id: str
@@ -1368,7 +1371,7 @@ class Bundle(Record):
     samples: list[Sample]
     media: list[Media]
     notes: list[str]
-    # Sections: absent until a `section` event sets one (evidence_log.SECTIONS).
+    # Sections: absent until a `section` event sets one (evidence.SECTIONS).
     bringup: Bringup | SkipJsonSchema[None] = None
     host_identity: HostIdentity | SkipJsonSchema[None] = None
     device_memory: DeviceMemory | SkipJsonSchema[None] = None
@@ -1508,7 +1511,7 @@ def schema_text() -> str:
 # -- the event log -------------------------------------------------------------------------------
 
 class Event(Record):
-    """One line of events.jsonl (evidence_log.EventLog.append): its number, time, kind and
+    """One line of events.jsonl (evidence.EventLog.append): its number, time, kind and
     payload, which the kind's model reads (EVENT_MODELS, section_value)."""
 
     at: str
@@ -1530,7 +1533,7 @@ def looks_like_bundle(data: Any) -> bool:
         "ref2va-evidence/")
 
 
-# A record's model per event kind (evidence_log.apply); sections and notes are handled there.
+# A record's model per event kind (evidence.apply); sections and notes are handled there.
 EVENT_MODELS: Final[Mapping[str, Callable[[Any], Any]]] = {
     "campaign": TypeAdapter(Campaign | None).validate_python,
     "instance": Instance.model_validate,

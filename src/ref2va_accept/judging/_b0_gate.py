@@ -8,7 +8,7 @@ one pair of B0 instances serves both gates: each instance answers every lossless
 request, then the plain requests (no comparison points) every track needs, each seed once. The
 lossless unobserved request and the lossy first-seed request of the first instance are the same
 request, made once (by the lossy track, so it is recorded and scored there). That is two engine
-starts and one request fewer per pair of tracks; run_plan and cost.py count it so.
+starts and one request fewer per pair of tracks; run_plan and planning/_cost.py count it so.
 
 Each track still judges its own B0 (lossless.judge_baseline, lossy's spread) from these
 outcomes, and each check says which tracks the instances served.

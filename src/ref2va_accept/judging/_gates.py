@@ -91,7 +91,7 @@ def expect(result: GateResult) -> None:
 
 class BaselineCache(Protocol):
     """B0's reference runs, made once per gate and track and shared by its candidates, and the
-    B0 instances they come from (once per gate group: b0_gate.py)."""
+    B0 instances they come from (once per gate group: judging/_b0_gate.py)."""
 
     localize: bool  # run the localization pass after a lossless bit-exact failure
     localize_b0: dict[tuple[Any, ...], Any]  # B0's captures, reused by the session's passes

@@ -14,7 +14,7 @@ failed, warm-up not steady, drift) -> inconclusive; candidate defect (request fa
 suspected) -> failed; otherwise the ratio interval decides, on one value per instance (the
 instance design) or per request (the labelled request design), its typed result carried by the
 latency check. The timed outputs are compared with the candidate's quality output of the same
-seed once, at verdict time (timed_output.py). Quality gates run in their own scenarios; the
+seed once, at verdict time (judging/_timed_output.py). Quality gates run in their own scenarios; the
 per-track verdict combines them.
 """
 
@@ -637,7 +637,8 @@ def quality_stop(checks: Sequence[CheckResult], track_id: str, candidate: str) -
 def run_latency(arms: Arms, candidate: str,
                 schedules: LatencySchedules | None = None) -> list[CheckResult]:
     """The frozen protocol for one candidate against B0 in the same run, judged and recorded.
-    (Its timed outputs are compared with its quality output at verdict time: timed_output.py.)
+    (Its timed outputs are compared with its quality output at verdict time:
+    judging/_timed_output.py.)
     """
     plan: TrackPlan = arms.plan
     schedules = schedules or LatencySchedules()

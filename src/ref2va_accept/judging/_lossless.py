@@ -321,7 +321,7 @@ def _describe(point: PointComparison) -> str:
 
 def run_baseline(arms: Arms, runs: GateRuns | None = None) -> Baseline:
     """B0 on two fresh instances: watched + unobserved on the first, watched on the second
-    (b0_gate.py; `runs`: the instances this track shares with others of its gate group).
+    (judging/_b0_gate.py; `runs`: the instances this track shares with others of its gate group).
 
     Every check lands in the evidence before this returns; the instances are stopped by then.
     """
@@ -344,7 +344,7 @@ def run_candidate(arms: Arms, candidate: str, baseline: Baseline,
     """The candidate on a fresh instance, watched then unobserved, judged against B0; when it
     is not bit-exact and `b0_captures` is given (the session's B0 captures: the pass is on),
     the localization pass names where it parted from B0. (Its timed outputs are compared with
-    the watched one at verdict time: timed_output.py.)
+    the watched one at verdict time: judging/_timed_output.py.)
     """
     plan = arms.plan
     contract = plan.lossless

@@ -149,7 +149,7 @@ class LossyBaseline(GateChecks):
 
 def run_baseline(arms: Arms, runs: GateRuns | None = None) -> LossyBaseline:
     """B0 twice (independent instances, the track's seeds on each), scored; `runs`: the
-    instances this track shares with others of its gate group (b0_gate.py)."""
+    instances this track shares with others of its gate group (judging/_b0_gate.py)."""
     plan = arms.plan
     if runs is None:
         runs = run_gate_instances({plan.track_id: arms})
@@ -383,7 +383,7 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
 def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> list[CheckResult]:
     """The candidate on a fresh instance with the track's seeds, judged against B0; the gate's
     check first, then which weights scored it. (Its timed outputs are compared with the scored
-    ones at verdict time: timed_output.py.)"""
+    ones at verdict time: judging/_timed_output.py.)"""
     seeds = [run.seed for run in baseline.runs]
     runs = _run_seeds(arms, candidate, seeds, 0, Check.CANDIDATE_MEDIA)
     return _judged(arms, candidate, baseline, runs)

@@ -12,8 +12,8 @@ That order is `classify`, the one rule: a track's verdict (`judge`) and a gate's
 A check that did not run is open, never a pass; a track with an open check is never supported.
 A check that has nothing to check here (no device to probe) is `not_applicable`: it does not
 leave its track open, and it is shown as such, never as a pass.
-Names and reasons come from the vocabulary (checks.py), statuses and verdicts from
-vocabulary.py: anything else cannot be recorded, so a misspelt reason can never be taken for
+Names and reasons come from the vocabulary (core/_checks.py), statuses and verdicts from
+core/_vocabulary.py: anything else cannot be recorded, so a misspelt reason can never be taken for
 another category.
 """
 

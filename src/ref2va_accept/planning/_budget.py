@@ -4,10 +4,11 @@ Spent is read from the campaign's ledger: every run appends one ``run`` entry at
 whatever its status, with its wall time (the session, start to end) and its device time (each
 engine instance's lifetime, spawn to stopped, times the campaign's logical devices), so warm-ups,
 failed instances and retried runs are charged like the rest. Planned is what the frozen protocol
-asks of the selected tracks (cost.py: every engine start, request and score at the campaign's
-frozen prices, a candidate no faster than B0 as the upper bound), so it can only be estimated
-when the campaign freezes them (``protocol.expected_request_s``, ``protocol.expected_start_s``,
-``scoring.seconds_per_output`` for a lossy track's gated dimensions); what is missing is named.
+asks of the selected tracks (planning/_cost.py: every engine start, request and score at the
+campaign's frozen prices, a candidate no faster than B0 as the upper bound), so it can only be
+estimated when the campaign freezes them (``protocol.expected_request_s``,
+``protocol.expected_start_s``, ``scoring.seconds_per_output`` for a lossy track's gated dimensions);
+what is missing is named.
 
 The ceilings are the campaign's ``budget`` plus every authorization recorded there (who, how
 much, when). A run that would pass one, counting what earlier runs spent and what this run

@@ -6,8 +6,8 @@ dimension took 1 h 50 min of two CPU cores), so the choice of instances per arm,
 measured requests and gated dimensions is made with this in view. `ref2va-accept plan` and
 `verify` print it; the budget check refuses a run that would pass a ceiling. The counts come from
 the same code the run uses: the latency protocol's instance sequence (replication.sequence), its
-caching probe, and the quality gates' request counts (run_plan.py, which a test holds to the
-gates). Warm-ups are a range when the steady-state rule may ask for more than the minimum.
+caching probe, and the quality gates' request counts (planning/_request_plan.py, which a test holds
+to the gates). Warm-ups are a range when the steady-state rule may ask for more than the minimum.
 
 Prices are the campaign's frozen figures (`Prices.of`): B0's complete-request latency per
 duration class (`protocol.expected_request_s`), an engine start per duration class
@@ -247,7 +247,7 @@ def candidate_cost(plan: TrackPlan, candidate: str, prices: Prices) -> Candidate
 
 
 def b0_gate_part(track_id: str, group: Mapping[str, TrackPlan]) -> Part:
-    """This track's share of its gate group's B0 gate instances (b0_gate.py, counted as
+    """This track's share of its gate group's B0 gate instances (judging/_b0_gate.py, counted as
     run_plan.gate_units counts them): the two starts on the group's first track, each request
     on the track that makes it."""
     unit = next(u for u in gate_units(group) if u.track == track_id)

@@ -1,7 +1,8 @@
 """How much disk a run's evidence needs, estimated before any engine starts, against what is free.
 
-The need is summed over the run's plan (run_plan.py: the requests each collected scenario sends,
-and which of them ask for comparison-point dumps), per track, from its frozen plan (plan.py):
+The need is summed over the run's plan (planning/_request_plan.py: the requests each collected
+scenario sends, and which of them ask for comparison-point dumps), per track, from its frozen plan
+(planning/_track_plan.py):
 
 - **MP4s**: every request that comes back keeps its MP4. Per request: frames x width x height x
   ``MP4_BYTES_PER_PIXEL`` + duration x ``AUDIO_BYTES_PER_S`` + ``MP4_OVERHEAD``. An upper bound,

@@ -1,10 +1,10 @@
 """The plan of a campaign run and where the run stands in it: how many requests each collected
-scenario sends, and the run's remaining time. No I/O; live progress (progress.py) shows it.
+scenario sends, and the run's remaining time. No I/O; live progress (arms/_progress.py) shows it.
 
 - The plan is made once after collection, from the collected scenarios and the tracks' frozen
-  plans (plan.py): how many requests of which duration class each scenario sends. The counts
-  come from the same protocol settings and seeds that the scenarios read (`lossless`, `lossy`,
-  `latency`);
+  plans (planning/_track_plan.py): how many requests of which duration class each scenario sends.
+  The counts come from the same protocol settings and seeds that the scenarios read (`lossless`,
+  `lossy`, `latency`);
   tests/unit/test_progress.py runs those modules against a counting stand-in and checks that
   they send exactly what is planned, so the plan cannot drift from them unnoticed.
 - Expected seconds per request: the campaign's frozen preflight medians
@@ -156,11 +156,12 @@ class Unit:
     key: str
     track: str
     requests: int
-    dumps: int = 0  # of which ask the engine to dump the comparison points (disk.py sizes them)
+    # dumps: of which ask the engine to dump the comparison points (planning/_disk.py sizes them)
+    dumps: int = 0
     starts: int = 0  # engine instances it starts
     scored: int = 0  # outputs it scores on every gated dimension (lossy gates)
     # Localization passes it may trigger (a lossless candidate's gate: one, when it is not
-    # bit-exact); contingent, so never in the request count, but sized by disk.py.
+    # bit-exact); contingent, so never in the request count, but sized by planning/_disk.py.
     localize: int = 0
 
     @property
@@ -239,7 +240,7 @@ def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit,
 
 
 def _profile(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
-    # The protocol's warm-ups, then the one profiled request (profile_run.py).
+    # The protocol's warm-ups, then the one profiled request (arms/_profiling.py).
     return (Unit(nodeid, plan.track_id, plan.latency.warmups + 1, starts=1),)
 
 

@@ -3,7 +3,7 @@ read of the campaign, taken out of it once, typed.
 
 This is the one place that turns a track id back into campaign objects. The arm runner
 (workload.Arms), the lossless and lossy gates, the latency protocol and the run's request plan
-(run_plan.py) take a `TrackPlan` instead of `(campaign, track_id)`.
+(planning/_request_plan.py) take a `TrackPlan` instead of `(campaign, track_id)`.
 """
 
 from __future__ import annotations
@@ -281,8 +281,8 @@ def gate_key(plan: TrackPlan) -> str:
 
 def gate_groups(plans: Mapping[str, TrackPlan]) -> dict[str, tuple[str, ...]]:
     """Per track, the tracks (itself among them, in campaign order) whose B0 quality gates one
-    pair of B0 instances may serve (`gate_key`; b0_gate.py runs them). A track alone is its own
-    group; the lossless and lossy tracks of one duration class usually are one."""
+    pair of B0 instances may serve (`gate_key`; judging/_b0_gate.py runs them). A track alone is its
+    own group; the lossless and lossy tracks of one duration class usually are one."""
     return _groups({track_id: gate_key(plan) for track_id, plan in plans.items()})
 
 
@@ -297,7 +297,7 @@ class Need:
 
 
 def needs(plans: Mapping[str, TrackPlan]) -> Need:
-    """The requests of a group's B0 gate instances (b0_gate.py runs them), from its tracks'
+    """The requests of a group's B0 gate instances (judging/_b0_gate.py runs them), from its tracks'
     plans in group order."""
     lossless = tuple(t for t, p in plans.items() if p.quality == "lossless")
     lossy = [t for t, p in plans.items() if p.quality == "lossy"]

@@ -115,7 +115,8 @@ def short_report(bundle: EvidenceBundle) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
-    # Live progress of the requests (progress.py); silent unless a campaign scenario is collected.
+    # Live progress of the requests (arms/_progress.py); silent unless a campaign scenario is
+    # collected.
     config.pluginmanager.register(
         ProgressPlugin(config, lambda: run_state(config).campaign, lambda: run_state(config).plans),
         PROGRESS_PLUGIN)

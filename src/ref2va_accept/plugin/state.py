@@ -177,7 +177,8 @@ class RunState:
                     "unfilled": list(freeze.unfilled),
                     "verdict_cap": freeze.cap_reason,
                 },
-                # The seed every latency schedule of this run was ordered by (replication.py).
+                # The seed every latency schedule of this run was ordered by
+                # (timing/_replication.py).
                 "order": {"seed": self.order_seed,
                           "drawn_per_run": campaign.model.protocol.order_seed == "per_run",
                           "given": self.config.getoption("order_seed", None) is not None},
@@ -257,9 +258,9 @@ class RunState:
     def check_disk(self, items: Sequence[ScenarioItem], tracks: Iterable[str], *,
                    skip: bool) -> str | None:
         """The run's estimated evidence size against the free space of the evidence folder,
-        before any engine starts (disk.py). Recorded in `disk`; when it does not fit, a note and
-        the line to stop the run with (unless `skip`: then a note that the check was skipped).
-        The line names the folder as given (the evidence's copy is sanitized)."""
+        before any engine starts (planning/_disk.py). Recorded in `disk`; when it does not fit, a
+        note and the line to stop the run with (unless `skip`: then a note that the check was
+        skipped). The line names the folder as given (the evidence's copy is sanitized)."""
         result = disk.check(plan_run(items, self.plans), self.plans, self.evidence_root,
                             skipped=skip)
         bundle = self.evidence()
@@ -279,8 +280,8 @@ class RunState:
 
     def check_budget(self, tracks: Iterable[str], ledger_file: Path) -> str | None:
         """This run's planned hours, with what earlier runs spent (the ledger), against the
-        campaign's ceilings and authorizations (budget.py), before any engine starts. Recorded
-        in `budget`; past a ceiling, a note and the line to stop the run with."""
+        campaign's ceilings and authorizations (planning/_budget.py), before any engine starts.
+        Recorded in `budget`; past a ceiling, a note and the line to stop the run with."""
         wanted = set(tracks)
         plans = {t: p for t, p in self.plans.items() if t in wanted}
         try:

@@ -8,8 +8,8 @@ runs. Runs of different frozen campaigns, or from hosts whose identity differs, 
 the caller says so (and the report then says it too): their verdicts answer different questions.
 
 Lanes (``--lanes``) are the sessions of one campaign run that `./ref2va campaign` runs at once,
-each judging other tracks (lanes.py): the same rules, and besides, no track judged by two of them;
-each track's table then has the one column of the lane that judged it.
+each judging other tracks (planning/_lanes.py): the same rules, and besides, no track judged by two
+of them; each track's table then has the one column of the lane that judged it.
 
 Reads only the runs' ``evidence.json`` (already sanitized: no host names, users or paths) and
 writes ``report.html`` and ``merge.json`` into a folder of its own.

@@ -1,5 +1,5 @@
-"""The review sheet's pages (review.py makes the sheet and ingests its ratings): the blind page
-with its controls and form, and the unblinded results of the ratings ingested so far."""
+"""The review sheet's pages (record/_review.py makes the sheet and ingests its ratings): the blind
+page with its controls and form, and the unblinded results of the ratings ingested so far."""
 
 from __future__ import annotations
 

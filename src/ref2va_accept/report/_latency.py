@@ -4,7 +4,7 @@ For each latency comparison a reviewer sees the unit of replication the interval
 instance in the order it was started (its warm-ups, whether they reached the steady state, its
 measured and distinct requests, its one value), the interval against the target, B0's spread
 between instances next to its spread within an instance, and B0's drift. Everything is read from
-the latency check the runner recorded (latency.py), through its typed record
+the latency check the runner recorded (judging/_latency.py), through its typed record
 (records.LatencyRatioCheck); nothing is decided here.
 """
 

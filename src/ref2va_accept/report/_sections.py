@@ -3,7 +3,7 @@
 A reviewer reads them top down: the verdict per track and candidate first (with its latency
 ratio, interval and target), the campaign's record of attempts and its budget, the environment,
 then the evidence each gate decided on (the latency protocol's instances and intervals, from
-report_latency.py; B0's spread and every lossy score, fidelity and audio figure; every lossless
+report/_latency.py; B0's spread and every lossy score, fidelity and audio figure; every lossless
 comparison point), then every timed request. Everything shown is read from the evidence
 bundle, so the report and ``evidence.json`` cannot disagree; a gate's decisions are rendered as
 the gate recorded them, never decided here a second time.
@@ -107,7 +107,7 @@ def _hours_range(values: Sequence[float] | None) -> str:
 
 
 def budget_html(bundle: EvidenceBundle | Bundle) -> str:
-    """Spent, planned and left against the campaign's ceilings (budget.py; hours)."""
+    """Spent, planned and left against the campaign's ceilings (planning/_budget.py; hours)."""
     record = _record(bundle)
     check = record.budget
     if check is None:
@@ -153,7 +153,7 @@ def environment_html(bundle: EvidenceBundle | Bundle) -> str:
 
 
 def _memory_html(memory: DeviceMemoryMeasured | DeviceMemoryNotApplicable | None) -> str:
-    """The device-memory waits between instances (device_memory.py), or why none were."""
+    """The device-memory waits between instances (engines/_device_memory.py), or why none were."""
     if isinstance(memory, DeviceMemoryNotApplicable):
         return (f"<p>device memory between instances: not applicable "
                 f"({html.escape(str(memory.reason))})</p>")

@@ -1,4 +1,5 @@
-"""Bit-exact comparison of comparison points held in safetensors dumps (decoded.py: MP4 output).
+"""Bit-exact comparison of comparison points held in safetensors dumps (judging/_decoded.py: MP4
+output).
 
 Equality is strict: equal dtype, equal shape, equal bytes. ``-0.0`` and ``0.0`` differ and NaNs
 compare by bit pattern, because a lossless optimization must reproduce B0 bit for bit, and any
