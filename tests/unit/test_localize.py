@@ -182,7 +182,7 @@ def test_plan_prices_the_pass_at_its_worst_case() -> None:
 
 def test_the_disk_check_sizes_a_pass_per_lossless_candidate_gate() -> None:
     from ref2va_accept.judging.localize import runner
-    from ref2va_accept.planning import Plan, Unit
+    from ref2va_accept.planning import Plan, WorkUnit
     from ref2va_accept.planning import _disk as disk
 
     assert disk.LOCALIZE_REQUESTS == runner.REQUESTS
@@ -192,9 +192,9 @@ def test_the_disk_check_sizes_a_pass_per_lossless_candidate_gate() -> None:
 
     plans = plan_campaign(load_campaign(ROOT / "fixtures/campaigns/reference.yaml"))
     plan = plans["5s-lossless"]
-    gate = Unit("gate", "5s-lossless", 2, 1, 1, localize=1)
+    gate = WorkUnit("gate", "5s-lossless", 2, 1, 1, localize=1)
     with_pass = disk.estimate(Plan({"n": (gate,)}), plans)
-    without = disk.estimate(Plan({"n": (Unit("gate", "5s-lossless", 2, 1, 1),)}), plans)
+    without = disk.estimate(Plan({"n": (WorkUnit("gate", "5s-lossless", 2, 1, 1),)}), plans)
     need = with_pass.tracks[0].localize_bytes
     # the reference contract freezes dit.step000, 025 and 049: level 1 may span 25 steps
     assert disk.step_span(plan) == 25

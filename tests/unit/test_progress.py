@@ -36,7 +36,7 @@ from ref2va_accept.planning import (
     Progress,
     ScenarioItem,
     TrackPlan,
-    Unit,
+    WorkUnit,
     hosted_gate_requests,
     hosts_gate,
     latency_arm_starts,
@@ -355,11 +355,11 @@ def test_latency_counts_match_the_protocol(design: str, instances: int | None, w
 
 # -- the remaining time ---------------------------------------------------------------------------
 def _plan() -> Plan:
-    base = Unit("lossless-baseline/5s-lossless", "5s-lossless", 3)
+    base = WorkUnit("lossless-baseline/5s-lossless", "5s-lossless", 3)
     return Plan({
         "a": (base,),
-        "b": (base, Unit("b", "5s-lossless", 2)),
-        "c": (Unit("c", "15s-lossy", 1),),
+        "b": (base, WorkUnit("b", "5s-lossless", 2)),
+        "c": (WorkUnit("c", "15s-lossy", 1),),
     })
 
 
@@ -395,8 +395,8 @@ def test_eta_from_the_runs_own_finished_requests() -> None:
 
 def test_eta_prices_engine_starts_and_scoring() -> None:
     plan = Plan({
-        "a": (Unit("lossy-baseline/5s-lossy", "5s-lossy", 4, starts=2, scored=4),),
-        "b": (Unit("b", "5s-lossless", 2, starts=1),),
+        "a": (WorkUnit("lossy-baseline/5s-lossy", "5s-lossy", 4, starts=2, scored=4),),
+        "b": (WorkUnit("b", "5s-lossless", 2, starts=1),),
     })
     progress = Progress(plan, {"5s": 100.0}, {"5s": 600.0}, {"5s-lossy": 50.0})
     # 6 requests x 100 s + 3 starts x 600 s + 4 scored x 50 s
@@ -416,7 +416,7 @@ def test_eta_prices_engine_starts_and_scoring() -> None:
 
 
 def test_eta_names_the_starts_and_scoring_it_cannot_price() -> None:
-    plan = Plan({"a": (Unit("a", "5s-lossy", 2, starts=1, scored=2),)})
+    plan = Plan({"a": (WorkUnit("a", "5s-lossy", 2, starts=1, scored=2),)})
     progress = Progress(plan, {"5s": 100.0})
     assert progress.eta() == (">=3m20s (from the frozen preflight medians; not priced: "
                               "1 engine start (5s), scoring 2 outputs (5s-lossy))")

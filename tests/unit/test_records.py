@@ -1,5 +1,6 @@
-"""The evidence's record models (evidence/_records.py): the published schema is the one they generate, the
-closed sets they spell out are their writers', and what they read dumps back unchanged."""
+"""The evidence's record models (evidence/_records.py): the published schema is the one they
+generate, the closed sets they spell out are their writers', and what they read dumps back
+unchanged."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_the_schema_generated_refuses_what_the_models_refuse(tmp_path: Path) -> 
             Bundle.model_validate(bad)
 
 
-# -- the closed sets spelt out in evidence/_records.py are their writers' ----------------------------------
+# -- the closed sets spelt out in evidence/_records.py are their writers' -------------------------
 
 def _literal(owner: Any, name: str) -> set[Any]:
     hints = typing.get_type_hints(owner)

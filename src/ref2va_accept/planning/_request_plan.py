@@ -150,7 +150,7 @@ def hosted_warmup_requests(settings: LatencySettings, credited: int) -> tuple[in
 
 
 @dataclass(frozen=True)
-class Unit:
+class WorkUnit:
     """Requests one scenario sends; `key` is shared by scenarios that share them (B0's runs)."""
 
     key: str
@@ -180,74 +180,74 @@ class ScenarioItem:
     candidate: str | None
 
 
-UnitsFor = Callable[[TrackPlan, str | None, str], tuple[Unit, ...]]
+WorkUnitsFor = Callable[[TrackPlan, str | None, str], tuple[WorkUnit, ...]]
 
 
-def _one(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
-    return (Unit(nodeid, plan.track_id, 1, starts=1),)
+def _one(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
+    return (WorkUnit(nodeid, plan.track_id, 1, starts=1),)
 
 
-def _restart(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+def _restart(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
     # Two instances, one after the other, and no timed request.
-    return (Unit(nodeid, plan.track_id, 0, starts=2),)
+    return (WorkUnit(nodeid, plan.track_id, 0, starts=2),)
 
 
-def _one_start(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
-    return (Unit(nodeid, plan.track_id, 0, starts=1),)
+def _one_start(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
+    return (WorkUnit(nodeid, plan.track_id, 0, starts=1),)
 
 
 def _lossless_baseline(plan: TrackPlan, candidate: str | None, nodeid: str
-                       ) -> tuple[Unit, ...]:
+                       ) -> tuple[WorkUnit, ...]:
     # Shared through the session's Baselines: made by whichever of the track's items runs first.
     track = plan.track_id
-    return (Unit(f"lossless-baseline/{track}", track, lossless_baseline_requests(),
+    return (WorkUnit(f"lossless-baseline/{track}", track, lossless_baseline_requests(),
                  lossless_baseline_dumps(), lossless_baseline_starts()),)
 
 
 def _lossless_candidate(plan: TrackPlan, candidate: str | None, nodeid: str
-                        ) -> tuple[Unit, ...]:
+                        ) -> tuple[WorkUnit, ...]:
     return (*_lossless_baseline(plan, candidate, nodeid),
-            Unit(nodeid, plan.track_id, lossless_candidate_requests(),
+            WorkUnit(nodeid, plan.track_id, lossless_candidate_requests(),
                  lossless_candidate_dumps(), lossless_candidate_starts(), localize=1))
 
 
-def _lossy_baseline(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+def _lossy_baseline(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
     track = plan.track_id
     requests = lossy_baseline_requests(plan.seeds)
-    return (Unit(f"lossy-baseline/{track}", track, requests, starts=lossy_baseline_starts(),
+    return (WorkUnit(f"lossy-baseline/{track}", track, requests, starts=lossy_baseline_starts(),
                  scored=requests),)
 
 
-def _lossy_candidate(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+def _lossy_candidate(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
     return (*_lossy_baseline(plan, candidate, nodeid),
-            Unit(nodeid, plan.track_id, lossy_candidate_requests(plan.seeds),
+            WorkUnit(nodeid, plan.track_id, lossy_candidate_requests(plan.seeds),
                  starts=lossy_candidate_starts(),
                  scored=lossy_candidate_requests(plan.seeds)))
 
 
-def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
     assert candidate is not None  # parametrized per candidate
     b0_starts, own_starts = latency_arm_starts(plan.latency, candidate)
     if plan.latency.baseline_instances != "shared":
-        return (Unit(nodeid, plan.track_id, latency_requests(plan.latency, candidate),
+        return (WorkUnit(nodeid, plan.track_id, latency_requests(plan.latency, candidate),
                      starts=b0_starts + own_starts),)
     # Shared: B0's instances run once per track, in whichever candidate's scenario runs first;
     # so does every candidate's part (the first scenario runs the whole schedule).
     b0, own = latency_arm_requests(plan.latency, candidate)
-    return (Unit(f"{_B0_LATENCY}{plan.track_id}", plan.track_id, b0, starts=b0_starts),
-            Unit(f"{_LATENCY}{plan.track_id}/{candidate}", plan.track_id, own,
+    return (WorkUnit(f"{_B0_LATENCY}{plan.track_id}", plan.track_id, b0, starts=b0_starts),
+            WorkUnit(f"{_LATENCY}{plan.track_id}/{candidate}", plan.track_id, own,
                  starts=own_starts))
 
 
-def _profile(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+def _profile(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
     # The protocol's warm-ups, then the one profiled request (arms/_profiling.py).
-    return (Unit(nodeid, plan.track_id, plan.latency.warmups + 1, starts=1),)
+    return (WorkUnit(nodeid, plan.track_id, plan.latency.warmups + 1, starts=1),)
 
 
 def _warmup_demonstration(plan: TrackPlan, candidate: str | None, nodeid: str
-                          ) -> tuple[Unit, ...]:
+                          ) -> tuple[WorkUnit, ...]:
     # warmup_demo.demonstrate: pairs of B0 instances, each its warm-ups and one measured.
-    return (Unit(nodeid, plan.track_id,
+    return (WorkUnit(nodeid, plan.track_id,
                  DEFAULT_PAIRS * requests_per_pair(plan.latency.warmups),
                  starts=DEFAULT_PAIRS * 2),)
 
@@ -262,13 +262,13 @@ def requests_per_pair(warmups: int) -> int:
     return 2 * (warmups + 1)
 
 
-def _none(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[Unit, ...]:
+def _none(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
     return ()
 
 
 # Every campaign scenario of tests/, by file and function. A scenario missing here is planned
 # with no request (and logged); test_progress.py fails if one of the suite's is missing.
-SCENARIOS: Mapping[tuple[str, str], UnitsFor] = {
+SCENARIOS: Mapping[tuple[str, str], WorkUnitsFor] = {
     ("test_b0_output.py", "test_b0_returns_complete_mp4"): _one,
     # Its other requests are raw HTTP (bad input, the async job): short, not timed.
     ("test_lifecycle.py", "test_cancelled_async_job_leaves_server_able_to_serve"): _one,
@@ -290,10 +290,10 @@ SCENARIOS: Mapping[tuple[str, str], UnitsFor] = {
 class Plan:
     """Per collected campaign scenario, the requests it will send, in collection order."""
 
-    items: Mapping[str, tuple[Unit, ...]]
+    items: Mapping[str, tuple[WorkUnit, ...]]
     unknown: tuple[str, ...] = ()
 
-    def units(self) -> dict[str, Unit]:
+    def units(self) -> dict[str, WorkUnit]:
         return {u.key: u for units in self.items.values() for u in units}
 
     @property
@@ -309,7 +309,7 @@ class Plan:
 
 def plan_run(items: Iterable[ScenarioItem], plans: Mapping[str, TrackPlan]) -> Plan:
     """The run's plan from its collected items and each track's frozen plan."""
-    planned: dict[str, tuple[Unit, ...]] = {}
+    planned: dict[str, tuple[WorkUnit, ...]] = {}
     unknown: list[str] = []
     for item in items:
         if item.track is None:
@@ -334,7 +334,7 @@ def plan_run(items: Iterable[ScenarioItem], plans: Mapping[str, TrackPlan]) -> P
              if u.key.startswith(_GATE_BASELINES)]
     gate = gate_groups(plans)
     for nodeid, units in planned.items():
-        regrouped: list[Unit] = []
+        regrouped: list[WorkUnit] = []
         for u in units:
             if u.key.startswith(_GATE_BASELINES):
                 group = tuple(t for t in gate.get(u.track, (u.track,)) if t in gated)
@@ -347,7 +347,7 @@ def plan_run(items: Iterable[ScenarioItem], plans: Mapping[str, TrackPlan]) -> P
 
 
 def _host_gates(items: Sequence[ScenarioItem], plans: Mapping[str, TrackPlan],
-                planned: dict[str, tuple[Unit, ...]], groups: Mapping[str, tuple[str, ...]]
+                planned: dict[str, tuple[WorkUnit, ...]], groups: Mapping[str, tuple[str, ...]]
                 ) -> None:
     """A candidate whose quality and perf scenarios are both collected has its gate on its
     first latency instance (hosts_gate; as plugin/selection.py sets it): its quality scenario
@@ -357,14 +357,14 @@ def _host_gates(items: Sequence[ScenarioItem], plans: Mapping[str, TrackPlan],
             and i.track is not None]
     measured = {(i.track, i.candidate) for i in perf}
     perf_tracks = {i.track for i in perf}
-    hosted: dict[str, Unit] = {}  # nodeid of a hosted gate scenario -> its gate's requests
+    hosted: dict[str, WorkUnit] = {}  # nodeid of a hosted gate scenario -> its gate's requests
     for item in items:
         if (item.file, item.function) not in _CANDIDATE_GATES or item.track is None:
             continue
         plan = plans[item.track]
         if (item.track, item.candidate) in measured and hosts_gate(plan):
             lossy = plan.quality == "lossy"
-            hosted[item.nodeid] = Unit(f"{_HOSTED}{item.track}/{item.candidate}", item.track,
+            hosted[item.nodeid] = WorkUnit(f"{_HOSTED}{item.track}/{item.candidate}", item.track,
                                        hosted_gate_requests(plan), dumps=0 if lossy else 1,
                                        scored=hosted_gate_requests(plan) if lossy else 0,
                                        localize=0 if lossy else 1)
@@ -389,7 +389,7 @@ def _host_gates(items: Sequence[ScenarioItem], plans: Mapping[str, TrackPlan],
                            *gates.values(), *schedule.values())
 
 
-def gate_units(plans: Mapping[str, TrackPlan]) -> tuple[Unit, ...]:
+def gate_units(plans: Mapping[str, TrackPlan]) -> tuple[WorkUnit, ...]:
     """B0's gate instances of one gate group (b0_gate.run_gate_instances), a unit per track:
     the two starts on the first track's, each request on the track that makes it, each lossy
     track's scored outputs (all its seeds, on both instances) on its own. A track alone gets
@@ -403,14 +403,14 @@ def gate_units(plans: Mapping[str, TrackPlan]) -> tuple[Unit, ...]:
     for n, track in enumerate(tracks):
         watched = 2 if track in need.watched else 0
         scored = 2 * len(plans[track].seeds) if plans[track].quality == "lossy" else 0
-        units.append(Unit(key + track, track, watched + made[track], dumps=watched,
+        units.append(WorkUnit(key + track, track, watched + made[track], dumps=watched,
                           starts=0 if n else 2, scored=scored))
     return tuple(units)
 
 
 # -- where the run stands -----------------------------------------------------------------------
-def _tally(units: Iterable[Unit], what: str, by: str) -> dict[str, int]:
-    """Of `what` (a Unit count: requests, starts, scored), the sum per `by` (duration, track),
+def _tally(units: Iterable[WorkUnit], what: str, by: str) -> dict[str, int]:
+    """Of `what` (a WorkUnit count: requests, starts, scored), the sum per `by` (duration, track),
     keys with none left out."""
     counts: dict[str, int] = {}
     for unit in units:
@@ -476,8 +476,8 @@ class Progress:
         if ok:  # a fast failure says nothing about how long a request takes
             self.finished.setdefault(duration, []).append(seconds)
 
-    def _pending(self) -> dict[str, Unit]:
-        pending: dict[str, Unit] = {}
+    def _pending(self) -> dict[str, WorkUnit]:
+        pending: dict[str, WorkUnit] = {}
         for nodeid, units in self.plan.items.items():
             if nodeid in self.done_items:
                 continue
@@ -487,7 +487,7 @@ class Progress:
         return pending
 
     def _remaining(self, what: str, done_in_item: int, by: str = "duration") -> dict[str, int]:
-        """Of `what` (a Unit count), how many are still to come, per duration class (or track);
+        """Of `what` (a WorkUnit count), how many are still to come, per duration class (or track);
         `done_in_item`: how many the running scenario has done already."""
         pending = self._pending()
         counts = _tally(pending.values(), what, by)
