@@ -340,6 +340,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     return code
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
