@@ -142,7 +142,7 @@ ScoreStatus: TypeAlias = Literal["ok", "open", "error"]  # quality.registry.Scor
 # campaign.identity.pin
 IdentityStatus: TypeAlias = Literal["match", "DRIFT", "unfilled", "not found"]
 PartingKind: TypeAlias = Literal[  # judging.localize.capture.Kind
-    "differs", "inputs_differ", "not_run", "only_in_candidate", "order", "none"]
+    "differs", "inputs_differ", "not_run", "uncovered", "only_in_candidate", "order", "none"]
 RowStatus: TypeAlias = Literal["confirmed", "contradicted", "measured", "not_checked"]
 RowKind: TypeAlias = Literal["guess", "risk"]  # bringup.rows.Kind
 Design: TypeAlias = Literal["interleaved", "AB", "ABBA", "ABA"]  # LatencySettings.ordering
@@ -563,7 +563,7 @@ class LocalizeRequest(Record):
 
 
 class LocalizationData(Record):
-    """What the localization pass found (judging.localize.runner.Localization.to_dict)."""
+    """What the localization pass found (judging.localize.result.Localization.to_dict)."""
 
     point: str
     seed: int | None

@@ -8,6 +8,11 @@ the first call whose outputs differ (or that ran in one run only) is where they 
 digests are equal bytes, so a module whose inputs are equal and whose outputs are not is the
 module that broke; one whose inputs already differ was fed the divergence by code that is not a
 module of its own, run after the module before it.
+
+Calls B0 made and the candidate did not are "not run" only where the candidate's capture is seen
+live around them: it recorded a call after them (so it did not stop early) and at least one call
+at each of their steps (so its hooks fired there). Otherwise they are ``uncovered``: the capture
+cannot tell a module the candidate skipped from a call its hooks never saw.
 """
 
 from __future__ import annotations
@@ -85,7 +90,8 @@ def read_log(folder: Path) -> list[Call]:
     return calls
 
 
-Kind = Literal["differs", "inputs_differ", "not_run", "only_in_candidate", "order", "none"]
+Kind = Literal["differs", "inputs_differ", "not_run", "uncovered", "only_in_candidate", "order",
+               "none"]
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,9 @@ class Parting:
     candidate: Call | None
     before: Call | None  # the last call equal in both before it
     output: int | None = None  # which output differs first (differs / inputs_differ)
-    skipped: tuple[str, ...] = ()  # not_run: B0's calls the candidate did not make, in order
+    skipped: tuple[str, ...] = ()  # not_run, uncovered: B0's calls the candidate did not make
+    # uncovered: why the candidate's capture cannot say they did not run
+    unseen: str = ""
 
     @property
     def module(self) -> str | None:
@@ -110,6 +118,12 @@ class Parting:
         call = self.b0 or self.candidate
         return None if call is None else call.step
 
+    def _span(self, *, counted: bool = False) -> str:
+        span = self.skipped
+        if len(span) == 1:
+            return span[0]
+        return f"{span[0]} .. {span[-1]}" + (f" ({len(span)} calls)" if counted else "")
+
     def where(self, before: Call | None = None) -> str:
         """The place in a few words (the verdict row and the ledger show it); ``before``: the
         last equal call of the enclosing level, when this level's parting has none."""
@@ -119,9 +133,9 @@ class Parting:
         if self.kind == "inputs_differ":
             return f"code between {first.label if first else 'the start'} and {self.module}"
         if self.kind == "not_run":
-            span = self.skipped
-            return (f"{span[0]} not run" if len(span) == 1
-                    else f"{span[0]} .. {span[-1]} not run")
+            return f"{self._span()} not run"
+        if self.kind == "uncovered":
+            return f"{self._span()} not in the candidate's capture"
         if self.kind == "only_in_candidate":
             return f"{self.module} run by the candidate only"
         if self.kind == "order":
@@ -136,14 +150,18 @@ class Parting:
             return (f"{b0.label}: inputs equal, output {self.output or 0} ({out.describe()}) "
                     "differs")
         if self.kind == "inputs_differ" and b0 is not None:
-            return (f"{b0.label}: its inputs already differ, so the divergence is in code outside "
-                    f"any hooked module, run between {before.label if before else 'the start'} "
-                    f"and {b0.label}")
+            # what was seen, no more: where its inputs came from is the next level's to say
+            seen = (f"every hooked call before it equal, up to {before.label}" if before
+                    else "the first call captured")
+            return f"{b0.label}: its inputs already differ ({seen})"
         if self.kind == "not_run" and b0 is not None:
-            span = self.skipped
-            named = span[0] if len(span) == 1 else f"{span[0]} .. {span[-1]} ({len(span)} calls)"
-            return (f"{named} ran in B0 but not in the candidate{after}: the candidate did not "
-                    "compute them (outputs reused from an earlier step, or skipped)")
+            return (f"{self._span(counted=True)} ran in B0 but not in the candidate{after}: the "
+                    "candidate did not compute them (outputs reused from an earlier step, or "
+                    "skipped)")
+        if self.kind == "uncovered" and b0 is not None:
+            return (f"B0 ran {self._span(counted=True)}{after}; the candidate's capture has no "
+                    f"call of them and {self.unseen}: whether the candidate ran them cannot be "
+                    "told")
         if self.kind == "only_in_candidate" and cand is not None:
             return f"{cand.label} ran in the candidate only{after}"
         if self.kind == "order" and b0 is not None and cand is not None:
@@ -152,7 +170,8 @@ class Parting:
         return "every hooked module's output is equal in both runs"
 
 
-def _first_output(a: Call, b: Call) -> int | None:
+def differing_output(a: Call, b: Call) -> int | None:
+    """The first of two calls' outputs that differ (None: every output equal)."""
     if len(a.outputs) != len(b.outputs):
         return 0
     for i, (x, y) in enumerate(zip(a.outputs, b.outputs, strict=True)):
@@ -166,6 +185,26 @@ def _same_inputs(a: Call, b: Call) -> bool:
         [(d.sha256, d.shape, d.dtype) for d in b.inputs]
 
 
+def _step_name(step: int | None) -> str:
+    return "the encoders" if step is None else f"step {step}"
+
+
+def _unseen(span: list[Call], to_the_end: bool, candidate: list[Call]) -> str:
+    """Why the candidate's capture cannot say it did not run B0's ``span`` ("" when it can):
+    it must have recorded one of B0's calls after the span, and a call at each of its steps."""
+    if not candidate:
+        return "recorded no call at all"
+    if to_the_end:
+        return (f"recorded none of B0's later calls (its last call is {candidate[-1].label} at "
+                f"{_step_name(candidate[-1].step)}: it may have stopped early)")
+    recorded = {c.step for c in candidate}
+    missing = [s for s in dict.fromkeys(c.step for c in span) if s not in recorded]
+    if missing:
+        return (f"recorded no call at {', '.join(map(_step_name, missing))} (its hooks may not "
+                "have fired there)")
+    return ""
+
+
 def parting(b0: list[Call], candidate: list[Call]) -> Parting:
     """The first place, in B0's completion order, where the candidate's calls part from B0's."""
     theirs = {call.key: call for call in candidate}
@@ -175,19 +214,23 @@ def parting(b0: list[Call], candidate: list[Call]) -> Parting:
     for i, call in enumerate(b0):
         other = theirs.get(call.key)
         if other is None:
-            skipped = []
+            span = []
             for later in b0[i:]:
                 if later.key in theirs:
                     break
-                skipped.append(later.label)
-            return Parting("not_run", call, None, before, skipped=tuple(skipped))
+                span.append(later)
+            skipped = tuple(c.label for c in span)
+            unseen = _unseen(span, i + len(span) == len(b0), candidate)
+            if unseen:
+                return Parting("uncovered", call, None, before, skipped=skipped, unseen=unseen)
+            return Parting("not_run", call, None, before, skipped=skipped)
         # A candidate call made before this one that B0 never made: it ran in the candidate only.
         if position < len(candidate) and candidate[position].key not in ours:
             return Parting("only_in_candidate", None, candidate[position], before)
         if position < len(candidate) and candidate[position].key != call.key:
             return Parting("order", call, candidate[position], before)
         position += 1
-        differing = _first_output(call, other)
+        differing = differing_output(call, other)
         if differing is not None:
             kind: Kind = "differs" if _same_inputs(call, other) else "inputs_differ"
             return Parting(kind, call, other, before, differing)
