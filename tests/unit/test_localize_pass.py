@@ -1,7 +1,10 @@
 """The localization pass's runner against stand-in arms that write the captures an engine would:
 which instances it starts and in what order, B0's captures reused by a second candidate, and a
 pass that cannot finish (a request that fails, a divergence that does not reproduce, too little
-disk) ending in one open check with its reason, every instance stopped."""
+disk) ending in one open check with its reason, every instance stopped. Then every absence the
+pass must not read as a place (a capture whose hooks never fired, a candidate's capture that
+stopped early or missed a step, a level 2 that does not reproduce level 1, inputs that already
+differ where the pass begins to see), planted and seen open, by status and by sentence."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import numpy as np
 import pytest
 
 from ref2va_accept.arms import Outcome
-from ref2va_accept.judging.localize import runner
+from ref2va_accept.judging.localize import Localization, runner
 from ref2va_accept.judging.localize.runner import Pass
 from ref2va_accept.tensors import write_tensor_file
 from ref2va_accept.timing import Sample
@@ -33,11 +36,26 @@ class StandInArms:
     def __init__(self, folder: Path, broken: str = "dit.blocks.1.fc2",
                  fail: tuple[str, int] | None = None, same_point: bool = False,
                  hook_error: bool = False, fed: str | None = None, broken_step: int = 2,
-                 missing_point: bool = False) -> None:
+                 missing_point: bool = False, silent: tuple[str, int] | None = None,
+                 unhooked: tuple[str, int] | None = None, unreported: bool = False,
+                 kept: int | None = None, skips_step: int | None = None,
+                 not_run: tuple[str, ...] = (), inside_equal: bool = False,
+                 fed_outside: bool = False) -> None:
         self.folder, self.broken, self.fail, self.same_point = folder, broken, fail, same_point
         self.hook_error, self.fed, self.broken_step = hook_error, fed, broken_step
         self.captures: list[dict[str, Any]] = []  # every capture asked, in order
         self.missing_point = missing_point
+        # Absences planted in a capture: (arm, level) whose hooks never fire (silent) or that
+        # hooked nothing (unhooked); a report without its figures (unreported); the candidate's
+        # level-1 capture stopping after `kept` calls, or recording nothing at `skips_step`;
+        # blocks the candidate does not run at its broken step (not_run); its level 2 finding
+        # every module inside the block equal (inside_equal).
+        self.silent, self.unhooked, self.unreported = silent, unhooked, unreported
+        self.kept, self.skips_step, self.not_run = kept, skips_step, not_run
+        self.inside_equal = inside_equal
+        # fed_outside: `fed` feeds the block at level 1 only, as a block's own modulation called
+        # outside its forward does (level 2, hooking inside the block, sees that module break)
+        self.fed_outside = fed_outside
         self.plan = SimpleNamespace(track_id="5s-lossless", seeds=(42,))
         self.log: list[str] = []  # "start ARM", "request ARM LEVEL", "stop ARM"
         self.evidence = SimpleNamespace(folder=folder, relative=lambda p: p.name,
@@ -70,14 +88,20 @@ class StandInArms:
         modules = INSIDE if capture["within"] else BLOCKS
         lines, diverged = [], False
         last = capture["step"]
+        inside_equal = self.inside_equal and capture["within"] is not None
         for step in range(capture.get("first_step", last), last + 1):
             # the candidate breaks at broken_step; every step after it is fed the divergence
-            breaks = candidate and step >= self.broken_step
+            breaks = candidate and step >= self.broken_step and not inside_equal
+            if candidate and step == self.skips_step and not capture["within"]:
+                continue
             for module in modules:
+                if candidate and step == self.broken_step and module in self.not_run:
+                    continue
                 i = len(lines)
                 # fed: the candidate's code before this module (no module of its own) diverged
-                diverged = diverged or (breaks and self.fed is not None and (
-                    module == self.fed or module.startswith(self.fed + ".")))
+                fed = self.fed is not None and not (self.fed_outside and capture["within"])
+                diverged = diverged or (breaks and fed and (
+                    module == self.fed or module.startswith(f"{self.fed}.")))
                 given = "d" if diverged else "s"
                 diverged = diverged or (breaks and (module == self.broken
                                                     or self.broken.startswith(module + ".")))
@@ -91,9 +115,18 @@ class StandInArms:
                 lines.append(json.dumps({"index": i, "step": step, "module": module, "call": 0,
                                          "outputs": [out], "inputs": [
                                              {"shape": [4, 2], "dtype": "F32", "sha256": given}]}))
-        (folder / "capture.jsonl").write_text("\n".join(lines) + "\n")
+        if candidate and self.kept is not None and not capture["within"]:
+            lines = lines[:self.kept]
+        hooked = len(modules)
+        if (arm, index) in (self.silent, self.unhooked):
+            lines = []  # the engine writes an empty log when no hook fires
+            hooked = 0 if (arm, index) == self.unhooked else hooked
+        (folder / "capture.jsonl").write_text("".join(f"{line}\n" for line in lines))
         errors = ["dit.blocks.1: RuntimeError: device copy failed"] if self.hook_error else []
-        (folder / "enabled_path.json").write_text(json.dumps({"capture": {"errors": errors}}))
+        report: dict[str, Any] = {"errors": errors}
+        if not self.unreported:
+            report.update(modules_hooked=hooked, calls=len(lines))
+        (folder / "enabled_path.json").write_text(json.dumps({"capture": report}))
         return Outcome(sample, {"video": {}}, (), None, folder)
 
 
@@ -214,6 +247,129 @@ def test_a_point_after_the_dit_runs_no_request(tmp_path: Path) -> None:
     arms = StandInArms(tmp_path)
     found = Pass(arms, "cand", "decoded.video", 42).run()  # type: ignore[arg-type]
     assert not found.found and arms.log == [] and "decoded.video" in found.sentence
+
+
+# -- absences planted: never a place, always open with what was not seen ----------------------
+
+def _open(found: Localization, *said: str) -> str:
+    check = found.check()
+    assert check.status == "open" and not found.found, check.detail
+    for words in said:
+        assert words in found.sentence, found.sentence
+    return found.sentence
+
+
+@pytest.mark.parametrize(("planted", "said"), [
+    ({"silent": ("cand", 1)}, "cand's level-1 capture of the DiT at steps 0..2 recorded no call "
+                              "(its capture report: 3 modules hooked, 0 calls: hooks that never "
+                              "fired)"),
+    ({"unhooked": ("cand", 1)}, "cand's level-1 capture of the DiT at steps 0..2 hooked no module "
+                                "(its capture report: 0 modules hooked, 0 calls)"),
+    ({"silent": ("b0", 1)}, "b0's level-1 capture of the DiT at steps 0..2 recorded no call"),
+    ({"unreported": True}, "b0's level-1 capture of the DiT at steps 0..2: its capture report "
+                           "does not say modules_hooked or calls"),
+])
+def test_a_capture_that_recorded_nothing_is_open_naming_the_arm_and_its_report(
+        tmp_path: Path, planted: dict[str, Any], said: str) -> None:
+    arms = StandInArms(tmp_path, **planted)
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    sentence = _open(found, said, "no place is named from what was not captured")
+    assert "not run" not in sentence and "code after" not in found.where
+    assert found.level1 is None and found.module is None
+    if planted.get("silent") == ("b0", 1) or planted.get("unreported"):
+        assert "start cand" not in arms.log  # B0 saw nothing: the candidate is not started
+    assert arms.log.count("start cand") == arms.log.count("stop cand")
+
+
+def test_hooks_that_never_fire_in_both_arms_are_open_not_code_after_every_module(
+        tmp_path: Path) -> None:
+    # Both arms' engines hook and record nothing: the pass stops at B0's, the first it reads.
+    arms = StandInArms(tmp_path, broken="nothing", silent=("b0", 1))
+    _open(Pass(arms, "cand", POINT, 42).run(), "b0's level-1 capture")  # type: ignore[arg-type]
+
+
+def test_a_candidate_capture_that_stopped_early_is_open_not_blocks_not_run(
+        tmp_path: Path) -> None:
+    # Its capture ends after step 1's first call: B0's later calls are not "not run".
+    found = Pass(StandInArms(tmp_path, kept=4), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    _open(found, "B0 ran dit.blocks.1 .. dit.blocks.2 (5 calls) (after dit.blocks.0); the "
+                 "candidate's capture has no call of them and recorded none of B0's later "
+                 "calls (its last call is dit.blocks.0 at step 1: it may have stopped early)",
+          "no place is named from calls one arm did not capture")
+    assert found.level1 is not None and found.level1.kind == "uncovered"
+    assert found.where == "dit.blocks.1 .. dit.blocks.2 not in the candidate's capture"
+
+
+def test_a_step_the_candidates_capture_recorded_nothing_at_is_open(tmp_path: Path) -> None:
+    found = Pass(StandInArms(tmp_path, skips_step=1), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    _open(found, "B0 ran dit.blocks.0 .. dit.blocks.2 (3 calls) (after dit.blocks.2)",
+          "recorded no call at step 1 (its hooks may not have fired there)")
+
+
+def test_blocks_the_candidate_skipped_between_calls_it_made_are_named_not_run(
+        tmp_path: Path) -> None:
+    arms = StandInArms(tmp_path, broken="nothing", not_run=("dit.blocks.1",))
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert found.check().status == "pass" and found.where == "dit.blocks.1 not run"
+    assert found.module == "dit.blocks.1" and "ran in B0 but not in the candidate" in \
+        found.sentence and "request cand 2" not in arms.log
+    # The same blocks skipped at the end of what the capture spans: nothing after them shows
+    # the capture was still live, so they are not named.
+    late = StandInArms(tmp_path / "late", broken="nothing",
+                       not_run=("dit.blocks.1", "dit.blocks.2"))
+    _open(Pass(late, "cand", POINT, 42).run(), "recorded none of B0's later calls")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("planted", "said"), [
+    ({"inside_equal": True}, "level 2, hooking inside dit.blocks.1, found every hooked module's "
+                             "output equal in both runs"),
+    ({"silent": ("cand", 2)}, "level 2 could not look inside it: cand's level-2 capture inside "
+                              "dit.blocks.1 recorded no call (its capture report: 3 modules "
+                              "hooked, 0 calls: hooks that never fired)"),
+    ({"silent": ("b0", 2)}, "level 2 could not look inside it: b0's level-2 capture inside "
+                            "dit.blocks.1 recorded no call"),
+])
+def test_a_level_two_that_does_not_reproduce_level_one_is_open_naming_level_one(
+        tmp_path: Path, planted: dict[str, Any], said: str) -> None:
+    arms = StandInArms(tmp_path, **planted)
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    _open(found, "not reproduced: level 1 found dit.blocks.1: inputs equal, output 0 "
+                 "(F32[4, 2]) differs at step 2", said, "no place is named")
+    assert found.where == "dit.blocks.1 (not reproduced)" and found.module is None
+    assert "every hooked module's output is equal" not in found.check().detail
+    if planted.get("silent") == ("cand", 2):  # nothing to compare B0's with: B0 not restarted
+        assert arms.log.count("start b0") == 1
+
+
+@pytest.mark.parametrize(("equal", "first_step", "unseen"), [
+    ([], 0, "in the encoders (no cond.* point compared) or the pipeline's code before "
+            "dit.blocks.1 at step 0"),
+    (["cond.text", "dit.step000"], 1,
+     "in the encoders (cond.text equal at the gate; whatever else they hand the DiT not "
+     "compared), step 0, which level 1 did not capture (the gate found dit.step000 equal), or "
+     "the pipeline's code before dit.blocks.1 at step 1"),
+])
+def test_inputs_that_already_differ_where_the_pass_begins_to_see_are_open_naming_the_range(
+        tmp_path: Path, equal: list[str], first_step: int, unseen: str) -> None:
+    # The candidate's block is fed the divergence at the first step level 1 captures: it may
+    # come from the encoders or the steps before, which the pass did not see.
+    arms = StandInArms(tmp_path, broken="nothing", fed="dit.blocks.1", broken_step=first_step)
+    found = Pass(arms, "cand", POINT, 42, equal_points=equal).run()  # type: ignore[arg-type]
+    _open(found, f"dit.blocks.1's inputs already differ at step {first_step}, the first step "
+                 "level 1 captured", unseen, "no place is named")
+    assert found.where == "before dit.blocks.1 (not seen)" and "code between" not in found.where
+    assert found.inputs_equal is False and found.figures is not None  # what was seen is kept
+
+
+def test_a_module_that_breaks_inside_a_block_fed_at_the_first_step_is_still_named(
+        tmp_path: Path) -> None:
+    # A block's modulation, called outside its forward, feeds it at the first step captured:
+    # level 2 sees the module compute differently on equal inputs, a place in both arms' calls.
+    arms = StandInArms(tmp_path, fed="dit.blocks.1", fed_outside=True, broken_step=0)
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert found.level1 is not None and found.level1.kind == "inputs_differ"
+    assert found.check().status == "pass" and found.module == "dit.blocks.1.fc2"
+    assert found.inputs_equal is True
 
 
 def _failed_gate(reason: Any, point: str | None) -> Any:

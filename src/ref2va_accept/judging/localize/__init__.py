@@ -1,18 +1,17 @@
 """The localization pass: on a bit-exact failure, the first module where a lossless candidate
-parts from B0 (runner.py), read from the engines' capture logs (capture.py), with a picture of
-where the named module's output differs (picture.py) and ``ref2va-accept localize`` (command.py)
-to run it again from a finished run's evidence."""
+parts from B0 (runner.py), read from the engines' capture logs (capture.py), named only from calls
+captured in both arms (judgement.py), its result and target (result.py), with a picture of where
+the named module's output differs (picture.py); ``ref2va-accept localize`` (cli) runs it again
+from a finished run's evidence."""
 
 from ref2va_accept.judging.localize.capture import Call, Digest, Parting, parting, read_log
 from ref2va_accept.judging.localize.picture import DiffMap, diff_map, svg
+from ref2va_accept.judging.localize.result import Localization, Target, target_of
 from ref2va_accept.judging.localize.runner import (
-    Localization,
     Pass,
-    Target,
     equal_before,
     failed_gate,
     localize,
-    target_of,
     wants_pass,
 )
 

@@ -2,7 +2,8 @@
 
 It runs only after a lossless candidate fails on bit-exactness, so its cost is a worst case:
 every candidate of every lossless track failing, each pass taking its three starts and four
-requests (runner.STARTS, runner.REQUESTS) at the campaign's frozen prices
+requests (runner.STARTS, runner.REQUESTS: the most it takes whatever it finds, since it never
+goes a stage back, judgement.py) at the campaign's frozen prices
 (``protocol.expected_start_s`` / ``expected_request_s``). A request of the pass dumps one point
 and, at level 2, the tensors of one block: its time is taken as a plain request's, which the
 bring-up's measured dump time (``dump_seconds``) says how far to trust.

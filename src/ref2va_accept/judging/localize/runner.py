@@ -19,6 +19,12 @@ Run after a lossless gate fails with ``quality_gate_failed`` (on by default; pyt
   where (:mod:`picture`). When the candidate did not run a block B0 ran (outputs reused from a
   cached step) level 1 already says where, and the picture is of the stage's point at that step.
 
+A place is named only from calls captured in both arms (:mod:`judgement`): a capture the engine
+reports with no module hooked or no call recorded, calls B0 made that the candidate's capture
+does not demonstrably cover, a level 2 that does not see level 1's block part again, and inputs
+that already differ at the first module hooked in a stage all leave the check open, saying what
+was not seen.
+
 Instances: B0 (level 1), the candidate (levels 1 and 2), B0 again (level 2): three starts and four
 requests at most, every instance stopped before the next starts (the host has one set of devices).
 B0's captures are kept for the session: another candidate of the track that fails at the same
@@ -31,158 +37,61 @@ so a failure here never loses the gate's verdict or any evidence already written
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
-import re
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ref2va_accept.core import (
     ArmRole,
     Check,
-    CheckStatus,
     LocalizeError,
     Reason,
     Ref2VAError,
     TensorFileError,
 )
 from ref2va_accept.evidence import CheckResult, LosslessGateData, check_record
-from ref2va_accept.judging.localize.capture import Call, Parting, parting, read_log
-from ref2va_accept.judging.localize.picture import DiffMap, diff_map
+from ref2va_accept.judging.localize.capture import Call, Parting, parting
+from ref2va_accept.judging.localize.judgement import (
+    Finding,
+    NotSeen,
+    captured,
+    name_inside,
+    name_level_one,
+    not_reproduced,
+)
+from ref2va_accept.judging.localize.picture import diff_map
+from ref2va_accept.judging.localize.result import Localization, Target, point_at, target_of
 from ref2va_accept.planning import DTYPE_BYTES, fmt_bytes
 from ref2va_accept.tensors import compare_dumps, compare_tensor_files, point_file
-from ref2va_accept.tensors.comparison import dit_step
 from ref2va_contract.diagnostics import (
     CAPTURE_DIT,
-    CAPTURE_ENCODERS,
     CAPTURE_FIRST_STEP_KEY,
-    CAPTURE_REPORT_KEY,
     CAPTURE_STAGE_KEY,
     CAPTURE_STEP_KEY,
     CAPTURE_TENSORS_KEY,
     CAPTURE_WITHIN_KEY,
-    ENABLED_PATH_FILE,
 )
 
 if TYPE_CHECKING:
     from ref2va_accept.arms import Arms, Outcome
 
 log = logging.getLogger(__name__)
+# The candidate's level-2 capture and its calls, or why it backs nothing.
+Level2: TypeAlias = "tuple[Outcome, list[Call]] | NotSeen"
 
 # Level 2 writes every tensor of the diverging block and its modules, per arm: bounded by this
 # many times the block's own inputs and outputs (an MLP's hidden layer is 4x the block's width;
 # a block has about a dozen modules), times the disk check's margin.
 LEVEL2_FACTOR = 32
 DISK_MARGIN = 1.25
-REQUESTS = 4  # at most, per localized candidate
+# At most, per localized candidate: B0 (level 1), the candidate (levels 1 and 2), B0 (level 2).
+# Inputs that already differ at the first module hooked in a stage end the pass open (see
+# judgement.py) instead of sending it a stage back, so these bounds hold whatever it finds.
+REQUESTS = 4
 STARTS = 3
-
-
-class CaptureReport(BaseModel):
-    """The engine's own report of a capture (its enabled_path.json's `capture`: module_capture
-    writes what it hooked and captured); the pass reads its errors alone."""
-
-    model_config = ConfigDict(extra="allow")
-
-    errors: list[Any] = []
-
-
-@dataclass(frozen=True)
-class Target:
-    stage: str
-    step: int | None  # the diverging point's step (the last one level 1 captures)
-    first_step: int | None = None  # the first step level 1 captures (points skip steps)
-
-    def describe(self) -> str:
-        if self.stage != CAPTURE_DIT:
-            return "the conditioning encoders"
-        if self.first_step is not None and self.first_step != self.step:
-            return f"the DiT at steps {self.first_step}..{self.step}"
-        return f"the DiT at step {self.step}"
-
-
-def point_at(point: str, step: int) -> str:
-    """The same DiT point at another step (``dit.step025.video`` -> ``dit.step002.video``)."""
-    return re.sub(r"^dit\.step\d{3}", f"dit.step{step:03d}", point)
-
-
-def target_of(point: str, equal_points: Sequence[str] = ()) -> Target | None:
-    """Which stage (and steps) made a comparison point; None for one no module of a step makes.
-
-    ``equal_points``: the contracted points found equal before it. When the frozen points skip
-    steps (dit.step000, dit.step025, ...), the runs may have parted at any step after the last
-    equal one: level 1 captures them all, from the step after it.
-    """
-    if point.startswith("cond."):
-        return Target(CAPTURE_ENCODERS, None)
-    step = dit_step(point)
-    if step is None:
-        return None
-    earlier = [s for s in map(dit_step, equal_points) if s is not None and s < step]
-    return Target(CAPTURE_DIT, step, max(earlier) + 1 if earlier else 0)
-
-
-@dataclass
-class Localization:
-    """What the pass found for one candidate (the ``localization`` check's data)."""
-
-    track: str
-    candidate: str
-    point: str
-    seed: int | None
-    target: Target | None = None
-    found: bool = False
-    sentence: str = ""  # where, in words
-    module: str | None = None  # the module path named (None: outside any module, or not found)
-    where: str = ""  # the place in a few words: the module, "code between A and B", "X not run"
-    level1: Parting | None = None
-    level2: Parting | None = None
-    # the named module's output (else the pictured point), B0 against the candidate
-    figures: dict[str, Any] | None = None
-    inputs_equal: bool | None = None
-    picture: DiffMap | None = None
-    picture_of: str = ""
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-    def check(self) -> CheckResult:
-        detail = (f"first divergence at {self.point}"
-                  + (f", in {self.target.describe()}" if self.target else "")
-                  + f": {self.sentence}")
-        return CheckResult(self.track, self.candidate, Check.LOCALIZATION,
-                           CheckStatus.PASS if self.found else CheckStatus.OPEN, None, detail,
-                           self.to_dict())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "point": self.point, "seed": self.seed,
-            "stage": self.target.stage if self.target else None,
-            "step": self.target.step if self.target else None,
-            "first_step": self.target.first_step if self.target else None,
-            "point_step": dit_step(self.point),
-            "found": self.found, "module": self.module, "where": self.where,
-            "sentence": self.sentence,
-            "level1": _parting_dict(self.level1), "level2": _parting_dict(self.level2),
-            "figures": self.figures, "inputs_equal": self.inputs_equal,
-            "picture": self.picture.to_dict() if self.picture else None,
-            "picture_of": self.picture_of, "requests": self.requests,
-        }
-
-
-def _parting_dict(found: Parting | None) -> dict[str, Any] | None:
-    if found is None:
-        return None
-    return {"kind": found.kind, "module": found.module,
-            "b0": found.b0.label if found.b0 else None,
-            "candidate": found.candidate.label if found.candidate else None,
-            "before": found.before.label if found.before else None,
-            "output": found.output, "skipped": list(found.skipped),
-            "sentence": found.sentence()}
 
 
 def _tensor_bytes(call: Call) -> int:
@@ -204,6 +113,7 @@ class Pass:
         # The gate's own dump folders (B0's, the candidate's): the point's picture when level 2
         # does not run.
         self.gate_dumps = gate_dumps
+        self.equal_points = list(equal_points)
         self.result = Localization(arms.plan.track_id, candidate, point, seed,
                                    target_of(point, equal_points))
 
@@ -217,6 +127,10 @@ class Pass:
             return result
         try:
             self._levels(target)
+        except NotSeen as exc:
+            result.found = False
+            result.sentence = f"{exc}; no place is named from what was not captured"
+            log.warning("localization of %s/%s: %s", result.track, self.candidate, exc)
         except (Ref2VAError, OSError) as exc:
             result.found = False
             result.sentence = f"the pass could not finish: {str(exc).splitlines()[0]}"
@@ -240,7 +154,7 @@ class Pass:
         return tuple(point_at(self.point, step) for step in range(first, target.step + 1))
 
     def _capture(self, arm: str, target: Target, within: str | None, level: int,
-                 engine: Any) -> Outcome:
+                 engine: Any) -> tuple[Outcome, list[Call]]:
         capture = {CAPTURE_STAGE_KEY: target.stage, CAPTURE_STEP_KEY: target.step,
                    CAPTURE_WITHIN_KEY: within, CAPTURE_TENSORS_KEY: within is not None}
         if target.first_step is not None and target.first_step != target.step:
@@ -252,20 +166,10 @@ class Pass:
             "arm": arm, "level": level, "within": within, "ok": outcome.sample.ok,
             "latency_s": outcome.sample.latency_s,
             "dump_dir": self.arms.evidence.relative(folder) if folder else None})
-        if not outcome.sample.ok or outcome.dump_dir is None:
+        if not outcome.sample.ok or folder is None:
             raise LocalizeError(f"{arm}'s level-{level} request failed: {outcome.explain()}")
-        # A hook that failed leaves calls out of the log, which would read as modules not run:
-        # the engine's own report of its capture must be there and clean.
-        try:
-            report = json.loads((outcome.dump_dir / ENABLED_PATH_FILE).read_text())
-            said = CaptureReport.model_validate(report[CAPTURE_REPORT_KEY])
-        except (OSError, ValueError, KeyError, TypeError):  # a ValidationError is a ValueError
-            raise LocalizeError(f"{arm}'s level-{level} request: no capture report in its "
-                                f"{ENABLED_PATH_FILE}") from None
-        if said.errors:
-            raise LocalizeError(f"{arm}'s level-{level} capture failed in the engine: "
-                                + "; ".join(map(str, said.errors[:3])))
-        return outcome
+        # Only what the engine reports capturing counts (judgement.captured).
+        return outcome, captured(folder, arm, level, target, within)
 
     def _on(self, arm: str, work: Any) -> Any:
         engine = self.arms.start(arm)
@@ -274,31 +178,30 @@ class Pass:
         finally:
             self.arms.registry.stop(engine)
 
-    def _b0(self, target: Target, within: str | None, level: int) -> Outcome:
+    def _b0(self, target: Target, within: str | None, level: int) -> tuple[Outcome, list[Call]]:
         """B0's capture, made once per session for one track, point, seed and scope."""
         key = (self.arms.plan.track_id, self.point, self.seed, target.stage, target.step,
                target.first_step, within)
         made = self.b0_captures.get(key)
         if made is None:
-            made = self._on(ArmRole.B0,
-                            lambda e: self._capture(ArmRole.B0, target, within, level, e))
+            made, calls = self._on(ArmRole.B0,
+                                   lambda e: self._capture(ArmRole.B0, target, within, level, e))
             self.b0_captures[key] = made
-        else:
-            self.result.requests.append({"arm": ArmRole.B0, "level": level, "within": within,
-                                         "ok": True, "reused": True})
-        return made
+            return made, calls
+        self.result.requests.append({"arm": ArmRole.B0, "level": level, "within": within,
+                                     "ok": True, "reused": True})
+        return made, captured(made.dump_dir, ArmRole.B0, level, target, within)  # type: ignore[arg-type]
 
     def _levels(self, target: Target) -> None:
         result = self.result
-        b0_one = self._b0(target, None, 1)
+        b0_one, b0_calls = self._b0(target, None, 1)
         first: Parting | None = None
-        cand_two: Outcome | None = None
 
-        def candidate_levels(engine: Any) -> tuple[Outcome, Outcome | None]:
+        def candidate_levels(engine: Any) -> tuple[Outcome, Level2 | None]:
             nonlocal first
-            one = self._capture(self.candidate, target, None, 1, engine)
+            one, calls = self._capture(self.candidate, target, None, 1, engine)
             self._reproduced(b0_one, one)
-            first = parting(read_log(b0_one.dump_dir), read_log(one.dump_dir))  # type: ignore[arg-type]
+            first = parting(b0_calls, calls)
             result.level1 = first
             # Inputs that already differ may come from one of the block's own modules called
             # outside its forward (a block's modulation, say): look inside it either way.
@@ -306,57 +209,63 @@ class Pass:
                 return one, None
             assert first.b0 is not None
             self._room(first.b0)
-            return one, self._capture(self.candidate, self._at(target, first), first.b0.module,
-                                      2, engine)
+            try:
+                return one, self._capture(self.candidate, self._at(target, first),
+                                          first.b0.module, 2, engine)
+            except NotSeen as exc:  # level 2 saw nothing: B0's is not worth a start
+                return one, exc
 
         cand_one, cand_two = self._on(self.candidate, candidate_levels)
         assert first is not None
-        self._name(target, first, cand_two)
+        if cand_two is None:
+            # Level 1 already says where (a block B0 ran and the candidate did not, calls in
+            # another order, or no block's output differing): no block to look inside.
+            if first.kind != "none":
+                self._at(target, first)
+            self._say(name_level_one(first, self.point))
+        else:
+            self._inside(target, first, cand_two)
         if result.picture is None and first.step is not None:
             # No module's output to show: the stage's point where the runs part (level 1 dumped
             # it at every step it captured).
             self._show_point(b0_one.dump_dir, cand_one.dump_dir,  # type: ignore[arg-type]
                              point_at(self.point, first.step), "level 1's dumps")
 
-    def _name(self, target: Target, first: Parting, cand_two: Outcome | None) -> None:
-        """What the result says, from level 1's parting and, when it ran, level 2's."""
+    def _say(self, found: Finding) -> None:
         result = self.result
-        if cand_two is None:
-            # Level 1 already says where (a block B0 ran and the candidate did not, calls in
-            # another order, or no block's output differing): no block to look inside.
-            result.found = True
-            if first.kind != "none":
-                self._at(target, first)
-            result.module = first.module if first.kind in ("not_run", "only_in_candidate",
-                                                           "order") else None
-            result.where = first.where()
-            result.sentence = first.sentence() if first.kind != "none" else (
-                f"every block's output at this step is equal in both runs, yet {self.point} "
-                "differs: the divergence is in code after the blocks (the final layer's "
-                "arithmetic, guidance, the step update), not in a module the pass hooks")
+        result.found, result.where, result.module = found.found, found.where, found.module
+        result.sentence = found.sentence
+
+    def _inside(self, target: Target, first: Parting,
+                cand_two: Level2) -> None:
+        """What the result says once level 2 ran (``target``: level 1's): the module it names,
+        open when it does not reproduce level 1."""
+        within = str(first.module)
+        try:
+            if isinstance(cand_two, NotSeen):
+                raise cand_two
+            b0_two, b0_calls = self._b0(self._at(target, first), within, 2)
+        except NotSeen as exc:
+            self._not_reproduced(first, f"level 2 could not look inside it: {exc}")
             return
-        within = first.module
-        b0_two = self._b0(self._at(target, first), within, 2)
-        second = parting(read_log(b0_two.dump_dir), read_log(cand_two.dump_dir))  # type: ignore[arg-type]
-        result.level2 = second
-        result.found = True
-        result.where = second.where(first.before)
-        result.module = second.module if second.kind in ("differs", "not_run",
-                                                         "only_in_candidate", "order") else None
-        result.sentence = second.sentence()
-        if second.kind == "differs" and second.module == within:
-            result.sentence = (f"{within}: inputs equal, output differs, but no module inside "
-                               "it does: the divergence is in its own code between them")
-        elif second.kind == "inputs_differ":
-            after = second.before or first.before
-            result.sentence = (f"{second.module}'s inputs already differ: the divergence is in "
-                               "code outside any hooked module, run between "
-                               f"{after.label if after else 'the start of the step'} and "
-                               f"{second.module}")
+        cand_out, cand_calls = cand_two
+        second = parting(b0_calls, cand_calls)
+        self.result.level2 = second
+        missed = not_reproduced(first, second, b0_calls, cand_calls, self.candidate)
+        if missed:
+            self._not_reproduced(first, f"level 2, hooking inside {within}, {missed}")
+            return
+        self._say(name_inside(first, second, target, self.equal_points))
         named = second if second.kind in ("differs", "inputs_differ") else None
         if named is not None and named.b0 is not None and named.candidate is not None:
-            result.inputs_equal = named.kind == "differs"
-            self._show_module(named, b0_two.dump_dir, cand_two.dump_dir)  # type: ignore[arg-type]
+            self.result.inputs_equal = named.kind == "differs"
+            self._show_module(named, b0_two.dump_dir, cand_out.dump_dir)  # type: ignore[arg-type]
+
+    def _not_reproduced(self, first: Parting, what: str) -> None:
+        step = f" at step {first.step}" if first.step is not None else ""
+        self._say(Finding(False, f"{first.module} (not reproduced)", None,
+                          f"not reproduced: level 1 found {first.sentence()}{step}; {what}; no "
+                          "place is named"))
 
     def _at(self, target: Target, found: Parting) -> Target:
         """Level 2's target: the one step where level 1 saw the runs part."""
