@@ -11,6 +11,8 @@ Faults act at three places, each reached without touching the pipeline's interna
   generator reports every denoising step to, and the media it returns): ``crash``, ``hang``,
   ``http_500``, ``wrong_frame_count``, ``missing_audio``; and ``nondeterministic``, which sets
   ``GenerationSpec.unseeded_noise_step`` so the pipeline adds unseeded noise inside that step;
+  and ``capture_hooks_off``, which sets ``GenerationSpec.capture_hooks_off`` so a localization
+  capture hooks its modules but records no call (hooks that never fire);
 - on the wire, as ASGI middleware over ``video/mp4`` responses (:class:`MediaFaultMiddleware`):
   ``truncated_body``, ``corrupt_mp4``;
 - at process level, started by ``serve`` before it listens (:func:`start_fault_children`):
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.reference.fault_names import (
+    CAPTURE_FAULTS,
     COLLECTIVE_FAULTS,
     FAULT_ENV,
     FAULT_NAMES,
@@ -179,6 +182,9 @@ class FaultyGenerator:
             return self._inner.generate(
                 dataclasses.replace(spec, unseeded_noise_step=step), monitor
             )
+        if self._plan.name in CAPTURE_FAULTS:
+            return self._inner.generate(dataclasses.replace(spec, capture_hooks_off=True),
+                                        monitor)
         if self._plan.name in STEP_FAULTS:
             return self._inner.generate(spec, _FaultMonitor(monitor, self._plan))
         if self._plan.name in COLLECTIVE_FAULTS:
@@ -198,7 +204,8 @@ class FaultyGenerator:
 
 
 def wrap_generator(generator: VideoGenerator, plan: FaultPlan | None) -> VideoGenerator:
-    if plan is None or plan.name not in STEP_FAULTS | MEDIA_FAULTS | COLLECTIVE_FAULTS:
+    if plan is None or plan.name not in (STEP_FAULTS | MEDIA_FAULTS | COLLECTIVE_FAULTS
+                                         | CAPTURE_FAULTS):
         return generator
     return FaultyGenerator(generator, plan)
 

@@ -62,6 +62,9 @@ class GenerationSpec:
     # Fault injection only (faults.py, `nondeterministic`): after this 1-based denoising step the
     # latents get noise from an unseeded generator, the way a nondeterministic kernel would differ.
     unseeded_noise_step: int | None = None
+    # Fault injection only (faults.py, `capture_hooks_off`): a localization capture hooks its
+    # modules, but its hooks never see a call of their stage (it reports zero calls).
+    capture_hooks_off: bool = False
 
 
 @dataclass

@@ -150,7 +150,7 @@ class TorchGenerator:
         audio_shift = self._audio_shift(spec)
         target = parse_request(spec.extra_params, spec.num_inference_steps, self.roots)
         capture = open_capture(self.model, self.phase, target, spec.extra_params,
-                               spec.num_inference_steps)
+                               spec.num_inference_steps, hooks_off=spec.capture_hooks_off)
         if capture is not None:
             capture.install()
         try:

@@ -1,9 +1,12 @@
 """The reference engine's module capture and planted divergences, compared by the judge's own
 capture reader (localize/capture.py): the pass names exactly the module where a divergence was
-planted, at block level and inside the block, in the DiT at a chosen step and in the encoders."""
+planted, at block level and inside the block, in the DiT at a chosen step and in the encoders;
+with the capture's hooks off (the ``capture_hooks_off`` fault) the engine reports no call and the
+judge names nothing from it."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -11,13 +14,19 @@ from typing import Any
 import pytest
 
 from engine.reference.errors import ApiError
+from engine.reference.faults import FaultPlan, FaultyGenerator, resolve_fault, wrap_generator
+from engine.reference.profile import load_profile
 from engine.reference.torch_generator import TorchGenerator
-from ref2va_accept.judging.localize import parting, read_log
+from ref2va_accept.judging.localize import Target, parting, read_log
+from ref2va_accept.judging.localize.judgement import NotSeen, captured
 from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, CAPTURE_LOG_FILE
 from tests.engine.pipeline_harness import SPEC, Monitor, generator
 
+REPO = Path(__file__).resolve().parents[2]
 
-def _capture(engine: TorchGenerator, folder: Path, point: str, **capture: Any) -> Path:
+
+def _capture(engine: TorchGenerator | FaultyGenerator, folder: Path, point: str,
+             **capture: Any) -> Path:
     block = {"dump_dir": str(folder), "points": [point], "capture": capture}
     request = replace(SPEC, extra_params={**SPEC.extra_params, ACCEPTANCE_FIELD: block})
     engine.validate(request)
@@ -124,3 +133,34 @@ def test_a_capture_it_cannot_honour_is_refused_before_anything_runs(
         engine.validate(request)
     assert named in str(refused.value)
     assert not (tmp_path / "x" / CAPTURE_LOG_FILE).exists()
+
+
+@pytest.mark.parametrize(("point", "where", "target"), [
+    ("dit.step001", {"stage": "dit", "step": 1}, Target("dit", 1, 1)),
+    ("cond.text", {"stage": "encoders", "step": None}, Target("encoders", None)),
+])
+def test_with_the_capture_hooks_off_the_engine_reports_no_call_and_nothing_is_named(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, point: str, where: dict[str, Any],
+        target: Target) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    hooked = sum(len(m._forward_hooks) for m in engine.model.modules())
+    # The fault's profile switches it on, and the server wraps its generator for it.
+    profile = load_profile(REPO / "engine/profiles/reference/fault-capture-hooks-off.yaml")
+    plan = resolve_fault(profile.args, {})
+    assert plan == FaultPlan("capture_hooks_off")
+    off = wrap_generator(engine, plan)
+    assert isinstance(off, FaultyGenerator)
+    folder = _capture(off, tmp_path / "off", point, **where)
+    report = json.loads((folder / "enabled_path.json").read_text())["capture"]
+    assert report["modules_hooked"] > 0 and report["calls"] == 0 and report["errors"] == []
+    assert read_log(folder) == []
+    with pytest.raises(NotSeen) as refused:
+        captured(folder, "cand", 1, target)
+    assert (f"recorded no call (its capture report: {report['modules_hooked']} modules hooked, "
+            "0 calls: hooks that never fired)") in str(refused.value)
+    # B0's capture of the same request, hooks on, is whole; against the silent one, its calls
+    # are not "not run": the candidate's capture recorded none at all.
+    on = _capture(engine, tmp_path / "on", point, **where)
+    found = parting(captured(on, "b0", 1, target), read_log(folder))
+    assert found.kind == "uncovered" and "recorded no call at all" in found.sentence()
+    assert sum(len(m._forward_hooks) for m in engine.model.modules()) == hooked

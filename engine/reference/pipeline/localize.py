@@ -1,6 +1,10 @@
 """The reference engine's side of the localization pass: which modules make a stage, the
 request's module capture (:mod:`engine.module_capture`), and a planted divergence for tests.
 
+The ``capture_hooks_off`` fault (:mod:`engine.reference.faults`) keeps the capture's hooks from
+ever seeing their stage: the engine reports its capture with its modules hooked and zero calls,
+as a real server whose hooks never fire would.
+
 Module paths are the model's own (``dit.blocks.0.fc2``, ``text_encoder.layers.1.qkv``): the
 ReferenceModel's attribute names, as ``named_modules`` gives them.
 """
@@ -51,10 +55,12 @@ class Phase:
 
 def open_capture(
     model: ReferenceModel, phase: Phase, target: tuple[Path, frozenset[str]] | None,
-    extra_params: Mapping[str, Any], steps: int,
+    extra_params: Mapping[str, Any], steps: int, *, hooks_off: bool = False,
 ) -> ModuleCapture | None:
     """The request's capture, hooks not yet installed, or None; a 400 for a block it cannot
-    honour. ``target``: the acceptance block as parse_request read it (None: no block)."""
+    honour. ``target``: the acceptance block as parse_request read it (None: no block).
+    ``hooks_off`` (the ``capture_hooks_off`` fault): the hooks are installed but never see their
+    stage running, so the capture reports the modules it hooked and no call."""
     if target is None:
         return None
     try:
@@ -63,7 +69,7 @@ def open_capture(
             return None
         capture = ModuleCapture.for_stage(
             request, target[0], stage_roots(model, request.stage),
-            lambda: phase.in_stage(request.stage), phase.step)
+            lambda: not hooks_off and phase.in_stage(request.stage), phase.step)
     except CaptureRefused as exc:
         raise bad_request(str(exc)) from None
     return capture
