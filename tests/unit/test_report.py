@@ -327,7 +327,7 @@ def test_the_budget_section_charges_this_runs_measured_entry(tmp_path: Path) -> 
     assert "<td>left after this run</td><td>14.00</td><td>62.00</td>" in page
 
 
-def _localization(**data: object) -> CheckResult:
+def _localization(status: str = "pass", **data: object) -> CheckResult:
     parting = {"kind": "differs", "module": "blocks.3", "b0": "b0-sha", "candidate": "c-sha",
                "before": "blocks.2", "output": 0, "skipped": [],
                "sentence": "blocks.3 is the first block whose output differs"}
@@ -337,7 +337,7 @@ def _localization(**data: object) -> CheckResult:
                "max_ulp": 3}
     picture = {"shape": [2, 4], "rows": 2, "cols": 4, "row_edges": [0, 1, 2],
                "col_edges": [0, 2, 4], "share": [[0.5, 0.0], [0.0, 0.5]], "differing": 2}
-    return CheckResult("5s-lossless", "c1", "localization", "pass", None, "named blocks.3.mlp", {
+    return CheckResult("5s-lossless", "c1", "localization", status, None, "named blocks.3.mlp", {
         "point": "dit.step000", "seed": 42, "stage": "dit", "step": 0, "first_step": 0,
         "point_step": 0, "found": True, "module": "blocks.3.mlp", "where": "blocks.3.mlp",
         "sentence": "blocks.3.mlp parts first", "level1": parting,
@@ -367,6 +367,18 @@ def test_the_first_divergence_panel_from_the_check_or_its_recorded_form(tmp_path
                                inputs_equal=None))
     assert "blocks first" not in bare and "<table" not in bare and "<svg" not in bare
     assert "inputs to it" not in bare
+    # Open: no place named, whatever the pass got to; the sentence says why.
+    unseen = panel(_localization(found=False, module=None, where="", step=2, first_step=1,
+                                 level1=None, level2=None, figures=None, picture=None,
+                                 inputs_equal=None, sentence="c1's level-1 capture recorded no "
+                                 "call (its capture report: 14 modules hooked, 0 calls)",
+                                 status="open"))
+    assert "first divergence OPEN" in unseen and "blocks.3" not in unseen
+    assert "<b>no place named</b> at steps 1..2 (first diverging point dit.step000" in unseen
+    assert "recorded no call (its capture report: 14 modules hooked, 0 calls)" in unseen
+    not_reproduced = panel(_localization(found=False, module=None, step=2, first_step=2,
+                                         where="blocks.3 (not reproduced)", status="open"))
+    assert "<b>no place named</b>: blocks.3 (not reproduced), at step 2" in not_reproduced
     with pytest.raises(ValueError, match="5s-lossless/c1: a lossless_gate check is not a "
                                          "localization check"):
         panel(CheckResult("5s-lossless", "c1", "lossless_gate", "pass", None, "exact",

@@ -55,15 +55,22 @@ def panel(check: LocalizationCheck | CheckResult) -> str:
     """One candidate's panel (the report's, and localize.html's of ``ref2va-accept localize``)."""
     check = localization_check(check)
     data = check.data
-    status = "NAMED" if check.status == CheckStatus.PASS else "OPEN"
+    named = check.status == CheckStatus.PASS
     where = data.where or data.module or "-"
+    # open: no place is named; what the pass got to (a block not reproduced, a range not seen)
+    # follows, and the sentence says why
+    head = (f"<b>{html.escape(str(where))}</b>" if named else
+            "<b>no place named</b>" + (f": {html.escape(data.where)}," if data.where else ""))
+    steps = ""
+    if data.step is not None:
+        steps = (f" at steps {data.first_step}..{data.step}"
+                 if data.first_step is not None and data.first_step != data.step
+                 else f" at step {data.step}")
     parts = [
         f"<div class='ref2va-localization'><h4>{html.escape(check.track)} / "
-        f"{html.escape(check.arm)}: first divergence {status}</h4>",
-        f"<p><b>{html.escape(str(where))}</b>"
-        + (f" at step {html.escape(str(data.step))}" if data.step is not None else "")
-        + f" (first diverging point {html.escape(str(data.point))}, seed "
-        f"{html.escape(str(data.seed))})</p>",
+        f"{html.escape(check.arm)}: first divergence {'NAMED' if named else 'OPEN'}</h4>",
+        f"<p>{head}{html.escape(steps)} (first diverging point {html.escape(str(data.point))}, "
+        f"seed {html.escape(str(data.seed))})</p>",
         f"<p>{html.escape(str(data.sentence or check.detail or ''))}</p>",
     ]
     if data.inputs_equal is not None:
