@@ -20,6 +20,7 @@ from ref2va_accept.judging.localize.judgement import (
     at_stage_start,
     captured,
     name_inside,
+    name_level_one,
     not_reproduced,
 )
 
@@ -186,3 +187,17 @@ def test_inputs_that_differ_after_the_first_step_captured_are_code_between_modul
                      [_call(0, "dit.blocks.1.qkv", 2, given="j", made="p")])
     found = name_inside(first, second, DIT, ["dit.step000"])
     assert found.found and found.where == "code between dit.blocks.0 and dit.blocks.1.qkv"
+
+
+def test_every_block_equal_is_code_after_them_in_the_dit_and_nothing_named_in_the_encoders(
+        ) -> None:
+    dit = [_call(0, "dit.blocks.0", 1), _call(1, "dit.blocks.0", 2), _call(2, "dit.blocks.0", 3)]
+    found = name_level_one(parting(dit, dit), "dit.step003", DIT)
+    assert found.found and found.where == "code after every hooked module"
+    # cond.image differs while the text encoder's layers, the only calls hooked, all agree: the
+    # image side's modules may never have been seen (a VAE called through its methods).
+    encoders = [_call(0, "text_encoder.layers.0", None), _call(1, "text_encoder.layers.1", None)]
+    unseen = name_level_one(parting(encoders, encoders), "cond.image", ENCODERS)
+    assert not unseen.found and unseen.where == "" and unseen.module is None
+    assert ("every hooked encoder module's output is equal in both runs, yet cond.image differs"
+            in unseen.sentence and "no place is named" in unseen.sentence)

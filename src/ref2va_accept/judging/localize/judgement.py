@@ -117,13 +117,24 @@ class Finding:
 NAMES_MODULE = ("differs", "not_run", "only_in_candidate", "order")
 
 
-def name_level_one(first: Parting, point: str) -> Finding:
+def name_level_one(first: Parting, point: str, target: Target) -> Finding:
     """Level 1's finding when level 2 does not run (no block differs, or B0's calls have no
-    counterpart in the candidate's capture)."""
+    counterpart in the candidate's capture).
+
+    Every block equal in the DiT, every step of the range captured in both arms, is a place: the
+    step's code after its blocks. In the encoders it is not: a ``cond.*`` point that differs
+    while every hooked encoder module agrees comes from an encoder whose modules the hooks did
+    not see (a VAE called through its methods, say) as much as from code after them."""
     if first.kind == "uncovered":
         return Finding(False, first.where(), None,
                        f"{first.sentence()}; no place is named from calls one arm did not "
                        "capture")
+    if first.kind == "none" and target.stage != CAPTURE_DIT:
+        return Finding(False, "", None,
+                       f"every hooked encoder module's output is equal in both runs, yet {point} "
+                       "differs: the divergence is in encoder code the pass did not see (an "
+                       "encoder's own code around its modules, or modules its hooks never saw "
+                       "called); no place is named")
     if first.kind == "none":
         return Finding(True, first.where(), None,
                        f"every block's output at this step is equal in both runs, yet {point} "

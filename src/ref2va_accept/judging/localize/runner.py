@@ -222,7 +222,7 @@ class Pass:
             # another order, or no block's output differing): no block to look inside.
             if first.kind != "none":
                 self._at(target, first)
-            self._say(name_level_one(first, self.point))
+            self._say(name_level_one(first, self.point, target))
         else:
             self._inside(target, first, cand_two)
         if result.picture is None and first.step is not None:
