@@ -31,35 +31,11 @@ from tests.contract.relied_on import (
 from tests.contract.upstream import Upstream, literal
 from tests.contract.wheel import PINNED_SHA256, SourceTree, WheelError
 
+# The fixtures `pinned_wheel` and `upstream` (the wheels, read once) are in conftest.py.
+
 DERIVED: Derivation = derive()
 # needs-source items exist only while a shipped profile waits for a later source: not required.
 REQUIRED = tuple(c for c in CATEGORIES if c != "needs-source")
-
-
-@pytest.fixture(scope="session")
-def pinned_wheel() -> Path | WheelError:
-    """The verified wheel, or why there is none (each test that needs it then fails)."""
-    try:
-        return wheel_mod.obtain()
-    except WheelError as exc:
-        return exc
-
-
-def _released(pin: wheel_mod.Pin) -> Upstream | str:
-    """The vLLM or Cache-DiT release read like the wheel, or why it could not be obtained (its
-    items then fail with that line)."""
-    try:
-        return Upstream(SourceTree(wheel_mod.obtain(pin=pin), pin.package))
-    except WheelError as exc:
-        return str(exc)
-
-
-@pytest.fixture(scope="session")
-def upstream(pinned_wheel: Path | WheelError) -> Upstream:
-    if isinstance(pinned_wheel, WheelError):
-        pytest.fail(str(pinned_wheel), pytrace=False)
-    return Upstream(SourceTree(pinned_wheel), base=_released(wheel_mod.VLLM),
-                    cache_dit=_released(wheel_mod.CACHE_DIT))
 
 
 def test_pinned_wheel_is_obtained_and_verified(pinned_wheel: Path | WheelError) -> None:
@@ -255,10 +231,22 @@ def test_checker_flags_wrong_values_and_kinds(upstream: Upstream) -> None:
     assert check(upstream, Item("limit", "x", "judge.X", ("X", 15 * 2**20, src))) is None
     assert "= 15728640" in (check(upstream, Item("limit", "x", "judge.X", ("X", 16 * 2**20, src)))
                             or "")
-    inline = LimitSource("vllm_omni/model_executor/models/minimax_h3/preprocessing.py",
-                         function="resolve_minimax_h3_reference_image_shape")
-    assert check(upstream, Item("limit", "y", "judge.Y", ("Y", 2.5, inline))) is None
-    assert check(upstream, Item("limit", "y", "judge.Y", ("Y", 3.0, inline))) is not None
+    preproc = "vllm_omni/model_executor/models/minimax_h3/preprocessing.py"
+    function = "resolve_minimax_h3_reference_image_shape"
+    upper = LimitSource(preproc, function=function, bound="ratio <= _")
+    lower = LimitSource(preproc, function=function, bound="ratio >= _")
+    assert check(upstream, Item("limit", "y", "judge.Y", ("Y", 2.5, upper))) is None
+    assert check(upstream, Item("limit", "y", "judge.Y", ("Y", 0.4, lower))) is None
+    assert "compares ratio >= 0.4, ratio <= 2.5" in str(
+        check(upstream, Item("limit", "y", "judge.Y", ("Y", 3.0, upper))))
+    # The value in another comparison of the function is not the limit: refused, by name.
+    swapped = check(upstream, Item("limit", "y", "judge.Y", ("Y", 2.5, lower)))
+    assert swapped is not None and "should be upstream's `ratio >= 2.5`" in swapped
+    assert "never compares height" in str(check(upstream, Item(
+        "limit", "y", "judge.Y", ("Y", 2.5, LimitSource(preproc, function=function,
+                                                         bound="height <= _")))))
+    assert "bound=" in str(check(upstream, Item(
+        "limit", "y", "judge.Y", ("Y", 2.5, LimitSource(preproc, function=function)))))
     assert check(upstream, Item("flag", "--ulysses-degree", "p.yaml", True)) is None
     bare = check(upstream, Item("flag", "--ulysses-degree", "p.yaml", False))
     assert bare is not None and "takes a value" in bare
