@@ -217,6 +217,62 @@ def test_the_call_order_the_extension_relies_on_fails_on_a_copy_that_changes_it(
     assert said in found[item] and found[item].startswith(f"{item}: the extension relies on")
 
 
+_CACHE_BACKEND = "vllm_omni/diffusion/cache/cachedit/backend.py"
+_TRANSFORMER = "vllm_omni/diffusion/models/minimax_h3/minimax_h3_transformer.py"
+_TEXT_ENCODER = "vllm_omni/diffusion/models/minimax_h3/encoder.py"
+_VAE = "vllm_omni/diffusion/models/minimax_h3/vae.py"
+_PREPROC = "vllm_omni/model_executor/models/minimax_h3/preprocessing.py"
+_H3 = "hook:MiniMaxH3Pipeline:"
+_IMAGE_SHAPE = "limit:resolve_minimax_h3_reference_image_shape:"
+
+
+@pytest.mark.parametrize(("edits", "items", "said"), [
+    # Cache-DiT's targets, read from the pipeline by enabled_path
+    (((_CACHE_BACKEND, "pipeline._cache_dit_targets = tuple(",
+       "pipeline._cache_targets = tuple("),),
+     {"hook:CacheDiTBackend.enable:pipeline._cache_dit_targets"},
+     "never assigns pipeline._cache_dit_targets"),
+    # the DiT and its blocks called through __call__, so hooks fire
+    (((_LOOP, _DIT_CALL, _DIT_CALL.replace("model(", "model.forward(")),),
+     {"hook:minimax_h3_denoise_loop:model", "order:step-published-before-dit"},
+     "calls model.forward(...), which skips nn.Module.__call__"),
+    (((_TRANSFORMER, "            hidden = block(\n", "            hidden = block.forward(\n"),),
+     {"hook:MiniMaxH3DiTModel.forward:self.blocks[*]"},
+     "loops over self.blocks but does not call each item itself"),
+    # H3's text-encoder paths
+    (((_TEXT_ENCODER, "        self.text_model = MiniMaxH3Qwen3VLTextModel(",
+       "        self.language_model = MiniMaxH3Qwen3VLTextModel("),),
+     {f"{_H3}text_encoder.text_model", f"{_H3}text_encoder.text_model.embed_tokens",
+      f"{_H3}text_encoder.text_model.layers.0"},
+     "class MiniMaxH3Qwen3VLEncoder (and its bases in the wheel) assigns no self.text_model"),
+    (((_TEXT_ENCODER, "        self.layers = nn.ModuleList(",
+       "        self.decoder_layers = nn.ModuleList("),),
+     {f"{_H3}text_encoder.text_model.layers.0"}, "assigns no self.layers"),
+    # H3's VAE paths: the alias the encode goes through, and the modules it calls
+    (((_VAE, "patches(self.remote.model)\n        self.model = self.remote.model",
+       "patches(self.remote.model)\n        self.vae = self.remote.model"),),
+     {f"{_H3}video_vae.model", f"{_H3}video_vae.model.encoder",
+      f"{_H3}video_vae.model.quant_conv"}, "MiniMaxH3VideoVAE"),
+    (((_VAE, "latent = self.model.encoder(audio)", "latent = self.model.encoder.forward(audio)"),),
+     {"hook:MiniMaxH3AudioVAE.encode_waveform:self.model.encoder"}, "calls self.model.encoder"),
+    # a limit is checked in the comparison that holds it, not anywhere in the function
+    (((_PREPROC, "if min(width, height) < 256 or max(width, height) > 5760:",
+       "if min(width, height) < 5760 or max(width, height) > 256:"),),
+     {f"{_IMAGE_SHAPE}MIN_IMAGE_EDGE", f"{_IMAGE_SHAPE}MAX_IMAGE_EDGE"},
+     "compares min(width, height) < 5760"),
+], ids=["cache-dit-targets", "dit-called", "blocks-called", "text-model", "text-layers",
+        "video-vae-alias", "audio-encoder-called", "limit-comparison"])
+def test_what_the_extension_reads_fails_on_a_copy_without_it(
+        upstream: Upstream, tmp_path: Path, edits: tuple[tuple[str, str, str], ...],
+        items: set[str], said: str) -> None:
+    copy = _mutated(upstream.tree, tmp_path / "omni", edits)
+    found = _new_findings(upstream, Upstream(copy, base=upstream.base,
+                                             cache_dit=upstream.cache_dit))
+    assert set(found) == items, found
+    assert any(said in message for message in found.values()), found
+    assert all(message.startswith(f"{item}: ") for item, message in found.items()), found
+
+
 def test_checker_flags_wrong_values_and_kinds(upstream: Upstream) -> None:
     """Values, not only names: a changed default or limit, a bare flag that takes a value."""
     from tests.contract.relied_on import ENV_READERS, LimitSource
