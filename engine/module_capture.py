@@ -12,9 +12,13 @@ With ``tensors`` the tensors themselves are written too, one safetensors file ea
 ``capture/``, one at a time (nothing is held whole beyond the tensor being written).
 
 The reference engine and the vLLM-Omni worker extension both use this module; each says which
-modules make a stage (``roots``), when the stage is running (``in_stage``) and which denoising
-step is (``current_step``). The hooks never change an output, never raise into the model (a
-failure is recorded and reported in ``enabled_path.json``) and are removed by
+modules make a stage (``roots``: each a path and the module there), when the stage is running
+(``in_stage``) and which denoising step is (``current_step``). A stage's blocks are its roots'
+children, a module list opened into its items; a module's path is its root's path and the
+attribute names down to it, each module hooked once under the first path that reaches it; a
+``within`` path is resolved by attribute names the way the model's code reaches it, so every name
+a capture reports is accepted back as ``within``. The hooks never change an output, never raise
+into the model (a failure is recorded and reported in ``enabled_path.json``) and are removed by
 :meth:`ModuleCapture.remove`, which the callers run in a ``finally``. torch and safetensors are
 imported inside functions: this module imports anywhere.
 """
@@ -124,26 +128,59 @@ def _is_container(module: Any) -> bool:
     return type(module).__name__ in _CONTAINERS
 
 
+def _unique(found: Iterator[tuple[str, nn.Module]]) -> list[tuple[str, nn.Module]]:
+    """Each module once, under the first path that reaches it (a model may register one module
+    under two attributes, as H3's VAEs do with ``remote.model`` and ``model``: hooked twice, its
+    calls would be logged twice)."""
+    seen: set[int] = set()
+    out: list[tuple[str, nn.Module]] = []
+    for path, module in found:
+        if id(module) not in seen:
+            seen.add(id(module))
+            out.append((path, module))
+    return out
+
+
+def _children(root_name: str, root: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    for name, child in root.named_children():
+        if _is_container(child):
+            yield from ((f"{root_name}.{name}.{item}", module)
+                        for item, module in child.named_children())
+        else:
+            yield f"{root_name}.{name}", child
+
+
 def block_level(roots: Sequence[tuple[str, nn.Module]]) -> list[tuple[str, nn.Module]]:
-    """Each root's children, a list container replaced by its items (``blocks.0``, ...)."""
-    found: list[tuple[str, nn.Module]] = []
+    """Each root's children, a list container replaced by its items (``blocks.0``, ...), each
+    module once (see :func:`_unique`)."""
+    return _unique(path_module for root_name, root in roots
+                   for path_module in _children(root_name, root))
+
+
+def _resolve(roots: Sequence[tuple[str, nn.Module]], path: str) -> nn.Module | None:
+    """The module at ``path``: a root's name, then attribute names (list items by index), as the
+    model's code reaches it. An alias (one module under two attributes) resolves under either
+    name, unlike ``named_modules``, which lists a module under its first path only."""
     for root_name, root in roots:
-        for name, child in root.named_children():
-            if _is_container(child):
-                found.extend((f"{root_name}.{name}.{item}", module)
-                             for item, module in child.named_children())
-            else:
-                found.append((f"{root_name}.{name}", child))
-    return found
+        if path != root_name and not path.startswith(f"{root_name}."):
+            continue
+        module: Any = root
+        for part in path[len(root_name):].split(".")[1:]:
+            module = getattr(module, "_modules", {}).get(part)
+            if module is None:
+                break
+        if module is not None:
+            return module  # type: ignore[no-any-return]
+    return None
 
 
 def inside(roots: Sequence[tuple[str, nn.Module]], path: str) -> list[tuple[str, nn.Module]]:
-    """The module at ``path`` and every module inside it, by path, containers left out."""
-    for root_name, root in roots:
-        for name, module in root.named_modules(prefix=root_name):
-            if name == path:
-                return [(sub, m) for sub, m in module.named_modules(prefix=path)
-                        if not _is_container(m)]
+    """The module at ``path`` and every module inside it, named under ``path`` (so a name the
+    capture reports is accepted back as ``within``), containers left out, each module once."""
+    module = _resolve(roots, path)
+    if module is not None:
+        return _unique((sub, m) for sub, m in module.named_modules(prefix=path)
+                       if not _is_container(m))
     known = ", ".join(name for name, _ in block_level(roots)[:8])
     raise CaptureRefused(f"extra_params.{ACCEPTANCE_FIELD}.{CAPTURE_KEY}.{CAPTURE_WITHIN_KEY}: "
                          f"no module {path!r} in this stage (its blocks include: {known})")
@@ -193,6 +230,9 @@ class ModuleCapture:
     modules: list[tuple[str, nn.Module]]
     in_stage: Callable[[], bool]  # the stage is running (encoding; the denoising loop)
     current_step: Callable[[], int | None]  # the denoising step now running, None outside it
+    # Where the hooked modules hang (the stage's roots, or the ``within`` path): the report counts
+    # the calls under each, so a root whose modules never ran (zero) shows by name.
+    roots: tuple[str, ...] = ()
     calls: dict[tuple[int | None, str], int] = field(default_factory=dict)
     lines: int = 0
     bytes_written: int = 0
@@ -206,7 +246,8 @@ class ModuleCapture:
                   roots: Sequence[tuple[str, nn.Module]], in_stage: Callable[[], bool],
                   current_step: Callable[[], int | None]) -> ModuleCapture:
         """Choose the modules (raises :class:`CaptureRefused` for an unknown ``within``)."""
-        return cls(request, folder, chosen(request, roots), in_stage, current_step)
+        names = (request.within,) if request.within else tuple(name for name, _ in roots)
+        return cls(request, folder, chosen(request, roots), in_stage, current_step, names)
 
     def install(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -269,13 +310,23 @@ class ModuleCapture:
             entry["file"] = name
         return entry
 
+    def calls_by_root(self) -> dict[str, int]:
+        """Calls captured under each root (a root's own calls included)."""
+        return {root: sum(count for (_, path), count in self.calls.items()
+                          if path == root or path.startswith(f"{root}."))
+                for root in self.roots}
+
     def report(self) -> dict[str, Any]:
-        """For ``enabled_path.json``: what was hooked and captured, and any failure."""
+        """For ``enabled_path.json``: what was hooked and captured, and any failure.
+
+        ``modules_hooked`` and ``calls`` are the totals; ``calls_by_root`` says which root's
+        modules ran (a root with 0 was hooked and never called in the stage)."""
         return {
             CAPTURE_STAGE_KEY: self.request.stage, CAPTURE_STEP_KEY: self.request.step,
             CAPTURE_FIRST_STEP_KEY: self.request.first_step,
             CAPTURE_WITHIN_KEY: self.request.within, CAPTURE_TENSORS_KEY: self.request.tensors,
             "modules_hooked": len(self.modules), "calls": self.lines,
+            "calls_by_root": self.calls_by_root(),
             "bytes_written": self.bytes_written, "seconds": round(self.seconds, 3),
             "errors": list(self.errors),
         }

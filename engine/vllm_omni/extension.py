@@ -14,10 +14,13 @@ copies the wanted tensors to the CPU as they are, writes one ``<point>.safetenso
 restores everything, whatever happened. A request without the block goes straight to upstream's
 ``execute_model``: no wrapper, no copy. A block with ``capture`` (the judge's localization pass)
 also hooks the modules of one stage for that request (:mod:`engine.module_capture`): the DiT
-(``transformer``, and ``transformers_ref`` where H3 built it) at one denoising step, or the
-encoders (``text_encoder``, ``video_vae``, ``audio_vae``) before ``diffuse``; module paths are the
-pipeline's attribute paths (``transformer.blocks.7.mlp.fc2``). Its summary goes into
-``enabled_path.json`` under ``capture``.
+(``transformer``; ``transformers_ref`` too in the combined partition, which ``--task-type ref2va``
+does not build) at one denoising step, or the encoders before ``diffuse``, inside the modules H3's
+code calls (``text_encoder.vision``, ``text_encoder.text_model``, ``video_vae.model``,
+``audio_vae.model``: :data:`engine.vllm_omni.hooks.ENCODER_ROOTS`); module paths are the
+pipeline's attribute paths (``transformer.blocks.7.mlp.fc2``,
+``text_encoder.text_model.layers.3``). Its summary goes into ``enabled_path.json`` under
+``capture``.
 
 Only the output-owner rank writes (worker rank 0, which is also the rank whose reply the
 executor returns). Every rank validates the block identically (the capture's ``within`` path

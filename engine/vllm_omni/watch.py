@@ -24,6 +24,7 @@ from engine.module_capture import (
 )
 from engine.vllm_omni.dump_writer import DumpWriter, RunRecord
 from engine.vllm_omni.enabled_path import cache_dit_state, dit_modules
+from engine.vllm_omni.hooks import ENCODER_ROOTS
 from engine.vllm_omni.request_block import STEP_POINT, DiagnosticsRefused, step_point
 from ref2va_contract.diagnostics import (
     ACCEPTANCE_FIELD,
@@ -40,9 +41,6 @@ CONDITIONING_KEYS = {
     "cond.audio": "audio_condition",
 }
 PIPELINE_METHODS = ("_prepare_encoder_conditioning_inputs", "diffuse", "decode", "decode_to_mp4")
-# The pipeline's modules that make the encoder stage: the text encoder, and the VAEs that encode
-# the reference image and audio before diffuse. One that is absent or None is skipped.
-ENCODER_MODULES = ("text_encoder", "video_vae", "audio_vae")
 # Encoder modules that upstream builds differently per rank: H3 loads its text encoder only on the
 # first text_encoder_tp_size ranks and leaves a parameter-free stub on the others, so a path
 # inside it cannot be checked alike on every rank. The owner (rank 0, always a loading rank)
@@ -62,19 +60,35 @@ def _current_step() -> int | None:
     return step if isinstance(step, int) else None
 
 
+def _attribute_path(pipeline: Any, path: str) -> Any:
+    found = pipeline
+    for name in path.split("."):
+        found = getattr(found, name, None)
+    return found
+
+
 def capture_roots(pipeline: Any, stage: str) -> list[tuple[str, Any]]:
-    """The modules that make a capture stage, by pipeline attribute name."""
+    """The modules that make a capture stage, by their path from the pipeline: the DiT modules
+    H3 built (``transformer``; ``transformers_ref`` only in the combined partition, never under
+    ``--task-type ref2va``), or the encoders' :data:`~engine.vllm_omni.hooks.ENCODER_ROOTS`:
+    the modules H3's code calls into inside the text encoder and the VAEs (which encode the
+    references before ``diffuse``), whose children are the blocks
+    (``text_encoder.text_model.layers.N``, ``video_vae.model.encoder``, ...). A root that is
+    absent is skipped: the text encoder's stub on a rank that does not load it has neither
+    ``vision`` nor ``text_model``."""
     if stage == CAPTURE_DIT:
         return dit_modules(pipeline)
-    found = [(name, getattr(pipeline, name, None)) for name in ENCODER_MODULES]
-    return [(name, module) for name, module in found if hasattr(module, "named_modules")]
+    found = [(path, _attribute_path(pipeline, path)) for path in ENCODER_ROOTS]
+    return [(path, module) for path, module in found if hasattr(module, "named_modules")]
 
 
 def check_capture(wanted: CaptureRequest, pipeline: Any) -> None:
     """On every rank: refuse what no rank could capture, as all ranks do.
 
     That is a ``within`` path that no module of the stage has, or a module that runs inside a
-    compiled one. Only the owner builds the capture; the others check here so that a refused
+    compiled one (never on the 910C: vLLM-Omni's NPU platform reports no inductor support, so
+    its model runner compiles nothing there; the refusal holds where the runner compiles, on
+    CUDA for one). Only the owner builds the capture; the others check here so that a refused
     request fails on every rank before any collective starts.
     """
     if wanted.within is not None and (wanted.stage == CAPTURE_ENCODERS and
@@ -102,9 +116,11 @@ def _compiled(module: Any) -> bool:
 
     Dynamo keeps the graph it traced, without re-checking the hooks of the modules it inlined
     (torch._dynamo.config.skip_nnmodule_hook_guards), so a hook added later inside never runs;
-    the module's own hooks, called around its forward, still do. vLLM-Omni compiles the DiT
-    blocks regionally (``_repeated_blocks``; vllm_omni/diffusion/compile.py swaps ``forward``,
-    or ``_omni_original_forward`` under an offload hook, for the compiled one) or whole
+    the module's own hooks, called around its forward, still do. Where the platform supports
+    inductor (``supports_torch_inductor``: not the NPU) and ``--enforce-eager`` is off,
+    vLLM-Omni's model runner compiles the DiT blocks regionally (``_repeated_blocks``;
+    vllm_omni/diffusion/compile.py swaps ``forward``, or ``_omni_original_forward`` under an
+    offload hook, for the compiled one) or whole
     (``nn.Module.compile``, which sets ``_compiled_call_impl``).
     """
     if getattr(module, "_compiled_call_impl", None) is not None:

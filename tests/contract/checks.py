@@ -7,6 +7,7 @@ inside the wheel), so a failing contract test says what moved without a debugger
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -186,19 +187,24 @@ def _limit(up: Upstream, item: Item) -> str | None:
                     f"{source.constant} = {found!r}")
         return None
     assert source.function is not None
+    if source.bound is None:
+        return (f"{item.origin} = {value!r}: relied_on.LIMIT_SOURCES names {source.function} in "
+                f"{source.path} but not the comparison there that holds the limit (bound=)")
+    expression, op, _ = source.bound.rsplit(" ", 2)
     try:
-        comparisons = up.compared_literals(source.path, source.function)
+        found = [c for c in up.comparisons(source.path, source.function) if c[0] == expression]
     except LookupError as exc:
         return f"{item.origin} = {value!r}: {exc}"
-    if not any(_same_number(v, value) for comp in comparisons for v in comp):
-        return (f"{item.origin} = {value!r}, but no comparison in {source.path} "
-                f"{source.function} uses that value (it compares against "
-                f"{sorted({v for c in comparisons for v in c if _same_number(v, v)})})")
-    return None
+    if any(c[1] == op and _same_number(c[2], value) for c in found):
+        return None
+    seen = ", ".join(f"{e} {o} {v!r}" for e, o, v in found)
+    return (f"{item.origin} = {value!r} should be upstream's `{expression} {op} {value!r}` in "
+            f"{source.path} {source.function}, which "
+            + (f"compares {seen}" if found else f"never compares {expression} with a literal"))
 
 
 def _hook(up: Upstream, item: Item) -> str | None:
-    name = item.key.split("[")[0]
+    name = re.sub(r"\[[a-z_]+\]$", "", item.key)  # a name listed twice: key `name[kind]`
     missing = up.defines(item.upstream, item.expected, name)
     if missing is not None:
         return f"{item.origin} relies on {item.expected} {name}; {missing}"

@@ -77,11 +77,15 @@ _IMAGE_SHAPE = "resolve_minimax_h3_reference_image_shape"
 
 @dataclass(frozen=True)
 class LimitSource:
-    """Where upstream holds a judge-side limit: a module constant, or a literal compared inline."""
+    """Where upstream holds a judge-side limit: a module constant, or a literal compared inline,
+    in one comparison of that function named by `bound`: the compared expression as upstream
+    writes it (`ast.unparse`), the operator, and `_` for the limit, the expression on the left
+    (`"min(width, height) < _"`; `0.4 <= ratio` is `"ratio >= _"`)."""
 
     path: str
     constant: str | None = None  # module-level name
-    function: str | None = None  # or: a function comparing against the literal value
+    function: str | None = None  # or: a function comparing against the literal value ...
+    bound: str | None = None  # ... in this comparison
 
 
 # h3_limits constant -> where upstream defines the same limit (several places must all agree).
@@ -99,10 +103,12 @@ LIMIT_SOURCES: dict[str, tuple[LimitSource, ...]] = {
                         LimitSource(_REF_VIDEO, "MINIMAX_H3_MAX_VIDEO_BYTES")),
     "MAX_REFERENCE_COUNT": (LimitSource(_HELPERS, "MINIMAX_H3_MAX_REFERENCE_COUNT"),),
     "IMAGE_FORMATS": (LimitSource(_HELPERS, "MINIMAX_H3_REFERENCE_IMAGE_FORMATS"),),
-    "MIN_IMAGE_EDGE": (LimitSource(_PREPROC, function=_IMAGE_SHAPE),),
-    "MAX_IMAGE_EDGE": (LimitSource(_PREPROC, function=_IMAGE_SHAPE),),
-    "MIN_ASPECT": (LimitSource(_PREPROC, function=_IMAGE_SHAPE),),
-    "MAX_ASPECT": (LimitSource(_PREPROC, function=_IMAGE_SHAPE),),
+    "MIN_IMAGE_EDGE": (LimitSource(_PREPROC, function=_IMAGE_SHAPE,
+                                   bound="min(width, height) < _"),),
+    "MAX_IMAGE_EDGE": (LimitSource(_PREPROC, function=_IMAGE_SHAPE,
+                                   bound="max(width, height) > _"),),
+    "MIN_ASPECT": (LimitSource(_PREPROC, function=_IMAGE_SHAPE, bound="ratio >= _"),),
+    "MAX_ASPECT": (LimitSource(_PREPROC, function=_IMAGE_SHAPE, bound="ratio <= _"),),
 }
 # Upper-case names of h3_limits that are not limits of the server (units, labels, tables).
 NOT_LIMITS = frozenset({"ENGINE", "MIB", "SERVER_TIME_BOUNDS"})

@@ -31,35 +31,11 @@ from tests.contract.relied_on import (
 from tests.contract.upstream import Upstream, literal
 from tests.contract.wheel import PINNED_SHA256, SourceTree, WheelError
 
+# The fixtures `pinned_wheel` and `upstream` (the wheels, read once) are in conftest.py.
+
 DERIVED: Derivation = derive()
 # needs-source items exist only while a shipped profile waits for a later source: not required.
 REQUIRED = tuple(c for c in CATEGORIES if c != "needs-source")
-
-
-@pytest.fixture(scope="session")
-def pinned_wheel() -> Path | WheelError:
-    """The verified wheel, or why there is none (each test that needs it then fails)."""
-    try:
-        return wheel_mod.obtain()
-    except WheelError as exc:
-        return exc
-
-
-def _released(pin: wheel_mod.Pin) -> Upstream | str:
-    """The vLLM or Cache-DiT release read like the wheel, or why it could not be obtained (its
-    items then fail with that line)."""
-    try:
-        return Upstream(SourceTree(wheel_mod.obtain(pin=pin), pin.package))
-    except WheelError as exc:
-        return str(exc)
-
-
-@pytest.fixture(scope="session")
-def upstream(pinned_wheel: Path | WheelError) -> Upstream:
-    if isinstance(pinned_wheel, WheelError):
-        pytest.fail(str(pinned_wheel), pytrace=False)
-    return Upstream(SourceTree(pinned_wheel), base=_released(wheel_mod.VLLM),
-                    cache_dit=_released(wheel_mod.CACHE_DIT))
 
 
 def test_pinned_wheel_is_obtained_and_verified(pinned_wheel: Path | WheelError) -> None:
@@ -241,6 +217,62 @@ def test_the_call_order_the_extension_relies_on_fails_on_a_copy_that_changes_it(
     assert said in found[item] and found[item].startswith(f"{item}: the extension relies on")
 
 
+_CACHE_BACKEND = "vllm_omni/diffusion/cache/cachedit/backend.py"
+_TRANSFORMER = "vllm_omni/diffusion/models/minimax_h3/minimax_h3_transformer.py"
+_TEXT_ENCODER = "vllm_omni/diffusion/models/minimax_h3/encoder.py"
+_VAE = "vllm_omni/diffusion/models/minimax_h3/vae.py"
+_PREPROC = "vllm_omni/model_executor/models/minimax_h3/preprocessing.py"
+_H3 = "hook:MiniMaxH3Pipeline:"
+_IMAGE_SHAPE = "limit:resolve_minimax_h3_reference_image_shape:"
+
+
+@pytest.mark.parametrize(("edits", "items", "said"), [
+    # Cache-DiT's targets, read from the pipeline by enabled_path
+    (((_CACHE_BACKEND, "pipeline._cache_dit_targets = tuple(",
+       "pipeline._cache_targets = tuple("),),
+     {"hook:CacheDiTBackend.enable:pipeline._cache_dit_targets"},
+     "never assigns pipeline._cache_dit_targets"),
+    # the DiT and its blocks called through __call__, so hooks fire
+    (((_LOOP, _DIT_CALL, _DIT_CALL.replace("model(", "model.forward(")),),
+     {"hook:minimax_h3_denoise_loop:model", "order:step-published-before-dit"},
+     "calls model.forward(...), which skips nn.Module.__call__"),
+    (((_TRANSFORMER, "            hidden = block(\n", "            hidden = block.forward(\n"),),
+     {"hook:MiniMaxH3DiTModel.forward:self.blocks[*]"},
+     "loops over self.blocks but does not call each item itself"),
+    # H3's text-encoder paths
+    (((_TEXT_ENCODER, "        self.text_model = MiniMaxH3Qwen3VLTextModel(",
+       "        self.language_model = MiniMaxH3Qwen3VLTextModel("),),
+     {f"{_H3}text_encoder.text_model", f"{_H3}text_encoder.text_model.embed_tokens",
+      f"{_H3}text_encoder.text_model.layers.0"},
+     "class MiniMaxH3Qwen3VLEncoder (and its bases in the wheel) assigns no self.text_model"),
+    (((_TEXT_ENCODER, "        self.layers = nn.ModuleList(",
+       "        self.decoder_layers = nn.ModuleList("),),
+     {f"{_H3}text_encoder.text_model.layers.0"}, "assigns no self.layers"),
+    # H3's VAE paths: the alias the encode goes through, and the modules it calls
+    (((_VAE, "patches(self.remote.model)\n        self.model = self.remote.model",
+       "patches(self.remote.model)\n        self.vae = self.remote.model"),),
+     {f"{_H3}video_vae.model", f"{_H3}video_vae.model.encoder",
+      f"{_H3}video_vae.model.quant_conv"}, "MiniMaxH3VideoVAE"),
+    (((_VAE, "latent = self.model.encoder(audio)", "latent = self.model.encoder.forward(audio)"),),
+     {"hook:MiniMaxH3AudioVAE.encode_waveform:self.model.encoder"}, "calls self.model.encoder"),
+    # a limit is checked in the comparison that holds it, not anywhere in the function
+    (((_PREPROC, "if min(width, height) < 256 or max(width, height) > 5760:",
+       "if min(width, height) < 5760 or max(width, height) > 256:"),),
+     {f"{_IMAGE_SHAPE}MIN_IMAGE_EDGE", f"{_IMAGE_SHAPE}MAX_IMAGE_EDGE"},
+     "compares min(width, height) < 5760"),
+], ids=["cache-dit-targets", "dit-called", "blocks-called", "text-model", "text-layers",
+        "video-vae-alias", "audio-encoder-called", "limit-comparison"])
+def test_what_the_extension_reads_fails_on_a_copy_without_it(
+        upstream: Upstream, tmp_path: Path, edits: tuple[tuple[str, str, str], ...],
+        items: set[str], said: str) -> None:
+    copy = _mutated(upstream.tree, tmp_path / "omni", edits)
+    found = _new_findings(upstream, Upstream(copy, base=upstream.base,
+                                             cache_dit=upstream.cache_dit))
+    assert set(found) == items, found
+    assert any(said in message for message in found.values()), found
+    assert all(message.startswith(f"{item}: ") for item, message in found.items()), found
+
+
 def test_checker_flags_wrong_values_and_kinds(upstream: Upstream) -> None:
     """Values, not only names: a changed default or limit, a bare flag that takes a value."""
     from tests.contract.relied_on import ENV_READERS, LimitSource
@@ -255,10 +287,22 @@ def test_checker_flags_wrong_values_and_kinds(upstream: Upstream) -> None:
     assert check(upstream, Item("limit", "x", "judge.X", ("X", 15 * 2**20, src))) is None
     assert "= 15728640" in (check(upstream, Item("limit", "x", "judge.X", ("X", 16 * 2**20, src)))
                             or "")
-    inline = LimitSource("vllm_omni/model_executor/models/minimax_h3/preprocessing.py",
-                         function="resolve_minimax_h3_reference_image_shape")
-    assert check(upstream, Item("limit", "y", "judge.Y", ("Y", 2.5, inline))) is None
-    assert check(upstream, Item("limit", "y", "judge.Y", ("Y", 3.0, inline))) is not None
+    preproc = "vllm_omni/model_executor/models/minimax_h3/preprocessing.py"
+    function = "resolve_minimax_h3_reference_image_shape"
+    upper = LimitSource(preproc, function=function, bound="ratio <= _")
+    lower = LimitSource(preproc, function=function, bound="ratio >= _")
+    assert check(upstream, Item("limit", "y", "judge.Y", ("Y", 2.5, upper))) is None
+    assert check(upstream, Item("limit", "y", "judge.Y", ("Y", 0.4, lower))) is None
+    assert "compares ratio >= 0.4, ratio <= 2.5" in str(
+        check(upstream, Item("limit", "y", "judge.Y", ("Y", 3.0, upper))))
+    # The value in another comparison of the function is not the limit: refused, by name.
+    swapped = check(upstream, Item("limit", "y", "judge.Y", ("Y", 2.5, lower)))
+    assert swapped is not None and "should be upstream's `ratio >= 2.5`" in swapped
+    assert "never compares height" in str(check(upstream, Item(
+        "limit", "y", "judge.Y", ("Y", 2.5, LimitSource(preproc, function=function,
+                                                         bound="height <= _")))))
+    assert "bound=" in str(check(upstream, Item(
+        "limit", "y", "judge.Y", ("Y", 2.5, LimitSource(preproc, function=function)))))
     assert check(upstream, Item("flag", "--ulysses-degree", "p.yaml", True)) is None
     bare = check(upstream, Item("flag", "--ulysses-degree", "p.yaml", False))
     assert bare is not None and "takes a value" in bare

@@ -72,6 +72,11 @@ class EnvRead:
 
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<no default>"})()
+# A comparison operator as written, and as written with its operands swapped.
+_COMPARE_OPS: dict[type[ast.cmpop], tuple[str, str]] = {
+    ast.Lt: ("<", ">"), ast.LtE: ("<=", ">="), ast.Gt: (">", "<"), ast.GtE: (">=", "<="),
+    ast.Eq: ("==", "=="), ast.NotEq: ("!=", "!="),
+}
 
 
 def _dotted(node: ast.expr) -> tuple[str, ...] | None:
@@ -205,15 +210,21 @@ class Upstream:
 
     def imported_from(self, path: str, name: str) -> str | None:
         """The wheel path of the module that `path` imports `name` from (imports from the tree's
-        own package only)."""
+        own package only: absolute, or relative to `path`'s package)."""
         for node in self._require(path).body:
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                    and node.module.split(".")[0] == self.tree.package \
-                    and any((a.asname or a.name) == name for a in node.names):
+            if not isinstance(node, ast.ImportFrom) \
+                    or not any((a.asname or a.name) == name for a in node.names):
+                continue
+            if node.level == 0:
+                if not node.module or node.module.split(".")[0] != self.tree.package:
+                    continue
                 base = node.module.replace(".", "/")
-                for candidate in (f"{base}.py", f"{base}/__init__.py"):
-                    if self.has_module(candidate):
-                        return candidate
+            else:
+                package = path.split("/")[:-node.level]
+                base = "/".join([*package, *(node.module or "").split(".")]).rstrip("/")
+            for candidate in (f"{base}.py", f"{base}/__init__.py"):
+                if self.has_module(candidate):
+                    return candidate
         return None
 
     # ----------------------------------------------------------------------- flags
@@ -409,23 +420,32 @@ class Upstream:
                         continue
         return out
 
-    def compared_literals(self, path: str, function: str) -> list[tuple[Any, ...]]:
-        """The literal operands of each comparison in a function (inline limits such as
-        `if not 0.4 <= ratio <= 2.5`), one tuple per comparison, in source order."""
+    def comparisons(self, path: str, function: str) -> list[tuple[str, str, Any]]:
+        """Each comparison of an expression with a literal in a function, as (expression as
+        `ast.unparse` writes it, operator, literal value), the expression on the left: upstream's
+        `if not 0.4 <= ratio <= 2.5` gives ("ratio", ">=", 0.4) and ("ratio", "<=", 2.5)."""
         fn = self.function(path, function)
         if fn is None:
             raise LookupError(f"{path}: no function {function}")
-        out: list[tuple[Any, ...]] = []
+        out: list[tuple[str, str, Any]] = []
         for node in ast.walk(fn):
-            if isinstance(node, ast.Compare):
-                values: list[Any] = []
-                for operand in (node.left, *node.comparators):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            for op, left, right in zip(node.ops, operands[:-1], operands[1:], strict=True):
+                if type(op) not in _COMPARE_OPS:
+                    continue
+                shown, flipped = _COMPARE_OPS[type(op)]
+                values = []
+                for side in (left, right):
                     try:
-                        values.append(literal(operand))
+                        values.append(literal(side))
                     except (NotLiteral, TypeError):
-                        continue
-                if values:
-                    out.append(tuple(values))
+                        values.append(MISSING)
+                if values[0] is MISSING and values[1] is not MISSING:
+                    out.append((ast.unparse(left), shown, values[1]))
+                elif values[1] is MISSING and values[0] is not MISSING:
+                    out.append((ast.unparse(right), flipped, values[0]))
         return out
 
     # ----------------------------------------------------------------------- definitions
@@ -494,13 +514,19 @@ class Upstream:
         ("Class.attr" assigned as `self.attr = ...` in a method); class_attribute (bound in the
         class body); field (annotated in the class body); key ("function.key": a string key of a
         dict literal the function returns; the function may be a method); name (any module-level
-        binding, imports included).
+        binding, imports included); call, sets and module_path (tests/contract/module_paths.py).
         """
         mod = self.module(path)
         if mod is None:
             return f"{path}: no such module"
         if kind == "module":
             return None
+        if kind in ("call", "sets", "module_path"):
+            from tests.contract import module_paths  # here: it imports this module
+
+            reader = {"call": module_paths.call_site, "sets": module_paths.sets_attribute,
+                      "module_path": module_paths.module_path}[kind]
+            return reader(self, path, name)
         if kind == "name":
             return None if name in self._module_names(mod) else f"{path}: no module-level {name}"
         if kind == "class":

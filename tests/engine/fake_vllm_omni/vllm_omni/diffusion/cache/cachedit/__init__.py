@@ -1,0 +1,1 @@
+"""Fake vLLM-Omni Cache-DiT integration: the backend and the request-scoped runtime."""
