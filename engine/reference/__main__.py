@@ -98,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="vLLM's ProfilerConfig as JSON, as `vllm serve --profiler-config`: "
                             "replaces the profile's profiler-config (the judge's profiling "
                             "scenario starts an arm's profile so)")
+    serve.add_argument("--text-encoder-tp-size", type=int, default=None, metavar="N",
+                       help="vLLM-Omni's flag: replaces the profile's text-encoder-tp-size, "
+                            "which this engine only reports in enabled_path.json (the host's "
+                            "stand-in `vllm` passes its launch's on)")
     return parser
 
 
@@ -126,6 +130,14 @@ def _with_profiler(profile: LaunchProfile, raw: str) -> LaunchProfile:
     return profile.model_copy(update={"args": args})
 
 
+def _with_text_encoder_tp(profile: LaunchProfile, size: int) -> LaunchProfile:
+    """The profile with ``--text-encoder-tp-size`` in place of its own (ValueError below 1)."""
+    if size < 1:
+        raise ValueError(f"--text-encoder-tp-size: at least 1, got {size}")
+    args = profile.args.model_copy(update={"text_encoder_tp_size": size})
+    return profile.model_copy(update={"args": args})
+
+
 def main(argv: list[str] | None = None) -> int:
     _reset_inherited_signals()
     args = _parser().parse_args(argv)
@@ -138,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         profile = load_profile(args.config)
         if args.profiler_config is not None:
             profile = _with_profiler(profile, args.profiler_config)
+        if args.text_encoder_tp_size is not None:
+            profile = _with_text_encoder_tp(profile, args.text_encoder_tp_size)
         # Checked here too, so that an unknown fault from the environment names the file.
         fault = resolve_fault(profile.args, origin=args.config)
     except (ProfileError, ValueError) as exc:

@@ -110,6 +110,9 @@ class EngineArgs(BaseModel):
     seed_salt: int = Field(0, alias="seed-salt")
     # Reference-only: one cap for every reference upload, so tests can hit the limit cheaply.
     max_upload_mib: float | None = Field(None, alias="max-upload-mib", gt=0.0)
+    # vLLM-Omni's flag, reported only: this engine runs its text encoder in one process whatever
+    # it says, and enabled_path.json names the size it was launched with (None: not given).
+    text_encoder_tp_size: int | None = Field(None, alias="text-encoder-tp-size", ge=1)
 
     @model_validator(mode="after")
     def _cache_config_needs_cache_dit(self) -> EngineArgs:

@@ -64,6 +64,7 @@ from ref2va_contract.diagnostics import (
     REFERENCE_KV_KEY,
     REFERENCE_KV_REUSE_PATH,
     REUSED_STEPS_KEY,
+    TEXT_ENCODER_TP_KEY,
 )
 
 logger = logging.getLogger(__name__)
@@ -338,6 +339,7 @@ class TorchGenerator:
             "device": str(self.device),
             "attention": ATTENTION_NAME,
             "compile": "eager",
+            TEXT_ENCODER_TP_KEY: self.args.text_encoder_tp_size,
             "threads": self.args.torch_threads,
             "text_kv": "precomputed" if self.args.text_kv_precompute else "per_step",
             "reduction_order": self.args.reduction_order,

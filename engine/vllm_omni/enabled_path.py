@@ -20,6 +20,7 @@ from ref2va_contract.diagnostics import (
     POINTS_WRITTEN_KEY,
     REFERENCE_KV_KEY,
     REUSED_STEPS_KEY,
+    TEXT_ENCODER_TP_KEY,
 )
 from ref2va_contract.launch import VLLM_OMNI_ENGINE
 
@@ -117,6 +118,14 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def text_encoder_tp_size(od_config: Any) -> int | None:
+    """The text encoder's tensor-parallel size the server was configured with (the diffusion
+    config's parallel_config.text_encoder_tp_size, set by --text-encoder-tp-size); None when it
+    cannot be read."""
+    value = getattr(getattr(od_config, "parallel_config", None), "text_encoder_tp_size", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def enabled_path(req: Any, od_config: Any, pipeline: Any, runner: Any, writer: DumpWriter,
                  record: RunRecord) -> dict[str, Any]:
     """The report the judge audits; key names and meanings follow the reference engine's."""
@@ -154,6 +163,7 @@ def enabled_path(req: Any, od_config: Any, pipeline: Any, runner: Any, writer: D
         "kv_cache_dtype": kv_dtype,
         "quantization": _plain(quantization),
         "compile": "eager" if getattr(od_config, "enforce_eager", False) else "default",
+        TEXT_ENCODER_TP_KEY: text_encoder_tp_size(od_config),
         "fa_deterministic": getattr(od_config, "fa_deterministic", None),
         "offload": {
             "cpu_offload": getattr(od_config, "enable_cpu_offload", None),

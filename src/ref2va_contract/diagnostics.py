@@ -29,6 +29,9 @@ CACHE_KEY: Final = "cache"  # object; its REUSED_STEPS_KEY lists steps served fr
 REFERENCE_KV_KEY: Final = "reference_kv"  # object; its REUSED_STEPS_KEY lists K/V reuse steps
 REUSED_STEPS_KEY: Final = "reused_steps"
 POINTS_WRITTEN_KEY: Final = "points_written"  # the points written, in the order written
+# The diffusion text encoder's tensor-parallel size the server runs with (vLLM-Omni: its
+# parallel config's text_encoder_tp_size; the reference engine: --text-encoder-tp-size, or None)
+TEXT_ENCODER_TP_KEY: Final = "text_encoder_tp_size"
 # Names in APPROXIMATE_KEY that the audit relates to the reused-steps lists.
 CACHE_DIT_PATH: Final = "cache_dit"
 REFERENCE_KV_REUSE_PATH: Final = "reference_kv_reuse"

@@ -7,18 +7,25 @@ with its wheel hash, vllm, vllm-ascend, torch-npu, mindiesd) are dist-info folde
 install-info file, and `vllm` is a script that prints `serve --omni --help=all` (the flags the
 910C profiles use) or checks the launch line the judge built from the real 910C profiles and
 then runs the reference engine in its place (a Cache-DiT launch runs the reference engine's
-Cache-DiT profile).
+Cache-DiT profile), passing the launch's `--text-encoder-tp-size` on (the reference engine
+reports it in enabled_path.json as the vLLM-Omni extension reports the server's). Each launch is
+logged to $FAKE_VLLM_LOG with its pid and process group, so that a test can check that none of
+them outlived it.
 
 Contradictions the tests ask for, by environment variable: FAKE_NPU_HOLD (device 3 keeps 30 GB
 after the idle reading), FAKE_VLLM_DROP_FLAG=--name (the help lacks that flag),
 FAKE_AVG_REFUSED (the Cache-DiT server's first cached step fails as HCCL without ReduceOp.AVG
 would), FAKE_B0_NONDETERMINISTIC (B0 servers draw unseeded noise), FAKE_PYTHONPATH_REPLACED (the
 server keeps only the profile's PYTHONPATH entries), FAKE_FFPROBE_SCALE (ffprobe reads durations
-scaled by it); `host(broken=...)` makes packages fail to import.
+scaled by it), FAKE_TEXT_ENCODER_TP=N (the server reports that text-encoder TP size whatever the
+launch says), FAKE_CACHE_WARMUP=N (the Cache-DiT server warms up N steps: a shorter request
+caches none); `host(broken=...)` and `host(tools=...)` make packages fail to import and leave
+tools out.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import stat
@@ -77,7 +84,8 @@ import importlib, json, os, sys
 argv = sys.argv[1:]
 with open(os.environ["FAKE_VLLM_LOG"], "a") as log:
     log.write(json.dumps({{"argv": argv, "pythonpath": os.environ.get("PYTHONPATH"),
-                          "cwd": os.getcwd()}}) + "\\n")
+                          "cwd": os.getcwd(), "pid": os.getpid(),
+                          "pgid": os.getpgid(0)}}) + "\\n")
 if argv == ["serve", "--omni", "--help=all"]:
     dropped = os.environ.get("FAKE_VLLM_DROP_FLAG")
     for flag in {HELP_FLAGS!r}:
@@ -91,25 +99,38 @@ for needed in ("--trust-remote-code", "--worker-extension-cls", "--diffusion-att
 module, _, name = flags[flags.index("--worker-extension-cls") + 1].rpartition(".")
 getattr(importlib.import_module(module), name)  # the workers would import it the same way
 host, port = flags[flags.index("--host") + 1], flags[flags.index("--port") + 1]
-profile = "b0"
+profiles = {str(ROOT / "engine/profiles/reference")!r}
+config = profiles + "/b0.yaml"
 if "--cache-backend" in flags and flags[flags.index("--cache-backend") + 1] == "cache_dit":
-    profile = "cache-dit-aggressive"
+    config = profiles + "/cache-dit-aggressive.yaml"
     if os.environ.get("FAKE_AVG_REFUSED"):
         os.environ["REF2VA_REFERENCE_FAULT"] = "collective_avg_unsupported"
+    if os.environ.get("FAKE_CACHE_WARMUP"):
+        import yaml
+        data = yaml.safe_load(open(config))
+        data["args"]["cache-config"]["max_warmup_steps"] = int(os.environ["FAKE_CACHE_WARMUP"])
+        config = os.path.join(os.path.dirname(os.environ["FAKE_VLLM_LOG"]),
+                              f"cache-dit-warmup-{{os.getpid()}}.yaml")
+        with open(config, "w") as out:
+            yaml.safe_dump(data, out)
 elif os.environ.get("FAKE_B0_NONDETERMINISTIC"):
     os.environ["REF2VA_REFERENCE_FAULT"] = "nondeterministic"
 if os.environ.get("FAKE_PYTHONPATH_REPLACED"):
     # as a launch that set the variable outright would leave it: the profile's two entries
     # (the checkout and its src/) alone, the host's own gone
     os.environ["PYTHONPATH"] = os.pathsep.join(os.environ["PYTHONPATH"].split(os.pathsep)[:2])
-os.execv(sys.executable, [sys.executable, "-m", "engine.reference", "serve", "--config",
-                          {str(ROOT / "engine/profiles/reference")!r} + f"/{{profile}}.yaml",
-                          "--host", host, "--port", port])
+tp = os.environ.get("FAKE_TEXT_ENCODER_TP") or (
+    flags[flags.index("--text-encoder-tp-size") + 1] if "--text-encoder-tp-size" in flags
+    else None)
+os.execv(sys.executable, [sys.executable, "-m", "engine.reference", "serve", "--config", config,
+                          "--host", host, "--port", port,
+                          *(["--text-encoder-tp-size", tp] if tp else [])])
 '''
 
 FFPROBE = f'''#!{sys.executable}
-"""Stand-in ffprobe: its version line, or a WAV's duration as `-show_entries format=duration`."""
-import os, sys, wave
+"""Stand-in ffprobe: its version line, or a WAV's duration: as `-show_entries format=duration`
+prints it, or as H3's `-show_entries stream=...:format=... -of json` does (stream and format)."""
+import json, os, sys, wave
 
 if sys.argv[1:] == ["-version"]:
     print("ffprobe version 6.1.1-3 Copyright (c) 2007-2023")
@@ -119,9 +140,18 @@ try:
     with wave.open(path) as audio:
         seconds = audio.getnframes() / audio.getframerate()
     # FAKE_FFPROBE_SCALE: an ffprobe that reads durations otherwise than the decoder does
-    print(f"{{seconds * float(os.environ.get('FAKE_FFPROBE_SCALE', '1')):.6f}}")
+    duration = f"{{seconds * float(os.environ.get('FAKE_FFPROBE_SCALE', '1')):.6f}}"
 except (wave.Error, EOFError, OSError):
-    print("N/A")
+    duration = None
+if "json" not in sys.argv:
+    print(duration or "N/A")
+elif duration is None:
+    sys.exit(f"{{path}}: Invalid data found when processing input")
+else:
+    print(json.dumps({{"streams": [{{"codec_type": "audio", "codec_name": "pcm_s16le",
+                                    "duration": duration}}],
+                      "format": {{"format_name": "wav", "size": str(os.path.getsize(path)),
+                                  "duration": duration}}}}))
 '''
 
 
@@ -216,3 +246,46 @@ def campaign(tmp_path: Path, **pin: str) -> Path:
     return path
 
 
+FILL = "<FILL: the shape the engine writes>"
+POINTS = ("cond.text", "cond.image", "cond.audio", "dit.step000", "latent.video", "latent.audio",
+          "decoded.video", "decoded.audio")
+
+
+def bringup_campaign(tmp_path: Path, *, wrong_shape: bool = False, wrong_dtype: bool = False,
+                     steps: int = 8, timeout_15s: float | None = None) -> Path:
+    """910c.yaml as a fresh host has it before its bring-up (placeholder shapes), shrunk for a
+    CPU: a 5 s and a 15 s lossless track at 112x64 and `steps` steps, the lossless guard and the
+    Cache-DiT candidate."""
+    path = campaign(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    full = yaml.safe_load((ROOT / "fixtures/campaigns/910c.yaml").read_text())
+    five = data["tracks"]["5s-lossless"]
+    # 8: the Cache-DiT profile's warm-up (4) and four more, so the bring-up runs the track's;
+    # fewer, and it raises the Cache-DiT requests' steps (and says so)
+    five["request"]["num_inference_steps"] = steps
+    points = [{"name": n, "source": "diagnostics", "dtype": "F32", "shape": FILL}
+              for n in POINTS]
+    if wrong_shape:
+        points[4]["shape"] = "<WRONG>"  # latent.video, filled wrong (below, on its own line)
+    if wrong_dtype:
+        points[0]["dtype"] = "BF16"  # cond.text, as the 0.30.0 sources have it; the engine: F32
+    five["comparison_points"] = [*points,
+                                 {"name": "mp4.video", "source": "mp4", "dtype": "U8",
+                                  "shape": [124, 64, 112, 3]},
+                                 {"name": "mp4.audio", "source": "mp4", "dtype": "F32",
+                                  "shape": FILL}]
+    fifteen = copy.deepcopy(five)
+    fifteen.update(duration_s=15.0, num_frames=362)
+    fifteen["request"]["extra_params"]["duration"] = 15.0
+    fifteen["comparison_points"][8]["shape"] = [362, 64, 112, 3]
+    data["tracks"]["15s-lossless"] = fifteen
+    guard = data["candidates"][0]
+    cache_dit = next(c for c in full["candidates"] if c["id"] == "cache-dit")
+    data["candidates"].insert(0, cache_dit | {
+        "tracks": ["5s-lossless"],
+        "profile": guard["profile"].replace("cache-dit-lossless-guard", "cache-dit")})
+    if timeout_15s is not None:  # a client that gives up on the 15 s request
+        data["protocol"]["timeouts"]["15s"]["request_s"] = timeout_15s
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=200)
+    path.write_text(text.replace("'<WRONG>'", "[1, 2, 3]").replace("<WRONG>", "[1, 2, 3]"))
+    return path

@@ -1,11 +1,13 @@
 """`ref2va-accept bringup`: every host guess and upstream risk answered by a row, on the stand-in
 host (tests/unit/standin_host.py) that CI can run, with cases that must confirm and cases that
-must contradict; its schedule and price; the patch's text edits."""
+must not (the rows themselves, in-process: test_bringup_readings.py); its schedule and price; how
+it ends when it does not finish; the patch's text edits."""
 
 from __future__ import annotations
 
-import copy
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,22 +16,17 @@ from typing import Any
 import pytest
 import yaml
 
-from ref2va_accept.bringup import QUESTION_IDS, price, schedule
-from ref2va_accept.bringup.judge import Judging
+from ref2va_accept.bringup import QUESTION_IDS, BringupResult, price, schedule
 from ref2va_accept.bringup.patch import PatchError, set_scalar
-from ref2va_accept.bringup.rows import complete, confirmed
-from ref2va_accept.bringup.state import StopRecord
+from ref2va_accept.bringup.rows import complete, confirmed, contradicted
+from ref2va_accept.bringup.schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from tests.unit.evidence_schema import schema_errors
-from tests.unit.standin_host import campaign as standin_campaign
-from tests.unit.standin_host import host
-from tests.unit.suite_runner import ROOT, tagged
+from tests.unit.standin_host import bringup_campaign, host
+from tests.unit.suite_runner import ROOT, sigterm_when, tagged
 
 CAMPAIGN_910C = ROOT / "fixtures/campaigns/910c.yaml"
-FILL = "<FILL: the shape the engine writes>"
-POINTS = ("cond.text", "cond.image", "cond.audio", "dit.step000", "latent.video", "latent.audio",
-          "decoded.video", "decoded.audio")
 
 
 # --- the patch's text edits -----------------------------------------------------------------------
@@ -103,124 +100,75 @@ def test_every_question_gets_a_row_and_an_unanswered_one_stays_open() -> None:
         complete({"made_up": confirmed("flags", "x")}, "why")
 
 
-# --- the judgements and the page, from what the steps recorded -----------------------------------
-
-def _stop(instance: str, *, sigkill: bool = False, alive_after: int = 0,
-          held_mb: float = 0.0) -> StopRecord:
-    """One stop as runner.stop records it: the audit's and the release's own records."""
-    from ref2va_accept.engines import CleanupAudit, Poll, ProcessRecord, Release, StopStep
-
-    killed = (ProcessRecord(7, "vllm", "zombie"),) if sigkill else ()
-    audit = CleanupAudit("b0", instance, 42, 0, 3, killed, (), True, 4.0,
-                         ("needed SIGKILL for 1 process",) if sigkill else (), 90.0,
-                         (StopStep("SIGTERM main", 0.0, 2.04, alive_after),))
-    release = Release(not held_mb, 120.0 if held_mb else 3.5, {3: held_mb} if held_mb else {},
-                      (Poll(1.0, True, {3: 100.0 + held_mb}, None),),
-                      "still held" if held_mb else None)
-    return StopRecord.model_validate({"audit": audit.to_dict(), "release": release.to_dict()})
-
-
-def _judging(stops: list[StopRecord]) -> Judging:
-    judging = Judging(load_campaign(CAMPAIGN_910C), None, None)  # type: ignore[arg-type]
-    judging.stops = stops
-    judging.judge_stops([])
-    return judging
+@pytest.mark.fast
+def test_the_cache_dit_requests_get_enough_steps_to_cache_and_say_so(tmp_path: Path) -> None:
+    assert schedule(load_campaign(CAMPAIGN_910C)).cache_steps == CacheSteps(4, 50, 50)
+    campaign = load_campaign(bringup_campaign(tmp_path, steps=4))
+    plan = schedule(campaign)
+    assert plan.cache_steps == CacheSteps(warmup=4, track=4, requested=8)
+    assert plan.to_dict(campaign)["cache_dit_steps"] == {
+        "warmup_steps": 4, "track_steps": 4, "requested_steps": 8, "raised": True}
+    assert price(campaign, plan).line(plan).endswith(
+        "; the Cache-DiT requests run 8 steps, raised from the track's 4, past the cache's "
+        "4-step warm-up")
 
 
 @pytest.mark.fast
-def test_clean_stops_and_releases_confirm_the_stop_order_and_the_memory_release() -> None:
-    judging = _judging([_stop("a"), _stop("b")])
-    assert judging.rows["stop_order"].status == "confirmed"
-    assert judging.rows["stop_order"].seen == ("2 stop(s) clean; the main process exited 2.0 s "
-                                               "after SIGTERM at worst")
-    assert judging.rows["memory_release"].status == "confirmed"
-    assert judging.rows["memory_release"].seen.startswith("back to idle within 3.5 s at worst")
-    assert judging.patch_inputs.release_worst_s == 3.5
+def test_the_exit_code_says_how_the_bringup_ended() -> None:
+    clean = complete({"flags": confirmed("flags", "all there")}, "why")
+    bad = complete({"flags": contradicted("flags", "--x missing")}, "why")
+    assert BringupResult(Path("b"), clean, {}).exit_code == 0
+    assert BringupResult(Path("b"), bad, {}).exit_code == 1
+    early = BringupResult(Path("b"), bad, {}, failure="stopped early during the Cache-DiT server")
+    assert early.exit_code == 3 and not early.finished
+    signalled = BringupResult(Path("b"), clean, {}, failure="interrupted by SIGTERM during x",
+                              signalled=int(signal.SIGTERM))
+    assert signalled.exit_code == 143
 
 
-@pytest.mark.fast
-def test_a_stop_that_needed_sigkill_or_left_memory_held_contradicts_its_rows() -> None:
-    judging = _judging([_stop("a", sigkill=True, held_mb=30000.0), _stop("b", alive_after=2)])
-    seen = judging.rows["stop_order"].seen
-    assert judging.rows["stop_order"].status == "contradicted"
-    assert seen == ("a: needed SIGKILL for 1 process; b: 2 process(es) alive after SIGTERM to "
-                    "the main process; HBM held after a stop: {'3': 30000.0}")
-    assert judging.rows["memory_release"].status == "contradicted"
-    assert judging.rows["memory_release"].seen == ("after 120 s still {'3': 30000.0} MB over "
-                                                   "idle (still held)")
-    assert judging.patch_inputs.release_worst_s == 120.0
-    assert _judging([]).rows["stop_order"].status == "not_checked"
+def test_a_bringup_that_stops_early_exits_3_and_its_page_says_where(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("npu-smi printed nothing")
 
-
-@pytest.mark.fast
-def test_the_page_shows_each_memory_policy_as_recorded() -> None:
-    from ref2va_accept.arms import Outcome
-    from ref2va_accept.bringup.page import _policies_table
-    from ref2va_accept.bringup.state import PolicyRun
-    from ref2va_accept.timing import Sample
-
-    stop = _stop("a")
-    served = PolicyRun("b0.yaml", started=True, start_s=61.25, hbm_loaded_mb={"3": 2048.0},
-                       request=Outcome(Sample("s1", "b0", "5s", "bringup", 0, 42, "t", ok=True,
-                                              latency_s=12.34), {"video": {}}, ()),
-                       stop=stop.audit.json_dict())
-    refused = PolicyRun("legacy.yaml", start_error="exited 1", hbm_problem="probe unreadable")
-    table = _policies_table([served.record(), refused.record()])
-    assert ("<tr><td>b0.yaml</td><td>61.2 s</td><td>{&#x27;3&#x27;: 2048.0}</td>"
-            "<td>12.3 s, complete</td><td>SIGTERM main +2.0 s (0 alive)</td><td>-</td></tr>"
-            ) in table
-    assert ("<tr><td>legacy.yaml</td><td>did not start: exited 1</td><td>probe unreadable</td>"
-            "<td>not sent</td><td>-</td><td>-</td></tr>") in table
-    assert _policies_table([]) == "<p>No B0 memory-policy profile was started.</p>"
+    monkeypatch.setattr("ref2va_accept.bringup.steps.preflight", broken)
+    campaign = bringup_campaign(tmp_path)
+    code = main(["bringup", str(campaign), "--evidence-dir", str(tmp_path / "ev"), "--run-id",
+                 "bringup-early"])
+    where = ("stopped early during the identity preflight: RuntimeError: npu-smi printed "
+             "nothing")
+    assert code == 3
+    assert f"did not finish: {where} (exit 3; bringup-early/bringup.html says where)" in \
+        capsys.readouterr().err
+    folder = tmp_path / "ev" / "bringup-early"
+    found = json.loads((folder / "bringup.json").read_text())
+    assert (found["finished"], found["exit_code"], found["failure"]) == (False, 3, where)
+    rows = _rows(found)
+    assert {r["status"] for r in rows.values()} == {"not_checked"}
+    assert rows["flags"]["seen"] == f"not reached: the bring-up did not finish ({where})"
+    assert f"The bring-up did not finish:</b> {where}" in (folder / "bringup.html").read_text()
+    evidence = json.loads((folder / "evidence.json").read_text())
+    assert evidence["status"] == "stopped" and evidence["bringup"]["failure"] == where
 
 
 # --- on the stand-in host -------------------------------------------------------------------------
-
-def _campaign(tmp_path: Path, *, wrong_shape: bool = False, wrong_dtype: bool = False) -> Path:
-    """910c.yaml as a fresh host has it (placeholder shapes), shrunk for a CPU: a 5 s and a 15 s
-    lossless track at 112x64 and 8 steps, the lossless guard and the Cache-DiT candidate."""
-    path = standin_campaign(tmp_path)
-    data = yaml.safe_load(path.read_text())
-    full = yaml.safe_load(CAMPAIGN_910C.read_text())
-    five = data["tracks"]["5s-lossless"]
-    five["request"]["num_inference_steps"] = 8  # enough for the Cache-DiT server to cache
-    points = [{"name": n, "source": "diagnostics", "dtype": "F32", "shape": FILL}
-              for n in POINTS]
-    if wrong_shape:
-        points[4]["shape"] = "<WRONG>"  # latent.video, filled wrong (below, on its own line)
-    if wrong_dtype:
-        points[0]["dtype"] = "BF16"  # cond.text, as the 0.30.0 sources have it; the engine: F32
-    five["comparison_points"] = [*points,
-                                 {"name": "mp4.video", "source": "mp4", "dtype": "U8",
-                                  "shape": [124, 64, 112, 3]},
-                                 {"name": "mp4.audio", "source": "mp4", "dtype": "F32",
-                                  "shape": FILL}]
-    fifteen = copy.deepcopy(five)
-    fifteen.update(duration_s=15.0, num_frames=362)
-    fifteen["request"]["extra_params"]["duration"] = 15.0
-    fifteen["comparison_points"][8]["shape"] = [362, 64, 112, 3]
-    data["tracks"]["15s-lossless"] = fifteen
-    guard = data["candidates"][0]
-    cache_dit = next(c for c in full["candidates"] if c["id"] == "cache-dit")
-    data["candidates"].insert(0, cache_dit | {
-        "tracks": ["5s-lossless"],
-        "profile": guard["profile"].replace("cache-dit-lossless-guard", "cache-dit")})
-    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=200)
-    path.write_text(text.replace("'<WRONG>'", "[1, 2, 3]").replace("<WRONG>", "[1, 2, 3]"))
-    return path
-
 
 def _judge_env(env: dict[str, str]) -> dict[str, str]:
     """The stand-in host's environment with the checkout importable, as a host's shell has it."""
     return env | {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}:{env['PYTHONPATH']}"}
 
 
-def _bringup(tmp_path: Path, campaign: Path, env: dict[str, str]
+def _command(campaign: Path, evidence: Path, *more: str) -> list[str]:
+    return [sys.executable, "-m", "ref2va_accept.cli", "bringup", str(campaign),
+            "--evidence-dir", str(evidence), "--run-id", "bringup-test", *more]
+
+
+def _bringup(tmp_path: Path, campaign: Path, env: dict[str, str], *more: str
              ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], Path]:
     evidence = tmp_path / "evidence"
     done = subprocess.run(
-        [sys.executable, "-m", "ref2va_accept.cli", "bringup", str(campaign), "--evidence-dir",
-         str(evidence), "--run-id", "bringup-test"],
+        _command(campaign, evidence, *more),
         capture_output=True, text=True, timeout=600, cwd=ROOT, env=_judge_env(env), check=False)
     folder = evidence / "bringup-test"
     assert (folder / "bringup.json").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
@@ -234,7 +182,7 @@ def _rows(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_a_fresh_host_confirms_the_guesses_and_the_patch_fills_what_it_measured(
         tmp_path: Path) -> None:
     env = host(tmp_path)
-    campaign = _campaign(tmp_path)
+    campaign = bringup_campaign(tmp_path)
     done, found, folder = _bringup(tmp_path, campaign, env)
     rows = _rows(found)
     assert list(rows) == list(QUESTION_IDS)
@@ -248,10 +196,30 @@ def test_a_fresh_host_confirms_the_guesses_and_the_patch_fills_what_it_measured(
     assert by_status["not_checked"] == ["live_line"]
     assert done.returncode == 1  # a contradicted row
     assert "CONTRADICTED start_time" in done.stdout and "bringup.html" in done.stdout
-    assert "cached step(s)" in rows["cache_dit_avg"]["seen"]
-    assert rows["bad_audio_400"]["seen"].startswith("HTTP 400") and "duration" in \
-        rows["bad_audio_400"]["seen"]
+    # Each confirmation names the event it saw (the reference engine's Cache-DiT profile warms
+    # up one step and caches every one after it).
+    assert rows["identity_lines"]["seen"] == "13 field(s) read on the host"
+    assert rows["cache_dit_avg"]["seen"] == (
+        "the request succeeded with 7 cached step(s) [1, 2, 3, 4, 5, 6, 7]; the Cache-DiT "
+        "requests run the track's 8 steps past the cache's 4-step warm-up")
+    assert rows["cache_dit_reset"]["seen"] == ("the same 7 cached step(s) [1, 2, 3, 4, 5, 6, 7] "
+                                               "and the same bytes in both requests")
+    assert rows["lossless_no_cache"]["seen"] == (
+        "enabled_path.json: cache backend none, no cached step (the plain request: cache_dit, "
+        "7 cached)")
+    assert rows["bad_audio_400"]["seen"] == ("HTTP 400: reference audio 0 duration must be in "
+                                             "[2, 15] seconds, got 1.000")
+    assert rows["ffprobe_duration"]["seen"] == ("ffprobe on the server's PATH reads "
+                                                "reference.wav: 3.000 s (the stream's)")
     assert rows["dump_owner"]["seen"] == "one dump folder, rank 0"
+    bound = ("the 3720 s server bound (VLLM_OMNI_DLO_DP_WAVE_TIMEOUT=3720, from the server's "
+             "environment)")
+    assert rows["dump_time"]["seen"].startswith("the 15 s request with its points ")
+    assert f"inside it) against {bound}; 5 s points: " in rows["dump_time"]["seen"]
+    assert rows["wave_timeout"]["seen"].endswith(f"s, inside the client timeout 3660 s and "
+                                                 f"{bound}")
+    assert f"% of {bound} (clear up to 80%)" in rows["first_15s_bound"]["seen"]
+    assert rows["tp_and_memory_policy"]["seen"].count("served, text-encoder tp 4") == 2
     policies = found["policies"]
     assert [p["profile"] for p in policies] == ["engine/profiles/vllm-omni/b0.yaml",
                                                 "engine/profiles/vllm-omni/b0-legacy-dlo.yaml"]
@@ -283,7 +251,7 @@ def test_a_host_that_differs_is_named_row_by_row(tmp_path: Path) -> None:
         "FAKE_NPU_HOLD": "1", "FAKE_VLLM_DROP_FLAG": "--cache-config", "FAKE_AVG_REFUSED": "1",
         "FAKE_B0_NONDETERMINISTIC": "1", "FAKE_PYTHONPATH_REPLACED": "1",
         "FAKE_FFPROBE_SCALE": "0.5"}
-    done, found, folder = _bringup(tmp_path, _campaign(tmp_path, wrong_shape=True,
+    done, found, folder = _bringup(tmp_path, bringup_campaign(tmp_path, wrong_shape=True,
                                                        wrong_dtype=True), env)
     rows = _rows(found)
     contradicted = {i for i, r in rows.items() if r["status"] == "contradicted"}
@@ -292,7 +260,8 @@ def test_a_host_that_differs_is_named_row_by_row(tmp_path: Path) -> None:
             "pythonpath_kept", "ffprobe_duration"} <= contradicted, rows
     assert "cond.text: campaign BF16, host F32" in rows["point_dtypes"]["seen"]
     assert "lost 1 of the inherited entries" in rows["pythonpath_kept"]["seen"]
-    assert "ffprobe reads 1.500 s, outside 2-15 s" in rows["ffprobe_duration"]["seen"]
+    assert "ffprobe reads 1.500 s (the stream's), outside 2-15 s" in \
+        rows["ffprobe_duration"]["seen"]
     assert "B0 and the Cache-DiT server's quality=lossless request" in \
         rows["hccl_determinism"]["seen"]
     assert "libascend_hal.so" in rows["mindiesd"]["seen"]
@@ -301,6 +270,11 @@ def test_a_host_that_differs_is_named_row_by_row(tmp_path: Path) -> None:
     assert "latent.video: campaign [1, 2, 3], host [37, 4, 7, 16]" in rows["point_shapes"]["seen"]
     assert "'3': 30000" in rows["memory_release"]["seen"] or "30000" in \
         rows["memory_release"]["seen"]
+    # Under the held device the memory policy is contradicted, and the TP size was still read.
+    policy = rows["tp_and_memory_policy"]
+    assert policy["status"] == "contradicted"
+    assert policy["seen"].count("served, text-encoder tp 4") == 2, policy
+    assert policy["seen"].count("memory held after its stop: 3: 30000 MB") == 2, policy
     # What depends on the refused server stays open instead of passing.
     assert rows["cache_dit_reset"]["status"] == "not_checked"
     assert done.returncode == 1
@@ -310,18 +284,130 @@ def test_a_host_that_differs_is_named_row_by_row(tmp_path: Path) -> None:
 
 def test_the_bringup_mark_reports_each_row_as_a_test(tmp_path: Path) -> None:
     env = host(tmp_path)
-    campaign = _campaign(tmp_path)
+    campaign = bringup_campaign(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/bringup", "-m", "bringup", "-p", "no:randomly",
          "-q", "-rfs", "--campaign", str(campaign), "--evidence-dir", str(tmp_path / "ev")],
         capture_output=True, text=True, timeout=600, cwd=ROOT, check=False, env=_judge_env(env))
     out = done.stdout
     assert done.returncode == 1, out[-3000:]
-    # start_time is contradicted on the stand-in (600 s estimated), live_line open, the rest pass.
-    assert "1 failed, 20 passed, 1 skipped" in out, out[-3000:]
+    # start_time is contradicted on the stand-in (600 s estimated), live_line open, the rest pass
+    # and so does test_bringup_finished.
+    assert "1 failed, 21 passed, 1 skipped" in out, out[-3000:]
     assert "FAILED tests/bringup/test_bringup_rows.py::test_row[start_time]" in out
     assert "not checked: needs a person at the host's terminal" in out
     unasked = subprocess.run([sys.executable, "-m", "pytest", "tests/bringup", "-q",
                               "--campaign", str(campaign)], capture_output=True, text=True,
                              timeout=120, cwd=ROOT, check=False, env=_judge_env(env))
-    assert "22 deselected" in unasked.stdout  # never run unless -m names it
+    assert "23 deselected" in unasked.stdout  # never run unless -m names it
+
+
+def test_a_host_that_leaves_rows_open_never_confirms_them(tmp_path: Path) -> None:
+    """A Cache-DiT server that caches no step, a 15 s request the client gives up on and a
+    server that reports another text-encoder TP size: those rows stay open or are contradicted,
+    each naming what it saw."""
+    env = host(tmp_path) | {"FAKE_CACHE_WARMUP": "100", "FAKE_TEXT_ENCODER_TP": "2"}
+    campaign = bringup_campaign(tmp_path, steps=4, timeout_15s=0.05)
+    done, found, folder = _bringup(tmp_path, campaign, env, "--policy",
+                                   str(ROOT / "engine/profiles/vllm-omni/b0.yaml"))
+    rows = _rows(found)
+    status = {i: r["status"] for i, r in rows.items()}
+    # The track's 4 steps do not pass the profile's 4-step warm-up: the bring-up asked for 8.
+    assert found["schedule"]["cache_dit_steps"]["requested_steps"] == 8
+    evidence = json.loads((folder / "evidence.json").read_text())
+    steps = {s["kind"]: s["request"]["fields"]["num_inference_steps"]
+             for s in evidence["samples"] if s["kind"].startswith("bringup-")}
+    assert (steps["bringup-first"], steps["bringup-second"], steps["bringup-lossless"]) == (
+        "8", "8", "4")
+    asked = ("the Cache-DiT requests run 8 steps, raised from the track's 4, past the cache's "
+             "4-step warm-up")
+    assert status["cache_dit_avg"] == "not_checked"
+    assert rows["cache_dit_avg"]["seen"].startswith(f"no step was cached ({asked})")
+    assert status["cache_dit_reset"] == "not_checked"
+    assert rows["cache_dit_reset"]["seen"] == (f"neither request cached a step ({asked}): there "
+                                               "was nothing to reset")
+    assert status["lossless_no_cache"] == "confirmed"  # the plain request did run Cache-DiT
+    assert status["dump_time"] == "not_checked"
+    assert rows["dump_time"]["seen"].startswith("the 15 s request did not complete (request "
+                                                "failed (timeout): no complete response within "
+                                                "0.05 s")
+    assert "1702" not in rows["dump_time"]["seen"]  # no estimate in its place
+    assert status["wave_timeout"] == "contradicted"
+    assert rows["wave_timeout"]["seen"].startswith(
+        "no answer within the client timeout 0.05 s (the 3720 s server bound")
+    assert status["first_15s_bound"] == "not_checked"
+    assert rows["first_15s_bound"]["seen"].startswith("the client gave up at 0.05 s, 0% of the "
+                                                      "3720 s server bound")
+    assert status["tp_and_memory_policy"] == "contradicted"
+    assert "served, text-encoder tp 2, HBM over idle " in rows["tp_and_memory_policy"]["seen"]
+    assert rows["tp_and_memory_policy"]["seen"].endswith("; the profile's text-encoder tp is 4")
+    assert done.returncode == 1 and found["finished"] is True
+
+
+def test_sigterm_mid_bringup_stops_its_engine_writes_the_page_and_exits_143(
+        tmp_path: Path) -> None:
+    """On a host without ffprobe (a hard requirement where the server runs): its rows are
+    answered first, then SIGTERM arrives while B0 serves a request."""
+    env = host(tmp_path, tools=("npu-smi", "ffmpeg"))
+    campaign = bringup_campaign(tmp_path)
+    launches, logs = tmp_path / "vllm.log", tmp_path / "evidence" / "bringup-test" / "logs"
+
+    def serving() -> list[dict[str, Any]]:
+        lines = launches.read_text().splitlines() if launches.exists() else []
+        return [json.loads(line) for line in lines if '"--omni", "--help=all"' not in line]
+
+    def generating() -> bool:  # a request in flight on a B0 server
+        return any("generation video_sync-" in log.read_text(errors="replace")
+                   for log in (logs.glob("*.b0.*.log") if logs.is_dir() else ()))
+
+    process = subprocess.Popen(_command(campaign, tmp_path / "evidence"), cwd=ROOT,
+                               env=_judge_env(env), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    code = sigterm_when(process, generating, wait_s=120)
+    assert process.stderr is not None
+    err = process.stderr.read()
+    process.stderr.close()
+    assert serving(), f"no engine was launched: {err[-3000:]}"
+    assert code == 143, err[-3000:]
+    folder = tmp_path / "evidence" / "bringup-test"
+    found = json.loads((folder / "bringup.json").read_text())
+    where = found["failure"]
+    assert where.startswith("interrupted by SIGTERM during B0 with engine/profiles/vllm-omni/"), \
+        where
+    assert f"did not finish: {where} (exit 143;" in err
+    assert (found["finished"], found["exit_code"]) == (False, 143)
+    rows = _rows(found)
+    assert rows["ffprobe_duration"]["status"] == "contradicted"
+    assert rows["ffprobe_duration"]["seen"].startswith(
+        "reference.wav: ffprobe not found on the server's PATH (H3 runs it with check=True")
+    assert rows["identity_lines"]["status"] == "contradicted"
+    assert rows["tp_and_memory_policy"] == rows["tp_and_memory_policy"] | {
+        "status": "not_checked", "seen": f"not reached: the bring-up did not finish ({where})"}
+    assert f"The bring-up did not finish:</b> {where}" in (folder / "bringup.html").read_text()
+    # The engine was stopped in upstream's order, and nothing of it is left.
+    evidence = json.loads((folder / "evidence.json").read_text())
+    assert evidence["status"] == "interrupted"
+    audits = [i["cleanup"] for i in evidence["instances"] if i.get("cleanup")]
+    assert audits and all(a["steps"][0]["action"] == "SIGTERM main" for a in audits), audits
+    for launch in serving():
+        with pytest.raises(ProcessLookupError):
+            os.killpg(launch["pgid"], 0)
+    assert tagged("bringup-test") == []
+
+
+def test_the_bringup_mark_fails_when_the_bringup_did_not_finish(tmp_path: Path) -> None:
+    env = host(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/bringup", "-m", "bringup", "-p", "no:randomly",
+         "-p", "tests.unit.bringup_stops_early", "-q", "-rf", "--campaign",
+         str(bringup_campaign(tmp_path)), "--evidence-dir", str(tmp_path / "ev")],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False, env=_judge_env(env))
+    out = done.stdout
+    assert done.returncode == 1, out[-3000:]
+    # Every row it did not reach fails instead of being skipped, and so does the bring-up.
+    assert "23 failed" in out and "skipped" not in out, out[-3000:]
+    assert "FAILED tests/bringup/test_bringup_rows.py::test_bringup_finished" in out
+    assert ("AssertionError: the bring-up did not finish: stopped early during the identity "
+            "preflight: RuntimeError: the stand-in preflight raised (exit 3;") in out, out[-3000:]
+    assert ("Failed: not checked, and the bring-up did not finish: not reached: the bring-up did "
+            "not finish (stopped early during the identity preflight") in out

@@ -6,110 +6,48 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from typing import Any
 
-from ref2va_accept.bringup import probes
+from ref2va_accept.bringup import probes, readings
 from ref2va_accept.bringup.patch import CampaignPatch, ScalarEdit, build
-from ref2va_accept.bringup.rows import confirmed, contradicted, measured, not_checked
+from ref2va_accept.bringup.rows import Row, confirmed, contradicted, measured, not_checked
 from ref2va_accept.bringup.state import (
-    BOUND_HEADROOM,
     START_TOLERANCE,
     BringupState,
     PolicyRun,
     cache_of,
-    enabled_path_of,
 )
 from ref2va_accept.campaign import fill_points
 from ref2va_accept.core import Ref2VAError
-from ref2va_accept.engines import EngineInstance
-from ref2va_contract.diagnostics import ENABLED_PATH_FILE
+from ref2va_contract.diagnostics import ENABLED_PATH_FILE, TEXT_ENCODER_TP_KEY
 
 
 class Judging(BringupState):
     """The judgements of a bring-up, run once its steps are done."""
 
-    def judgecache_of(self, engine: EngineInstance) -> None:
-        first, second, lossless = (self.cache_runs.get(k) for k in ("first", "second",
-                                                                     "lossless"))
-        paths = {k: enabled_path_of(v) for k, v in self.cache_runs.items()}
+    def judge_cache_dit(self) -> None:
+        """The Cache-DiT server's rows, from its requests, their enabled paths and its log."""
         self.data.setdefault("cache_dit", {})["requests"] = {
             k: {"ok": v.sample.ok, "sha256": v.sample.sha256, "explain": v.explain(),
-                "cache": dict(zip(("backend", "reused_steps"), cache_of(paths[k]), strict=True))}
+                "cache": dict(zip(("backend", "reused_steps"), cache_of(self.cache_paths.get(k)),
+                                  strict=True))}
             for k, v in self.cache_runs.items()}
-        if first is None or not first.sample.ok:
-            said = first.explain() if first else "not sent"
-            log_text = engine.log_tail(200)
-            avg = next((line for line in [said, *log_text.splitlines()]
-                        if "ReduceOp.AVG" in line or "AVG" in line.split()), None)
-            self.put(contradicted("cache_dit_avg", f"refused: {avg.strip()[:240]}" if avg
-                                  else f"the first Cache-DiT request failed: {said[:240]}"))
-        else:
-            backend, reused = cache_of(paths["first"])
-            if backend == "none":
-                self.put(contradicted("cache_dit_avg", "the Cache-DiT server ran no cache "
-                                      "(enabled_path.json: cache backend none)"))
-            else:
-                self.put(confirmed("cache_dit_avg", f"completed with {backend} on, "
-                                   f"{len(reused)} cached step(s)"))
-        if first is None or second is None or not (first.complete and second.complete):
-            self.put(not_checked("cache_dit_reset", "the two identical requests did not both "
-                                 "complete"))
-        else:
-            a, b = cache_of(paths["first"])[1], cache_of(paths["second"])[1]
-            if a == b and first.sample.sha256 == second.sample.sha256:
-                self.put(confirmed("cache_dit_reset", f"the same {len(a)} cached step(s) and "
-                                   "the same bytes in both requests"))
-            else:
-                self.put(contradicted("cache_dit_reset", f"cached steps {a} then {b}; bytes "
-                                      + ("equal" if first.sample.sha256 == second.sample.sha256
-                                         else "differ")))
-        if lossless is None or not lossless.complete:
-            self.put(not_checked("lossless_no_cache", "the quality=lossless request did not "
-                                 "complete: " + (lossless.explain() if lossless else "not sent")))
-        else:
-            backend, reused = cache_of(paths["lossless"])
-            if backend == "none" and not reused:
-                self.put(confirmed("lossless_no_cache", "enabled_path.json: cache backend none, "
-                                   "no cached step"))
-            else:
-                self.put(contradicted("lossless_no_cache", f"cache backend {backend}, cached "
-                                      f"steps {reused}"))
+        for row in readings.cache_rows(self.cache_runs, self.cache_paths, self.cache_log,
+                                       self.plan.cache_steps):
+            self.put(row)
 
     # -- rows from the policies ------------------------------------------------------------------
     def judge_policies(self) -> None:
         runs = self.policies
         served = [r for r in runs if r.served]
-        lines = []
-        for r in runs:
-            if not r.started:
-                lines.append(f"{r.profile}: did not start ({r.start_error})")
-            elif not r.served:
-                lines.append(f"{r.profile}: started in {r.start_s:.1f} s, request "
-                             f"{r.request.explain() if r.request else 'not sent'}")
-            else:
-                hbm = ("" if r.hbm_loaded_mb is None else ", HBM over idle " + ", ".join(
-                    f"{d}: {mb:.0f} MB" for d, mb in r.hbm_loaded_mb.items()))
-                lines.append(f"{r.profile}: started in {r.start_s:.1f} s, served{hbm}")
         chosen = next((r for r in served if r.release is None or r.release.released), None)
         self.patch_inputs.chosen = chosen
-        if chosen is not None:
-            self.put(confirmed("tp_and_memory_policy", "; ".join(lines),
-                               f"chosen: {chosen.profile}"))
-        elif runs:
-            self.put(contradicted("tp_and_memory_policy", "; ".join(lines)))
-        starts = [r.start_s for r in runs if r.start_s is not None]
-        mid = statistics.median(starts) if starts else None
-        self.patch_inputs.start_s = mid
-        estimate = (self.model.protocol.expected_start_s or {}).get("5s")
-        if mid is None:
-            self.put(not_checked("start_time", "no engine started"))
-        elif estimate is None:
-            self.put(measured("start_time", f"median start {mid:.1f} s"))
+        if runs:
+            self.put(policy_row(runs, chosen))
         else:
-            off = abs(mid - estimate) / estimate if estimate else 1.0
-            row = confirmed if off <= START_TOLERANCE else contradicted
-            self.put(row("start_time", f"median start {mid:.1f} s against the estimate "
-                         f"{estimate:g} s ({off:.0%} off)"))
+            self.put(not_checked("tp_and_memory_policy", "no memory-policy profile was tried"))
+        starts = [r.start_s for r in runs if r.start_s is not None]
+        self.patch_inputs.start_s = statistics.median(starts) if starts else None
+        self.put(start_row(starts, (self.model.protocol.expected_start_s or {}).get("5s")))
         first = served[0] if served else None
         self.judge_imports(first, runs)
         self.judge_pythonpath(runs)
@@ -120,6 +58,10 @@ class Judging(BringupState):
 
     def judge_imports(self, first: PolicyRun | None, runs: list[PolicyRun]) -> None:
         wanted = {m: v for m, v in self.imports.items() if m in ("vllm_ascend", "mindiesd")}
+        if self.preflight_error is not None:
+            self.put(not_checked("backend_imports", "the identity preflight did not read the "
+                                 f"imports: {self.preflight_error}"))
+            return
         if not wanted:
             self.put(not_checked("backend_imports", "the campaign pins neither vllm-ascend nor "
                                  "mindiesd (not an NPU host)"))
@@ -160,28 +102,16 @@ class Judging(BringupState):
     def judge_dumps(self, run: PolicyRun | None) -> None:
         track = self.plan.track_5s
         lossless = track is not None and track.endswith("lossless")
-        if run is None or run.request is None:
-            for row in ("dump_owner", "point_shapes", "point_dtypes", "dump_time"):
+        self.put(readings.dump_owner_row(run))
+        if run is None or not run.served:
+            for row in ("point_shapes", "point_dtypes"):
                 self.put(not_checked(row, "no B0 request completed"))
-            return
-        path = run.enabled_path
-        if path is None:
-            self.put(contradicted("dump_owner", f"no {ENABLED_PATH_FILE} in the request's dump "
-                                  "folder"))
-        else:
-            rank = path.get("rank")
-            if run.dump_folders == 1 and rank in (0, None):
-                self.put(confirmed("dump_owner", "one dump folder, " + (
-                    "rank 0" if rank == 0 else "the engine names no rank")))
-            else:
-                self.put(contradicted("dump_owner", f"{run.dump_folders} dump folder(s), "
-                                      f"rank {rank}"))
-        if not lossless or track is None:
+        elif not lossless or track is None:
             for row in ("point_shapes", "point_dtypes"):
                 self.put(not_checked(row, "the campaign has no 5 s lossless track"))
         else:
             self.judge_points(track, run)
-        self.judge_dump_time(path)
+        self.judge_dump_time(run)
 
     def judge_points(self, track: str, run: PolicyRun) -> None:
         assert run.request is not None and run.request.dump_dir is not None
@@ -235,25 +165,15 @@ class Judging(BringupState):
         else:
             self.put(not_checked("point_dtypes", "no point was read"))
 
-    def judge_dump_time(self, path: dict[str, Any] | None) -> None:
-        seconds = (path or {}).get("dump_seconds")
-        if seconds is None:
-            self.put(not_checked("dump_time", f"{ENABLED_PATH_FILE} has no dump_seconds"))
-            return
-        bound = min(self.bounds().values())
-        long_dump = (self.long_path or {}).get("dump_seconds")
+    def judge_dump_time(self, run: PolicyRun | None) -> None:
         tracks = self.model.tracks
         scale = (tracks[self.plan.track_15s].num_frames / tracks[self.plan.track_5s].num_frames
                  if self.plan.track_15s and self.plan.track_5s else 1.0)
-        dump_15 = float(long_dump) if long_dump is not None else float(seconds) * scale
-        request_15 = (self.long_request.sample.latency_s if self.long_request is not None
-                      and self.long_request.sample.latency_s is not None
-                      else (self.model.protocol.expected_request_s or {}).get("15s", 0.0))
-        total = float(request_15) + (0.0 if long_dump is not None else dump_15)
-        seen = (f"{float(seconds):.1f} s for the 5 s points; 15 s: {dump_15:.1f} s "
-                f"({'measured' if long_dump is not None else 'scaled by frames'}), a 15 s "
-                f"request with them {total:.0f} s against the {bound:.0f} s bound")
-        self.put((confirmed if total < bound else contradicted)("dump_time", seen))
+        # The bound of the server that ran the request the row reads.
+        where = self.long_run if self.plan.track_15s else run
+        self.put(readings.dump_time_row(run, self.long_request, self.long_path,
+                                        self.server_bounds(where), self.plan.track_15s is not None,
+                                        scale))
 
     def judge_stops(self, runs: list[PolicyRun]) -> None:
         stops = self.stops
@@ -293,28 +213,10 @@ class Judging(BringupState):
                                f"(timeout {self.model.devices.memory_release.timeout_s:g} s)"))
 
     def judge_long(self) -> None:
-        outcome = self.long_request
-        if self.plan.track_15s is None:
-            for row in ("wave_timeout", "first_15s_bound"):
-                self.put(not_checked(row, "the campaign has no 15 s track"))
-            return
-        if outcome is None:
-            for row in ("wave_timeout", "first_15s_bound"):
-                self.put(not_checked(row, "no B0 server served its 5 s request, so the 15 s "
-                                     "request was not sent"))
-            return
-        bound = min(self.bounds().values())
-        latency = outcome.sample.latency_s
-        if not outcome.complete:
-            self.put(contradicted("wave_timeout", outcome.explain()[:240]))
-            self.put(contradicted("first_15s_bound", outcome.explain()[:240]))
-            return
-        assert latency is not None
-        self.put(confirmed("wave_timeout", f"{latency:.1f} s, inside the client timeout "
-                           f"{self.long_timeout_s:g} s and the server bound {bound:g} s"))
-        verdict = confirmed if latency <= BOUND_HEADROOM * bound else contradicted
-        self.put(verdict("first_15s_bound", f"{latency:.1f} s is {latency / bound:.0%} of the "
-                     f"{bound:g} s bound"))
+        bounds = self.server_bounds(self.long_run)
+        for row in readings.long_rows(self.long_request, self.long_timeout_s, bounds,
+                                      self.plan.track_15s is not None):
+            self.put(row)
 
     def judge_determinism(self, run: PolicyRun | None) -> None:
         pairs = []
@@ -383,3 +285,51 @@ class Judging(BringupState):
                      edits=edits, profile_edits=sorted(profile_edits))
 
 
+def _policy_line(run: PolicyRun) -> str:
+    if not run.started:
+        return f"{run.profile}: did not start ({run.start_error})"
+    if not run.served:
+        return (f"{run.profile}: started in {run.start_s:.1f} s, request "
+                f"{run.request.explain() if run.request else 'not sent'}")
+    tp = ("text-encoder tp not reported" if run.tp_seen is None
+          else f"text-encoder tp {run.tp_seen}")
+    hbm = ("" if run.hbm_loaded_mb is None else ", HBM over idle " + ", ".join(
+        f"{d}: {mb:.0f} MB" for d, mb in run.hbm_loaded_mb.items()))
+    held = ("" if run.release is None or run.release.released
+            else ", memory held after its stop: " + ", ".join(
+                f"{d}: {mb:.0f} MB" for d, mb in run.release.held_mb.items()))
+    return f"{run.profile}: started in {run.start_s:.1f} s, served, {tp}{hbm}{held}"
+
+
+def policy_row(runs: list[PolicyRun], chosen: PolicyRun | None) -> Row:
+    """tp_and_memory_policy: a profile that started, served and released its memory, on a
+    server that reports the profile's text-encoder-tp-size."""
+    seen = "; ".join(_policy_line(r) for r in runs)
+    if chosen is None:
+        return contradicted("tp_and_memory_policy", seen)
+    want, got = chosen.tp_expected, chosen.tp_seen
+    if want is None:
+        return not_checked("tp_and_memory_policy", f"{seen}; {chosen.profile} sets no "
+                           "text-encoder-tp-size to compare the server's with")
+    if got is None:
+        return not_checked("tp_and_memory_policy", f"{seen}; the server reported no "
+                           f"text-encoder tp size ({ENABLED_PATH_FILE} has no "
+                           f"{TEXT_ENCODER_TP_KEY}), the profile's is {want}")
+    if got != want:
+        return contradicted("tp_and_memory_policy", f"{seen}; the profile's text-encoder tp "
+                            f"is {want}")
+    return confirmed("tp_and_memory_policy", seen, f"chosen: {chosen.profile}")
+
+
+def start_row(starts: list[float], estimate: float | None) -> Row:
+    """start_time: the median start of the memory-policy profiles against the campaign's
+    estimate (within START_TOLERANCE), or measured when the campaign has none."""
+    if not starts:
+        return not_checked("start_time", "no engine started")
+    mid = statistics.median(starts)
+    if estimate is None:
+        return measured("start_time", f"median start {mid:.1f} s")
+    off = abs(mid - estimate) / estimate if estimate else 1.0
+    return (confirmed if off <= START_TOLERANCE else contradicted)(
+        "start_time", f"median start {mid:.1f} s against the estimate {estimate:g} s "
+        f"({off:.0%} off)")

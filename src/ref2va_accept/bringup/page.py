@@ -75,6 +75,13 @@ def _policies_table(runs: list[PolicyRecord]) -> str:
     return "".join(out)
 
 
+def _unfinished(result: BringupResult) -> str:
+    """Where a bring-up that did not finish stopped, and what that leaves open."""
+    return (f"<p id='unfinished'><b>The bring-up did not finish:</b> {_e(result.failure)}. Its "
+            "engines were stopped in upstream's order; every row it had not reached is not "
+            f"checked. Exit {result.exit_code}: run it again.</p>")
+
+
 def write_page(result: BringupResult, campaign: LoadedCampaign, bundle: EvidenceBundle,
                patch_base: Path, cost_line: str) -> None:
     """bringup.json, bringup.patch (when anything changes) and bringup.html."""
@@ -90,6 +97,7 @@ def write_page(result: BringupResult, campaign: LoadedCampaign, bundle: Evidence
     payload = {
         "campaign": campaign.path.name, "run_id": bundle.run_id,
         "questions": len(QUESTIONS), "counts": result.counts(),
+        "finished": result.finished, "exit_code": result.exit_code,
         "rows": [row.to_dict() for row in result.rows],
         "patch": None if patch is None else {
             "file": PATCH_FILE if diff else None, "apply_in": apply_in,
@@ -108,7 +116,7 @@ def write_page(result: BringupResult, campaign: LoadedCampaign, bundle: Evidence
 <title>Bring-up: {_e(campaign.model.name)}</title><style>{_STYLE}</style></head><body>
 <h1>Host bring-up: {_e(campaign.model.name)}</h1>
 <p class="summary">{summary}</p>
-{f"<p><b>The bring-up stopped early:</b> {_e(failure)}</p>" if failure else ""}
+{_unfinished(result) if failure else ""}
 <p>Every guess made without the host and every risk found in upstream's code, answered on this
 host before anything is frozen. A row not checked is open, never confirmed.</p>
 {_rows_table(result)}

@@ -1,13 +1,17 @@
 """The bring-up's looks at the host that are not engine requests: the serve command's help, the
-inputs as ffprobe reads them, a server process's environment, a too-short reference audio."""
+reference audio as H3's ffprobe call reads it on the server's PATH, a server process's
+environment, a too-short reference audio."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
+import shutil
 import wave
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ref2va_accept.campaign import MAX_REFERENCE_AUDIO_S, MIN_REFERENCE_AUDIO_S, probe_audio
@@ -26,19 +30,58 @@ def help_flags(command: Sequence[str], env: Mapping[str, str], cwd: Path
     return (None, why) if out is None else (set(_FLAG.findall(out)), "")
 
 
-def ffprobe_duration(path: Path, env: Mapping[str, str]) -> tuple[float | None, str]:
-    """The container duration ffprobe reports (what H3 reads), or None and why not."""
-    out, why = run_command(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of",
-                            "default=noprint_wrappers=1:nokey=1", str(path)], FFPROBE_TIMEOUT_S,
-                           env=env)
-    if out is None:
-        if why == "ffprobe not found":
-            why = "ffprobe not found on PATH (H3 refuses every reference audio without it)"
-        return None, why
+# H3's own probe (model_executor/models/minimax_h3/reference_video.py, _probe_audio): it runs
+# this with check=True on every reference audio, so without ffprobe every such request fails.
+H3_FFPROBE_ENTRIES = "stream=codec_type,codec_name,duration:format=format_name,size,duration"
+
+
+@dataclass(frozen=True)
+class AudioDuration:
+    """A reference audio's duration as H3 reads it, or why it could not be read."""
+
+    seconds: float | None
+    read_from: str | None  # "stream" (the audio stream's), "format" (the container's fallback)
+    problem: str = ""
+
+
+def h3_duration(out: str) -> AudioDuration:
+    """The duration in `ffprobe -of json` output, read as H3 reads it: the first audio stream's
+    duration, the container's when the stream has none."""
     try:
-        return float(out.strip()), ""
+        probe = json.loads(out)
     except ValueError:
-        return None, f"ffprobe on {path.name} printed {out.strip()[:80]!r}"
+        return AudioDuration(None, None, f"ffprobe printed no JSON: {out.strip()[:80]!r}")
+    if not isinstance(probe, dict):
+        return AudioDuration(None, None, f"ffprobe printed {out.strip()[:80]!r}")
+    streams = [s for s in probe.get("streams") or [] if isinstance(s, dict)
+               and s.get("codec_type") == "audio"]
+    if not streams:
+        return AudioDuration(None, None, "ffprobe finds no audio stream (H3: media has no "
+                             "audio stream)")
+    raw, read_from = streams[0].get("duration"), "stream"
+    if raw in (None, "", "N/A"):
+        raw, read_from = (probe.get("format") or {}).get("duration"), "format"
+    if raw in (None, "", "N/A"):
+        return AudioDuration(None, None, "ffprobe reads no duration (H3: cannot determine audio "
+                             "duration)")
+    try:
+        return AudioDuration(float(raw), read_from)
+    except (TypeError, ValueError):
+        return AudioDuration(None, None, f"ffprobe reads the duration {raw!r}")
+
+
+def ffprobe_duration(path: Path, env: Mapping[str, str]) -> AudioDuration:
+    """The duration ffprobe reports as H3 runs and reads it, with the server's environment
+    `env` (its PATH decides which ffprobe runs, or that none does)."""
+    if shutil.which("ffprobe", path=env.get("PATH", "")) is None:
+        return AudioDuration(None, None, "ffprobe not found on the server's PATH (H3 runs it "
+                             "with check=True: every request with a reference audio fails, "
+                             "HTTP 500)")
+    out, why = run_command(["ffprobe", "-v", "error", "-show_entries", H3_FFPROBE_ENTRIES,
+                            "-of", "json", str(path)], FFPROBE_TIMEOUT_S, env=env)
+    if out is None:
+        return AudioDuration(None, None, why)
+    return h3_duration(out)
 
 
 def judge_duration(path: Path) -> float | None:

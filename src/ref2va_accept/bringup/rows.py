@@ -15,6 +15,9 @@ from typing import Any, Literal
 RowStatus = Literal["confirmed", "contradicted", "measured", "not_checked"]
 ROW_STATUSES: tuple[RowStatus, ...] = ("contradicted", "not_checked", "measured", "confirmed")
 Kind = Literal["guess", "risk"]
+# A first 15 s request is clear of the server bound with this much headroom left (run-to-run
+# spread on the host and a slower first request after a fresh start).
+BOUND_HEADROOM = 0.8
 
 
 @dataclass(frozen=True)
@@ -31,24 +34,29 @@ QUESTIONS: tuple[Question, ...] = (
              "every engine.source_pin field (driver, firmware, CANN, MindIE-SD, the wheel's "
              "sha256, ...) has a line on the host that the preflight reads"),
     Question("mindiesd", "guess",
-             "MindIE-SD imports where the server runs, so the pinned FLASH_ATTN backend works"),
+             "MindIE-SD is installed and imports where the server runs, so the pinned "
+             "FLASH_ATTN backend works (installed, the NPU platform imports it at start-up while "
+             "it selects the attention backend; absent, FLASH_ATTN fails at the first attention "
+             "call)"),
     Question("flags", "guess",
              "every flag the launch profiles use is an option of `vllm serve --omni --help=all`"),
     Question("tp_and_memory_policy", "guess",
-             "B0 starts and serves with text-encoder-tp-size 4 and one of the memory-policy "
-             "profiles (compact offload config or the A3 recipe's legacy flag)"),
+             "B0 starts, serves and releases its memory with one of the memory-policy profiles "
+             "(compact offload config or the A3 recipe's legacy flag), and the server reports "
+             "the profile's text-encoder-tp-size (4 on the 910C)"),
     Question("start_time", "guess",
              "an engine starts (spawn to first healthy answer) in protocol.expected_start_s"),
     Question("dump_owner", "guess",
              "a request with comparison points gets exactly one dump folder, written by the "
-             "output owner (rank 0), with enabled_path.json"),
+             "output owner (rank 0, as enabled_path.json names it), with enabled_path.json"),
     Question("point_shapes", "guess",
              "the comparison points' shapes are the campaign's"),
     Question("point_dtypes", "guess",
              "the comparison points' dtypes are the ones read from the 0.30.0 sources"),
     Question("dump_time", "guess",
-             "writing the comparison points fits inside the server's time bound "
-             "(VLLM_OMNI_DLO_DP_WAVE_TIMEOUT), also scaled to a 15 s request"),
+             "a completed B0 request with its comparison points fits inside the server's time "
+             "bound (VLLM_OMNI_DLO_DP_WAVE_TIMEOUT, VLLM_OMNI_VIDEO_SYNC_TIMEOUT as the server "
+             "sees them), the 15 s one included"),
     Question("memory_release", "guess",
              "after a stop, HBM returns to its idle level within devices.memory_release"),
     Question("hccl_determinism", "guess",
@@ -56,32 +64,39 @@ QUESTIONS: tuple[Question, ...] = (
              "all-reduce is deterministic as configured)"),
     Question("cache_dit_reset", "guess",
              "Cache-DiT's cached steps are reset for every request (two identical requests "
-             "reuse the same steps)"),
+             "that cache steps cache the same ones and give the same bytes)"),
     Question("lossless_no_cache", "guess",
-             "the Cache-DiT server installs no cache for a quality=lossless request"),
+             "the Cache-DiT server, which caches a plain request, installs no cache for a "
+             "quality=lossless request"),
     Question("bad_audio_400", "guess",
-             "upstream answers a reference audio outside 2-15 s with HTTP 400 naming the "
-             "duration"),
+             "upstream answers a 1 s reference audio with HTTP 400 in H3's words: \"reference "
+             "audio 0 duration must be in [2, 15] seconds, got 1.000\""),
     Question("ffprobe_duration", "guess",
-             "ffprobe reads every reference audio's duration inside H3's 2-15 s"),
+             "ffprobe is on the server's PATH (H3 runs it with check=True on every reference "
+             "audio) and reads every reference audio's duration as H3 does (the audio stream's, "
+             "the container's as a fallback) inside 2-15 s"),
     Question("wave_timeout", "guess",
-             "a 15 s B0 request finishes inside the client timeout and the server bounds"),
+             "a 15 s B0 request finishes inside the client timeout and the server's bounds, as "
+             "the server sees them"),
     Question("live_line", "guess",
              "the live progress line renders on the host's terminal"),
     Question("pythonpath_kept", "risk",
              "the server's PYTHONPATH keeps what the host's environment script put there "
              "(the profile's entries go ahead of it instead of replacing it)"),
     Question("backend_imports", "risk",
-             "vllm-ascend (the NPU platform) and MindIE-SD (FLASH_ATTN, imported only at the "
-             "first request) import in the server, and its first request succeeds"),
+             "vllm-ascend (the NPU platform) and MindIE-SD (FLASH_ATTN's kernels, imported at "
+             "start-up during backend selection) import in the server, and its first request "
+             "succeeds"),
     Question("cache_dit_avg", "risk",
-             "Cache-DiT's all_reduce with ReduceOp.AVG works on HCCL (the first cached step "
-             "succeeds)"),
+             "Cache-DiT's all_reduce with ReduceOp.AVG works on HCCL: a request that caches at "
+             "least one step (past the cache's warm-up) succeeds"),
     Question("stop_order", "risk",
              "stopping in upstream's order (SIGTERM to the main process, a wait, the group, "
              "SIGKILL) ends every process and leaves no HBM held"),
     Question("first_15s_bound", "risk",
-             "a fresh host's first 15 s request stays clear of the 3,720 s server bound"),
+             "a fresh host's first 15 s request stays clear of the server's time bound (at "
+             f"most {BOUND_HEADROOM:.0%} of it, as the server sees VLLM_OMNI_DLO_DP_WAVE_TIMEOUT "
+             "and VLLM_OMNI_VIDEO_SYNC_TIMEOUT)"),
 )
 QUESTION_IDS = tuple(q.id for q in QUESTIONS)
 _BY_ID = {q.id: q for q in QUESTIONS}

@@ -8,11 +8,16 @@ Every start and request is listed here before the runner makes it, so that `plan
   (refused before any compute) and one untimed 15 s request (with the 15 s points, when a 15 s
   lossless track has them: its dump is written inside the same server bound as on a real run);
 - the Cache-DiT server (the first candidate whose profile sets `cache-backend: cache_dit`): one
-  start, two identical 5 s requests and one with quality=lossless, one stop and a wait.
+  start, two identical 5 s requests and one with quality=lossless, one stop and a wait. Cache-DiT
+  caches nothing in its warm-up steps (cache-dit 1.5.0 tests a step for caching, with its
+  averaging all_reduce, only after them), so the two identical requests run at least the warm-up
+  plus CACHE_STEPS_PAST_WARMUP steps: when the track's are fewer they are raised, and the
+  schedule says so (the lossless request keeps the track's, to equal B0's bytes).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +27,33 @@ from ref2va_accept.campaign import LoadedCampaign, duration_class
 from ref2va_accept.planning import Prices
 
 CACHE_DIT_BACKEND = "cache_dit"
+# vLLM-Omni 0.30.0's DiffusionCacheConfig.max_warmup_steps, for a cache-config that sets none.
+DEFAULT_WARMUP_STEPS = 4
+# Steps past the warm-up the Cache-DiT requests run at least: with at most one cached step in a
+# row (H3's conservative profile) that leaves room for two.
+CACHE_STEPS_PAST_WARMUP = 4
+
+
+@dataclass(frozen=True)
+class CacheSteps:
+    """The denoising steps of the Cache-DiT server's two identical requests."""
+
+    warmup: int  # the profile's cache-config max_warmup_steps
+    track: int  # the 5 s track's num_inference_steps
+    requested: int  # what the two requests run: at least warmup + CACHE_STEPS_PAST_WARMUP
+
+    @property
+    def raised(self) -> bool:
+        return self.requested > self.track
+
+    def line(self) -> str:
+        said = (f"{self.requested} steps, raised from the track's {self.track}," if self.raised
+                else f"the track's {self.track} steps")
+        return f"the Cache-DiT requests run {said} past the cache's {self.warmup}-step warm-up"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"warmup_steps": self.warmup, "track_steps": self.track,
+                "requested_steps": self.requested, "raised": self.raised}
 
 
 @dataclass(frozen=True)
@@ -32,6 +64,7 @@ class BringupSchedule:
     cache_dit: str | None  # the candidate whose profile runs Cache-DiT, if any
     track_5s: str | None  # the 5 s track whose request it sends (a lossless one first)
     track_15s: str | None  # the 15 s track of the untimed long request (lossless first)
+    cache_steps: CacheSteps | None = None  # the Cache-DiT requests' steps
 
     @property
     def starts(self) -> int:
@@ -52,7 +85,9 @@ class BringupSchedule:
                 "cache_dit": self.cache_dit, "track_5s": self.track_5s,
                 "track_15s": self.track_15s, "starts": self.starts,
                 "requests_5s": self.requests_5s, "requests_15s": self.requests_15s,
-                "bad_audio_requests": 1 if self.policies and self.track_5s else 0}
+                "bad_audio_requests": 1 if self.policies and self.track_5s else 0,
+                "cache_dit_steps": None if self.cache_steps is None
+                else self.cache_steps.to_dict()}
 
 
 def display(campaign: LoadedCampaign, path: Path) -> str:
@@ -87,6 +122,30 @@ def cache_dit_candidate(campaign: LoadedCampaign) -> str | None:
     return None
 
 
+def warmup_steps(cache_config: Any) -> int:
+    """The warm-up of a profile's `cache-config` (a mapping, or JSON text as on the command
+    line); vLLM-Omni's default when it sets none."""
+    if isinstance(cache_config, str):
+        try:
+            cache_config = json.loads(cache_config)
+        except ValueError:
+            cache_config = {}
+    value = (cache_config or {}).get("max_warmup_steps") if isinstance(
+        cache_config, dict) else None
+    return value if isinstance(value, int) and value >= 0 else DEFAULT_WARMUP_STEPS
+
+
+def cache_steps(campaign: LoadedCampaign, candidate: str | None, track: str | None
+                ) -> CacheSteps | None:
+    if candidate is None or track is None:
+        return None
+    spec = next(c for c in campaign.model.candidates if c.id == candidate)
+    warmup = warmup_steps(campaign.profile(spec).args.get("cache-config"))
+    steps = next(t.request.num_inference_steps for name, t in campaign.model.tracks.items()
+                 if name == track)
+    return CacheSteps(warmup, steps, max(steps, warmup + CACHE_STEPS_PAST_WARMUP))
+
+
 def _track(campaign: LoadedCampaign, duration: str) -> str | None:
     tracks = [t for t in campaign.model.tracks if duration_class(t) == duration]
     lossless = [t for t in tracks if t.endswith("lossless")]
@@ -96,10 +155,11 @@ def _track(campaign: LoadedCampaign, duration: str) -> str | None:
 
 def schedule(campaign: LoadedCampaign, policies: tuple[Path, ...] | None = None
              ) -> BringupSchedule:
+    candidate, track_5s = cache_dit_candidate(campaign), _track(campaign, "5s")
     return BringupSchedule(
         policies=memory_policies(campaign) if policies is None else policies,
-        cache_dit=cache_dit_candidate(campaign),
-        track_5s=_track(campaign, "5s"), track_15s=_track(campaign, "15s"))
+        cache_dit=candidate, track_5s=track_5s, track_15s=_track(campaign, "15s"),
+        cache_steps=cache_steps(campaign, candidate, track_5s))
 
 
 @dataclass(frozen=True)
@@ -134,6 +194,8 @@ class BringupCost:
                 f"logical-device-h worst case")
         if self.unpriced:
             text += f" (unpriced: {', '.join(self.unpriced)})"
+        if plan.cache_steps is not None and plan.cache_steps.raised:
+            text += f"; {plan.cache_steps.line()}"
         return text
 
 
@@ -149,8 +211,11 @@ def price(campaign: LoadedCampaign, plan: BringupSchedule,
         return 0.0
 
     start = get(prices.start_s, "5s", "expected_start_s")
-    requests = (plan.requests_5s * (get(prices.request_s, "5s", "expected_request_s")
-                                    if plan.requests_5s else 0.0)
+    # The Cache-DiT server's two identical requests at their (maybe raised) steps.
+    steps = plan.cache_steps
+    longer = 2 * (steps.requested / steps.track - 1) if steps is not None else 0.0
+    requests = ((plan.requests_5s + longer) * (get(prices.request_s, "5s", "expected_request_s")
+                                               if plan.requests_5s else 0.0)
                 + plan.requests_15s * (get(prices.request_s, "15s", "expected_request_s")
                                        if plan.requests_15s else 0.0))
     engine = campaign.model.engine

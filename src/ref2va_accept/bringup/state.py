@@ -1,5 +1,5 @@
 """A bring-up's state: what each step saw (policies, requests, imports), its rows so far,
-and the helpers the steps (runner.py) and the judgements (judge.py) share."""
+and the helpers the steps (steps.py) and the judgements (judge.py, readings.py) share."""
 
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ from ref2va_accept.campaign import ArmSpec, LoadedCampaign
 from ref2va_accept.engines import IdleLevel, InstanceRegistry, Release, probe_for
 from ref2va_accept.evidence import Cleanup, EvidenceBundle, Number, Poll, Record
 from ref2va_accept.planning import Arm, TrackPlan, plan_track
-from ref2va_contract.diagnostics import ENABLED_PATH_FILE
+from ref2va_contract.diagnostics import ENABLED_PATH_FILE, TEXT_ENCODER_TP_KEY
+from ref2va_contract.launch import PROJECT_ENV_PREFIX
 
 log = logging.getLogger(__name__)
 
+# The server's time bounds: every execute_model RPC (one whole generation, dumps included) and
+# the sync route; vLLM-Omni 0.30.0 reads both with float(os.environ.get(NAME, 600.0)) at import.
 SERVER_BOUNDS = ("VLLM_OMNI_DLO_DP_WAVE_TIMEOUT", "VLLM_OMNI_VIDEO_SYNC_TIMEOUT")
 DEFAULT_BOUND_S = 600.0  # both bounds' default in vLLM-Omni 0.30.0
-# A first 15 s request is clear of the server bound with this much headroom left (run-to-run
-# spread on the host and a slower first request after a fresh start).
-BOUND_HEADROOM = 0.8
 START_TOLERANCE = 0.25  # a measured start within 25% of the estimate confirms it
 POINT_FOR_PATH = "latent.video"  # one small point: enough for enabled_path.json
 TRACK_LABEL = "bringup"
@@ -74,6 +74,7 @@ class PolicyRecord(Record):
     request: RequestSummary | None
     enabled_path: dict[str, Any] | None  # the engine's own enabled_path.json, as it wrote it
     dump_folders: int
+    text_encoder_tp: dict[str, int | None]  # the profile's text-encoder-tp-size; the server's
     stop: Cleanup | None
     release: ReleaseRecord | None
 
@@ -106,10 +107,17 @@ class PolicyRun:
     dump_folders: int = 0
     stop: dict[str, Any] | None = None
     release: Release | None = None
+    tp_expected: int | None = None  # the profile's text-encoder-tp-size (None: it sets none)
 
     @property
     def served(self) -> bool:
         return self.request is not None and self.request.complete
+
+    @property
+    def tp_seen(self) -> int | None:
+        """The text-encoder TP size the server reports in enabled_path.json (None: unread)."""
+        value = (self.enabled_path or {}).get(TEXT_ENCODER_TP_KEY)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def to_dict(self) -> dict[str, Any]:
         outcome = self.request
@@ -123,6 +131,7 @@ class PolicyRun:
                 "latency_s": outcome.sample.latency_s, "sha256": outcome.sample.sha256,
                 "explain": outcome.explain(), "sample_id": outcome.sample.sample_id},
             "enabled_path": self.enabled_path, "dump_folders": self.dump_folders,
+            "text_encoder_tp": {"profile": self.tp_expected, "server": self.tp_seen},
             "stop": self.stop,
             "release": None if self.release is None else self.release.to_dict(),
         }
@@ -131,6 +140,60 @@ class PolicyRun:
         """As bringup.json records it, typed (the page reads it)."""
         return PolicyRecord.model_validate(self.to_dict())
 
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One server time bound as the server sees it: its value, and where it comes from."""
+
+    name: str
+    raw: str | None  # as set (None: unset, upstream's default applies)
+    source: str
+
+    @property
+    def seconds(self) -> float | None:
+        """Seconds, or None when the value is not a number (the server would not start)."""
+        if self.raw is None:
+            return DEFAULT_BOUND_S
+        try:
+            return float(self.raw)
+        except ValueError:
+            return None
+
+    def describe(self) -> str:
+        if self.raw is None:
+            return f"{self.name} unset: upstream's default"
+        return f"{self.name}={self.raw}, from {self.source}"
+
+
+@dataclass(frozen=True)
+class ServerBounds:
+    """The server's time bounds for one B0 server."""
+
+    bounds: tuple[Bound, ...]
+
+    @property
+    def unread(self) -> list[Bound]:
+        return [b for b in self.bounds if b.seconds is None]
+
+    @property
+    def tightest(self) -> Bound | None:
+        """The bound that cuts first; None when one of them is not a number."""
+        if self.unread or not self.bounds:
+            return None
+        return min(self.bounds, key=lambda b: b.seconds or 0.0)
+
+    def line(self) -> str:
+        """`the 3720 s server bound (NAME=3720 (where))`, or why no bound was read."""
+        bound = self.tightest
+        if bound is None:
+            return "no server bound read: " + "; ".join(
+                f"{b.describe()} is not a number of seconds" for b in self.unread)
+        return f"the {bound.seconds:g} s server bound ({bound.describe()})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {b.name: {"value": b.raw, "seconds": b.seconds, "source": b.source}
+                for b in self.bounds}
 
 
 def enabled_path_of(outcome: Outcome | None) -> dict[str, Any] | None:
@@ -165,6 +228,13 @@ class BringupState:
     long_request: Outcome | None = None
     long_path: dict[str, Any] | None = None
     long_timeout_s: float | None = None  # the client's timeout of the 15 s request
+    long_run: PolicyRun | None = None  # the B0 server that served the 15 s request
+    preflight_error: str | None = None  # the identity preflight could not finish
+    bad_audio_seen: tuple[int | None, str, str | None] | None = None  # status, detail, failure
+    cache_paths: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    cache_log: str = ""  # the Cache-DiT server's log tail, read before its stop
+    step: str = "the start"  # the step under way: where a bring-up that stopped, stopped
+    launch_env: dict[str, str] | None = None  # B0's launch environment (Steps.launch_environment)
     stops: list[StopRecord] = field(default_factory=list)
     patch_inputs: PatchInputs = field(default_factory=PatchInputs)
 
@@ -189,15 +259,29 @@ class BringupState:
         spec: ArmSpec = self.model.baseline.model_copy(update={"profile": rel})
         return spec
 
-    def bounds(self) -> dict[str, float]:
-        env = self.model.environment
-        found = {}
+    def server_bounds(self, run: PolicyRun | None) -> ServerBounds:
+        """The time bounds as `run`'s server sees them: from its own environment when it was
+        read, else composed as the launch composes it (engines.engine_environment: the
+        judge's environment, then the campaign's `environment`, then the profile's `env:`,
+        the later winning)."""
+        if run is not None and run.server_env is not None:
+            layers: list[tuple[str, dict[str, str]]] = [("the server's environment",
+                                                         run.server_env)]
+        else:
+            profile_env: dict[str, str] = {}
+            if run is not None and run.path is not None:
+                profile_env = dict(self.campaign.profile(self.policy_spec(run.path)).env)
+            inherited = {k: v for k, v in os.environ.items()
+                         if not k.startswith(PROJECT_ENV_PREFIX)}
+            layers = [("the profile's env", profile_env),
+                      ("the campaign's environment", dict(self.model.environment)),
+                      ("the judge's environment, inherited", inherited)]
+        found = []
         for name in SERVER_BOUNDS:
-            try:
-                found[name] = float(env.get(name, DEFAULT_BOUND_S))
-            except ValueError:
-                found[name] = DEFAULT_BOUND_S
-        return found
+            source, raw = next(((where, env[name]) for where, env in layers if name in env),
+                               ("unset", None))
+            found.append(Bound(name, raw, source))
+        return ServerBounds(tuple(found))
 
     def probe(self) -> Any:
         devices = self.model.devices

@@ -7,7 +7,8 @@ per problem, naming the campaign file, the dotted field and the limit. Upstream 
 beside each constant so a new release can be re-read against them.
 
 Input files are measured the way the server sees them: audio decoded to count its samples (the
-server reads the container's duration with ffprobe; for PCM WAV and MP3 both agree), images read
+server reads the audio stream's duration with ffprobe, the container's when the stream has none;
+for PCM WAV and MP3 they agree, and the bring-up compares them on the host), images read
 for their format and size. A missing file, a placeholder path, and a file that no longer matches
 its pinned sha256 are left to `freeze`/`verify`, which name them as missing or drifted.
 """

@@ -191,6 +191,7 @@ def _cmd_bringup(args: argparse.Namespace) -> int:
     result = bringup.run_bringup(args.campaign, args.evidence_dir, args.run_id, plan.policies)
     if args.json:
         sys.stdout.write(json.dumps({"folder": result.folder.name, "counts": result.counts(),
+                                     "failure": result.failure, "exit_code": result.exit_code,
                                      "rows": [r.to_dict() for r in result.rows]},
                                     indent=2) + "\n")
     else:
@@ -199,6 +200,9 @@ def _cmd_bringup(args: argparse.Namespace) -> int:
         sys.stdout.write(f"page: {where.name}/bringup.html; patch: "
                          + (f"{where.name}/{result.patch_file.name}" if result.patch_file
                             else "nothing to change") + "\n")
+    if result.failure is not None:
+        sys.stderr.write(f"ref2va-accept bringup: did not finish: {result.failure} (exit "
+                         f"{result.exit_code}; {result.folder.name}/bringup.html says where)\n")
     return result.exit_code
 
 
@@ -293,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bringup", help="once on a fresh host, before freezing: answer every "
                        "guess and risk with a row (B0 per memory policy, dumps, stop, Cache-DiT, "
                        "bad audio, a 15 s request); writes bringup.html/.json and a patch of "
-                       "what it measured (exit 1 when a row is contradicted)")
+                       "what it measured (exit 1 when a row is contradicted, 3 when it stopped "
+                       "early, 128+N when signal N interrupted it)")
     p.add_argument("campaign", type=Path)
     p.add_argument("--evidence-dir", type=Path, default=Path("evidence"), metavar="DIR",
                    help="where the run's folder goes (default: evidence)")

@@ -130,8 +130,8 @@ class HostProbes:
     def importable(self, module: str) -> HostValue:
         """Whether `import MODULE` succeeds in the server's interpreter and the environment the
         server inherits: a version in the metadata does not show that the package loads
-        (vLLM's NPU platform imports vllm-ascend; the FLASH_ATTN backend imports MindIE-SD only
-        at the first request)."""
+        (vLLM's NPU platform imports vllm-ascend; with MindIE-SD installed, it imports MindIE-SD
+        at start-up while selecting the FLASH_ATTN backend)."""
         where = "in the interpreter of `vllm` on PATH"
         try:
             out, why = self.run([self.server_python(), "-c", f"import {module}"])
