@@ -119,6 +119,9 @@ UPSTREAM_NAMES: Final[tuple[tuple[str, Kind, str], ...]] = (
     (CONFIG, "field", "OmniDiffusionConfig.enable_distributed_layerwise_offload"),
     (CONFIG, "field", "OmniDiffusionConfig.enforce_eager"),
     (CONFIG, "field", "OmniDiffusionConfig.fa_deterministic"),
+    # The text encoder's tensor-parallel size (the bring-up's tp_and_memory_policy row).
+    (CONFIG, "field", "OmniDiffusionConfig.parallel_config"),
+    (CONFIG, "field", "DiffusionParallelConfig.text_encoder_tp_size"),
     # The DiT step index, published by H3's denoise loop before each forward.
     (FORWARD_CONTEXT, "function", "get_forward_context"),
     (FORWARD_CONTEXT, "function", "is_forward_context_available"),
