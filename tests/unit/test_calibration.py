@@ -1,33 +1,47 @@
 """`ref2va-accept calibrate`: the frozen latency protocol's error rates, by simulation.
 
-The claims of issue 12, item 4: the instance design of the 910C campaign says `supported` at a
-true ratio of exactly the target in at most 5% of runs for instance-to-instance spreads up to
-5%; the request-level ABA design used before does not; the instance design has power. Rates are
-judged with an exact one-sided binomial bound, so that a claim holds beyond Monte-Carlo error.
+The claims (issues 12 and 41): the instance design of the shipped campaigns says `supported` at
+a true ratio of exactly the target in at most 5% of runs, in every one-attempt cell of the
+calibration (spreads equal and unequal, heavy tails, drift, several candidates on one B0); the
+request-level ABA design used before does not; the instance design has power.
+
+Each rate is judged by its exact (Clopper-Pearson) two-sided 95% interval at the trials and seed
+the test names, nothing looser: "at most p" is asserted as the interval's upper end <= p (shown,
+not merely unrefuted), "above p" as its lower end > p. The simulations are seeded, so a test
+gives the same counts on every run; the bound says what those counts show about the rate. The
+5% claim over every cell is shown at 40,000 trials per cell, as `calibrate` shows it
+(docs/protocol.md, calibration).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import binom
+from scipy.stats import binomtest
 
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
-from ref2va_accept.core import ArmRole, LatencyDecisionReason
+from ref2va_accept.core import (
+    CALIBRATED_CONFIDENCE,
+    CALIBRATED_DECISION_RULE,
+    ArmRole,
+    DecisionRule,
+    LatencyDecisionReason,
+)
 from ref2va_accept.planning import _calibration as cal
 from ref2va_accept.planning import plan_campaign
-from ref2va_accept.timing import LatencySettings
+from ref2va_accept.timing import LatencySettings, latency_verdict
 from ref2va_accept.timing import _replication as replication
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN_910C = ROOT / "fixtures" / "campaigns" / "910c.yaml"
-ALPHA = 0.001  # a rate claim fails only when the counts refute it at this level
+CLAIM_TRIALS = 40_000  # per cell, as `calibrate` runs by default (and docs/protocol.md shows)
 
 
 def _settings(name: str = "910c") -> LatencySettings:
@@ -35,15 +49,32 @@ def _settings(name: str = "910c") -> LatencySettings:
     return next(iter(plans.values())).latency
 
 
-def _consistent_with_at_most(rates: cal.Rates, p: float) -> bool:
-    """False when P(this many `supported` or more | rate p) < ALPHA: the rate exceeds p."""
-    hits = rates.counts[cal.SUPPORTED]
-    return float(binom.sf(hits - 1, rates.trials, p)) >= ALPHA
+def _upper(rates: cal.Rates) -> float:
+    """The upper end of the exact two-sided 95% interval of the `supported` rate."""
+    return rates.supported_bounds[1]
 
 
-def _at_least(rates: cal.Rates, p: float) -> bool:
-    """True when P(this many `supported` or more | rate p) < ALPHA: the rate exceeds p."""
-    return not _consistent_with_at_most(rates, p)
+def _lower(rates: cal.Rates) -> float:
+    """The lower end of the exact two-sided 95% interval of the `supported` rate."""
+    return rates.supported_bounds[0]
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(("hits", "trials"), [(0, 50), (3, 50), (50, 50), (2000, 40_000),
+                                              (1804, 40_000), (37, 1500)])
+def test_the_bound_is_the_exact_clopper_pearson_interval(hits: int, trials: int) -> None:
+    interval = binomtest(hits, trials).proportion_ci(0.95, method="exact")
+    lower, upper = cal.clopper_pearson(hits, trials)
+    assert (lower, upper) == pytest.approx((interval.low, interval.high), rel=1e-9, abs=1e-12)
+    assert lower <= hits / trials <= upper
+
+
+@pytest.mark.fast
+def test_a_rate_of_5_percent_at_40000_trials_is_not_shown_at_most_5_percent() -> None:
+    # The issue's figure: the old worst cell, 5.0% at 40,000 trials, has its upper end at 5.22%.
+    assert cal.clopper_pearson(2000, 40_000)[1] == pytest.approx(0.05218, abs=1e-5)
+    with pytest.raises(ValueError, match="not a binomial count"):
+        cal.clopper_pearson(5, 4)
 
 
 def test_the_shipped_campaign_is_the_design_the_claims_are_about() -> None:
@@ -60,33 +91,36 @@ def test_the_shipped_campaign_is_the_design_the_claims_are_about() -> None:
 @pytest.mark.parametrize("instance_sd", [0.0, 0.01, 0.03, 0.05])
 def test_instance_design_says_supported_at_the_target_at_most_5_percent(instance_sd: float
                                                                        ) -> None:
-    # The protocol's own decision (replication.decide) on every trial.
+    # The protocol's own decision (replication.decide) on every trial, 1,500 seeded trials:
+    # the rate's 95% upper bound is at most 5% (3.2-3.8% observed, bounds 4.2-4.9%) ...
     rates = cal.simulate(_settings(), "cache-dit", cal.Noise(instance_sd=instance_sd), 0.5,
                          1500, (12, int(instance_sd * 100)), exact=True)
-    assert _consistent_with_at_most(rates, 0.05), rates
-    # ... and the rate is about 5%, not 0: the test would see a design that is too lax.
-    assert 0.02 < rates.supported < 0.08, rates
+    assert _upper(rates) <= 0.05, (rates, _upper(rates))
+    # ... and above 2%, not 0: the test would see a design that is too strict.
+    assert _lower(rates) > 0.02, rates
 
 
 def test_the_request_design_before_issue_12_exceeds_5_percent() -> None:
     before = cal.request_design_before(_settings())
     rates = cal.simulate(before, "cache-dit", cal.Noise(instance_sd=0.03), 0.5, 1000, 3,
                          exact=True)
-    assert _at_least(rates, 0.05), rates
-    assert rates.supported > 0.15, rates  # the issue measured 26%
-    # Without spread between instances it stays at its exact level (4/84 = 4.8%).
+    assert _lower(rates) > 0.15, rates  # the issue measured 26%: far above 5%
+    # Without spread between instances its rate is the rank rule's exact level, 4/84 = 4.8%:
+    # 1,000 trials cannot tell that from 5%, and the test says no more than that.
     calm = cal.simulate(before, "cache-dit", cal.Noise(instance_sd=0.0), 0.5, 1000, 3,
                         exact=True)
-    assert _consistent_with_at_most(calm, 0.05), calm
+    assert calm.supported_bounds[0] <= 4 / 84 <= calm.supported_bounds[1], calm
 
 
 def test_instance_design_has_power_at_a_true_ratio_of_0_45() -> None:
+    # replication.decide itself at the frozen 0.96: at least 85% (lower 95% bound) with 3%
+    # instance sd at 800 seeded trials (88.9% observed), all but certain with 1%.
     rates = cal.simulate(_settings(), "cache-dit", cal.Noise(instance_sd=0.03), 0.45, 800, 4,
                          exact=True)
-    assert _at_least(rates, 0.85), rates
+    assert _lower(rates) > 0.85, (rates, _lower(rates))
     steady = cal.simulate(_settings(), "cache-dit", cal.Noise(instance_sd=0.01), 0.45, 300, 4,
                           exact=True)
-    assert steady.supported > 0.97, steady
+    assert _lower(steady) > 0.97, steady
 
 
 def test_the_draws_follow_the_documented_noise_model() -> None:
@@ -195,18 +229,18 @@ def test_the_fast_decision_is_replication_decide_trial_by_trial(index: int) -> N
 def test_calibrate_prints_the_protocol_and_the_table_for_the_910c_campaign() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ref2va_accept.cli", "calibrate", str(CAMPAIGN_910C),
-         "--trials", "400", "--ratios", "0.45,0.4,0.3"],
+         "--trials", "400", "--ratios", "0.45,0.4,0.3", "--futility-trials", "20"],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "N=3 fresh instances per arm" in out
     assert "warm-ups 2..3 per instance, until the last two agree within 5.0%" in out
     assert "M=1 measured per instance" in out
-    assert ("decision: Welch interval on log values (welch-log/1), one-sided 0.955 at each end, "
+    assert ("decision: Welch interval on log values (welch-log/1), one-sided 0.96 at each end, "
             "at 3+3 values, target 0.5") in out
     lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("design"))
-    assert "false supported @0.5" in lines[head]
+    assert "false supported @0.5  95% upper" in lines[head]
     assert "power @0.45" in lines[head] and "power @0.3" in lines[head]
     rows = lines[head + 1:head + 9]
     assert [r.split()[0] for r in rows] == ["campaign:"] * 4 + ["before"] * 4
@@ -220,6 +254,13 @@ def test_calibrate_prints_the_protocol_and_the_table_for_the_910c_campaign() -> 
                            "shared B0", "rerun"}
     assert "B0 5.0% / cand 0.0%" in out and "12 candidates" in out and "t3 tails" in out
     assert "worst false supported at the target, one attempt:" in out
+    # 400 trials cannot show a rate near 4.5% at most 5%, and the command says so.
+    assert ("claim, false supported at the target at most 5% in every one-attempt cell: NOT "
+            "shown at 400 trials: the 95% upper bound of") in out
+    costs = lines.index(next(line for line in lines if line.startswith("what the confidence")))
+    assert [line.split(":")[0] for line in lines[costs + 1:costs + 4]] == [
+        "  confidence 0.96 (frozen)", "  confidence 0.95", "  confidence 0.955"]
+    assert all("power @0.45 " in line and "@0.3 " in line for line in lines[costs + 1:costs + 4])
     assert "gate on the first latency instance" in out and "first instance 5% faster" in out
 
 
@@ -231,12 +272,31 @@ def test_calibrate_prints_the_protocol_and_the_table_for_the_910c_campaign() -> 
     (["--trials", "0"], "--trials must be at least 1"),
     (["--drift", "-0.5"], "non-positive"),
     (["--candidate", "nobody"], "'nobody' is not a candidate of"),
+    (["--compare-confidence", "0.4"], "--compare-confidence: 0.4 is not between 0.5 and 1"),
 ])
 def test_bad_arguments_exit_2_with_one_clear_line(args: list[str], says: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", str(CAMPAIGN_910C), "--trials", "10", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ref2va-accept calibrate: ") and says in err[0]
+
+
+@pytest.mark.parametrize("name", ["910c", "reference"])
+def test_the_shipped_campaigns_freeze_the_calibrated_rule_and_verdict_defaults_to_it(
+        name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    s = _settings(name)
+    assert (s.decision_rule, s.confidence) == (CALIBRATED_DECISION_RULE, CALIBRATED_CONFIDENCE)
+    assert (CALIBRATED_DECISION_RULE, CALIBRATED_CONFIDENCE) == (DecisionRule.WELCH, 0.96)
+    # `verdict` without --rule or --confidence judges as these campaigns do ...
+    assert main(["verdict", "--baseline", "301.2,298.0,305.5", "--candidate", "140,151,139",
+                 "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert (default["interval"]["rule"], default["interval"]["confidence"]) == (
+        s.decision_rule, s.confidence)
+    # ... and gives what the campaign's own rule gives on the same values.
+    assert default == latency_verdict([301.2, 298.0, 305.5], [140.0, 151.0, 139.0],
+                                      s.target_ratio, s.confidence, single_instance=True,
+                                      rule=s.decision_rule).to_dict()
 
 
 def test_a_missing_campaign_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -251,57 +311,96 @@ def _cell_rates(settings: LatencySettings, cell: cal.Cell, ratio: float, trials:
     return cal.run_cells(settings, [cell], [ratio], trials, seed)[0]
 
 
-UNEQUAL = [(0.05, 0.0), (0.05, 0.01), (0.05, 0.10), (0.03, 0.0), (0.0, 0.05), (0.03, 0.06)]
+def _one_attempt_cells() -> list[cal.Cell]:
+    return [c for c in cal.default_cells(0.01) if not c.reruns]
 
 
 @pytest.mark.parametrize("name", ["910c", "reference"])
-@pytest.mark.parametrize(("b0_sd", "cand_sd"), UNEQUAL)
-def test_the_frozen_rule_holds_5_percent_when_the_arms_spread_differently(
-        name: str, b0_sd: float, cand_sd: float) -> None:
-    noise = cal.Noise(instance_sd=b0_sd, candidate_instance_sd=cand_sd, drawn_order=True)
-    result = _cell_rates(_settings(name), cal.Cell("unequal spread", noise), 0.5, 6000,
-                         int(b0_sd * 1000 + cand_sd * 100))
-    assert _consistent_with_at_most(result.at_target, 0.05), result.at_target
+def test_every_one_attempt_cell_shows_at_most_5_percent_at_40000_trials(name: str) -> None:
+    # The claim itself, as `calibrate CAMPAIGN` shows it (seed 0, 40,000 trials per cell, the
+    # same draws): in every one-attempt cell (spreads equal and unequal, the candidate steady to
+    # twice B0's, heavy tails, drift, several candidates on one B0) the exact 95% upper bound
+    # of false `supported` at the target is at most 5%.
+    settings, cells = _settings(name), _one_attempt_cells()
+    results = cal.run_cells(settings, cells, [], CLAIM_TRIALS, 0)
+    shown = cal.claim(settings, cells, results)
+    uppers = {r.cell.label: round(_upper(r.at_target), 4) for r in results}
+    assert shown.shown and max(uppers.values()) <= 0.05, uppers
+    # The worst cell is a steady arm beside a spreading one (Welch's df is then too high), at
+    # 4.3-4.6%: the claim holds with the room the confidence bought, not by a rule too strict.
+    assert shown.worst.cell.group == "unequal spread" and "0.0%" in shown.worst.cell.label
+    assert 0.04 < shown.worst.at_target.supported < 0.047, shown.worst.at_target
+
+
+def test_at_0_955_the_worst_cell_is_not_shown_at_most_5_percent_and_0_96_costs_power() -> None:
+    # Why the campaigns freeze 0.96: at 0.955 the steady-candidate cell's rate is about 5%, so
+    # at 40,000 seeded trials its 95% upper bound is above 5% (the claim not shown) ...
+    cells = _one_attempt_cells()
+    steady = cells.index(next(c for c in cells if c.label == "B0 0.0% / cand 5.0%"))
+    old = cal.claim_at(_settings(), 0.955, cells[:steady + 1], [], CLAIM_TRIALS, 0)
+    assert not old.shown and cells[steady] in [r.cell for r in old.above], old.above
+    assert _upper(old.worst.at_target) > 0.05, old.worst.at_target
+    # ... and what 0.96 costs: on the same 8,000 seeded runs at a true ratio of 0.45 with both
+    # arms at 3% instance sd, power falls by 1-4 points (90.6% to 88.2% here; 90.2% to 88.0%
+    # at calibrate's 40,000), and 0.96's power is 87-90% (its 95% interval).
+    cell = cal.Cell("equal spread", cal.Noise(instance_sd=0.03, drawn_order=True))
+    power = {c: _cell_rates(dataclasses.replace(_settings(), confidence=c), cell, 0.45, 8000,
+                            9).power[0] for c in (0.955, 0.96)}
+    assert 0.01 < power[0.955].supported - power[0.96].supported < 0.04, power
+    assert 0.87 < _lower(power[0.96]) and _upper(power[0.96]) < 0.90, power[0.96]
+
+
+def test_a_cell_whose_bound_exceeds_5_percent_leaves_the_claim_not_shown() -> None:
+    # Planted: one cell with 2,100 of 40,000 (5.25%), beside one at 4.5%: the claim names it.
+    s = _settings()
+    cells = _one_attempt_cells()[:2]
+
+    def result(cell: cal.Cell, hits: int) -> cal.CellResult:
+        counts = [0] * len(cal.OUTCOMES)
+        counts[cal.SUPPORTED], counts[cal.INCONCLUSIVE] = hits, CLAIM_TRIALS - hits
+        return cal.CellResult(cell, cal.Rates(CLAIM_TRIALS, tuple(counts)), ())
+
+    refused = cal.claim(s, cells, [result(cells[0], 1800), result(cells[1], 2100)])
+    assert not refused.shown and [r.cell for r in refused.above] == [cells[1]]
+    text = "\n".join(cal.claim_lines(refused, [], []))
+    assert ("at most 5% in every one-attempt cell: NOT shown at 40000 trials: the 95% upper "
+            f"bound of 1 cell(s) is above 5.00% ({cells[1].label}: 5.47%)") in text
+    assert "worst false supported at the target, one attempt: 5.25%, 95% upper bound 5.47%" \
+        in text
+    confirmed = cal.claim(s, cells, [result(cells[0], 1800), result(cells[1], 1700)])
+    assert confirmed.shown and confirmed.worst.cell == cells[0]
+    assert ("every cell's 95% upper bound (exact, Clopper-Pearson, two-sided; 40000 trials "
+            "each) is at most 5.00%") in "\n".join(cal.claim_lines(confirmed, [], []))
 
 
 def test_the_rank_rule_does_not_hold_when_the_candidate_is_steady() -> None:
     # The issue's finding, so that the cells would show a rule that is only honest when both
-    # arms spread alike: B0 5% between instances, a steady candidate.
+    # arms spread alike: B0 5% between instances, a steady candidate (8.7% observed).
     rank = dataclasses.replace(_settings(), decision_rule="ratio-interval-moses/1",
                                confidence=0.95)
     noise = cal.Noise(instance_sd=0.05, candidate_instance_sd=0.0, drawn_order=True)
     result = _cell_rates(rank, cal.Cell("unequal spread", noise), 0.5, 6000, 11)
-    assert _at_least(result.at_target, 0.05), result.at_target
-    assert result.at_target.supported > 0.065, result.at_target
+    assert _lower(result.at_target) > 0.065, result.at_target
 
 
-@pytest.mark.parametrize("cell", [
-    cal.Cell("heavy tails", cal.Noise(instance_sd=0.05, candidate_instance_sd=0.0, tail_df=3,
-                                      drawn_order=True)),
-    cal.Cell("heavy tails", cal.Noise(instance_sd=0.05, tail_df=3, drawn_order=True)),
-    cal.Cell("drift", cal.Noise(instance_sd=0.03, drift_per_instance=0.01, drawn_order=True)),
-    cal.Cell("drift", cal.Noise(instance_sd=0.03, drift_per_instance=-0.01, drawn_order=True)),
-], ids=["t3-steady-candidate", "t3-equal", "drift-up", "drift-down"])
-def test_heavy_tails_and_drift_stay_within_5_percent(cell: cal.Cell) -> None:
+def test_a_falling_drift_stays_within_5_percent() -> None:
+    # Not a cell of the table (its rising drift is): latencies falling 1% per started instance,
+    # order drawn per run; 1.9% observed, 95% upper bound 2.3% at 6,000 seeded trials.
+    cell = cal.Cell("drift", cal.Noise(instance_sd=0.03, drift_per_instance=-0.01,
+                                       drawn_order=True))
     result = _cell_rates(_settings(), cell, 0.5, 6000, 5)
-    assert _consistent_with_at_most(result.at_target, 0.05), result.at_target
-
-
-def test_power_at_0_45_with_3_percent_instance_sd() -> None:
-    cell = cal.Cell("equal spread", cal.Noise(instance_sd=0.03, drawn_order=True))
-    result = _cell_rates(_settings(), cell, 0.45, 8000, 9)
-    # 90% is the bar; the rate sits at it (90.2% at 40,000 trials): refute only a clear miss.
-    assert result.power[0].supported > 0.88, result.power[0]
-    assert not _consistent_with_at_most(result.power[0], 0.86), result.power[0]
+    assert _upper(result.at_target) <= 0.05, result.at_target
 
 
 def test_several_candidates_on_one_b0_each_at_5_percent_and_holm_holds_the_family() -> None:
+    # Six candidates at the target on one B0, 4,000 seeded trials: each one's rate and Holm's
+    # family rate have their 95% upper bounds at most 5%; without Holm any of six is above 10%.
     cell = cal.Cell("shared B0", cal.Noise(instance_sd=0.03, drawn_order=True), candidates=6)
     result = _cell_rates(_settings(), cell, 0.5, 4000, 13)
-    assert _consistent_with_at_most(result.at_target, 0.05), result.at_target
+    assert _upper(result.at_target) <= 0.05, result.at_target
     assert result.any_supported is not None and result.holm_any is not None
-    assert result.any_supported > 0.10  # six chances at 4.5% each
-    assert result.holm_any <= 0.05 + 0.01, result.holm_any
+    assert cal.clopper_pearson(round(result.any_supported * 4000), 4000)[0] > 0.10
+    assert cal.clopper_pearson(round(result.holm_any * 4000), 4000)[1] <= 0.05, result.holm_any
 
 
 def test_holm_steps_down() -> None:

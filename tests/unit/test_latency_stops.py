@@ -32,7 +32,7 @@ TRACK = "5s-lossless"
 def _plan(**latency: Any) -> TrackPlan:
     plans = plan_campaign(load_campaign(ROOT / "fixtures/campaigns/910c.yaml"), order_seed=4)
     plan = plans[TRACK]
-    # Three candidates on the lossless track; the protocol as frozen (Welch at 0.955, 3 + 3).
+    # Three candidates on the lossless track; the protocol as frozen (Welch at 0.96, 3 + 3).
     arms = (plan.arms[0], *(dataclasses.replace(plan.arms[1], id=c) for c in ("fast", "slow",
                                                                               "other")))
     return dataclasses.replace(plan, arms=arms, latency=dataclasses.replace(

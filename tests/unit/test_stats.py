@@ -189,8 +189,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
+RANK_AT_095 = ("--rule", "ratio-interval-moses/1", "--confidence", "0.95")
+
+
 def test_cli_prints_interval_and_verdict() -> None:
-    result = _cli("--baseline", "301.2,298.0,305.5", "--candidate", "140,151,139")
+    result = _cli("--baseline", "301.2,298.0,305.5", "--candidate", "140,151,139", *RANK_AT_095)
     assert result.returncode == 0, result.stderr
     assert "k=1 lower=0.4550 upper=0.5067" in result.stdout
     assert "verdict: inconclusive (interval_spans_target)" in result.stdout
@@ -198,7 +201,8 @@ def test_cli_prints_interval_and_verdict() -> None:
 
 
 def test_cli_json_parses() -> None:
-    result = _cli("--baseline", "300,298,305", "--candidate", "140,149,139", "--json")
+    result = _cli("--baseline", "300,298,305", "--candidate", "140,149,139", "--json",
+                  *RANK_AT_095)
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["verdict"] == "supported"
@@ -206,6 +210,15 @@ def test_cli_json_parses() -> None:
     assert {(t["arm"], t["value"], t["required"]) for t in payload["tails"]} == {
         ("baseline", None, 64), ("baseline", None, 662),
         ("candidate", None, 64), ("candidate", None, 662)}
+
+
+def test_cli_defaults_to_the_shipped_campaigns_rule() -> None:
+    # Welch on log values at 0.96 (fixtures/campaigns/*.yaml; test_calibration holds them equal).
+    result = _cli("--baseline", "301.2,298.0,305.5", "--candidate", "140,151,139")
+    assert result.returncode == 0, result.stderr
+    assert "Welch interval on log values: lower=" in result.stdout
+    assert "(one-sided 0.96 at each end, df " in result.stdout
+    assert "k=" not in result.stdout
 
 
 @pytest.mark.parametrize("values", ["301.2,abc,305", "301.2,-4,305", "nan,1,2", ""])

@@ -26,14 +26,23 @@ from ref2va_accept.campaign import (
 )
 from ref2va_accept.campaign.identity import HostProbes, preflight
 from ref2va_accept.cli import _tensors as tensors_command
+from ref2va_accept.cli._calibrate import add_command as add_calibrate_command
 from ref2va_accept.cli._localize import add_command as add_localize_command
 from ref2va_accept.cli._record import add_record_commands
 from ref2va_accept.cli._schema import add_schema_command
 from ref2va_accept.cli._scorers import add_scorer_commands
-from ref2va_accept.core import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM, MediaContentError, Ref2VAError
+from ref2va_accept.core import (
+    CALIBRATED_CONFIDENCE,
+    CALIBRATED_DECISION_RULE,
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_PROBLEM,
+    DecisionRule,
+    MediaContentError,
+    Ref2VAError,
+)
 from ref2va_accept.media import MediaExpectation, check_media, probe
 from ref2va_accept.planning import Prices, campaign_costs, describe, plan_campaign
-from ref2va_accept.planning import _calibration as calibration
 
 log = logging.getLogger("ref2va_accept")
 
@@ -139,7 +148,8 @@ def _cmd_verdict(args: argparse.Namespace) -> int:
     candidate = _latencies("--candidate", args.candidate)
     try:
         result = latency_verdict(baseline, candidate, args.target, args.confidence,
-                                 single_instance=args.instances == 1, rule=args.rule)
+                                 single_instance=args.instances == 1,
+                                 rule=DecisionRule(args.rule))
     except ValueError as exc:
         raise Ref2VAError(str(exc)) from None
     if args.json:
@@ -204,11 +214,6 @@ def _cmd_bringup(args: argparse.Namespace) -> int:
         sys.stderr.write(f"ref2va-accept bringup: did not finish: {result.failure} (exit "
                          f"{result.exit_code}; {result.folder.name}/bringup.html says where)\n")
     return result.exit_code
-
-
-def _cmd_calibrate(args: argparse.Namespace) -> int:
-    sys.stdout.write("\n".join(calibration.run_command(args)) + "\n")
-    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -284,13 +289,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="B0 latencies in seconds, e.g. 301.2,298,305.5")
     p.add_argument("--candidate", required=True, help="candidate latencies in seconds")
     p.add_argument("--target", type=float, default=0.5, help="target ratio (0.5 = 50%% lower)")
-    p.add_argument("--confidence", type=float, default=0.95,
-                   help="one-sided confidence at each end of the interval")
+    p.add_argument("--confidence", type=float, default=CALIBRATED_CONFIDENCE,
+                   help="one-sided confidence at each end of the interval (default: the "
+                   f"shipped campaigns' {CALIBRATED_CONFIDENCE:g})")
     p.add_argument("--instances", type=int, default=1,
                    help="server instances per arm the samples came from")
-    p.add_argument("--rule", choices=("ratio-interval-moses/1", "welch-log/1"),
-                   default="ratio-interval-moses/1",
-                   help="decision rule (a campaign's protocol.decision_rule)")
+    p.add_argument("--rule", choices=tuple(r.value for r in DecisionRule),
+                   default=CALIBRATED_DECISION_RULE.value,
+                   help="decision rule (a campaign's protocol.decision_rule; default: the "
+                   f"shipped campaigns' {CALIBRATED_DECISION_RULE})")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(run=_cmd_verdict)
 
@@ -317,10 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_scorer_commands(sub)
     add_schema_command(sub)
 
-    p = sub.add_parser("calibrate", help="simulate the campaign's latency protocol: false "
-                       "'supported' at the target and power, beside the older ABA design")
-    calibration.add_arguments(p)
-    p.set_defaults(run=_cmd_calibrate)
+    add_calibrate_command(sub)
     return parser
 
 

@@ -40,6 +40,8 @@ from ref2va_accept.core._safe_write import (
     write_new,
 )
 from ref2va_accept.core._vocabulary import (
+    CALIBRATED_CONFIDENCE,
+    CALIBRATED_DECISION_RULE,
     DEFAULT_CONFIDENCE,
     DEFAULT_DECISION_RULE,
     DEFAULT_TARGET_RATIO,
@@ -55,6 +57,8 @@ from ref2va_accept.core._vocabulary import (
 )
 
 __all__ = [
+    "CALIBRATED_CONFIDENCE",
+    "CALIBRATED_DECISION_RULE",
     "CHECK_REASON_CATEGORIES",
     "DEFAULT_CONFIDENCE",
     "DEFAULT_DECISION_RULE",

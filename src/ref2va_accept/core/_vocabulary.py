@@ -96,6 +96,12 @@ class IntervalReason(StrEnum):
 DEFAULT_TARGET_RATIO: Final = 0.5  # candidate/B0 latency ratio to reach: a 50% reduction
 DEFAULT_CONFIDENCE: Final = 0.95  # one-sided, at each end of the interval
 DEFAULT_DECISION_RULE: Final = DecisionRule.RANK
+# The rule and confidence both shipped campaigns freeze (fixtures/campaigns/*.yaml, a test holds
+# them to these), chosen by `ref2va-accept calibrate` so that every one-attempt cell's exact 95%
+# upper bound on false `supported` at the target is at most 5% (docs/protocol.md, calibration);
+# `ref2va-accept verdict` defaults to them. The defaults above are a campaign's that names none.
+CALIBRATED_DECISION_RULE: Final = DecisionRule.WELCH
+CALIBRATED_CONFIDENCE: Final = 0.96
 
 
 _E = TypeVar("_E", bound=StrEnum)

@@ -15,17 +15,17 @@ time; tests/unit/test_calibration.py checks trial by trial that both give the sa
 `--exact` runs `replication.decide` on every trial (some 30 times slower).
 
 A trial whose decision is not evaluable (warm-up never steady, B0 drift) counts as not
-`supported`; the rates of each outcome are kept.
+`supported`; the rates of each outcome are kept. Each simulated rate comes with its exact
+(Clopper-Pearson) 95% interval: a claim such as "at most 5%" is shown when the upper end is at or
+below 5%, not merely left unrefuted by a rate near it.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,7 +34,6 @@ from ref2va_accept.core import (
     ArmRole,
     DecisionRule,
     LatencyDecisionReason,
-    Ref2VAError,
     Unit,
     Verdict,
 )
@@ -47,6 +46,8 @@ SUPPORTED, FAILED, INCONCLUSIVE, UNSTEADY, DRIFT = (OUTCOMES.index(o) for o in (
     Verdict.SUPPORTED, Verdict.FAILED, Verdict.INCONCLUSIVE,
     LatencyDecisionReason.WARMUP_NOT_STEADY, LatencyDecisionReason.DRIFT))
 CHUNK = 20_000  # trials drawn and judged at once: bounds memory whatever --trials says
+CLAIM = 0.05  # false supported at the target, per candidate and attempt: at most this
+BOUND_LEVEL = 0.95  # the exact interval each simulated rate is shown with
 
 Outcomes = NDArray[np.int8]
 
@@ -92,6 +93,19 @@ class Draws:
     warmups: NDArray[np.float64]
     measured: NDArray[np.float64]
     candidates: tuple[str, ...] = ()
+
+
+def clopper_pearson(hits: int, trials: int, level: float = BOUND_LEVEL) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) two-sided `level` interval of a binomial rate, `hits` of
+    `trials`: each end holds at one-sided 1 - (1 - level) / 2 (97.5% for 95%)."""
+    from scipy.stats import beta  # noqa: PLC0415
+
+    if trials < 1 or not 0 <= hits <= trials:
+        raise ValueError(f"{hits} hits of {trials} trials is not a binomial count")
+    tail = (1 - level) / 2
+    lower = 0.0 if hits == 0 else float(beta.ppf(tail, hits, trials - hits + 1))
+    upper = 1.0 if hits == trials else float(beta.ppf(1 - tail, hits + 1, trials - hits))
+    return lower, upper
 
 
 def _effects(rng: np.random.Generator, sd: float, tail_df: float | None,
@@ -298,6 +312,11 @@ class Rates:
     def supported(self) -> float:
         return self.rate(Verdict.SUPPORTED)
 
+    @property
+    def supported_bounds(self) -> tuple[float, float]:
+        """The exact 95% interval of the `supported` rate (`clopper_pearson`)."""
+        return clopper_pearson(self.counts[SUPPORTED], self.trials)
+
 
 def simulate(settings: LatencySettings, candidate: str, noise: Noise, true_ratio: float,
              trials: int, seed: int | Sequence[int], *, exact: bool = False) -> Rates:
@@ -356,6 +375,11 @@ def _pct(value: float) -> str:
     return f"{value:.1%}"
 
 
+def _bound(value: float) -> str:
+    """A bound is compared with the claim's 5%: two decimals, so 4.96% never reads as 5.0%."""
+    return f"{value:.2%}"
+
+
 def protocol_lines(s: LatencySettings, candidate: str) -> list[str]:
     order = " ".join("B" if a == ArmRole.B0 else "C"
                      for a in replication.sequence(s, candidate))
@@ -384,9 +408,10 @@ def protocol_lines(s: LatencySettings, candidate: str) -> list[str]:
 
 
 def format_table(rows: Sequence[Row], ratios: Sequence[float], target: float) -> list[str]:
-    head = ["design", "instance sd", f"false supported @{target:g}",
+    head = ["design", "instance sd", f"false supported @{target:g}", "95% upper",
             *(f"power @{r:g}" for r in ratios), f"@{target:g}: unsteady / drift"]
     body = [[r.design, _pct(r.instance_sd), _pct(r.at_target.supported),
+             _bound(r.at_target.supported_bounds[1]),
              *(_pct(p.supported) for p in r.power),
              f"{_pct(r.at_target.rate('warmup_not_steady'))} / "
              f"{_pct(r.at_target.rate('drift'))}"] for r in rows]
@@ -499,14 +524,18 @@ def _rates(outcomes: Outcomes) -> Rates:
 
 
 def run_cells(settings: LatencySettings, cells: Sequence[Cell], ratios: Sequence[float],
-              trials: int, seed: int, *, exact: bool = False) -> list[CellResult]:
+              trials: int, seed: int, *, exact: bool = False,
+              power_in: Collection[int] | None = None) -> list[CellResult]:
+    """Each cell at the target and at `ratios` (only for the cells indexed in `power_in`, when
+    given). A cell's draws depend on its index and `seed` alone (common random numbers: the
+    same cell under another confidence or ratio meets the same noise)."""
     results = []
     for c, cell in enumerate(cells):
         at = _cell_outcomes(settings, cell, settings.target_ratio, trials,
                             np.random.default_rng((seed, 77, c)), exact)
         power = [_rates(_cell_outcomes(settings, cell, r, trials,
                                        np.random.default_rng((seed, 77, c)), exact)[0])
-                 for r in ratios]
+                 for r in ratios if power_in is None or c in power_in]
         results.append(CellResult(
             cell, _rates(at[0]), tuple(power),
             None if at[1] is None else float(at[1].mean()),
@@ -516,7 +545,7 @@ def run_cells(settings: LatencySettings, cells: Sequence[Cell], ratios: Sequence
 
 def format_cells(results: Sequence[CellResult], ratios: Sequence[float], target: float
                  ) -> list[str]:
-    head = ["cell", "condition", f"false supported @{target:g}",
+    head = ["cell", "condition", f"false supported @{target:g}", "95% upper",
             *(f"power @{r:g}" for r in ratios), "stopped unsteady / drift",
             "any of K supported (Holm)"]
     body = []
@@ -524,12 +553,98 @@ def format_cells(results: Sequence[CellResult], ratios: Sequence[float], target:
         family = ("-" if r.any_supported is None else
                   f"{_pct(r.any_supported)} ({_pct(r.holm_any or 0.0)})")
         body.append([r.cell.group, r.cell.label, _pct(r.at_target.supported),
+                     _bound(r.at_target.supported_bounds[1]),
                      *(_pct(p.supported) for p in r.power),
                      f"{_pct(r.at_target.rate('warmup_not_steady'))} / "
                      f"{_pct(r.at_target.rate('drift'))}", family])
     widths = [max(len(line[c]) for line in [head, *body]) for c in range(len(head))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
             for line in [head, *body]]
+
+
+# --- the claim: every one-attempt cell at most 5%, shown by its exact upper bound -------------
+
+@dataclass(frozen=True)
+class Claim:
+    """Whether the cells show false supported at the target at most `CLAIM` (one attempt)."""
+
+    confidence: float
+    trials: int
+    worst: CellResult  # the one-attempt cell with the most false supported at the target
+    above: tuple[CellResult, ...]  # one-attempt cells whose 95% upper bound exceeds CLAIM
+    power: tuple[Rates, ...]  # the power cell's (POWER_CELL), per ratio; () without it
+
+    @property
+    def shown(self) -> bool:
+        return not self.above
+
+
+def power_cell(cells: Sequence[Cell]) -> int | None:
+    """The cell power is quoted in (B0 and candidate both at 3% instance sd, no tails, no
+    drift, one candidate): the 910C campaign's expected host."""
+    for i, cell in enumerate(cells):
+        n = cell.noise
+        if (cell.candidates, cell.reruns, n.tail_df, n.drift_per_instance) == (1, 0, None, 0.0) \
+                and n.instance_sd == n.candidate_sd == 0.03:
+            return i
+    return None
+
+
+def claim(settings: LatencySettings, cells: Sequence[Cell], results: Sequence[CellResult]
+          ) -> Claim:
+    """The claim on `results` (of `run_cells(settings, cells, ...)`): reruns are two attempts,
+    not one, and are left out."""
+    single = [r for r in results if not r.cell.reruns]
+    if not single:
+        raise ValueError("no one-attempt cell to show the claim on")
+    at = power_cell(cells)
+    return Claim(settings.confidence, single[0].at_target.trials,
+                 max(single, key=lambda r: r.at_target.counts[SUPPORTED]),
+                 tuple(r for r in single if r.at_target.supported_bounds[1] > CLAIM),
+                 () if at is None else results[at].power)
+
+
+def claim_at(settings: LatencySettings, confidence: float, cells: Sequence[Cell],
+             ratios: Sequence[float], trials: int, seed: int, *, exact: bool = False) -> Claim:
+    """The claim with the frozen protocol at another confidence, on the same simulated runs as
+    `run_cells(settings, cells, ...)` (power only in the power cell; reruns left out)."""
+    s = dataclasses.replace(settings, confidence=confidence)
+    kept = [c for c in cells if not c.reruns]
+    at = power_cell(kept)
+    # Reruns sit last in the cells (default_cells): the others keep their index, hence draws.
+    if [c for c in cells if not c.reruns] != list(cells[:len(kept)]):
+        raise ValueError("rerun cells must come last, so that the others keep their draws")
+    return claim(s, kept, run_cells(s, kept, ratios, trials, seed, exact=exact,
+                                    power_in=() if at is None else (at,)))
+
+
+def claim_lines(claim_now: Claim, others: Sequence[Claim], ratios: Sequence[float]
+                ) -> list[str]:
+    w = claim_now.worst
+    lines = [
+        f"worst false supported at the target, one attempt: {_bound(w.at_target.supported)}, "
+        f"95% upper bound {_bound(w.at_target.supported_bounds[1])} ({w.cell.group}: "
+        f"{w.cell.label})",
+        f"claim, false supported at the target at most {CLAIM:.0%} in every one-attempt cell: "
+        + ("shown: every cell's 95% upper bound (exact, Clopper-Pearson, two-sided; "
+           f"{claim_now.trials} trials each) is at most {_bound(CLAIM)}" if claim_now.shown else
+           f"NOT shown at {claim_now.trials} trials: the 95% upper bound of "
+           f"{len(claim_now.above)} cell(s) is above {_bound(CLAIM)} ("
+           + "; ".join(f"{r.cell.label}: {_bound(r.at_target.supported_bounds[1])}"
+                       for r in claim_now.above) + ")")]
+    if not others:
+        return lines
+    lines += ["", "what the confidence costs (the same simulated runs at each confidence; power "
+              "where B0 and the candidate spread 3% between instances):"]
+    for c in [claim_now, *others]:
+        worst = c.worst.at_target
+        power = ", ".join(f"@{r:g} {_pct(p.supported)}" for r, p in
+                          zip(ratios, c.power, strict=True)) if c.power else "not simulated"
+        lines.append(
+            f"  confidence {c.confidence:g}{' (frozen)' if c is claim_now else ''}: worst "
+            f"{_bound(worst.supported)} (95% upper {_bound(worst.supported_bounds[1])}, "
+            f"{c.worst.cell.label}), claim {'shown' if c.shown else 'not shown'}; power {power}")
+    return lines
 
 
 # --- the futility stop: what it saves, and that it loses no supported --------------------------
@@ -588,136 +703,3 @@ def futility(settings: LatencySettings, noise: Noise, true_ratio: float, trials:
                 break
         started += count
     return Futility(true_ratio, trials, started / trials, len(d.arms), lost)
-
-
-# --- the command line (`ref2va-accept calibrate`) ----------------------------------------------
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("campaign", type=Path)
-    p.add_argument("--trials", type=int, default=20000, help="simulated runs per cell")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--within-sd", default="0.01", help="request-to-request sd inside an instance "
-                   "(a fraction: 0.01 = 1%%)")
-    p.add_argument("--instance-sd", default="0,0.01,0.03,0.05",
-                   help="comma-separated instance-to-instance sds, one row each")
-    p.add_argument("--ratios", default="0.45,0.40",
-                   help="comma-separated true ratios at which to report power")
-    p.add_argument("--drift", default="0", help="linear drift per started instance (fraction)")
-    p.add_argument("--candidate", help="whose instance order to simulate (the order seed draws "
-                   "one per candidate; it matters under drift); default: the first candidate")
-    p.add_argument("--exact", action="store_true",
-                   help="judge every trial with replication.decide itself (slower)")
-    p.add_argument("--futility-trials", type=int, default=200,
-                   help="runs per true ratio for the futility stop's savings (0: leave out)")
-    p.add_argument("--no-cells", action="store_true",
-                   help="leave out the cells table (unequal spreads, heavy tails, drift, "
-                   "several candidates on one B0, reruns)")
-
-
-def _numbers(flag: str, text: str, *, positive: bool = False) -> list[float]:
-    values = []
-    for item in text.split(","):
-        try:
-            value = float(item)
-        except ValueError:
-            raise Ref2VAError(f"{flag} expects comma-separated numbers, got {item.strip()!r} "
-                              f"in {text!r}") from None
-        if not math.isfinite(value) or value < 0 or (positive and value == 0):
-            kind = "positive" if positive else "non-negative"
-            raise Ref2VAError(f"{flag}: {item.strip()!r} is not a {kind} finite number")
-        values.append(value)
-    return values
-
-
-def _one(flag: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise Ref2VAError(f"{flag} expects a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise Ref2VAError(f"{flag}: {text!r} is not a finite number")
-    return value
-
-
-def run_command(args: argparse.Namespace) -> list[str]:
-    """`ref2va-accept calibrate`: the campaign's protocol and its simulated error rates."""
-    from ref2va_accept.campaign import load_campaign  # noqa: PLC0415
-    from ref2va_accept.planning._track_plan import plan_campaign  # noqa: PLC0415
-
-    if args.trials < 1:
-        raise Ref2VAError(f"--trials must be at least 1, got {args.trials}")
-    within = _one("--within-sd", args.within_sd)
-    if within < 0:
-        raise Ref2VAError(f"--within-sd: {args.within_sd!r} is negative")
-    sds = _numbers("--instance-sd", args.instance_sd)
-    ratios = _numbers("--ratios", args.ratios, positive=True)
-    drift = _one("--drift", args.drift)
-    campaign = load_campaign(args.campaign)
-    plans = plan_campaign(campaign)
-    # The protocol block is campaign-wide: every track carries the same latency settings.
-    settings = next(iter(plans.values())).latency
-    ids = [c.id for c in campaign.model.candidates]
-    candidate = args.candidate or (ids[0] if ids else "candidate")
-    if args.candidate is not None and args.candidate not in ids:
-        raise Ref2VAError(f"--candidate {args.candidate!r} is not a candidate of "
-                          f"{args.campaign}; its candidates are {', '.join(ids) or 'none'}")
-    before = request_design_before(settings)
-    span = max(len(replication.sequence(d, candidate)) for d in (settings, before)) - 1
-    if 1 + drift * span <= 0:
-        raise Ref2VAError(f"--drift {drift:g} makes the {span + 1}th instance's latency "
-                          "non-positive")
-    noise = Noise(within_sd=within, drift_per_instance=drift)
-    rows = table([(f"campaign: {design_label(settings)}", settings),
-                  (f"before #12: {design_label(before)}", before)],
-                 candidate, noise, sds, ratios, args.trials, args.seed, exact=args.exact)
-    error = 1.96 * math.sqrt(0.05 * 0.95 / args.trials)
-    cell_lines: list[str] = []
-    if not args.no_cells:
-        results = run_cells(settings, default_cells(within), ratios, args.trials, args.seed,
-                            exact=args.exact)
-        worst = max((r for r in results if not r.cell.reruns),
-                    key=lambda r: r.at_target.supported)
-        reruns = [r for r in results if r.cell.reruns]
-        cell_lines = [
-            "", f"cells (the rule as frozen, {args.trials} trials each, within-instance sd "
-            f"{_pct(within)}, each arm's instance sd as shown, order drawn per run unless "
-            "frozen):", *format_cells(results, ratios, settings.target_ratio),
-            f"worst false supported at the target, one attempt: "
-            f"{_pct(worst.at_target.supported)} ({worst.cell.group}: {worst.cell.label})",
-            "with K candidates the per-candidate rate is shown; 'any of K' is the family's, "
-            "and Holm's column (the report's and the ledger's) holds the family to "
-            f"{1 - settings.confidence:.1%}",
-            *(f"a rerun after an inconclusive result is a second chance at a false supported "
-              f"({_pct(r.at_target.supported)} over two attempts): the verdict, the report and "
-              "the ledger name every attempt and what the earlier ones gave" for r in reruns)]
-    if not args.no_cells:
-        cell_lines += ["", *hosting_lines(settings, within, ratios, args.trials, args.seed,
-                                          args.exact)]
-    if args.futility_trials > 0:
-        noise_3 = dataclasses.replace(noise, instance_sd=0.03)
-        stops = [futility(settings, noise_3, r, args.futility_trials,
-                          np.random.default_rng((args.seed, 91, int(r * 100))))
-                 for r in (settings.target_ratio * 0.9, settings.target_ratio, 1.0)]
-        cell_lines += [
-            "", f"futility stop ({args.futility_trials} runs per ratio, 3% instance sd, "
-            "decisions by replication.supported_reachable): instances started per run",
-            *(f"  true ratio {f.true_ratio:g}: {f.started:.2f} of {f.full} "
-              f"({1 - f.started / f.full:.0%} saved); supported runs it stopped: "
-              f"{f.lost_supported}" for f in stops)]
-    return [f"campaign: {args.campaign} (one protocol for its {len(plans)} tracks)",
-            *protocol_lines(settings, candidate),
-            f"simulation: {args.trials} trials per cell, seed {args.seed}; lognormal noise, "
-            f"within-instance sd {_pct(within)}, drift {drift:g} per instance; decisions by "
-            + ("replication.decide" if args.exact else
-               "a vectorised replica of replication.decide (--exact: decide itself)"),
-            "", *format_table(rows, ratios, settings.target_ratio), "",
-            f"Monte-Carlo error: about +/-{error:.1%} (95%) on a rate near 5% at "
-            f"{args.trials} trials; 'before #12' is {design_label(before)}, as before issue 12",
-            *(["under drift the rates depend on the instances' order: --candidate ID simulates "
-               "another candidate's"] if drift else []),
-            *(["B0's instances are shared by a track's candidates: each candidate is judged on "
-               "N B0 and N own values as simulated here (the pair design); on a track with K "
-               "candidates its pairs sit in blocks of K+1 instances, which only drift can tell "
-               "apart (--drift simulates pairs)"]
-              if settings.baseline_instances == "shared" else []),
-            *cell_lines]
