@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tests.contract.upstream import _dotted
+from tests.contract.upstream import _dotted, assigned_targets
 
 if TYPE_CHECKING:
     from tests.contract.upstream import Upstream
@@ -238,11 +238,6 @@ def sets_attribute(up: Upstream, path: str, name: str) -> str | None:
     if param not in params:
         return f"{path} {func} has no parameter {param}"
     for node in ast.walk(fn):
-        targets: list[ast.expr] = []
-        if isinstance(node, ast.Assign):
-            targets = list(node.targets)
-        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
-            targets = [node.target]
-        if any(_dotted(t) == (param, attr) for t in targets):
+        if any(_dotted(t) == (param, attr) for t in assigned_targets(node)):
             return None
     return f"{path} {func} never assigns {param}.{attr}"

@@ -585,18 +585,22 @@ def _annotated_fields(cls: ast.ClassDef) -> set[str]:
             if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
 
 
+def assigned_targets(node: ast.AST) -> list[ast.expr]:
+    """What an assignment statement assigns to (none for any other node)."""
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    if isinstance(node, ast.AnnAssign | ast.AugAssign):
+        return [node.target]
+    return []
+
+
 def _self_attributes(cls: ast.ClassDef) -> set[str]:
     names: set[str] = set()
     for node in cls.body:
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for sub in ast.walk(node):
-            targets: list[ast.expr] = []
-            if isinstance(sub, ast.Assign):
-                targets = list(sub.targets)
-            elif isinstance(sub, ast.AnnAssign | ast.AugAssign):
-                targets = [sub.target]
-            for t in targets:
+            for t in assigned_targets(sub):
                 for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
                     if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) \
                             and el.value.id == "self":
