@@ -21,14 +21,23 @@ a capture reports is accepted back as ``within``. The hooks never change an outp
 into the model (a failure is recorded and reported in ``enabled_path.json``) and are removed by
 :meth:`ModuleCapture.remove`, which the callers run in a ``finally``. torch and safetensors are
 imported inside functions: this module imports anywhere.
+
+With ``stop`` the engine stops the request once the capture is whole, the way a cancelled request
+stops at a step boundary: the DiT after its last captured step (on every rank, at the same step,
+since every rank reads it from the request), the encoders before the denoise begins. It writes
+the points asked for (each must be made by then: :func:`refuse_points_after_stop`) and
+``enabled_path.json``, whose capture report says where it stopped (``stopped``), and answers the
+contract's ``CAPTURE_STOPPED_STATUS`` with :meth:`CaptureRequest.stop_message`; the judge takes
+nothing else for a request stopped on purpose.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,8 +53,12 @@ from ref2va_contract.diagnostics import (
     CAPTURE_STAGE_KEY,
     CAPTURE_STAGES,
     CAPTURE_STEP_KEY,
+    CAPTURE_STOP_KEY,
+    CAPTURE_STOPPED_KEY,
+    CAPTURE_STOPPED_MARKER,
     CAPTURE_TENSORS_KEY,
     CAPTURE_WITHIN_KEY,
+    ENABLED_PATH_FILE,
 )
 
 if TYPE_CHECKING:
@@ -60,6 +73,8 @@ _DTYPE_CODES = {
 }
 # Module classes that hold modules but have no forward of their own: their items are the blocks.
 _CONTAINERS = ("ModuleList", "ModuleDict")
+# A DiT step's point: dit.stepNNN (the reference engine) or dit.stepNNN.video|audio (vLLM-Omni).
+_STEP_POINT = re.compile(r"^dit\.step(\d{3})(\.(video|audio))?$")
 
 
 class CaptureRefused(ValueError):
@@ -73,6 +88,7 @@ class CaptureRequest:
     within: str | None  # None: block level; else this module and everything inside it
     tensors: bool  # also write every captured tensor
     first_step: int | None = None  # the dit capture is live from this step to `step`
+    stop: bool = False  # stop the request once the capture is whole (see stopped_where)
 
     def covers(self, step: int | None) -> bool:
         """Whether a call at this denoising step is captured (the encoders: outside the loop)."""
@@ -82,6 +98,57 @@ class CaptureRequest:
             return False
         first = self.step if self.first_step is None else self.first_step
         return first <= step <= self.step
+
+    def stopped_where(self) -> dict[str, Any]:
+        """Where a stopped request stopped, for the capture report (CAPTURE_STOPPED_KEY): after
+        the DiT's last captured step, or before the denoise (the encoders)."""
+        return {CAPTURE_STAGE_KEY: self.stage,
+                CAPTURE_STEP_KEY: self.step if self.stage == CAPTURE_DIT else None}
+
+    def stop_message(self) -> str:
+        """The stopped request's error message, the marker first."""
+        where = (f"the DiT at step {self.step}" if self.stage == CAPTURE_DIT
+                 else "the conditioning encoders")
+        return (f"{CAPTURE_STOPPED_MARKER}: the capture of {where}, its points and "
+                f"{ENABLED_PATH_FILE} are written; the engine stopped the request there, as "
+                f"extra_params.{ACCEPTANCE_FIELD}.{CAPTURE_KEY}.{CAPTURE_STOP_KEY} asked")
+
+
+def _point_step(point: str) -> int | None:
+    """The step of a ``dit.stepNNN`` point (either engine's naming), else None."""
+    match = _STEP_POINT.match(point)
+    return int(match.group(1)) if match else None
+
+
+def points_after_stop(request: CaptureRequest, points: Iterable[str] | None) -> list[str]:
+    """The asked points a request that stops once its capture is whole cannot write (``None``:
+    every point, which it cannot); empty for a request that does not stop."""
+    if not request.stop:
+        return []
+    if points is None:
+        return ["all"]
+    after = []
+    for point in points:
+        step = _point_step(point)
+        made = point.startswith("cond.") or (
+            request.stage == CAPTURE_DIT and step is not None and request.step is not None
+            and step <= request.step)
+        if not made:
+            after.append(point)
+    return after
+
+
+def refuse_points_after_stop(request: CaptureRequest | None,
+                             points: Iterable[str] | None) -> None:
+    """:class:`CaptureRefused` naming the points a stopping request asks for and cannot write."""
+    if request is None:
+        return
+    after = points_after_stop(request, points)
+    if after:
+        raise CaptureRefused(
+            f"extra_params.{ACCEPTANCE_FIELD}.{CAPTURE_KEY}.{CAPTURE_STOP_KEY}: the request stops "
+            f"once its capture is whole, so it cannot write {', '.join(sorted(after))} (only "
+            "cond.* and dit.stepNNN up to the capture's step)")
 
 
 def parse_capture(block: Mapping[str, Any], steps: int | None) -> CaptureRequest | None:
@@ -121,7 +188,10 @@ def parse_capture(block: Mapping[str, Any], steps: int | None) -> CaptureRequest
     if not isinstance(tensors, bool):
         raise CaptureRefused(f"{where}.{CAPTURE_TENSORS_KEY} must be true or false, "
                              f"got {tensors!r}")
-    return CaptureRequest(str(stage), step, within, tensors, first)
+    stop = raw.get(CAPTURE_STOP_KEY, False)
+    if not isinstance(stop, bool):
+        raise CaptureRefused(f"{where}.{CAPTURE_STOP_KEY} must be true or false, got {stop!r}")
+    return CaptureRequest(str(stage), step, within, tensors, first, stop)
 
 
 def _is_container(module: Any) -> bool:
@@ -238,6 +308,8 @@ class ModuleCapture:
     bytes_written: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    # Where the engine stopped the request (CaptureRequest.stopped_where), None: it ran through.
+    stopped: dict[str, Any] | None = None
     _handles: list[Any] = field(default_factory=list)
     _log: Any = None
 
@@ -328,5 +400,5 @@ class ModuleCapture:
             "modules_hooked": len(self.modules), "calls": self.lines,
             "calls_by_root": self.calls_by_root(),
             "bytes_written": self.bytes_written, "seconds": round(self.seconds, 3),
-            "errors": list(self.errors),
+            "errors": list(self.errors), CAPTURE_STOPPED_KEY: self.stopped,
         }

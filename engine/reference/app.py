@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.reference.errors import ApiError, GenerationCancelled, ProfileError
+from engine.reference.errors import ApiError, CaptureStopped, GenerationCancelled, ProfileError
 from engine.reference.fault_names import WIRE_FAULTS
 from engine.reference.faults import (
     FaultPlan,
@@ -51,6 +51,7 @@ from ref2va_contract.api import (
     SYNC_VIDEO_ROUTE,
     VIDEOS_ROUTE,
 )
+from ref2va_contract.diagnostics import CAPTURE_STOPPED_STATUS
 from ref2va_contract.launch import INSTANCE_NONCE_ENV
 
 logger = logging.getLogger(__name__)
@@ -288,6 +289,10 @@ def _add_routes(app: FastAPI) -> None:
             ) from None
         except GenerationCancelled as exc:
             raise ApiError(500, f"Video generation failed: {exc}") from None
+        except CaptureStopped as exc:
+            # Stopped on purpose once its capture was whole: its evidence is written.
+            logger.info("sync video request %s: %s", request_id, exc)
+            raise ApiError(CAPTURE_STOPPED_STATUS, str(exc)) from None
         except Exception as exc:
             logger.exception("sync video generation failed for request_id=%s", request_id)
             raise ApiError(500, f"Video generation failed: {exc}") from None

@@ -50,3 +50,9 @@ def invalid_field(message: str, *, param: str | None = None) -> ApiError:
 
 class GenerationCancelled(ReferenceEngineError):
     """Raised inside a generation when its cancel flag is seen between steps."""
+
+
+class CaptureStopped(ReferenceEngineError):
+    """Raised out of a generation the engine stopped on purpose once its module capture was whole
+    (a capture block with ``stop``), after writing its points and ``enabled_path.json``: the
+    routes answer ``CAPTURE_STOPPED_STATUS`` with its message, not a failure's 500."""

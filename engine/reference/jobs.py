@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from engine.reference.errors import ApiError, GenerationCancelled
+from engine.reference.errors import ApiError, CaptureStopped, GenerationCancelled
 from engine.reference.request import VideoRequest
 from engine.reference.runner import Generation, GenerationRunner
+from ref2va_contract.diagnostics import CAPTURE_STOPPED_STATUS
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,14 @@ class JobStore:
             # A cancelled job disappears, as on the real server.
             self._entries.pop(job.id, None)
             logger.info("video job %s cancelled", job.id)
+            return
+        except CaptureStopped as exc:
+            # Stopped on purpose once its capture was whole: a client error, its evidence written.
+            logger.info("video job %s: %s", job.id, exc)
+            job.status = "failed"
+            job.completed_at = int(time.time())
+            job.error = VideoError(code=CAPTURE_STOPPED_STATUS, message=str(exc))
+            job.inference_time_s = time.perf_counter() - started
             return
         except Exception as exc:
             logger.exception("video job %s failed", job.id)

@@ -3,7 +3,9 @@
 Start-up builds the model from a fixed seed plus the profile's seed-salt and logs its hash. Each
 request resolves which paths it runs (quality policy, cache, reference-K/V reuse), optionally
 dumps comparison points, and, when it asked for diagnostics, writes ``enabled_path.json`` once
-the last frame is decoded, stating what actually ran.
+the last frame is decoded, stating what actually ran. A module capture with ``stop`` ends the
+request once the capture is whole (:mod:`engine.reference.pipeline.localize`), its
+``enabled_path.json`` written then.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ import logging
 import math
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
 
 from engine.module_capture import ModuleCapture
-from engine.reference.errors import bad_request
+from engine.reference.errors import CaptureStopped, bad_request
 from engine.reference.generator import (
     GeneratedMedia,
     GenerationSpec,
@@ -43,9 +45,20 @@ from engine.reference.pipeline.diagnostics import (
     parse_request,
 )
 from engine.reference.pipeline.dit import ATTENTION_NAME, joint_layout
-from engine.reference.pipeline.localize import Phase, open_capture, plant_divergence
+from engine.reference.pipeline.localize import (
+    CaptureWhole,
+    Phase,
+    StopWhenWhole,
+    open_capture,
+    plant_divergence,
+)
 from engine.reference.pipeline.model import ReferenceModel
-from engine.reference.pipeline.sampler import DenoiseRecord, SamplerInputs, denoise, shifted_sigmas
+from engine.reference.pipeline.sampler import (
+    DenoiseRecord,
+    SamplerInputs,
+    denoise,
+    shifted_sigmas,
+)
 from engine.reference.pipeline.weights import (
     WEIGHTS_SEED,
     ModelShape,
@@ -59,6 +72,7 @@ from ref2va_contract.diagnostics import (
     APPROXIMATE_KEY,
     CACHE_DIT_PATH,
     CACHE_KEY,
+    CAPTURE_DIT,
     CAPTURE_REPORT_KEY,
     DTYPE_KEY,
     REFERENCE_KV_KEY,
@@ -194,6 +208,10 @@ class TorchGenerator:
             if dumps.wants(point):
                 dumps.put(point, tensor)
         stages["encode"] = time.perf_counter() - started
+        stopping = capture is not None and capture.request.stop
+        if stopping and capture is not None and capture.request.stage != CAPTURE_DIT:
+            # The encoders' capture is whole: stop before the denoise.
+            self._stop(spec, paths, DenoiseRecord(), clock, stages, dumps, capture)
 
         frames = video_latent_frames(spec.num_frames)
         rows, cols = math.ceil(spec.height / shape.patch), math.ceil(spec.width / shape.patch)
@@ -219,17 +237,26 @@ class TorchGenerator:
             guidance=guidance,
         )
         started = time.perf_counter()
-        with torch.inference_mode():
-            video_latent, audio_latent, record = denoise(
-                model.dit,
-                inputs,
-                paths,
-                text_kv_precompute=self.args.text_kv_precompute,
-                clock=clock,
-                monitor=monitor,
-                dumps=dumps,
-                unseeded_noise_step=spec.unseeded_noise_step,
-            )
+        record = DenoiseRecord()
+        if stopping and capture is not None and capture.request.step is not None:
+            monitor = StopWhenWhole(monitor, capture.request.step)
+        try:
+            with torch.inference_mode():
+                video_latent, audio_latent, record = denoise(
+                    model.dit,
+                    inputs,
+                    paths,
+                    text_kv_precompute=self.args.text_kv_precompute,
+                    clock=clock,
+                    monitor=monitor,
+                    dumps=dumps,
+                    unseeded_noise_step=spec.unseeded_noise_step,
+                    record=record,
+                )
+        except CaptureWhole:
+            stages["denoise"] = time.perf_counter() - started
+            assert capture is not None
+            self._stop(spec, paths, record, clock, stages, dumps, capture)
         stages["denoise"] = time.perf_counter() - started
         for point, tensor in (("latent.video", video_latent), ("latent.audio", audio_latent)):
             if dumps.wants(point):
@@ -273,6 +300,28 @@ class TorchGenerator:
             clock.total_ms / 1000.0,
         )
         return media
+
+    def _stop(
+        self,
+        spec: GenerationSpec,
+        paths: RequestPaths,
+        record: DenoiseRecord,
+        clock: DeviceClock,
+        stages: dict[str, float],
+        dumps: Dumps | NoDumps,
+        capture: ModuleCapture,
+    ) -> NoReturn:
+        """End a request whose capture is whole: its enabled_path.json (what ran until here, and
+        where it stopped), then :class:`CaptureStopped`."""
+        capture.remove()
+        capture.stopped = capture.request.stopped_where()
+        report = self._enabled_path(spec, paths, record, clock, stages)
+        report[CAPTURE_REPORT_KEY] = capture.report()
+        dumps.finish(report)
+        logger.info("capture whole (%s): request stopped after %d of %d steps",
+                    capture.request.stage, len(record.computed_steps) + len(record.reused_steps),
+                    spec.num_inference_steps)
+        raise CaptureStopped(capture.request.stop_message())
 
     def _frames(
         self,

@@ -22,6 +22,11 @@ pipeline's attribute paths (``transformer.blocks.7.mlp.fc2``,
 ``text_encoder.text_model.layers.3``). Its summary goes into ``enabled_path.json`` under
 ``capture``.
 
+A capture with ``stop`` (the judge's localization pass) ends the request once the capture is
+whole, on every rank at the same step, the way upstream stops a cancelled request
+(:mod:`engine.vllm_omni.stop`); the owner writes ``enabled_path.json`` (its capture report saying
+where it stopped) and every rank answers an error with the contract's ``CAPTURE_STOPPED_STATUS``.
+
 Only the output-owner rank writes (worker rank 0, which is also the rank whose reply the
 executor returns). Every rank validates the block identically (the capture's ``within`` path
 included, but for one inside the text encoder, which only some ranks load: see
@@ -54,6 +59,7 @@ from engine.vllm_omni.request_block import (
     parse_request,
     request_field,
 )
+from engine.vllm_omni.stop import Stop, stopped_output, stopping
 from engine.vllm_omni.watch import check_capture, watched
 from ref2va_contract.diagnostics import (
     ACCEPTANCE_FIELD,
@@ -101,16 +107,31 @@ class Ref2VADiagnostics:
             raise DiagnosticsRefused(
                 f"extra_params.{ACCEPTANCE_FIELD}.{DUMP_DIR_KEY} {target.folder}: "
                 f"cannot create the folder: {exc.strerror}") from None
+        wanted = target.capture
+        stop = Stop(wanted) if wanted is not None and wanted.stop else None
+
+        def run() -> Any:
+            try:
+                return upstream(req, od_config, *args, **kwargs)
+            except BaseException as exc:
+                if stop is None or not stop.is_mine(exc):
+                    raise
+                return None  # a runner that does not catch the stop as it catches a cancel
+
         if not self._ref2va_is_owner(pipeline):
-            return upstream(req, od_config, *args, **kwargs)
+            with stopping(pipeline, stop):
+                output = run()
+            return stopped_output(stop) if stop is not None and stop.fired else output
         writer = DumpWriter(target)
         record = RunRecord()
         started = time.perf_counter()
-        with watched(pipeline, writer, record) as capture:
-            output = upstream(req, od_config, *args, **kwargs)
+        with watched(pipeline, writer, record) as capture, stopping(pipeline, stop):
+            output = run()
         writer.note_unwritten()
         report = self._ref2va_enabled_path(req, od_config, pipeline, writer, record)
         if capture is not None:
+            if stop is not None and stop.fired:
+                capture.stopped = wanted.stopped_where()  # type: ignore[union-attr]
             report[CAPTURE_REPORT_KEY] = capture.report()
         report["dump_seconds"] = round(writer.seconds, 3)
         report["rank"] = self.rank  # the owner that wrote: exactly one rank per request
@@ -122,6 +143,8 @@ class Ref2VADiagnostics:
                     getattr(req, "request_id", "?"), len(writer.written), writer.bytes / 2**20,
                     writer.seconds, ENABLED_PATH_FILE, target.folder)
         writer.raise_failures()
+        if stop is not None and stop.fired:
+            return stopped_output(stop)
         return output
 
     def execute_model_batch(self, scheduler_output: Any, od_config: Any) -> Any:

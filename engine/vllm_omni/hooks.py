@@ -54,6 +54,10 @@ CACHE_RUNTIME = "vllm_omni/diffusion/cache/cachedit/runtime.py"
 CACHE_BACKEND = "vllm_omni/diffusion/cache/cachedit/backend.py"
 ATTENTION = "vllm_omni/diffusion/attention/layer.py"
 VIDEO_FORM = "vllm_omni/entrypoints/openai/video/generation/helpers.py"
+CANCELLATION = "vllm_omni/diffusion/cancellation.py"
+PLATFORM = "vllm_omni/platforms/interface.py"
+ENGINE = "vllm_omni/diffusion/diffusion_engine.py"
+ERRORS = "vllm_omni/errors.py"
 
 # Attribute set on the pipeline by CacheDiTBackend.enable: the modules Cache-DiT hooks (read by
 # engine.vllm_omni.enabled_path; its `sets` entry below holds it to the wheel).
@@ -196,6 +200,23 @@ UPSTREAM_NAMES: Final[tuple[tuple[str, Kind, str], ...]] = (
     # runtime enables the backend on the pipeline, which sets CACHE_DIT_TARGETS_ATTRIBUTE there.
     (CACHE_RUNTIME, "call", "RequestScopedCacheDiTRuntime.prepare:backend.enable"),
     (CACHE_BACKEND, "sets", f"CacheDiTBackend.enable:pipeline.{CACHE_DIT_TARGETS_ATTRIBUTE}"),
+    # A capture that stops once it is whole (engine.vllm_omni.stop): H3 stops a cancelled request
+    # at a step boundary by raising DiffusionRequestAbortedError (after draining the device),
+    # which the runner answers as aborted; the stop raises the same error from the DiT's
+    # pre-hook, synchronizes first, and answers a DiffusionOutput error with a 4xx status, which
+    # the engine's postprocess_output turns into a client error carried to the HTTP answer.
+    (H3, "class_attribute", "MiniMaxH3Pipeline.supports_request_cancellation"),
+    (CANCELLATION, "function", "check_request_cancellation"),
+    (CONFIG, "class", "DiffusionRequestAbortedError"),
+    (CONFIG, "class", "DiffusionOutput"),
+    (CONFIG, "field", "DiffusionOutput.error"),
+    (CONFIG, "field", "DiffusionOutput.error_status_code"),
+    (CONFIG, "field", "DiffusionOutput.error_type"),
+    (CONFIG, "field", "DiffusionOutput.aborted"),
+    (PLATFORM, "method", "OmniPlatform.synchronize"),
+    (ENGINE, "method", "DiffusionEngine.postprocess_output"),
+    (ERRORS, "function", "is_client_error_status"),
+    (ERRORS, "function", "client_error_from_metadata"),
     # Attention backend per layer.
     (ATTENTION, "class", "Attention"),
     (ATTENTION, "instance_attribute", "Attention.attn_backend"),

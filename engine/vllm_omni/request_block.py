@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.module_capture import CaptureRefused, CaptureRequest, parse_capture
+from engine.module_capture import (
+    CaptureRefused,
+    CaptureRequest,
+    parse_capture,
+    refuse_points_after_stop,
+)
 from ref2va_contract.diagnostics import (
     ACCEPTANCE_FIELD,
     ACCEPTANCE_KEYS,
@@ -106,6 +111,7 @@ def parse_request(block: Any, steps: int | None, roots: tuple[Path, ...]) -> Dum
     except CaptureRefused as exc:
         raise DiagnosticsRefused(str(exc)) from None
     if points == ALL_POINTS:
+        _refuse_after_stop(capture, None)
         return DumpRequest(folder, None, capture)
     if not (isinstance(points, list) and points and all(isinstance(p, str) for p in points)):
         raise DiagnosticsRefused(f'{where}.{POINTS_KEY} must be "{ALL_POINTS}" or a non-empty '
@@ -115,7 +121,15 @@ def parse_request(block: Any, steps: int | None, roots: tuple[Path, ...]) -> Dum
     if unknown:
         raise DiagnosticsRefused(f"{where}.{POINTS_KEY}: unknown comparison point(s) {unknown}; "
                                  f"valid names: {valid_names(steps)}")
+    _refuse_after_stop(capture, points)
     return DumpRequest(folder, frozenset(points), capture)
+
+
+def _refuse_after_stop(capture: CaptureRequest | None, points: list[str] | None) -> None:
+    try:
+        refuse_points_after_stop(capture, points)
+    except CaptureRefused as exc:
+        raise DiagnosticsRefused(str(exc)) from None
 
 
 def _known(point: str, steps: int | None) -> bool:

@@ -5,7 +5,7 @@ hooks the DiT's forward for one request, hands each wanted tensor to the :class:
 restores everything, whatever happened. A request that asks for a module capture
 (:mod:`engine.module_capture`) also gets the capture's hooks on the chosen stage's modules for
 that request alone, live at its steps (the DiT) or before ``diffuse`` (the encoders).
-vLLM-Omni's forward context is imported inside :func:`_current_step`: this module imports on a
+vLLM-Omni's forward context is imported inside :func:`current_step`: this module imports on a
 machine that has no vllm_omni.
 """
 
@@ -48,7 +48,7 @@ PIPELINE_METHODS = ("_prepare_encoder_conditioning_inputs", "diffuse", "decode",
 OWNER_CHECKED_ENCODERS = ("text_encoder",)
 
 
-def _current_step() -> int | None:
+def current_step() -> int | None:
     from vllm_omni.diffusion.forward_context import (  # noqa: PLC0415 - lazy
         get_forward_context,
         is_forward_context_available,
@@ -153,7 +153,7 @@ def _open_capture(pipeline: Any, writer: DumpWriter, phase: Phase) -> ModuleCapt
     try:
         capture = ModuleCapture.for_stage(wanted, writer.target.folder,
                                           capture_roots(pipeline, wanted.stage),
-                                          lambda: phase.in_stage(wanted), _current_step)
+                                          lambda: phase.in_stage(wanted), current_step)
     except CaptureRefused as exc:
         writer.failures.append(str(exc))
         return None
@@ -231,7 +231,7 @@ def watched(pipeline: Any, writer: DumpWriter, record: RunRecord
     def on_dit_forward(module: Any, args: Any, output: Any) -> None:
         if not phase.in_diffuse:
             return
-        step = _current_step()
+        step = current_step()
         if step is None:
             # Should not happen in 0.30.0 (the loop publishes it); fall back, and say so.
             step, record.step_source = record.dit_calls, "call_count"

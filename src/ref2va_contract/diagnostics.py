@@ -49,8 +49,15 @@ CAPTURE_STEP_KEY: Final = "step"
 CAPTURE_FIRST_STEP_KEY: Final = "first_step"
 CAPTURE_WITHIN_KEY: Final = "within"
 CAPTURE_TENSORS_KEY: Final = "tensors"
+# Optional, default false: stop the request once the capture is whole (the DiT: its last step ran,
+# on every rank; the encoders: before the denoise begins), the points it asks for and
+# ENABLED_PATH_FILE written. Every point it asks for must be made before that (cond.*, and
+# dit.stepNNN up to the capture's step): a point after it is refused. The engine answers
+# CAPTURE_STOPPED_STATUS, its error message carrying CAPTURE_STOPPED_MARKER, and its capture report
+# says where it stopped (CAPTURE_STOPPED_KEY); anything else is a request that failed.
+CAPTURE_STOP_KEY: Final = "stop"
 CAPTURE_KEYS: Final = frozenset({CAPTURE_STAGE_KEY, CAPTURE_STEP_KEY, CAPTURE_FIRST_STEP_KEY,
-                                 CAPTURE_WITHIN_KEY, CAPTURE_TENSORS_KEY})
+                                 CAPTURE_WITHIN_KEY, CAPTURE_TENSORS_KEY, CAPTURE_STOP_KEY})
 CAPTURE_DIT: Final = "dit"
 CAPTURE_ENCODERS: Final = "encoders"
 CAPTURE_STAGES: Final = (CAPTURE_DIT, CAPTURE_ENCODERS)
@@ -58,3 +65,13 @@ CAPTURE_LOG_FILE: Final = "capture.jsonl"
 CAPTURE_DIR: Final = "capture"
 # enabled_path.json: the capture's own summary (hooked modules, calls, bytes, seconds, errors)
 CAPTURE_REPORT_KEY: Final = "capture"
+# In the capture report: null (the request ran through), or where the engine stopped a request
+# that asked for CAPTURE_STOP_KEY: {"stage": CAPTURE_DIT, "step": the last step that ran} or
+# {"stage": CAPTURE_ENCODERS, "step": null} (stopped before the denoise).
+CAPTURE_STOPPED_KEY: Final = "stopped"
+# The answer to a request the engine stopped on purpose once its capture was whole: a client
+# error status (vLLM-Omni 0.30.0 carries a 4xx status from the worker to the HTTP answer, and its
+# video routes answer 409 only on DELETE and on content not yet ready), with this marker opening
+# the error message.
+CAPTURE_STOPPED_STATUS: Final = 409
+CAPTURE_STOPPED_MARKER: Final = "ref2va-capture-stopped"

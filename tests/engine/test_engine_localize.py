@@ -2,7 +2,8 @@
 capture reader (localize/capture.py): the pass names exactly the module where a divergence was
 planted, at block level and inside the block, in the DiT at a chosen step and in the encoders;
 with the capture's hooks off (the ``capture_hooks_off`` fault) the engine reports no call and the
-judge names nothing from it."""
+judge names nothing from it. A capture that stops once it is whole writes what a whole request
+writes and runs no step after it; a cancel before then is a cancel."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ from typing import Any
 
 import pytest
 
-from engine.reference.errors import ApiError
+from engine.reference.errors import ApiError, CaptureStopped, GenerationCancelled
 from engine.reference.faults import FaultPlan, FaultyGenerator, resolve_fault, wrap_generator
 from engine.reference.profile import load_profile
 from engine.reference.torch_generator import TorchGenerator
 from ref2va_accept.judging.localize import Target, parting, read_log
 from ref2va_accept.judging.localize.judgement import NotSeen, captured
-from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, CAPTURE_LOG_FILE
+from ref2va_contract.diagnostics import (
+    ACCEPTANCE_FIELD,
+    CAPTURE_LOG_FILE,
+    CAPTURE_STOPPED_MARKER,
+)
 from tests.engine.pipeline_harness import SPEC, Monitor, generator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,3 +169,88 @@ def test_with_the_capture_hooks_off_the_engine_reports_no_call_and_nothing_is_na
     found = parting(captured(on, "b0", 1, target), read_log(folder))
     assert found.kind == "uncovered" and "recorded no call at all" in found.sentence()
     assert sum(len(m._forward_hooks) for m in engine.model.modules()) == hooked
+
+
+# -- a capture that stops once it is whole ------------------------------------------------------
+
+class _Steps(Monitor):
+    """Counts the steps a generation finished."""
+
+    def __init__(self) -> None:
+        self.done: list[int] = []
+
+    def step_done(self, step: int, total: int) -> None:
+        self.done.append(step)
+
+
+def _stopping(engine: TorchGenerator, folder: Path, points: list[str],
+              **capture: Any) -> tuple[_Steps, CaptureStopped]:
+    block = {"dump_dir": str(folder), "points": points, "capture": {**capture, "stop": True}}
+    request = replace(SPEC, extra_params={**SPEC.extra_params, ACCEPTANCE_FIELD: block})
+    engine.validate(request)
+    steps = _Steps()
+    with pytest.raises(CaptureStopped) as stopped:
+        engine.generate(request, steps)
+    return steps, stopped.value
+
+
+@pytest.mark.parametrize(("where", "points", "ran", "said"), [
+    ({"stage": "dit", "step": 2, "first_step": 1}, ["dit.step001", "dit.step002"], [1, 2, 3],
+     "the DiT at step 2"),
+    ({"stage": "encoders", "step": None}, ["cond.text", "cond.audio"], [],
+     "the conditioning encoders"),
+])
+def test_a_capture_that_stops_writes_what_a_whole_request_writes_and_runs_no_step_after_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: dict[str, Any],
+        points: list[str], ran: list[int], said: str) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    hooked = sum(len(m._forward_hooks) for m in engine.model.modules())
+    steps, stopped = _stopping(engine, tmp_path / "stop", points, **where)
+    assert str(stopped).startswith(f"{CAPTURE_STOPPED_MARKER}: the capture of {said}")
+    assert steps.done == ran  # no step after the capture's last (step_done counts from 1)
+    report = json.loads((tmp_path / "stop" / "enabled_path.json").read_text())
+    assert report["capture"]["stopped"] == {"stage": where["stage"], "step": where["step"]}
+    assert "decode_video" not in report["stages"]
+    assert sum(len(m._forward_hooks) for m in engine.model.modules()) == hooked
+    # The same capture run through writes the same calls and points, byte for byte: the pass's
+    # evidence does not depend on the rest of the denoise.
+    assert sorted(p.stem for p in (tmp_path / "stop").glob("*.safetensors")) == sorted(points)
+    whole = _capture(engine, tmp_path / "whole", points[0], **where)
+    assert (tmp_path / "stop" / CAPTURE_LOG_FILE).read_bytes() == \
+        (whole / CAPTURE_LOG_FILE).read_bytes()
+    assert (tmp_path / "stop" / f"{points[0]}.safetensors").read_bytes() == \
+        (whole / f"{points[0]}.safetensors").read_bytes()
+    assert json.loads((whole / "enabled_path.json").read_text())["capture"]["stopped"] is None
+
+
+def test_a_capture_that_stops_refuses_a_point_it_would_never_write(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    engine = generator(monkeypatch, tmp_path)
+    for points, named in ((["dit.step001", "dit.step003"], "dit.step003"),
+                          (["latent.video"], "latent.video"), ("all", "decoded.video")):
+        block = {"dump_dir": str(tmp_path / "x"), "points": points,
+                 "capture": {"stage": "dit", "step": 2, "stop": True}}
+        request = replace(SPEC, extra_params={**SPEC.extra_params, ACCEPTANCE_FIELD: block})
+        with pytest.raises(ApiError) as refused:
+            engine.validate(request)
+        assert refused.value.status_code == 400 and named in str(refused.value)
+        assert "stops once its capture is whole" in str(refused.value)
+
+
+def test_a_cancel_before_the_capture_is_whole_is_a_cancel_not_a_stop(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    engine = generator(monkeypatch, tmp_path)
+
+    class CancelledAtStep1(_Steps):
+        def step_done(self, step: int, total: int) -> None:
+            super().step_done(step, total)
+            if step == 1:
+                raise GenerationCancelled("generation x was cancelled")
+
+    block = {"dump_dir": str(tmp_path / "c"), "points": ["dit.step003"],
+             "capture": {"stage": "dit", "step": 3, "stop": True}}
+    request = replace(SPEC, extra_params={**SPEC.extra_params, ACCEPTANCE_FIELD: block})
+    with pytest.raises(GenerationCancelled):
+        engine.generate(request, CancelledAtStep1())
+    # no enabled_path.json, so no capture report saying it stopped: the judge reads a failure
+    assert not (tmp_path / "c" / "enabled_path.json").exists()

@@ -86,7 +86,8 @@ def test_a_block_level_dit_capture_logs_each_block_once_at_its_step(
         "stage": "dit", "step": STEP, "first_step": None, "within": None, "tensors": False,
         "modules_hooked": len(BLOCKS), "calls": len(BLOCKS),
         "calls_by_root": {"transformer": len(BLOCKS)}, "bytes_written": 0,
-        "seconds": report[CAPTURE_REPORT_KEY]["seconds"], "errors": []}
+        "seconds": report[CAPTURE_REPORT_KEY]["seconds"], "errors": [],
+        "stopped": None}
     # the request's own points are written as ever
     assert (root / "c" / f"cond.text{DUMP_SUFFIX}").exists()
 

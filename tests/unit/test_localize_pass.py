@@ -9,6 +9,7 @@ differ where the pass begins to see), planted and seen open, by status and by se
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,6 +22,11 @@ from ref2va_accept.judging.localize import Localization, runner
 from ref2va_accept.judging.localize.runner import Pass
 from ref2va_accept.tensors import write_tensor_file
 from ref2va_accept.timing import Sample
+from ref2va_contract.diagnostics import (
+    CAPTURE_STOP_KEY,
+    CAPTURE_STOPPED_MARKER,
+    CAPTURE_STOPPED_STATUS,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -40,7 +46,8 @@ class StandInArms:
                  unhooked: tuple[str, int] | None = None, unreported: bool = False,
                  kept: int | None = None, skips_step: int | None = None,
                  not_run: tuple[str, ...] = (), inside_equal: bool = False,
-                 fed_outside: bool = False) -> None:
+                 fed_outside: bool = False, stops: bool = True,
+                 stop: dict[str, Any] | None = None) -> None:
         self.folder, self.broken, self.fail, self.same_point = folder, broken, fail, same_point
         self.hook_error, self.fed, self.broken_step = hook_error, fed, broken_step
         self.captures: list[dict[str, Any]] = []  # every capture asked, in order
@@ -56,6 +63,11 @@ class StandInArms:
         # fed_outside: `fed` feeds the block at level 1 only, as a block's own modulation called
         # outside its forward does (level 2, hooking inside the block, sees that module break)
         self.fed_outside = fed_outside
+        # stops: the engine stops a request that asks it once its capture is written (else it
+        # runs through and answers the MP4); stop: an answer planted on the candidate's level-1
+        # request instead ({"status", "marker", "stopped" (the report's entry, "absent" for
+        # none), "points" (False: none written)}).
+        self.stops, self.stop = stops, stop
         self.plan = SimpleNamespace(track_id="5s-lossless", seeds=(42,))
         self.log: list[str] = []  # "start ARM", "request ARM LEVEL", "stop ARM"
         self.evidence = SimpleNamespace(folder=folder, relative=lambda p: p.name,
@@ -80,9 +92,20 @@ class StandInArms:
         if not ok:
             return Outcome(sample, None, (), None, folder)
         candidate = arm != "b0"
+        planted = self.stop if (arm, index) == ("cand", 1) else None
+        stopped: Any = None
+        if capture.get(CAPTURE_STOP_KEY) and (self.stops or planted):
+            answer = {"status": CAPTURE_STOPPED_STATUS, "marker": True, **(planted or {})}
+            marker = f"{CAPTURE_STOPPED_MARKER}: the capture is written" if answer["marker"] \
+                else "Cancellation in progress"
+            sample = replace(sample, ok=False, failure="http_status", status=answer["status"],
+                             detail=f'HTTP {answer["status"]}: {{"error": {{"message": '
+                                    f'"{marker}"}}}}')
+            stopped = answer.get("stopped", {"stage": capture["stage"],
+                                             "step": capture["step"]})
         point = np.zeros(8, np.float32) + (1.0 if candidate and not self.same_point else 0.0)
         for name in diagnostics_points:
-            if not (self.missing_point and candidate):
+            if not (self.missing_point and candidate) and (planted or {}).get("points", True):
                 write_tensor_file(folder / f"{name}.safetensors", {name: point})
         self.captures.append(dict(capture))
         modules = INSIDE if capture["within"] else BLOCKS
@@ -126,8 +149,10 @@ class StandInArms:
         report: dict[str, Any] = {"errors": errors}
         if not self.unreported:
             report.update(modules_hooked=hooked, calls=len(lines))
+        if stopped != "absent":
+            report["stopped"] = stopped
         (folder / "enabled_path.json").write_text(json.dumps({"capture": report}))
-        return Outcome(sample, {"video": {}}, (), None, folder)
+        return Outcome(sample, None if sample.failure else {"video": {}}, (), None, folder)
 
 
 def test_the_pass_starts_b0_then_the_candidate_then_b0_and_names_the_module(
@@ -142,6 +167,42 @@ def test_the_pass_starts_b0_then_the_candidate_then_b0_and_names_the_module(
     assert found.picture is not None and found.picture.differing == 1
     check = found.check()
     assert check.status == "pass" and "dit.blocks.1.fc2" in check.detail
+
+
+def test_every_request_asks_to_stop_once_its_capture_is_written_and_is_read_whole(
+        tmp_path: Path) -> None:
+    arms = StandInArms(tmp_path)
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert found.check().status == "pass" and found.module == "dit.blocks.1.fc2"
+    assert [c[CAPTURE_STOP_KEY] for c in arms.captures] == [True] * 4
+    assert [(r["ok"], r["stopped"]) for r in found.requests] == [(False, True)] * 4
+    # An engine that runs the requests through (answering the MP4) backs the same place.
+    through = StandInArms(tmp_path / "through", stops=False)
+    again = Pass(through, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert again.module == found.module and again.where == found.where
+    assert [(r["ok"], r["stopped"]) for r in again.requests] == [(True, False)] * 4
+
+
+@pytest.mark.parametrize(("answer", "said"), [
+    ({"stopped": {"stage": "dit", "step": 1}}, "cand's level-1 request was stopped before its "
+     "capture of the DiT at steps 0..2 was whole: its capture report says it stopped at "
+     "{'stage': 'dit', 'step': 1}"),
+    ({"stopped": None}, "was stopped before its capture of the DiT at steps 0..2 was whole: its "
+     "capture report says it stopped at None"),
+    ({"stopped": "absent"}, "cand's level-1 request was answered as stopped, but its "
+     "enabled_path.json does not say where it stopped"),
+    ({"points": False}, "cand's level-1 request was stopped with dit.step000, dit.step001, "
+     "dit.step002 not written"),
+    ({"marker": False}, "cand's level-1 request failed: "),
+    ({"status": 500}, "cand's level-1 request failed: "),
+])
+def test_a_request_cut_before_its_capture_is_whole_is_a_failure_not_a_stop(
+        tmp_path: Path, answer: dict[str, Any], said: str) -> None:
+    arms = StandInArms(tmp_path, stop=answer)
+    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    _open(found, said, "the pass could not finish")
+    assert found.module is None and found.level1 is None
+    assert arms.log.count("start cand") == arms.log.count("stop cand") == 1
 
 
 def test_points_that_skip_steps_widen_level_one_and_level_two_looks_at_the_step_found(
@@ -212,8 +273,13 @@ def test_blocks_all_equal_at_a_differing_point_say_the_code_after_them(tmp_path:
 
 def test_a_point_the_candidate_did_not_write_again_is_not_read_as_a_divergence(
         tmp_path: Path) -> None:
-    found = Pass(StandInArms(tmp_path, missing_point=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    # A request run through without it, and one stopped without it (its evidence not whole).
+    found = Pass(StandInArms(tmp_path, missing_point=True, stops=False), "cand", POINT,  # type: ignore[arg-type]
+                 42).run()
     assert not found.found and f"{POINT} was not written by cand's" in found.sentence
+    stopped = Pass(StandInArms(tmp_path / "s", missing_point=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    assert not stopped.found and "cand's level-1 request was stopped with dit.step000, " \
+        f"dit.step001, {POINT} not written" in stopped.sentence
 
 
 def test_a_divergence_that_does_not_reproduce_is_said_so(tmp_path: Path) -> None:

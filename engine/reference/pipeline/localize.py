@@ -1,5 +1,13 @@
 """The reference engine's side of the localization pass: which modules make a stage, the
-request's module capture (:mod:`engine.module_capture`), and a planted divergence for tests.
+request's module capture (:mod:`engine.module_capture`), the stop once a capture is whole, and a
+planted divergence for tests.
+
+A capture with ``stop`` ends its generation the way a cancelled one ends: at a step boundary, out
+of the monitor's ``step_done`` (:class:`StopWhenWhole`, after the capture's last step; the
+encoders' capture stops before the denoise). The generator then writes ``enabled_path.json``,
+its capture report saying where it stopped, and raises
+:class:`~engine.reference.errors.CaptureStopped`, which the routes answer with the contract's
+``CAPTURE_STOPPED_STATUS``.
 
 The ``capture_hooks_off`` fault (:mod:`engine.reference.faults`) keeps the capture's hooks from
 ever seeing their stage: the engine reports its capture with its modules hooked and zero calls,
@@ -19,8 +27,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from engine.module_capture import CaptureRefused, ModuleCapture, parse_capture
+from engine.module_capture import (
+    CaptureRefused,
+    ModuleCapture,
+    parse_capture,
+    refuse_points_after_stop,
+)
 from engine.reference.errors import ProfileError, bad_request
+from engine.reference.generator import StepMonitor
 from engine.reference.pipeline.model import ReferenceModel
 from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, CAPTURE_DIT
 
@@ -67,12 +81,34 @@ def open_capture(
         request = parse_capture(extra_params[ACCEPTANCE_FIELD], steps)
         if request is None:
             return None
+        refuse_points_after_stop(request, target[1])
         capture = ModuleCapture.for_stage(
             request, target[0], stage_roots(model, request.stage),
             lambda: not hooks_off and phase.in_stage(request.stage), phase.step)
     except CaptureRefused as exc:
         raise bad_request(str(exc)) from None
     return capture
+
+
+class CaptureWhole(Exception):
+    """Raised by :class:`StopWhenWhole` after the capture's last step: caught by the generator."""
+
+
+class StopWhenWhole:
+    """The generation's monitor for a capture that stops: after the step that completes the
+    capture, ``step_done`` raises (where a cancelled generation's raises), once the monitor it
+    wraps has had its say (a real cancel still wins)."""
+
+    def __init__(self, monitor: StepMonitor, last_step: int) -> None:
+        self.monitor, self.last_step = monitor, last_step
+
+    def step_done(self, step: int, total: int) -> None:
+        self.monitor.step_done(step, total)
+        if step - 1 >= self.last_step:  # step_done counts from 1
+            raise CaptureWhole
+
+    def idle(self, seconds: float) -> None:
+        self.monitor.idle(seconds)
 
 
 def plant_divergence(model: ReferenceModel, spec: str | None) -> None:

@@ -144,9 +144,12 @@ def denoise(
     monitor: _Monitor,
     dumps: Dumps | NoDumps,
     unseeded_noise_step: int | None = None,
+    record: DenoiseRecord | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, DenoiseRecord]:
+    """The denoise loop; ``record`` (filled as the steps run) stays the caller's when the
+    monitor stops the loop early."""
     layout = inputs.layout
-    record = DenoiseRecord()
+    record = DenoiseRecord() if record is None else record
     positions = dit.positions(layout)
     valid = layout.valid.reshape(layout.windows, layout.window_length, 1).to(
         inputs.reference.device

@@ -557,6 +557,9 @@ class LocalizeRequest(Record):
     level: int
     within: str | None
     ok: bool
+    stopped: bool | None = Field(None, description=(
+        "the engine stopped the request on purpose once its capture and points were written "
+        "(capture.stop; its answer is then not an MP4)"))
     latency_s: Number | None = None
     dump_dir: str | None = None
     reused: bool | None = None

@@ -7,6 +7,11 @@ both arms, else ``open`` with what was not seen.
   was asked for; B0's must hold calls at every one of those steps (:func:`captured`). A capture
   whose hooks never fired (a real server whose model calls its modules through methods, say)
   is :class:`NotSeen`, naming the arm and what its report said, never "not run" or "equal".
+- **A request the engine stopped is whole only as the contract says** (:func:`stopped_whole`):
+  the pass asks every request to stop once its capture is written (the rest of the denoise
+  cannot change it); an answer counts as stopped on purpose only with the contract's status, its
+  marker, and a capture report saying it stopped where the capture ends, with every point the
+  request asked for on disk. A request cut anywhere else, or answered otherwise, failed.
 - **Level 2 reproduces level 1** or names nothing: the block level 1 named must differ again
   in level 2's capture, and some module inside it must part (:func:`not_reproduced`).
 - **Inputs that already differ at the first module the pass hooked in a stage** (at the first
@@ -21,6 +26,7 @@ both arms, else ``open`` with what was not seen.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,11 +36,17 @@ from pydantic import BaseModel, ConfigDict
 from ref2va_accept.core import ArmRole, LocalizeError
 from ref2va_accept.judging.localize.capture import Call, Parting, differing_output, read_log
 from ref2va_accept.judging.localize.result import Target
+from ref2va_accept.tensors import point_file
 from ref2va_accept.tensors.comparison import dit_step
 from ref2va_contract.diagnostics import (
     CAPTURE_DIT,
     CAPTURE_LOG_FILE,
     CAPTURE_REPORT_KEY,
+    CAPTURE_STAGE_KEY,
+    CAPTURE_STEP_KEY,
+    CAPTURE_STOPPED_KEY,
+    CAPTURE_STOPPED_MARKER,
+    CAPTURE_STOPPED_STATUS,
     ENABLED_PATH_FILE,
 )
 
@@ -102,6 +114,36 @@ def captured(folder: Path, arm: str, level: int, target: Target, within: str | N
             raise NotSeen(f"{who} recorded no call at step(s) {_steps(missing)} ({figures}): "
                           "what ran there cannot be compared")
     return calls
+
+
+def says_stopped(status: int | None, detail: str | None) -> bool:
+    """Whether an answer is the engine's "stopped once the capture was whole" (its status, and
+    its message opening with the contract's marker), before its folder is looked at."""
+    return status == CAPTURE_STOPPED_STATUS and f"{CAPTURE_STOPPED_MARKER}: " in (detail or "")
+
+
+def stopped_whole(folder: Path, arm: str, level: int, target: Target,
+                  points: Sequence[str]) -> None:
+    """Accept a request the engine answered as stopped only when its capture report says it
+    stopped where the capture ends (after the target's last step; the encoders: before the
+    denoise) and every point it asked for is on disk; LocalizeError naming what is missing."""
+    who = f"{arm}'s level-{level} request"
+    try:
+        report = json.loads((folder / ENABLED_PATH_FILE).read_text())[CAPTURE_REPORT_KEY]
+        said = report[CAPTURE_STOPPED_KEY]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise LocalizeError(f"{who} was answered as stopped, but its {ENABLED_PATH_FILE} does "
+                            "not say where it stopped: its capture cannot be known whole"
+                            ) from None
+    where = {CAPTURE_STAGE_KEY: target.stage,
+             CAPTURE_STEP_KEY: target.step if target.stage == CAPTURE_DIT else None}
+    if said != where:
+        raise LocalizeError(f"{who} was stopped before its capture of {target.describe()} was "
+                            f"whole: its capture report says it stopped at {said!r}")
+    missing = [p for p in points if not point_file(folder, p).is_file()]
+    if missing:
+        raise LocalizeError(f"{who} was stopped with {', '.join(missing)} not written: its "
+                            "evidence is not whole")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,10 @@ was not seen.
 
 Instances: B0 (level 1), the candidate (levels 1 and 2), B0 again (level 2): three starts and four
 requests at most, every instance stopped before the next starts (the host has one set of devices).
+Each request asks the engine to stop once its capture is written (``capture.stop``: after the last
+captured step on every rank, or before the denoise for the encoders), since nothing after it can
+change what the pass compares; the answer counts as stopped on purpose only as
+:func:`judgement.stopped_whole` says, anything else is a request that failed.
 B0's captures are kept for the session: another candidate of the track that fails at the same
 point reuses them (one start and two requests of its own).
 Before level 2 the free disk is checked against a bound of the tensors it writes. Whatever
@@ -61,6 +65,8 @@ from ref2va_accept.judging.localize.judgement import (
     name_inside,
     name_level_one,
     not_reproduced,
+    says_stopped,
+    stopped_whole,
 )
 from ref2va_accept.judging.localize.picture import diff_map
 from ref2va_accept.judging.localize.result import Localization, Target, point_at, target_of
@@ -71,6 +77,7 @@ from ref2va_contract.diagnostics import (
     CAPTURE_FIRST_STEP_KEY,
     CAPTURE_STAGE_KEY,
     CAPTURE_STEP_KEY,
+    CAPTURE_STOP_KEY,
     CAPTURE_TENSORS_KEY,
     CAPTURE_WITHIN_KEY,
 )
@@ -156,18 +163,24 @@ class Pass:
     def _capture(self, arm: str, target: Target, within: str | None, level: int,
                  engine: Any) -> tuple[Outcome, list[Call]]:
         capture = {CAPTURE_STAGE_KEY: target.stage, CAPTURE_STEP_KEY: target.step,
-                   CAPTURE_WITHIN_KEY: within, CAPTURE_TENSORS_KEY: within is not None}
+                   CAPTURE_WITHIN_KEY: within, CAPTURE_TENSORS_KEY: within is not None,
+                   CAPTURE_STOP_KEY: True}
         if target.first_step is not None and target.first_step != target.step:
             capture[CAPTURE_FIRST_STEP_KEY] = target.first_step
+        points = self._points(target)
         outcome = self.arms.request(engine, arm, kind="localize", index=level, seed=self.seed,
-                                    diagnostics_points=self._points(target), capture=capture)
+                                    diagnostics_points=points, capture=capture)
         folder = outcome.dump_dir
+        sample = outcome.sample
+        stopped = not sample.ok and says_stopped(sample.status, sample.detail)
         self.result.requests.append({
-            "arm": arm, "level": level, "within": within, "ok": outcome.sample.ok,
-            "latency_s": outcome.sample.latency_s,
+            "arm": arm, "level": level, "within": within, "ok": sample.ok,
+            "stopped": stopped, "latency_s": sample.latency_s,
             "dump_dir": self.arms.evidence.relative(folder) if folder else None})
-        if not outcome.sample.ok or folder is None:
+        if not (sample.ok or stopped) or folder is None:
             raise LocalizeError(f"{arm}'s level-{level} request failed: {outcome.explain()}")
+        if stopped:
+            stopped_whole(folder, arm, level, target, points)
         # Only what the engine reports capturing counts (judgement.captured).
         return outcome, captured(folder, arm, level, target, within)
 

@@ -1,4 +1,5 @@
-"""The server configuration fields the extension reads, and the pipeline's output."""
+"""The server configuration fields the extension reads, the pipeline's output, and the error
+upstream raises to stop a cancelled request."""
 
 from __future__ import annotations
 
@@ -28,3 +29,11 @@ class OmniDiffusionConfig:
 class DiffusionOutput:
     output: Any = None
     error: str | None = None
+    error_status_code: int | None = None  # a 4xx reaches the HTTP answer as that status
+    error_type: str | None = None
+    aborted: bool = False
+    abort_message: str | None = None
+
+
+class DiffusionRequestAbortedError(RuntimeError):
+    """Raised when a diffusion request ends via user-visible abort."""
