@@ -411,8 +411,9 @@ def search_lines(found: SearchCost, wall_ceiling_h: float, device_ceiling_h: flo
                 f"({verdict} {wall_ceiling_h:g} wall-h / {device_ceiling_h:g} device-h{tail})")
 
     ways = ", ".join(f"{n} {way}" for way, n in (found.dominant or {}).items())
-    lines.append(against("worst case" if not found.at_least else
-                         "each direction at its costliest outcome", found.worst)
+    lines.append(against("worst case (each direction at its costliest outcome)"
+                         if not found.at_least else "each direction at its costliest outcome",
+                         found.worst)
                  + f"; costliest outcome: {ways}")
     if found.mix is not None:
         lines.append(against("at the campaign's outcome mix", found.mix))
