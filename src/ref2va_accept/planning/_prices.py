@@ -144,7 +144,7 @@ MEASURES = {
     "protocol.expected_start_s": "`ref2va-accept bringup` measures it",
     "protocol.expected_request_s": "`ref2va-accept bringup` measures it",
     "protocol.expected_stop_s": "`ref2va-accept bringup` measures it",
-    "protocol.capture_overhead": "`ref2va-accept bringup` measures it (its capture requests)",
+    "protocol.capture_overhead": "`ref2va-accept bringup`'s capture requests measure it",
     "scoring.seconds_per_output": "`ref2va-accept bringup` measures it on scoring.device",
 }
 
