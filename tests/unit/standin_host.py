@@ -251,11 +251,19 @@ POINTS = ("cond.text", "cond.image", "cond.audio", "dit.step000", "latent.video"
           "decoded.video", "decoded.audio")
 
 
+# What the stand-in's lossy track gates: dimensions no model serves, so that scoring B0's output
+# costs the stand-in host a second or two (the reference campaign's CLIP stand-in costs about
+# 20 s of a core per 124-frame clip).
+STANDIN_GATED = ["vbench.temporal_flickering", "proxy.subject_consistency.ssim"]
+
+
 def bringup_campaign(tmp_path: Path, *, wrong_shape: bool = False, wrong_dtype: bool = False,
                      steps: int = 8, timeout_15s: float | None = None) -> Path:
-    """910c.yaml as a fresh host has it before its bring-up (placeholder shapes), shrunk for a
-    CPU: a 5 s and a 15 s lossless track at 112x64 and `steps` steps, the lossless guard and the
-    Cache-DiT candidate."""
+    """910c.yaml as a fresh host has it before its bring-up (placeholder shapes, no scoring or
+    stop price), shrunk for a CPU: a 5 s and a 15 s lossless track and a 5 s lossy one (gating
+    STANDIN_GATED) at 112x64 and `steps` steps, the lossless guard and the Cache-DiT candidate
+    (on the 5 s tracks). Its steady_fraction is 0.5: the warm-up demonstration's decision on a
+    CPU shared with other work is then the reference engine's, not the machine's noise."""
     path = campaign(tmp_path)
     data = yaml.safe_load(path.read_text())
     full = yaml.safe_load((ROOT / "fixtures/campaigns/910c.yaml").read_text())
@@ -279,10 +287,16 @@ def bringup_campaign(tmp_path: Path, *, wrong_shape: bool = False, wrong_dtype: 
     fifteen["request"]["extra_params"]["duration"] = 15.0
     fifteen["comparison_points"][8]["shape"] = [362, 64, 112, 3]
     data["tracks"]["15s-lossless"] = fifteen
+    lossy = {k: copy.deepcopy(v) for k, v in five.items() if k != "comparison_points"}
+    lossy["request"]["seeds"] = [42, 43]
+    lossy["lossy_gate"] = full["tracks"]["5s-lossy"]["lossy_gate"] | {"gated": STANDIN_GATED}
+    data["tracks"]["5s-lossy"] = lossy
+    data["protocol"]["steady_fraction"] = 0.5
+    data["scoring"].pop("seconds_per_output")
     guard = data["candidates"][0]
     cache_dit = next(c for c in full["candidates"] if c["id"] == "cache-dit")
     data["candidates"].insert(0, cache_dit | {
-        "tracks": ["5s-lossless"],
+        "tracks": ["5s-lossless", "5s-lossy"],
         "profile": guard["profile"].replace("cache-dit-lossless-guard", "cache-dit")})
     if timeout_15s is not None:  # a client that gives up on the 15 s request
         data["protocol"]["timeouts"]["15s"]["request_s"] = timeout_15s

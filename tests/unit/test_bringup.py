@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from ref2va_accept.bringup.schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from tests.unit.evidence_schema import schema_errors
-from tests.unit.standin_host import bringup_campaign, host
+from tests.unit.standin_host import STANDIN_GATED, bringup_campaign, host
 from tests.unit.suite_runner import ROOT, sigterm_when, tagged
 
 CAMPAIGN_910C = ROOT / "fixtures/campaigns/910c.yaml"
@@ -73,28 +74,66 @@ def test_the_910c_bringup_is_scheduled_and_priced_before_it_runs() -> None:
     assert [p.name for p in plan.policies] == ["b0.yaml", "b0-legacy-dlo.yaml"]
     assert plan.cache_dit == "cache-dit"  # not the lossless guard: that one asks for no cache
     assert (plan.track_5s, plan.track_15s) == ("5s-lossless", "15s-lossless")
-    assert (plan.starts, plan.requests_5s, plan.requests_15s) == (3, 5, 1)
+    # 3 servers and 2 x 2 pairs for the warm-up demonstration (5 s and 15 s)
+    assert (plan.starts, plan.requests_5s, plan.requests_15s, plan.capture_requests) == (
+        11, 5, 1, 2)
+    assert [(d.track, d.pairs, d.steps) for d in plan.demonstrations] == [
+        ("5s-lossless", 2, 4), ("15s-lossless", 2, 4)]
+    assert [(s.track, s.source, len(s.dimensions), s.same_shape) for s in plan.scorings] == [
+        ("5s-lossy", "5s-lossless", 9, True), ("15s-lossy", "15s-lossless", 9, True)]
     cost = price(campaign, plan)
-    # 3 starts at 600 s, 5 x 292.148 s + 1 x 1,702.939 s, 3 stops at 60 s grace + 120 s wait
-    assert cost.wall_s == pytest.approx(3 * 600 + 5 * 292.148 + 1702.939 + 3 * 180)
-    assert cost.device_h == pytest.approx(cost.wall_s * 4 / 3600)
-    assert cost.unpriced == ()
+    five, fifteen, stop = 292.148, 1702.939, 60 + 120  # a stop at its bound: grace + memory
+    # 3 starts at 600 s and their stops; 5 x 5 s + 1 x 15 s requests and 2 capture requests at
+    # a plain request's price (the overhead unpriced); per duration class 4 starts and stops,
+    # and per pair up to 3 full warm-ups and a measured request, 3 at 4 of 50 steps and one.
+    demo = sum(4 * (600 + stop) + 2 * ((3 + 1) + (3 * 4 / 50 + 1)) * r for r in (five, fifteen))
+    scoring = 2277.8 + 6657.4
+    assert cost.demonstration_s == pytest.approx(demo)
+    assert cost.scoring_s == pytest.approx(scoring, abs=0.5)
+    assert cost.wall_s == pytest.approx(3 * (600 + stop) + 7 * five + fifteen + demo + scoring,
+                                        abs=0.5)
+    # Scoring on the CPU holds no device; the rest holds all four.
+    assert cost.device_h == pytest.approx((cost.wall_s - cost.scoring_s) * 4 / 3600)
+    assert cost.unpriced == () and cost.at_least
+    line = cost.line(plan)
+    assert "worst case" not in line and ": at least " in line
+    assert "(the capture overhead unpriced: its requests at a plain request's price)" in line
+    # Without the demonstration it costs what the demonstration did less.
+    short = schedule(campaign, demonstrate=False)
+    assert short.demonstrations == () and short.starts == 3
+    assert price(campaign, short).wall_s == pytest.approx(cost.wall_s - demo)
 
 
 @pytest.mark.fast
 def test_plan_and_a_dry_run_print_the_bringup_cost(capsys: pytest.CaptureFixture[str]) -> None:
     main(["plan", str(CAMPAIGN_910C)])
     out = capsys.readouterr().out
-    assert "bring-up (once per host, before freezing" in out and "1.53 wall-h" in out
+    line = next(x for x in out.splitlines() if x.startswith("bring-up (once per host"))
+    assert "11 starts, 5 x 5 s + 1 x 15 s requests, 2 capture requests, the warm-up " \
+        "demonstration (5s, 15s), scoring B0's 5s, 15s outputs: at least" in line
     assert main(["bringup", str(CAMPAIGN_910C), "--dry-run", "--json"]) == 0
     said = json.loads(capsys.readouterr().out)
-    assert said["starts"] == 3 and said["cost"]["wall_s"] == pytest.approx(5503.7, abs=0.1)
+    assert said["starts"] == 11 and said["cost"]["at_least"] is True
+    assert [d["track"] for d in said["warmup_demonstration"]] == ["5s-lossless", "15s-lossless"]
+    assert [s["track"] for s in said["scoring"]] == ["5s-lossy", "15s-lossy"]
+    # As text: every step in order, the scoring step and the warm-up demonstration among them.
+    assert main(["bringup", str(CAMPAIGN_910C), "--dry-run"]) == 0
+    steps = capsys.readouterr().out.splitlines()
+    assert steps[0].endswith("the bring-up starts and sends, in order:")
+    assert ("  the warm-up demonstration on 5s-lossless: 2 pairs of fresh B0 instances, one "
+            "warmed up in full and one with 4-step warm-ups (2-3 each), then one measured "
+            "request each") in steps
+    assert ("  scoring: B0's 5s output on the 9 gated dimension(s) of 5s-lossy, on cpu, once "
+            "per model") in steps
+    assert steps[-1].startswith("bring-up (once per host")
+    assert main(["bringup", str(CAMPAIGN_910C), "--dry-run", "--no-warmup-demonstration"]) == 0
+    assert "warm-up demonstration" not in capsys.readouterr().out
 
 
 @pytest.mark.fast
 def test_every_question_gets_a_row_and_an_unanswered_one_stays_open() -> None:
     rows = complete({"flags": confirmed("flags", "all there")}, "an earlier step failed")
-    assert [r.id for r in rows] == list(QUESTION_IDS) and len(rows) == 22
+    assert [r.id for r in rows] == list(QUESTION_IDS) and len(rows) == 26
     assert {r.status for r in rows if r.id != "flags"} == {"not_checked"}
     with pytest.raises(ValueError, match="unknown"):
         complete({"made_up": confirmed("flags", "x")}, "why")
@@ -189,11 +228,26 @@ def test_a_fresh_host_confirms_the_guesses_and_the_patch_fills_what_it_measured(
     by_status = {s: sorted(i for i, r in rows.items() if r["status"] == s)
                  for s in ("confirmed", "measured", "contradicted", "not_checked")}
     # The campaign's start estimate (600 s) is a guess the stand-in contradicts; the shapes were
-    # placeholders (measured); a terminal needs a person.
+    # placeholders and a fresh host prices no stop, capture or scoring (measured); a terminal
+    # needs a person.
     assert by_status["contradicted"] == ["start_time"], by_status
     assert "600 s" in rows["start_time"]["seen"]
-    assert by_status["measured"] == ["point_shapes"]
+    assert by_status["measured"] == ["capture_overhead", "point_shapes", "scoring_price",
+                                     "stop_time"]
     assert by_status["not_checked"] == ["live_line"]
+    # Every stop is priced, per server; the capture requests at both levels; B0's 5 s output
+    # scored on the lossy track's two gated dimensions; 4-step warm-ups in both classes.
+    assert rows["stop_time"]["seen"].startswith("slowest stop ")
+    for server in ("B0 engine/profiles/vllm-omni/b0.yaml", "Cache-DiT (cache-dit)",
+                   "warm-up demonstration 5s", "warm-up demonstration 15s"):
+        assert f"{server}: " in rows["stop_time"]["seen"]
+    assert re.fullmatch(r"level1: [\d.]+x a plain request; level2: [\d.]+x a plain request",
+                        rows["capture_overhead"]["seen"])
+    assert re.fullmatch(r"5s \(5s-lossy, cpu\): [\d.]+ s per output over 2 dimension\(s\)",
+                        rows["scoring_price"]["seen"])
+    assert rows["warmup_steps"]["seen"].startswith("5s: the request after 4-step warm-ups took ")
+    assert rows["warmup_steps"]["seen"].endswith("(median of 2 each; within 0.5: yes) (in the "
+                                                 "patch)")
     assert done.returncode == 1  # a contradicted row
     assert "CONTRADICTED start_time" in done.stdout and "bringup.html" in done.stdout
     # Each confirmation names the event it saw (the reference engine's Cache-DiT profile warms
@@ -240,6 +294,28 @@ def test_a_fresh_host_confirms_the_guesses_and_the_patch_fills_what_it_measured(
     assert points["mp4.audio"].shape[0] == 2
     long_points = {p.name: p for p in patched.tracks["15s-lossless"].comparison_points}
     assert long_points["decoded.video"].shape == [362, 64, 112, 3]
+    # Every price `plan` uses is measured and recorded so: `plan` prints no estimate.
+    protocol = patched.protocol
+    assert set(protocol.expected_stop_s or {}) == {"5s", "15s"}
+    assert set(protocol.capture_overhead or {}) == {"level1", "level2"}
+    assert protocol.warmup_steps == 4 and protocol.warmup_demonstration is not None
+    assert set((patched.scoring.seconds_per_output or {})["5s"]) == set(STANDIN_GATED)
+    assert set(patched.measured or {}) == {
+        f"protocol.{f}.{d}" for f in ("expected_start_s", "expected_request_s",
+                                      "expected_stop_s") for d in ("5s", "15s")} | {
+        "protocol.capture_overhead.level1", "protocol.capture_overhead.level2",
+        "protocol.warmup_demonstration", "scoring.seconds_per_output.5s"}
+    assert set((patched.measured or {}).values()) == {"bringup-test"}
+    planned = subprocess.run(
+        [sys.executable, "-m", "ref2va_accept.cli", "plan", str(campaign), "--file",
+         str(tmp_path / "ledger.jsonl")], capture_output=True, text=True, timeout=120, cwd=ROOT,
+        check=False)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    shown = planned.stdout
+    assert shown.count("measured by bringup-test") == 5, shown
+    for word in ("estimate", "unpriced", "bound", "at least", "not priced", "not estimated"):
+        assert word not in shown, (word, shown)
+    assert "bring-up (once per host" in shown and "logical-device-h worst case" in shown
     assert tagged("bringup-test") == []
     evidence = json.loads((folder / "evidence.json").read_text())
     assert schema_errors(evidence) == [] and evidence["status"] == "complete"
@@ -252,8 +328,15 @@ def test_a_host_that_differs_is_named_row_by_row(tmp_path: Path) -> None:
         "FAKE_B0_NONDETERMINISTIC": "1", "FAKE_PYTHONPATH_REPLACED": "1",
         "FAKE_FFPROBE_SCALE": "0.5"}
     done, found, folder = _bringup(tmp_path, bringup_campaign(tmp_path, wrong_shape=True,
-                                                       wrong_dtype=True), env)
+                                                       wrong_dtype=True), env,
+                                   "--no-warmup-demonstration")
     rows = _rows(found)
+    # Left out when asked: open, naming the one command that measures it.
+    assert rows["warmup_steps"]["status"] == "not_checked"
+    assert rows["warmup_steps"]["detail"] == ("pytest -m warmup_demonstration --warmup-steps 4 "
+                                              "--campaign 910c.yaml")
+    # The stops held memory to the timeout: their price is what they took (3 s each at least).
+    assert float(rows["stop_time"]["seen"].split()[2]) >= 3
     contradicted = {i for i, r in rows.items() if r["status"] == "contradicted"}
     assert {"mindiesd", "backend_imports", "flags", "cache_dit_avg", "point_shapes",
             "point_dtypes", "memory_release", "stop_order", "hccl_determinism",
@@ -293,13 +376,13 @@ def test_the_bringup_mark_reports_each_row_as_a_test(tmp_path: Path) -> None:
     assert done.returncode == 1, out[-3000:]
     # start_time is contradicted on the stand-in (600 s estimated), live_line open, the rest pass
     # and so does test_bringup_finished.
-    assert "1 failed, 21 passed, 1 skipped" in out, out[-3000:]
+    assert "1 failed, 25 passed, 1 skipped" in out, out[-3000:]
     assert "FAILED tests/bringup/test_bringup_rows.py::test_row[start_time]" in out
     assert "not checked: needs a person at the host's terminal" in out
     unasked = subprocess.run([sys.executable, "-m", "pytest", "tests/bringup", "-q",
                               "--campaign", str(campaign)], capture_output=True, text=True,
                              timeout=120, cwd=ROOT, check=False, env=_judge_env(env))
-    assert "23 deselected" in unasked.stdout  # never run unless -m names it
+    assert "27 deselected" in unasked.stdout  # never run unless -m names it
 
 
 def test_a_host_that_leaves_rows_open_never_confirms_them(tmp_path: Path) -> None:
@@ -309,7 +392,8 @@ def test_a_host_that_leaves_rows_open_never_confirms_them(tmp_path: Path) -> Non
     env = host(tmp_path) | {"FAKE_CACHE_WARMUP": "100", "FAKE_TEXT_ENCODER_TP": "2"}
     campaign = bringup_campaign(tmp_path, steps=4, timeout_15s=0.05)
     done, found, folder = _bringup(tmp_path, campaign, env, "--policy",
-                                   str(ROOT / "engine/profiles/vllm-omni/b0.yaml"))
+                                   str(ROOT / "engine/profiles/vllm-omni/b0.yaml"),
+                                   "--no-warmup-demonstration")
     rows = _rows(found)
     status = {i: r["status"] for i, r in rows.items()}
     # The track's 4 steps do not pass the profile's 4-step warm-up: the bring-up asked for 8.
@@ -341,6 +425,9 @@ def test_a_host_that_leaves_rows_open_never_confirms_them(tmp_path: Path) -> Non
     assert status["tp_and_memory_policy"] == "contradicted"
     assert "served, text-encoder tp 2, HBM over idle " in rows["tp_and_memory_policy"]["seen"]
     assert rows["tp_and_memory_policy"]["seen"].endswith("; the profile's text-encoder tp is 4")
+    # Scoring needs no complete 15 s output here: B0's 5 s one is scored, and only it.
+    assert status["scoring_price"] == "measured"
+    assert rows["scoring_price"]["seen"].startswith("5s (5s-lossy, cpu): ")
     assert done.returncode == 1 and found["finished"] is True
 
 
@@ -405,7 +492,7 @@ def test_the_bringup_mark_fails_when_the_bringup_did_not_finish(tmp_path: Path) 
     out = done.stdout
     assert done.returncode == 1, out[-3000:]
     # Every row it did not reach fails instead of being skipped, and so does the bring-up.
-    assert "23 failed" in out and "skipped" not in out, out[-3000:]
+    assert "27 failed" in out and "skipped" not in out, out[-3000:]
     assert "FAILED tests/bringup/test_bringup_rows.py::test_bringup_finished" in out
     assert ("AssertionError: the bring-up did not finish: stopped early during the identity "
             "preflight: RuntimeError: the stand-in preflight raised (exit 3;") in out, out[-3000:]

@@ -39,7 +39,7 @@ def test_one_5s_track_fits_a_fresh_budget_and_the_second_does_not() -> None:
     fresh = budget.check(campaign, plans, [])
     assert fresh.refusal() is None and fresh.devices == 4
     assert fresh.planned_wall_s is not None and 3 < fresh.planned_wall_s[1] / 3600 < 5
-    assert "every engine start, request and score priced" in "\n".join(fresh.lines())
+    assert "every engine start, stop, request and score priced" in "\n".join(fresh.lines())
     # Spent and planned add up: a second run of it would pass 16 wall-hours (and 64 device-h).
     again = budget.check(campaign, plans, _runs(15.2))
     line = again.refusal()

@@ -101,19 +101,35 @@ def test_request_design_as_before_costs_less_and_is_labelled(host_plans) -> None
 
 
 def test_the_host_campaign_prices_its_whole_search_and_the_confirmation(host_plans) -> None:  # type: ignore[no-untyped-def]
+    from ref2va_accept.cli._plan import pass_pricer
+
     campaign = load_campaign(HOST)
-    found = search_cost(campaign, host_plans, Prices.of(campaign))
+    prices = Prices.of(campaign)
+    found = search_cost(campaign, host_plans, prices, pass_pricer(4), 4)
     assert found is not None and found.directions == 12
     assert found.screened == {"5s-lossy": 5, "5s-lossless": 7}
     assert found.worst_s is not None and found.mix_s is not None
     assert found.mix_s < found.worst_s  # half the directions stop at their gate
     assert found.confirmation_s is not None and found.confirmation_s > 0
-    # Worst case: B0's 2 gate starts and its 3 latency starts once for the two 5 s tracks (one
-    # server asked the same requests), 3 per direction (its gate on the first of them).
-    assert found.starts == 2 + 3 + 12 * 3 == 41
-    # The break-even start: the worst case at that start time is exactly the ceiling.
-    start, _ = found.break_even(found.worst_s + 41 * 10)
-    assert start == pytest.approx(found.start_s + 10)
+    # Each of the 7 lossless directions that fails its gate starts a localization pass: 3.5 at
+    # the mix, each 3 starts (and their stops at the bound, 60 s grace + 120 s memory wait) and
+    # 4 requests, at a plain request's price while the capture overhead is unpriced.
+    assert (found.lossless, found.passes_expected, found.at_least) == (7, 3.5, True)
+    assert found.pass_s == pytest.approx(3 * (600 + 180) + 4 * 292.148)
+    # Every start has its stop: 41 of them in the worst case (B0's 2 gate and 3 latency starts
+    # once for the two 5 s tracks, 3 per direction), so 10 s more per stop is 410 s more.
+    dearer = search_cost(campaign, host_plans, dataclasses.replace(
+        prices, stop_s={"5s": 190.0, "15s": 190.0}), pass_pricer(4), 4)
+    assert dearer is not None and dearer.worst_s is not None and dearer.mix_s is not None
+    assert dearer.worst_s - found.worst_s == pytest.approx(41 * 10)
+    assert dearer.mix_s > found.mix_s
+    # A measured capture overhead prices the pass's requests: the figures are no longer "at least".
+    priced = search_cost(campaign, host_plans, dataclasses.replace(
+        prices, capture_overhead={"level1": 1.5, "level2": 2.5}), pass_pricer(4), 4)
+    assert priced is not None and not priced.at_least and priced.pass_s is not None
+    assert priced.pass_s - found.pass_s == pytest.approx(4 * 292.148 * (2.0 - 1.0))
+    assert priced.mix_s - found.mix_s == pytest.approx(
+        3.5 * 4 * 292.148, rel=1e-6)
 
 
 def test_a_b0_shared_across_tracks_is_counted_once_and_named(host_plans) -> None:  # type: ignore[no-untyped-def]

@@ -35,19 +35,26 @@ def as_json() -> dict[str, Any]:
 
 def test_plan_prints_the_search_against_the_ceilings(text: str, as_json: dict[str, Any]) -> None:
     out = text
-    assert "every engine start, request and score priced" in out
+    assert "every engine start, stop, request and score priced" in out
     assert "search: 12 candidate directions (5s-lossy 5, 5s-lossless 7)" in out
-    assert "worst case (every candidate passes its gate and sits at the target)" in out
-    assert "at the campaign's outcome mix" in out
+    # The capture overhead is unpriced: the figures that include a pass are lower bounds.
+    assert "each direction at its costliest outcome: at least" in out
+    assert "at the campaign's outcome mix: at least" in out
+    assert "localization in the outcome mix: each of the 7 lossless directions" in out
     assert "four-track confirmation of one final configuration per track" in out
     assert "with warm-ups of 4 steps, once the host has demonstrated them" in out
-    # ... and what scoring one output may then cost for the worst case to fit the ceilings.
-    fits = re.search(r"it fits if scoring one output takes at most (\d+) s \(now 2278 s on "
-                     r"cpu", out)
-    assert fits is not None, out
-    assert 0 < int(fits.group(1)) < 2278
+    # The what-if table: a row per price, the value the search still fits at.
+    table = out.split("what-if, each price alone")[1].split("four-track")[0]
+    rows = re.findall(r"^    (engine start|engine stop|request|scoring one output|capture "
+                      r"overhead)", table, flags=re.M)
+    assert rows == ["engine start", "engine stop", "request", "scoring one output",
+                    "capture overhead", "capture overhead"], table
     found = as_json["search"]
     assert found["directions"] == 12 and found["worst_s"] > 0
+    assert found["localization_passes_expected"] == 3.5 and found["at_least"] is True
+    assert [row["price"] for row in found["what_if"]][:2] == ["engine start (5s)",
+                                                             "engine stop (5s)"]
+    assert any(line.startswith("  engine stop: 5s 180 s") for line in as_json["prices"])
 
 
 def test_plan_prints_the_pass_and_its_json_holds_it(text: str, as_json: dict[str, Any]) -> None:
@@ -56,3 +63,7 @@ def test_plan_prints_the_pass_and_its_json_holds_it(text: str, as_json: dict[str
     found = as_json["localization"]
     assert found["passes"] > 0 and found["requests"] == 4 * found["passes"]
     assert found["wall_s"] > 0 and found["unpriced"] == []
+    # With the stop after each of its starts, its capture overhead named unpriced.
+    assert "  with the stop after each start and its capture overhead unpriced" in text
+    assert found["with_stops"]["wall_s"] > found["wall_s"]
+    assert found["with_stops"]["capture_overhead_priced"] is False

@@ -9,19 +9,15 @@ import statistics
 
 from ref2va_accept.bringup import probes, readings
 from ref2va_accept.bringup.patch import CampaignPatch, ScalarEdit, build
+from ref2va_accept.bringup.pricing import Pricing
 from ref2va_accept.bringup.rows import Row, confirmed, contradicted, measured, not_checked
-from ref2va_accept.bringup.state import (
-    START_TOLERANCE,
-    BringupState,
-    PolicyRun,
-    cache_of,
-)
+from ref2va_accept.bringup.state import START_TOLERANCE, PolicyRun, cache_of
 from ref2va_accept.campaign import fill_points
 from ref2va_accept.core import Ref2VAError
 from ref2va_contract.diagnostics import ENABLED_PATH_FILE, TEXT_ENCODER_TP_KEY
 
 
-class Judging(BringupState):
+class Judging(Pricing):
     """The judgements of a bring-up, run once its steps are done."""
 
     def judge_cache_dit(self) -> None:
@@ -246,20 +242,23 @@ class Judging(BringupState):
         if start is not None:
             for duration in self.model.protocol.expected_start_s or {"5s": 0, "15s": 0}:
                 edits.append(ScalarEdit(("protocol", "expected_start_s", duration),
-                                        math.ceil(start), "median start measured"))
+                                        math.ceil(start), "median start measured",
+                                        f"protocol.expected_start_s.{duration}"))
         chosen = self.patch_inputs.chosen
         if chosen is not None and chosen.request is not None \
                 and chosen.request.sample.latency_s is not None:
             dump = float((chosen.enabled_path or {}).get("dump_seconds") or 0.0)
             edits.append(ScalarEdit(("protocol", "expected_request_s", "5s"),
                                     round(chosen.request.sample.latency_s - dump, 3),
-                                    "B0's 5 s request less its dump time"))
+                                    "B0's 5 s request less its dump time",
+                                    "protocol.expected_request_s.5s"))
         if self.long_request is not None and self.long_request.complete \
                 and self.long_request.sample.latency_s is not None:
             dump = float((self.long_path or {}).get("dump_seconds") or 0.0)
             edits.append(ScalarEdit(("protocol", "expected_request_s", "15s"),
                                     round(self.long_request.sample.latency_s - dump, 3),
-                                    "B0's untimed 15 s request less its dump time"))
+                                    "B0's untimed 15 s request less its dump time",
+                                    "protocol.expected_request_s.15s"))
         worst = self.patch_inputs.release_worst_s
         timeout = self.model.devices.memory_release.timeout_s
         if worst is not None and 2 * worst > timeout:
@@ -282,7 +281,8 @@ class Judging(BringupState):
                     profile_edits.append((path, ("args", "diffusion-attention-backend"),
                                           "TORCH_SDPA", "import mindiesd fails"))
         return build(self.campaign.path, dumps=self.patch_inputs.dumps,
-                     edits=edits, profile_edits=sorted(profile_edits))
+                     edits=[*edits, *self.price_edits()], profile_edits=sorted(profile_edits),
+                     run_id=self.bundle.run_id)
 
 
 def _policy_line(run: PolicyRun) -> str:

@@ -21,6 +21,10 @@ import yaml
 from ref2va_accept.campaign import fill_points, load_campaign
 from ref2va_accept.core import Ref2VAError
 
+# Above the `measured` block the patch inserts.
+MEASURED_COMMENT = ("What the host's bring-up measured: each price -> the bring-up run "
+                    "(`ref2va-accept plan` labels them measured)")
+
 
 class PatchError(Ref2VAError):
     """One value could not be set in the text (its key was not found where expected)."""
@@ -29,8 +33,12 @@ class PatchError(Ref2VAError):
 @dataclass(frozen=True)
 class ScalarEdit:
     keys: tuple[str, ...]  # e.g. ("protocol", "expected_start_s", "5s")
-    value: Any  # a number or a string, written as YAML
+    value: Any  # a number or a string (or a mapping, written on one line), as YAML
     why: str  # what measured it
+    # the price it sets, as `measured` records it (campaign.MEASURED_FIELDS, with its duration
+    # class): once set, the patch records it there with the bring-up's run id
+    measured_as: str | None = None
+    comment: str = ""  # a comment line above the key, when it is inserted
 
     @property
     def dotted(self) -> str:
@@ -63,7 +71,8 @@ def _yaml_scalar(value: Any) -> str:
     if isinstance(value, int | float):
         return repr(value) if isinstance(value, float) and not value.is_integer() else \
             str(int(value))
-    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+    dumped = yaml.safe_dump(value, default_flow_style=True, width=10**9)  # one line
+    return dumped.strip().removesuffix("...").strip()
 
 
 def _indent(line: str) -> int:
@@ -123,6 +132,115 @@ def set_scalar(text: str, keys: Sequence[str], value: Any) -> str:
     return "".join(lines)
 
 
+def _key(key: str) -> str:
+    """A mapping key as the campaign files write it: quoted when YAML would read it otherwise
+    (a duration class such as 5s stays a string either way; quoted like the files do)."""
+    return f'"{key}"' if key[:1].isdigit() else key
+
+
+def _block_end(lines: list[str], row: int) -> int:
+    """The index after the last content line of the block under `row` (-1: the whole file)."""
+    indent = _indent(lines[row]) if row >= 0 else -1
+    last = row
+    for index in range(row + 1, len(lines)):
+        if not _content(lines[index]):
+            continue
+        if _indent(lines[index]) <= indent:
+            break
+        last = index
+    return last + 1
+
+
+def set_value(text: str, keys: Sequence[str], value: Any, comment: str = "") -> str:
+    """`text` with the value at `keys` set: the scalar replaced where the key is there
+    (`set_scalar`), else the missing keys inserted at the end of the deepest mapping that
+    exists, as block lines (a one-line flow mapping gets the one key it lacks), `comment` above
+    the first inserted key."""
+    try:
+        return set_scalar(text, keys, value)
+    except PatchError:
+        pass
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    row, depth = -1, 0
+    for depth in range(len(keys), 0, -1):
+        found = _row_of(lines, keys[:depth])
+        if found is not None:
+            row = found
+            break
+    else:
+        depth = 0
+    head = lines[row] if row >= 0 else ""
+    rest = keys[depth:]
+    if row >= 0 and re.search(r":\s*\{.*\}\s*(#.*)?$", head.rstrip("\r\n")):
+        if len(rest) != 1:
+            # Deeper than one key: the mapping is written out as block lines first.
+            lines[row:row + 1] = _as_block(head, keys[depth - 1])
+            return set_value("".join(lines), keys, value, comment)
+        close = head.rindex("}")
+        inner = head[head.index("{") + 1:close].strip()
+        lines[row] = (head[:close].rstrip() + (", " if inner else "")
+                      + f"{_key(rest[0])}: {_yaml_scalar(value)}" + head[close:])
+        return "".join(lines)
+    if row >= 0 and not re.search(r":\s*(#.*)?$", head.rstrip("\r\n")):
+        raise PatchError(f"{'.'.join(keys[:depth])}: holds a value, not a mapping")
+    end = _block_end(lines, row)
+    children = [line for line in lines[row + 1:end] if _content(line)]
+    indent = _indent(children[0]) if children else (_indent(head) + 2 if row >= 0 else 0)
+    new = [f"{' ' * indent}# {comment}\n"] if comment else []
+    if row < 0 and lines and lines[-1].strip():
+        new.insert(0, "\n")
+    for n, key in enumerate(rest):
+        pad = " " * (indent + 2 * n)
+        new.append(f"{pad}{_key(key)}:" + (f" {_yaml_scalar(value)}\n" if n == len(rest) - 1
+                                          else "\n"))
+    lines[end:end] = new
+    return "".join(lines)
+
+
+def _as_block(line: str, key: str) -> list[str]:
+    """A `key: {a: 1, b: 2}  # comment` line as block lines (`key:  # comment`, then one line
+    per entry, indented two more)."""
+    match = re.match(r"^(?P<head>\s*[\"']?" + re.escape(key) + r"[\"']?\s*:)\s*(?P<flow>\{.*\})"
+                     r"(?P<comment>\s*#.*)?$", line.rstrip("\r\n"))
+    if match is None:
+        raise PatchError(f"{key}: not a one-line flow mapping")
+    data = yaml.safe_load(match["flow"])
+    indent = " " * (_indent(line) + 2)
+    body = yaml.safe_dump(data, default_flow_style=False, sort_keys=False, width=10**9)
+    return [match["head"] + (match["comment"] or "") + "\n",
+            *(indent + row + "\n" for row in body.splitlines())]
+
+
+def _row_of(lines: list[str], keys: Sequence[str]) -> int | None:
+    """The line of the block-mapping key at `keys`, or None."""
+    start, end, parent = 0, len(lines), -1
+    row = -1
+    for key in keys:
+        pattern = re.compile(r"^\s*([\"']?)" + re.escape(key) + r"\1\s*:")
+        row = -1
+        child = None
+        for index in range(start, end):
+            line = lines[index]
+            if not _content(line):
+                continue
+            if _indent(line) <= parent:
+                end = index
+                break
+            if child is None:
+                child = _indent(line)
+            if _indent(line) == child and pattern.match(line):
+                row = index
+                break
+        if row < 0:
+            return None
+        parent, start = _indent(lines[row]), row + 1
+        end = next((i for i in range(start, len(lines))
+                    if _content(lines[i]) and _indent(lines[i]) <= parent), len(lines))
+    return row
+
+
 def _set_in_flow(lines: list[str], row: int, key: str, value: Any, keys: Sequence[str]) -> str:
     line = lines[row]
     pattern = re.compile(r"(?P<lead>[{,]\s*(?P<q>[\"']?)" + re.escape(key)
@@ -142,12 +260,14 @@ def _get(data: Any, keys: Sequence[str]) -> Any:
 
 def build(campaign_path: Path, *, dumps: Sequence[tuple[str, Path, Path | None]],
           edits: Sequence[ScalarEdit],
-          profile_edits: Sequence[tuple[Path, tuple[str, ...], str, str]] = ()
-          ) -> CampaignPatch:
+          profile_edits: Sequence[tuple[Path, tuple[str, ...], str, str]] = (),
+          run_id: str | None = None) -> CampaignPatch:
     """The campaign with its points filled from `dumps` ((track, dump folder, B0's MP4)) and
     `edits` applied, and each profile of `profile_edits` ((path, keys, value, why)) edited.
 
     Every edit is tried on its own: one that fails is recorded in `skipped` and the others go on.
+    Each price set (an edit's `measured_as`) is recorded under `measured` with `run_id`, so that
+    `plan` says it was measured and by which bring-up.
     """
     patch = CampaignPatch()
     old = campaign_path.read_text(encoding="utf-8")
@@ -170,9 +290,11 @@ def build(campaign_path: Path, *, dumps: Sequence[tuple[str, Path, Path | None]]
             for fill in result.unfilled:
                 patch.skipped.append(f"tracks.{track}.comparison_points {fill.name}: "
                                      f"{fill.reason}")
+        measured: list[ScalarEdit] = []
+        fresh = "measured" not in (yaml.safe_load(text) or {})
         for edit in edits:
             try:
-                candidate = set_scalar(text, edit.keys, edit.value)
+                candidate = set_value(text, edit.keys, edit.value, edit.comment)
                 if _get(yaml.safe_load(candidate), edit.keys) != edit.value:
                     raise PatchError(f"{edit.dotted}: reads back otherwise")
             except (PatchError, KeyError, TypeError, yaml.YAMLError) as exc:
@@ -181,6 +303,16 @@ def build(campaign_path: Path, *, dumps: Sequence[tuple[str, Path, Path | None]]
             if candidate != text:
                 patch.changes.append(f"{edit.dotted}: {_yaml_scalar(edit.value)} ({edit.why})")
             text = candidate
+            if edit.measured_as is not None and run_id is not None:
+                measured.append(ScalarEdit(
+                    ("measured", edit.measured_as), run_id, "the bring-up that measured it",
+                    comment=MEASURED_COMMENT if fresh and not measured else ""))
+        for edit in measured:
+            try:
+                text = set_value(text, edit.keys, edit.value, edit.comment)
+                patch.changes.append(f"{edit.dotted}: {edit.value} ({edit.why})")
+            except PatchError as exc:
+                patch.skipped.append(f"{edit.dotted}: {exc}")
         if text != old:
             scratch.write_text(text, encoding="utf-8")
             try:
@@ -190,7 +322,7 @@ def build(campaign_path: Path, *, dumps: Sequence[tuple[str, Path, Path | None]]
                                      "it is in the patch")
                 text = old
                 patch.changes = [c for c in patch.changes if not c.startswith(
-                    ("tracks.", "protocol.", "devices.", "baseline."))]
+                    ("tracks.", "protocol.", "devices.", "baseline.", "scoring.", "measured."))]
     finally:
         scratch.unlink(missing_ok=True)
     patch.files[campaign_path] = (old, text)

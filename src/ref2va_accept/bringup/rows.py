@@ -28,7 +28,8 @@ class Question:
 
 
 # In the order an operator meets them: the host's tools and packages, B0 per memory policy, its
-# dumps, its stop, then the Cache-DiT server, the bad input and the long request.
+# dumps, its stop, the capture requests, then the Cache-DiT server, the bad input, the long
+# request, the warm-up demonstration and scoring.
 QUESTIONS: tuple[Question, ...] = (
     Question("identity_lines", "guess",
              "every engine.source_pin field (driver, firmware, CANN, MindIE-SD, the wheel's "
@@ -59,6 +60,13 @@ QUESTIONS: tuple[Question, ...] = (
              "sees them), the 15 s one included"),
     Question("memory_release", "guess",
              "after a stop, HBM returns to its idle level within devices.memory_release"),
+    Question("stop_time", "guess",
+             "an engine stops (SIGTERM to gone, device memory back to idle) in "
+             "protocol.expected_stop_s (absent: `plan` prices a stop at its bound)"),
+    Question("capture_overhead", "guess",
+             "a localization pass's capture request (level 1: every DiT block hooked at one "
+             "step; level 2: one block's modules, tensors written) costs "
+             "protocol.capture_overhead times a plain request (absent: unpriced)"),
     Question("hccl_determinism", "guess",
              "two identical requests on one server give the same bytes (the text encoder's TP "
              "all-reduce is deterministic as configured)"),
@@ -78,6 +86,14 @@ QUESTIONS: tuple[Question, ...] = (
     Question("wave_timeout", "guess",
              "a 15 s B0 request finishes inside the client timeout and the server's bounds, as "
              "the server sees them"),
+    Question("warmup_steps", "guess",
+             "warm-ups of a few denoising steps (4) leave the first measured request within "
+             "steady_fraction of one after full warm-ups, in every duration class (the warm-up "
+             "demonstration; where it holds, the patch sets protocol.warmup_steps)"),
+    Question("scoring_price", "guess",
+             "scoring one output on scoring.device costs scoring.seconds_per_output per gated "
+             "dimension (B0's outputs scored once per model; with the shipped stand-ins where "
+             "the weight pins are placeholders: the same networks, so the same cost)"),
     Question("live_line", "guess",
              "the live progress line renders on the host's terminal"),
     Question("pythonpath_kept", "risk",

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ref2va_accept.bringup.cost import price
 from ref2va_accept.bringup.page import write_page
 from ref2va_accept.bringup.patch import CampaignPatch
 from ref2va_accept.bringup.rows import Row, complete, not_checked
-from ref2va_accept.bringup.schedule import display, price, schedule
+from ref2va_accept.bringup.schedule import display, schedule
 from ref2va_accept.bringup.state import PolicyRecord
 from ref2va_accept.bringup.steps import Steps
 from ref2va_accept.bringup.stopping import (
@@ -93,10 +94,11 @@ def patch_base(campaign: LoadedCampaign) -> Path:
 
 
 def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = None,
-                policies: tuple[Path, ...] | None = None) -> BringupResult:
+                policies: tuple[Path, ...] | None = None, *,
+                warmup_demonstration: bool = True) -> BringupResult:
     """Run the bring-up of `campaign_path` and write its page, JSON and patch."""
     campaign = load_campaign(campaign_path)
-    plan = schedule(campaign, policies)
+    plan = schedule(campaign, policies, demonstrate=warmup_demonstration)
     run_id = run_id or f"bringup-{new_run_id()}"
     sanitizer = Sanitizer.for_this_host(repo=campaign.engine_workdir(), evidence=evidence_root)
     bundle = EvidenceBundle.create(evidence_root, run_id, sanitizer)
@@ -157,8 +159,15 @@ def _steps(work: Steps) -> None:
         work.bundle.checkpoint()
     work.step = "the Cache-DiT server"
     work.cache_dit()
+    if plan.demonstrations:
+        work.step = "the warm-up demonstration"
+        work.demonstration()
+    if plan.scorings:
+        work.step = "the scoring prices"
+        work.scoring()
     work.step = "the judgements"
     work.judge_policies()
+    work.judge_prices()
 
 
 def _finish(work: Steps, campaign: LoadedCampaign, cost_line: str, failure: str | None,

@@ -5,14 +5,24 @@ Every start and request is listed here before the runner makes it, so that `plan
 
 - per B0 memory-policy profile: one start, one 5 s request with comparison points, one stop and
   the wait for device memory; on the first policy that serves, also one bad-audio request
-  (refused before any compute) and one untimed 15 s request (with the 15 s points, when a 15 s
-  lossless track has them: its dump is written inside the same server bound as on a real run);
+  (refused before any compute), two capture requests where the campaign has a lossless track
+  (level 1: every block of the DiT hooked at one step; level 2: the first block's modules, their
+  tensors written: what a localization pass's requests cost) and one untimed 15 s request (with
+  the 15 s points, when a 15 s lossless track has them: its dump is written inside the same
+  server bound as on a real run);
 - the Cache-DiT server (the first candidate whose profile sets `cache-backend: cache_dit`): one
   start, two identical 5 s requests and one with quality=lossless, one stop and a wait. Cache-DiT
   caches nothing in its warm-up steps (cache-dit 1.5.0 tests a step for caching, with its
   averaging all_reduce, only after them), so the two identical requests run at least the warm-up
   plus CACHE_STEPS_PAST_WARMUP steps: when the track's are fewer they are raised, and the
-  schedule says so (the lossless request keeps the track's, to equal B0's bytes).
+  schedule says so (the lossless request keeps the track's, to equal B0's bytes);
+- the warm-up demonstration (judging's `demonstrate`, as `pytest -m warmup_demonstration` runs
+  it), once per duration class on its track (a lossless one first): DEFAULT_PAIRS pairs of fresh
+  B0 instances, one warmed up in full and one with WARMUP_STEPS-step warm-ups, each then one
+  measured request (`--no-warmup-demonstration` leaves it out);
+- scoring: B0's 5 s and 15 s outputs scored on the gated dimensions of the lossy track of their
+  duration class, on `scoring.device`, once per model (bringup/scoring.py), after every engine
+  has stopped.
 """
 
 from __future__ import annotations
@@ -23,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ref2va_accept.campaign import LoadedCampaign, duration_class
-from ref2va_accept.planning import Prices
+from ref2va_accept.campaign import DurationClass, LoadedCampaign, duration_class, quality_class
+from ref2va_accept.planning import DEFAULT_PAIRS
 
 CACHE_DIT_BACKEND = "cache_dit"
 # vLLM-Omni 0.30.0's DiffusionCacheConfig.max_warmup_steps, for a cache-config that sets none.
@@ -32,6 +42,9 @@ DEFAULT_WARMUP_STEPS = 4
 # Steps past the warm-up the Cache-DiT requests run at least: with at most one cached step in a
 # row (H3's conservative profile) that leaves room for two.
 CACHE_STEPS_PAST_WARMUP = 4
+DURATIONS: tuple[DurationClass, ...] = ("5s", "15s")
+# The cheap warm-up the bring-up demonstrates (unless the campaign already names one).
+WARMUP_STEPS = 4
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,46 @@ class CacheSteps:
 
 
 @dataclass(frozen=True)
+class Demonstration:
+    """The warm-up demonstration on one duration class's track."""
+
+    track: str
+    duration: DurationClass
+    pairs: int  # pairs of fresh B0 instances: one warmed up in full, one cheaply
+    warmups: int
+    max_warmups: int
+    steps: int  # the cheap warm-ups' denoising steps
+    track_steps: int
+
+    @property
+    def starts(self) -> int:
+        return 2 * self.pairs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"track": self.track, "duration": self.duration, "pairs": self.pairs,
+                "starts": self.starts, "warmups": [self.warmups, self.max_warmups],
+                "warmup_steps": self.steps, "track_steps": self.track_steps}
+
+
+@dataclass(frozen=True)
+class ScoringStep:
+    """B0's output of one duration class scored on the gated dimensions of that class's lossy
+    track (the output of `source`: the track whose request the bring-up sends)."""
+
+    duration: DurationClass
+    track: str
+    source: str
+    dimensions: tuple[str, ...]
+    device: str
+    same_shape: bool  # the two tracks' frames and size agree: else nothing is scored
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"duration": self.duration, "track": self.track, "output_of": self.source,
+                "dimensions": list(self.dimensions), "device": self.device,
+                "same_shape": self.same_shape}
+
+
+@dataclass(frozen=True)
 class BringupSchedule:
     """The starts and requests of one bring-up of a campaign."""
 
@@ -65,13 +118,18 @@ class BringupSchedule:
     track_5s: str | None  # the 5 s track whose request it sends (a lossless one first)
     track_15s: str | None  # the 15 s track of the untimed long request (lossless first)
     cache_steps: CacheSteps | None = None  # the Cache-DiT requests' steps
+    capture: bool = False  # the two capture requests (a lossless track can start a pass)
+    demonstrations: tuple[Demonstration, ...] = ()
+    scorings: tuple[ScoringStep, ...] = ()
 
     @property
     def starts(self) -> int:
-        return len(self.policies) + (1 if self.cache_dit else 0)
+        return (len(self.policies) + (1 if self.cache_dit else 0)
+                + sum(d.starts for d in self.demonstrations))
 
     @property
     def requests_5s(self) -> int:
+        """Plain 5 s requests (the capture requests and the demonstration's apart)."""
         if self.track_5s is None:
             return 0
         return len(self.policies) + (3 if self.cache_dit else 0)
@@ -80,14 +138,51 @@ class BringupSchedule:
     def requests_15s(self) -> int:
         return 1 if self.track_15s is not None and self.policies else 0
 
+    @property
+    def capture_requests(self) -> int:
+        return 2 if self.capture and self.track_5s is not None and self.policies else 0
+
     def to_dict(self, campaign: LoadedCampaign) -> dict[str, Any]:
         return {"policies": [display(campaign, p) for p in self.policies],
                 "cache_dit": self.cache_dit, "track_5s": self.track_5s,
                 "track_15s": self.track_15s, "starts": self.starts,
                 "requests_5s": self.requests_5s, "requests_15s": self.requests_15s,
+                "capture_requests": self.capture_requests,
                 "bad_audio_requests": 1 if self.policies and self.track_5s else 0,
                 "cache_dit_steps": None if self.cache_steps is None
-                else self.cache_steps.to_dict()}
+                else self.cache_steps.to_dict(),
+                "warmup_demonstration": [d.to_dict() for d in self.demonstrations],
+                "scoring": [s.to_dict() for s in self.scorings]}
+
+    def lines(self, campaign: LoadedCampaign) -> list[str]:
+        """What it starts and sends, step by step (`bringup --dry-run`)."""
+        names = ", ".join(display(campaign, p) for p in self.policies)
+        out = [f"B0 per memory policy ({names}): a start, one 5 s request with comparison "
+               "points, a stop and the wait for device memory, each"]
+        first = ["a too-short reference audio (refused before any compute)"]
+        if self.capture_requests:
+            first.append("two capture requests (level 1: every DiT block hooked at step 0; "
+                         "level 2: the first block's modules, their tensors written)")
+        if self.requests_15s:
+            first.append(f"one untimed 15 s request ({self.track_15s})")
+        out.append("on the first policy that serves: " + "; ".join(first))
+        if self.cache_dit:
+            out.append(f"the Cache-DiT server ({self.cache_dit}): a start, two identical 5 s "
+                       "requests and one with quality=lossless, a stop"
+                       + (f"; {self.cache_steps.line()}" if self.cache_steps is not None
+                          and self.cache_steps.raised else ""))
+        for demo in self.demonstrations:
+            out.append(f"the warm-up demonstration on {demo.track}: {demo.pairs} pairs of fresh "
+                       f"B0 instances, one warmed up in full and one with {demo.steps}-step "
+                       f"warm-ups ({demo.warmups}-{demo.max_warmups} each), then one measured "
+                       "request each")
+        for step in self.scorings:
+            out.append(f"scoring: B0's {step.duration} output on the "
+                       f"{len(step.dimensions)} gated dimension(s) of {step.track}, on "
+                       f"{step.device}, once per model"
+                       + ("" if step.same_shape else f" - not scored: {step.source}'s frames "
+                          f"or size differ from {step.track}'s"))
+        return out
 
 
 def display(campaign: LoadedCampaign, path: Path) -> str:
@@ -153,77 +248,55 @@ def _track(campaign: LoadedCampaign, duration: str) -> str | None:
     return str(chosen[0]) if chosen else None
 
 
-def schedule(campaign: LoadedCampaign, policies: tuple[Path, ...] | None = None
-             ) -> BringupSchedule:
+def demonstrations(campaign: LoadedCampaign) -> tuple[Demonstration, ...]:
+    """One per duration class the tracks use (the campaign may warm up cheaply only where
+    every one is demonstrated), on its track (a lossless one first)."""
+    protocol = campaign.model.protocol
+    steps = protocol.warmup_steps or WARMUP_STEPS
+    found = []
+    for duration in DURATIONS:
+        track = _track(campaign, duration)
+        if track is None:
+            continue
+        found.append(Demonstration(
+            track, duration, DEFAULT_PAIRS, protocol.warmups,
+            protocol.warmups if protocol.max_warmups is None else protocol.max_warmups, steps,
+            campaign.model.tracks[track].request.num_inference_steps))  # type: ignore[index]
+    return tuple(found)
+
+
+def _shape(track: Any) -> tuple[Any, ...]:
+    request = track.request
+    return track.num_frames, request.width, request.height, request.fps
+
+
+def scorings(campaign: LoadedCampaign, track_5s: str | None, track_15s: str | None
+             ) -> tuple[ScoringStep, ...]:
+    """B0's output of each duration class the bring-up requests, on the gated dimensions of
+    that class's lossy track."""
+    tracks = campaign.model.tracks
+    found = []
+    for duration, source in zip(DURATIONS, (track_5s, track_15s), strict=True):
+        lossy = next((t for t in tracks if duration_class(t) == duration
+                      and quality_class(t) == "lossy"), None)
+        if lossy is None or source is None:
+            continue
+        gate = tracks[lossy].lossy_gate
+        same = _shape(tracks[lossy]) == _shape(tracks[source])  # type: ignore[index]
+        found.append(ScoringStep(duration, lossy, source,
+                                 tuple(gate.gated) if gate is not None else (),
+                                 campaign.model.scoring.device, same))
+    return tuple(found)
+
+
+def schedule(campaign: LoadedCampaign, policies: tuple[Path, ...] | None = None, *,
+             demonstrate: bool = True) -> BringupSchedule:
     candidate, track_5s = cache_dit_candidate(campaign), _track(campaign, "5s")
+    track_15s = _track(campaign, "15s")
+    lossless = any(quality_class(t) == "lossless" for t in campaign.model.tracks)
     return BringupSchedule(
         policies=memory_policies(campaign) if policies is None else policies,
-        cache_dit=candidate, track_5s=track_5s, track_15s=_track(campaign, "15s"),
-        cache_steps=cache_steps(campaign, candidate, track_5s))
-
-
-@dataclass(frozen=True)
-class BringupCost:
-    """The bring-up priced at the campaign's start and request prices (worst case: every stop
-    takes its whole grace and every memory wait its whole timeout)."""
-
-    starts_s: float
-    requests_s: float
-    stops_s: float
-    devices: int
-    unpriced: tuple[str, ...]
-
-    @property
-    def wall_s(self) -> float:
-        return self.starts_s + self.requests_s + self.stops_s
-
-    @property
-    def device_h(self) -> float:
-        return self.wall_s * self.devices / 3600
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"wall_s": round(self.wall_s, 1), "starts_s": round(self.starts_s, 1),
-                "requests_s": round(self.requests_s, 1), "stops_s": round(self.stops_s, 1),
-                "logical_device_h": round(self.device_h, 3), "devices": self.devices,
-                "unpriced": list(self.unpriced)}
-
-    def line(self, plan: BringupSchedule) -> str:
-        text = (f"bring-up (once per host, before freezing: `ref2va-accept bringup`): "
-                f"{plan.starts} starts, {plan.requests_5s} x 5 s + {plan.requests_15s} x 15 s "
-                f"requests: {self.wall_s / 3600:.2f} wall-h, {self.device_h:.2f} "
-                f"logical-device-h worst case")
-        if self.unpriced:
-            text += f" (unpriced: {', '.join(self.unpriced)})"
-        if plan.cache_steps is not None and plan.cache_steps.raised:
-            text += f"; {plan.cache_steps.line()}"
-        return text
-
-
-def price(campaign: LoadedCampaign, plan: BringupSchedule,
-          prices: Prices | None = None) -> BringupCost:
-    prices = prices if prices is not None else Prices.of(campaign)
-    unpriced: list[str] = []
-
-    def get(table: Any, key: str, name: str) -> float:
-        if key in table:
-            return float(table[key])
-        unpriced.append(f"protocol.{name}.{key}")
-        return 0.0
-
-    start = get(prices.start_s, "5s", "expected_start_s")
-    # The Cache-DiT server's two identical requests at their (maybe raised) steps.
-    steps = plan.cache_steps
-    longer = 2 * (steps.requested / steps.track - 1) if steps is not None else 0.0
-    requests = ((plan.requests_5s + longer) * (get(prices.request_s, "5s", "expected_request_s")
-                                               if plan.requests_5s else 0.0)
-                + plan.requests_15s * (get(prices.request_s, "15s", "expected_request_s")
-                                       if plan.requests_15s else 0.0))
-    engine = campaign.model.engine
-    release = campaign.model.devices.memory_release
-    waits = release.timeout_s if campaign.model.devices.kind != "none" else 0.0
-    stops = plan.starts * (engine.shutdown_grace_s + waits)
-    devices = max(len(campaign.model.devices.visible), 1) \
-        if campaign.model.devices.kind != "none" else 1
-    return BringupCost(plan.starts * start, requests, stops, devices,
-                       tuple(dict.fromkeys(unpriced)))
-
+        cache_dit=candidate, track_5s=track_5s, track_15s=track_15s,
+        cache_steps=cache_steps(campaign, candidate, track_5s), capture=lossless,
+        demonstrations=demonstrations(campaign) if demonstrate else (),
+        scorings=scorings(campaign, track_5s, track_15s))

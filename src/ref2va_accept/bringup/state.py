@@ -13,9 +13,10 @@ from typing import Any
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.bringup.rows import Row
 from ref2va_accept.bringup.schedule import BringupSchedule
+from ref2va_accept.bringup.scoring import ScoringPrice
 from ref2va_accept.campaign import ArmSpec, LoadedCampaign
 from ref2va_accept.engines import IdleLevel, InstanceRegistry, Release, probe_for
-from ref2va_accept.evidence import Cleanup, EvidenceBundle, Number, Poll, Record
+from ref2va_accept.evidence import CheckResult, Cleanup, EvidenceBundle, Number, Poll, Record
 from ref2va_accept.planning import Arm, TrackPlan, plan_track
 from ref2va_contract.diagnostics import ENABLED_PATH_FILE, TEXT_ENCODER_TP_KEY
 from ref2va_contract.launch import PROJECT_ENV_PREFIX
@@ -48,6 +49,12 @@ class StopRecord(Record):
 
     audit: Cleanup
     release: ReleaseRecord | None
+    what: str | None = None  # which server: a memory-policy profile, Cache-DiT, a demonstration
+
+    @property
+    def seconds(self) -> float:
+        """What the stop took: SIGTERM to gone, then device memory back to idle."""
+        return float(self.audit.stop_s) + (float(self.release.waited_s) if self.release else 0.0)
 
 
 class RequestSummary(Record):
@@ -237,6 +244,15 @@ class BringupState:
     launch_env: dict[str, str] | None = None  # B0's launch environment (Steps.launch_environment)
     stops: list[StopRecord] = field(default_factory=list)
     patch_inputs: PatchInputs = field(default_factory=PatchInputs)
+    # the prices (pricing.py): the capture requests (by level) and the server that sent them,
+    # why a level was not measured, the demonstration per duration class (its check, or why it
+    # did not run) and the scoring prices (and, per duration class, why none)
+    capture_runs: dict[str, Outcome] = field(default_factory=dict)
+    capture_server: PolicyRun | None = None
+    capture_problems: dict[str, str] = field(default_factory=dict)
+    demos: dict[str, CheckResult | str] = field(default_factory=dict)
+    scoring_prices: list[ScoringPrice] = field(default_factory=list)
+    scoring_missing: dict[str, str] = field(default_factory=dict)
 
     # -- helpers ---------------------------------------------------------------------------------
     @property

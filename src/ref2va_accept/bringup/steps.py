@@ -19,7 +19,6 @@ from ref2va_accept.bringup.state import (
     POINT_FOR_PATH,
     TRACK_LABEL,
     PolicyRun,
-    StopRecord,
     enabled_path_of,
 )
 from ref2va_accept.campaign import ArmSpec
@@ -31,14 +30,14 @@ from ref2va_accept.engines import (
     Release,
     engine_environment,
     engine_kind,
-    wait_for_release,
 )
 from ref2va_accept.planning import Arm
 from ref2va_accept.timing import ReferenceFile, TimedClient
 
 
 class Steps(Judging):
-    """The steps: each starts what `schedule` lists and records what it saw."""
+    """The steps: each starts what `schedule` lists and records what it saw (the prices'
+    own steps are pricing.py's)."""
 
     # -- steps -----------------------------------------------------------------------------------
     def host(self) -> None:
@@ -179,6 +178,8 @@ class Steps(Judging):
                 run.dump_folders = sum(1 for p in tree.rglob("*") if p.is_dir() and any(
                     f.is_file() for f in p.iterdir())) if tree.is_dir() else 0
             if first and run.served:
+                self.capture_server = run
+                self.capture(arms, engine, run)
                 self.bad_audio(arms, engine)
                 self.long_run = run
                 self.long(engine, spec)
@@ -201,20 +202,14 @@ class Steps(Judging):
     def stop(self, engine: EngineInstance, run: PolicyRun | None) -> Release | None:
         audit = self.registry.stop(engine)  # the evidence records it (run_bringup subscribes)
         stop = audit.to_dict()
-        release = None
-        if self.model.devices.kind != "none" and self.idle is not None:
-            release = wait_for_release(self.probe(), self.model.devices.visible, self.idle,
-                                       self.model.devices.memory_release)
+        release = self.record_stop(audit, f"B0 {run.profile}" if run is not None
+                                   else f"Cache-DiT ({self.plan.cache_dit})")
         if run is not None:
             run.stop, run.release = stop, release
         else:
             self.data.setdefault("cache_dit", {})["stop"] = stop
             if release is not None:
                 self.data["cache_dit"]["release"] = release.to_dict()
-        recorded = {"audit": stop, "release": None if release is None else release.to_dict()}
-        self.stops.append(StopRecord.model_validate(recorded))
-        self.data.setdefault("stops", []).append(recorded)
-        self.bundle.checkpoint()
         return release
 
     def bad_audio(self, arms: Arms, engine: EngineInstance) -> None:

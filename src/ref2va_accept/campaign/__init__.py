@@ -33,11 +33,13 @@ from ref2va_accept.campaign._launch_profile import ArgValue, LaunchProfile, load
 from ref2va_accept.campaign._loaded import LoadedCampaign, load_campaign, unfilled_fields
 from ref2va_accept.campaign._schema import (
     LOCK_SCHEMA,
+    MEASURED_FIELDS,
     ArmSpec,
     Budget,
     Campaign,
     DeviceSpec,
     EngineSpec,
+    OutcomeMix,
     Protocol,
     ScorerWeights,
     TimeoutSet,
@@ -56,6 +58,7 @@ from ref2va_accept.core import load_name
 
 __all__ = [
     "LOCK_SCHEMA",
+    "MEASURED_FIELDS",
     "MP4_POINTS",
     "TRACK_IDS",
     "ArgValue",
@@ -69,6 +72,7 @@ __all__ = [
     "LaunchProfile",
     "LoadedCampaign",
     "LossyGate",
+    "OutcomeMix",
     "PinnedFile",
     "Protocol",
     "RelPath",

@@ -44,6 +44,13 @@ from ref2va_accept.quality.weight_names import WEIGHT_NAMES, unknown_weight_mess
 from ref2va_contract.launch import DECLARED_TIME_ENV
 
 LOCK_SCHEMA = "ref2va-lock/1"
+# The capture levels of a localization pass (judging/localize): blocks, then inside one block.
+CaptureLevel = Literal["level1", "level2"]
+# The prices a bring-up measures (`measured`: field -> the bring-up run that measured it), each
+# field whole or one duration class (capture level) of it.
+MEASURED_FIELDS = ("protocol.expected_start_s", "protocol.expected_request_s",
+                   "protocol.expected_stop_s", "protocol.capture_overhead",
+                   "protocol.warmup_demonstration", "scoring.seconds_per_output")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # Form fields that define the matched request; an arm overriding one would no longer be matched
 # (a step-count change is a scope change, not a candidate).
@@ -154,6 +161,16 @@ class Protocol(StrictModel):
     # steady_fraction of one after full warm-ups (`warmup_demonstration`, measured on the host).
     warmup_steps: int | None = Field(default=None, ge=1)
     warmup_demonstration: WarmupDemonstration | None = None
+    # Seconds one engine stop takes, per duration class: SIGTERM to gone plus the wait for device
+    # memory back to idle (the bring-up measures it: the slowest stop it saw). Absent: `plan`
+    # prices every stop at its bound, engine.shutdown_grace_s plus devices.memory_release's
+    # timeout_s where devices are assigned, and says that it is a bound.
+    expected_stop_s: dict[DurationClass, Annotated[float, Field(ge=0)]] | None = None
+    # What a localization pass's capture request costs, as a factor (>= 1) of a plain request's
+    # price: level 1 (every block of one step hooked, digests only) and level 2 (one block's
+    # modules, their tensors written), measured by the bring-up's capture requests. Absent: a
+    # pass's requests are named unpriced.
+    capture_overhead: dict[CaptureLevel, Annotated[float, Field(ge=1)]] | None = None
     # true: the reference engine may sleep declared device time (a launch profile's cost-model or
     # step-cost-ms, or the cost-model variable in `environment`): the harness's own tests, which
     # need slow or exactly timed requests. Every verdict of such a campaign is capped
@@ -218,7 +235,8 @@ class Protocol(StrictModel):
         data: dict[str, Any] = handler(self)
         for name in ("expected_request_s", "instances_per_arm", "max_warmups", "steady_fraction",
                      "baseline_instances", "declared_device_time", "expected_start_s",
-                     "warmup_steps", "warmup_demonstration"):
+                     "warmup_steps", "warmup_demonstration", "expected_stop_s",
+                     "capture_overhead"):
             if getattr(self, name) is None:
                 data.pop(name, None)
         return data
@@ -236,6 +254,9 @@ class Scoring(StrictModel):
     # Seconds to score one output of a duration class on one gated dimension (its scorer id),
     # on `device` (benchmarks/vbench_cost.py measures them): `plan` prices scoring with these.
     seconds_per_output: dict[DurationClass, dict[str, Annotated[float, Field(ge=0)]]] | None = None
+    # What weights those seconds were measured with: the campaign's pinned files, or the shipped
+    # stand-ins (the same networks, so the same cost) while the pins are still placeholders.
+    measured_with: Literal["standins", "pinned"] | None = None
 
     @model_validator(mode="after")
     def _device(self) -> Scoring:
@@ -246,8 +267,9 @@ class Scoring(StrictModel):
     @model_serializer(mode="wrap")
     def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        if self.seconds_per_output is None:
-            data.pop("seconds_per_output", None)
+        for name in ("seconds_per_output", "measured_with"):
+            if getattr(self, name) is None:
+                data.pop(name, None)
         return data
 
 
@@ -466,6 +488,11 @@ class Campaign(StrictModel):
     scoring: Scoring = Field(default_factory=Scoring)
     # The candidate directions the budget covers (absent: the campaign's own candidates).
     search: Search | None = None
+    # Which prices a host's bring-up measured: a field of MEASURED_FIELDS (whole, or one duration
+    # class or capture level of it) -> the bring-up run that measured it. The bring-up's patch
+    # writes it with the values; `plan` labels every price it uses measured (and by which run),
+    # estimated, a bound, or unpriced. Absent: nothing was measured by a bring-up.
+    measured: dict[str, Annotated[str, Field(min_length=1)]] | None = None
 
     @model_serializer(mode="wrap")
     def _absent_stays_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -474,6 +501,8 @@ class Campaign(StrictModel):
         data: dict[str, Any] = handler(self)
         if self.search is None:
             data.pop("search", None)
+        if self.measured is None:
+            data.pop("measured", None)
         if self.scoring == Scoring():
             data.pop("scoring", None)
         return data
@@ -560,10 +589,28 @@ class Campaign(StrictModel):
         if recorded:
             violations.append((("baseline",), "no candidate record on the baseline (it is what "
                                f"every candidate changes), found {', '.join(recorded)}"))
+        violations.extend((("measured", key), problem) for key in self.measured or {}
+                          if (problem := self._measured_problem(key)) is not None)
         raise_violations(violations)
         for track_id, track in self.tracks.items():
             track._track_id = track_id
         return self
+
+    def _measured_problem(self, key: str) -> str | None:
+        """Why `measured` may not name `key` (None: it may): a price field of MEASURED_FIELDS,
+        whole or one of its duration classes (capture levels), that the campaign sets."""
+        field = next((f for f in MEASURED_FIELDS if key == f or key.startswith(f + ".")), None)
+        if field is None:
+            return (f"one of {', '.join(MEASURED_FIELDS)} (or one duration class of it), found "
+                    f"{key!r}")
+        section, name = field.split(".")
+        value = getattr(self.protocol if section == "protocol" else self.scoring, name)
+        if value is None:
+            return f"{field} is measured, but the campaign does not set it"
+        part = key[len(field) + 1:]
+        if part and (not isinstance(value, dict) or part not in value):
+            return f"{field} has no {part!r} to be measured"
+        return None
 
     def arms(self) -> list[ArmSpec]:
         return [self.baseline, *self.candidates]

@@ -191,14 +191,18 @@ def _cmd_fill_points(args: argparse.Namespace) -> int:
 
 def _cmd_bringup(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.campaign)
-    plan = bringup.schedule(campaign, tuple(p.resolve() for p in args.policy) or None)
+    plan = bringup.schedule(campaign, tuple(p.resolve() for p in args.policy) or None,
+                            demonstrate=not args.no_warmup_demonstration)
     cost = bringup.price(campaign, plan)
     if args.dry_run:
         sys.stdout.write(json.dumps(plan.to_dict(campaign) | {"cost": cost.to_dict()},
-                                    indent=2) + "\n" if args.json else cost.line(plan) + "\n")
+                                    indent=2) + "\n" if args.json else "\n".join(
+            [f"{args.campaign}: the bring-up starts and sends, in order:",
+             *(f"  {line}" for line in plan.lines(campaign)), cost.line(plan)]) + "\n")
         return EXIT_OK
     sys.stderr.write(cost.line(plan) + "\n")
-    result = bringup.run_bringup(args.campaign, args.evidence_dir, args.run_id, plan.policies)
+    result = bringup.run_bringup(args.campaign, args.evidence_dir, args.run_id, plan.policies,
+                                 warmup_demonstration=not args.no_warmup_demonstration)
     if args.json:
         sys.stdout.write(json.dumps({"folder": result.folder.name, "counts": result.counts(),
                                      "failure": result.failure, "exit_code": result.exit_code,
@@ -303,9 +307,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bringup", help="once on a fresh host, before freezing: answer every "
                        "guess and risk with a row (B0 per memory policy, dumps, stop, Cache-DiT, "
-                       "bad audio, a 15 s request); writes bringup.html/.json and a patch of "
-                       "what it measured (exit 1 when a row is contradicted, 3 when it stopped "
-                       "early, 128+N when signal N interrupted it)")
+                       "bad audio, a 15 s request) and measure every price `plan` uses (starts, "
+                       "stops, requests, capture overhead, scoring, the warm-up "
+                       "demonstration); writes bringup.html/.json and a patch of what it "
+                       "measured (exit 1 when a row is contradicted, 3 when it stopped early, "
+                       "128+N when signal N interrupted it)")
     p.add_argument("campaign", type=Path)
     p.add_argument("--evidence-dir", type=Path, default=Path("evidence"), metavar="DIR",
                    help="where the run's folder goes (default: evidence)")
@@ -314,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", type=Path, action="append", default=[], metavar="PROFILE",
                    help="a B0 memory-policy profile to try (repeatable; default: the "
                    "baseline's and every b0*.yaml beside it)")
+    p.add_argument("--no-warmup-demonstration", action="store_true",
+                   help="leave the warm-up demonstration out (its row stays open, naming "
+                   "`pytest -m warmup_demonstration`; `plan` keeps the cheap warm-up a what-if)")
     p.add_argument("--dry-run", action="store_true", help="print what it would start and send, "
                    "and its cost; start nothing")
     p.add_argument("--json", action="store_true")

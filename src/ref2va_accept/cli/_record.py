@@ -8,24 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ref2va_accept.bringup import price as bringup_price
-from ref2va_accept.bringup import schedule as bringup_schedule
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.core import EXIT_OK, EXIT_PROBLEM, CampaignError
-from ref2va_accept.judging.localize.price import pass_cost
-from ref2va_accept.planning import (
-    Prices,
-    SearchCost,
-    campaign_lanes,
-    plan_campaign,
-    search_cost,
-    search_lines,
-)
-from ref2va_accept.planning import _budget as budget
+from ref2va_accept.cli._plan import run_plan
+from ref2va_accept.core import EXIT_OK, CampaignError
+from ref2va_accept.planning import campaign_lanes
 from ref2va_accept.record import (
     LEDGER_ENV,
     LedgerError,
@@ -42,10 +31,6 @@ from ref2va_accept.record import (
 
 __all__ = ["add_record_commands"]
 
-# The cheap warm-up `plan` shows the effect of while none is demonstrated.
-WHAT_IF_WARMUP_STEPS = 4
-
-
 def _ledger_of(args: argparse.Namespace) -> Path:
     if args.file is not None:
         return Path(args.file)
@@ -55,64 +40,8 @@ def _ledger_of(args: argparse.Namespace) -> Path:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    campaign = load_campaign(args.campaign)
-    plans = plan_campaign(campaign)
-    if args.tracks:
-        unknown = [t for t in args.tracks if t not in plans]
-        if unknown:
-            raise CampaignError(f"{args.campaign}: no track {', '.join(unknown)} "
-                              f"(tracks: {', '.join(plans)})")
-        plans = {t: p for t, p in plans.items() if t in args.tracks}
-    result = budget.check(campaign, plans, read_ledger(_ledger_of(args)).entries)
-    # The whole search the budget covers (priced on every track, whatever --track selects).
-    everything = plan_campaign(campaign)
-    searched = search_cost(campaign, everything, Prices.of(campaign))
-    # What a demonstrated cheap warm-up would make of it (a what-if, said as one).
-    cheap = None
-    if searched is not None and campaign.model.protocol.warmup_steps is None:
-        what_if = {t: replace(p, latency=replace(p.latency, warmup_steps=WHAT_IF_WARMUP_STEPS))
-                   for t, p in everything.items()}
-        cheap = search_cost(campaign, what_if, Prices.of(campaign))
-    # The host's one-off bring-up, priced the same way (before freezing; once per host).
-    bring = bringup_schedule(campaign)
-    bring_cost = bringup_price(campaign, bring)
-    localizing = pass_cost(everything, Prices.of(campaign), result.devices)
-    if args.json:
-        print(json.dumps({**result.to_dict(), "refused": result.refusal(),
-                          "search": None if searched is None else searched.to_dict(),
-                          "bringup": bring.to_dict(campaign) | {"cost": bring_cost.to_dict()},
-                          "localization": localizing.to_dict()},
-                         indent=2))
-    else:
-        print(f"{args.campaign}: {', '.join(plans)}")
-        print("\n".join(result.lines()))
-        if searched is not None:
-            print("\n".join(search_lines(searched, result.wall_ceiling_h,
-                                         result.device_ceiling_h, result.devices)))
-        if cheap is not None and cheap.worst_s is not None:
-            print(f"  with warm-ups of {WHAT_IF_WARMUP_STEPS} steps, once the host has "
-                  f"demonstrated them (pytest -m warmup_demonstration --warmup-steps "
-                  f"{WHAT_IF_WARMUP_STEPS}): worst case {cheap.worst_s / 3600:.2f} wall-h"
-                  + _fits_when(cheap, result.wall_ceiling_h, result.device_ceiling_h,
-                               result.devices, campaign.model.scoring.device))
-        print(localizing.line())
-        print(bring_cost.line(bring))
-        if result.refusal() is None:
-            print("a run of these tracks would be allowed")
-    return EXIT_PROBLEM if result.refusal() else EXIT_OK
-
-
-def _fits_when(found: SearchCost, wall_h: float, device_h: float, devices: int,
-               scoring_device: str) -> str:
-    """Whether the search fits, and if not, what scoring one output may cost for it to."""
-    ceiling = min(wall_h, device_h / max(devices, 1)) * 3600
-    if found.worst_s is None or found.worst_s <= ceiling:
-        return " (within the ceilings)"
-    _, score = found.break_even(ceiling)
-    if score is None:
-        return "; still over whatever scoring costs"
-    return (f"; it fits if scoring one output takes at most {score:.0f} s (now {found.score_s:.0f}"
-            f" s on {scoring_device}: the host's scoring device measures it)")
+    args.ledger = _ledger_of(args)
+    return run_plan(args)
 
 
 def _cmd_ledger(args: argparse.Namespace) -> int:

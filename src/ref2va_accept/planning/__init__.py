@@ -11,17 +11,15 @@ from ref2va_accept.core import load_name
 if TYPE_CHECKING:
     from ref2va_accept.planning._budget import device_count
     from ref2va_accept.planning._cost import (
-        Prices,
-        SearchCost,
         campaign_costs,
         candidate_cost,
         describe,
-        search_cost,
-        search_lines,
+        device_seconds,
         track_costs,
     )
     from ref2va_accept.planning._disk import DTYPE_BYTES, DiskCheck, DiskEstimate, fmt_bytes
     from ref2va_accept.planning._lanes import campaign_lanes, split_lanes, track_weights
+    from ref2va_accept.planning._prices import Prices, price_lines, unpriced_text
     from ref2va_accept.planning._request_plan import (
         DEFAULT_PAIRS,
         PREFIX,
@@ -48,6 +46,14 @@ if TYPE_CHECKING:
         lossy_candidate_requests,
         lossy_candidate_starts,
         plan_run,
+    )
+    from ref2va_accept.planning._search import (
+        PassFigures,
+        SearchCost,
+        pass_seconds,
+        search_cost,
+        search_lines,
+        what_if,
     )
     from ref2va_accept.planning._track_plan import (
         Arm,
@@ -76,11 +82,12 @@ _WHERE = {
     "LossyScoring": "_track_plan",
     "PREFIX": "_request_plan",
     "Plan": "_request_plan",
-    "Prices": "_cost",
+    "PassFigures": "_search",
+    "Prices": "_prices",
     "Progress": "_request_plan",
     "SCENARIOS": "_request_plan",
     "ScenarioItem": "_request_plan",
-    "SearchCost": "_cost",
+    "SearchCost": "_search",
     "TrackPlan": "_track_plan",
     "WorkUnit": "_request_plan",
     "baseline_groups": "_track_plan",
@@ -88,6 +95,7 @@ _WHERE = {
     "campaign_lanes": "_lanes",
     "candidate_cost": "_cost",
     "describe": "_cost",
+    "device_seconds": "_cost",
     "device_count": "_budget",
     "fmt_bytes": "_disk",
     "fmt_duration": "_request_plan",
@@ -113,11 +121,15 @@ _WHERE = {
     "plan_option": "_track_plan",
     "plan_run": "_request_plan",
     "plan_track": "_track_plan",
-    "search_cost": "_cost",
-    "search_lines": "_cost",
+    "pass_seconds": "_search",
+    "price_lines": "_prices",
+    "search_cost": "_search",
+    "search_lines": "_search",
     "split_lanes": "_lanes",
     "track_costs": "_cost",
     "track_weights": "_lanes",
+    "unpriced_text": "_prices",
+    "what_if": "_search",
 }
 
 __all__ = [
@@ -131,6 +143,7 @@ __all__ = [
     "InputFile",
     "LosslessContract",
     "LossyScoring",
+    "PassFigures",
     "Plan",
     "Prices",
     "Progress",
@@ -144,6 +157,7 @@ __all__ = [
     "candidate_cost",
     "describe",
     "device_count",
+    "device_seconds",
     "fmt_bytes",
     "fmt_duration",
     "gate_groups",
@@ -164,15 +178,19 @@ __all__ = [
     "lossy_candidate_requests",
     "lossy_candidate_starts",
     "needs",
+    "pass_seconds",
     "plan_campaign",
     "plan_option",
     "plan_run",
     "plan_track",
+    "price_lines",
     "search_cost",
     "search_lines",
     "split_lanes",
     "track_costs",
     "track_weights",
+    "unpriced_text",
+    "what_if",
 ]
 
 

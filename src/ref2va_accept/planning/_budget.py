@@ -4,8 +4,9 @@ Spent is read from the campaign's ledger: every run appends one ``run`` entry at
 whatever its status, with its wall time (the session, start to end) and its device time (each
 engine instance's lifetime, spawn to stopped, times the campaign's logical devices), so warm-ups,
 failed instances and retried runs are charged like the rest. Planned is what the frozen protocol
-asks of the selected tracks (planning/_cost.py: every engine start, request and score at the
-campaign's frozen prices, a candidate no faster than B0 as the upper bound), so it can only be
+asks of the selected tracks (planning/_cost.py: every engine start, stop, request and score at
+the campaign's frozen prices, a candidate no faster than B0 as the upper bound; scoring on the
+CPU is wall time only, holding no device), so it can only be
 estimated when the campaign freezes them (``protocol.expected_request_s``,
 ``protocol.expected_start_s``, ``scoring.seconds_per_output`` for a lossy track's gated dimensions);
 what is missing is named.
@@ -25,13 +26,8 @@ from typing import Any
 
 from ref2va_accept.campaign import LoadedCampaign
 from ref2va_accept.evidence import Bundle, LedgerEntry
-from ref2va_accept.planning._cost import (
-    Prices,
-    campaign_costs,
-    total_seconds,
-    unpriced,
-    unpriced_text,
-)
+from ref2va_accept.planning._cost import campaign_costs, device_seconds, total_seconds, unpriced
+from ref2va_accept.planning._prices import Prices, unpriced_text
 from ref2va_accept.planning._track_plan import TrackPlan
 
 __all__ = ["BudgetCheck", "check", "device_count", "run_entry"]
@@ -75,12 +71,9 @@ class BudgetCheck:
     devices: int
     over: tuple[str, ...]  # what this run would pass, in words
     unpriced: tuple[str, ...] = ()  # the campaign fields a price is missing from
-
-    @property
-    def planned_device_s(self) -> tuple[float, float] | None:
-        if self.planned_wall_s is None:
-            return None
-        return (self.planned_wall_s[0] * self.devices, self.planned_wall_s[1] * self.devices)
+    # logical-device seconds (at the target ratio, upper): the instances' time on the devices,
+    # scoring's only where it occupies an accelerator
+    planned_device_s: tuple[float, float] | None = None
 
     def refusal(self) -> str | None:
         if not self.over:
@@ -104,7 +97,7 @@ class BudgetCheck:
             (f"planned for this run: {plan[0] / 3600:.2f}-{plan[1] / 3600:.2f} wall-h, "
              f"{device[0] / 3600:.2f}-{device[1] / 3600:.2f} device-h (at the target ratio - no "
              f"candidate faster than B0; {self.devices} logical devices; every engine start, "
-             "request and score priced)"),
+             "stop, request and score priced)"),
             f"left before this run: {wall_left:.2f} wall-h, {device_left:.2f} device-h",
             *(f"over: {o}" for o in self.over)]
 
@@ -140,8 +133,10 @@ def check(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
     devices = device_count(campaign)
     prices = Prices.of(campaign)
     plan = planned_seconds(plans, prices)
+    device_plan = (device_seconds(campaign_costs(plans, prices), prices, devices) if plans
+                   else (0.0, 0.0)) if plan is not None else None
     upper_wall = before.wall_s + (plan[1] if plan else 0.0)
-    upper_device = before.device_s + (plan[1] * devices if plan else 0.0)
+    upper_device = before.device_s + (device_plan[1] if device_plan else 0.0)
     over = []
     if upper_wall > wall_ceiling * 3600:
         over.append(f"{upper_wall / 3600:.2f} wall-hours (spent {before.wall_s / 3600:.2f}"
@@ -150,8 +145,9 @@ def check(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
     if upper_device > device_ceiling * 3600:
         over.append(f"{upper_device / 3600:.2f} logical-device-hours (spent "
                     f"{before.device_s / 3600:.2f}"
-                    + (f" + planned at most {plan[1] * devices / 3600:.2f}" if plan else "")
+                    + (f" + planned at most {device_plan[1] / 3600:.2f}" if device_plan
+                       else "")
                     + f") > {device_ceiling:g}")
     missing = tuple(unpriced(campaign_costs(plans, prices))) if plan is None else ()
     return BudgetCheck(wall_ceiling, device_ceiling, granted, before, plan, devices, tuple(over),
-                       missing)
+                       missing, device_plan)

@@ -9,28 +9,27 @@ the same code the run uses: the latency protocol's instance sequence (replicatio
 caching probe, and the quality gates' request counts (planning/_request_plan.py, which a test holds
 to the gates). Warm-ups are a range when the steady-state rule may ask for more than the minimum.
 
-Prices are the campaign's frozen figures (`Prices.of`): B0's complete-request latency per
-duration class (`protocol.expected_request_s`), an engine start per duration class
-(`protocol.expected_start_s`) and the seconds one output costs per scored dimension
-(`scoring.seconds_per_output`). B0's requests are priced at the median; the candidate's at the
-target ratio of it (a supported candidate is at most that fast) and, as the upper bound, at the
-median itself (a candidate no faster than B0). What a campaign does not price is named, never
-left out silently: a total is only given when every figure it needs is frozen.
+Prices are the campaign's frozen figures (planning/_prices.py, `Prices.of`): B0's
+complete-request latency, an engine start and an engine stop per duration class, and the seconds
+one output costs per scored dimension. B0's requests are priced at the median; the candidate's at
+the target ratio of it (a supported candidate is at most that fast) and, as the upper bound, at
+the median itself (a candidate no faster than B0). Every start is followed by a stop, priced at
+`protocol.expected_stop_s` or, where the campaign has none, at its bound. What a campaign does
+not price is named, never left out silently: a total is only given when every figure it needs is
+frozen. Scoring is wall time, and logical-device time only where it occupies an accelerator: on
+the CPU it runs after the instance has stopped, holding no device (`device_seconds`).
 
-A campaign's `search` (its candidate directions and the tracks each applies to) is priced as a
-whole against the budget, worst case (every candidate passes its gate and sits at the target) and
-at the stated outcome mix, with the four-track confirmation of one final configuration per track
-as a figure of its own.
+The campaign's `search` is priced as a whole in planning/_search.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ref2va_accept.campaign import DurationClass, LoadedCampaign
 from ref2va_accept.core import ArmRole
+from ref2va_accept.planning._prices import Prices, unpriced_text
 from ref2va_accept.planning._request_plan import (
     gate_units,
     hosted_gate_requests,
@@ -65,48 +64,6 @@ class Requests:
 
 
 @dataclass(frozen=True)
-class Prices:
-    """The campaign's frozen price of each thing a run does on the host, per duration class."""
-
-    request_s: Mapping[DurationClass, float] = field(default_factory=dict)
-    start_s: Mapping[DurationClass, float] = field(default_factory=dict)
-    # seconds per output and scored dimension (gated scorer ids), on the scoring device
-    scoring_s: Mapping[DurationClass, Mapping[str, float]] = field(default_factory=dict)
-    scoring_device: str = "cpu"
-
-    @classmethod
-    def of(cls, campaign: LoadedCampaign) -> Prices:
-        protocol, scoring = campaign.model.protocol, campaign.model.scoring
-        return cls(dict(protocol.expected_request_s or {}), dict(protocol.expected_start_s or {}),
-                   {d: dict(v) for d, v in (scoring.seconds_per_output or {}).items()},
-                   scoring.device)
-
-    def unpriced(self, plan: TrackPlan) -> list[str]:
-        """The campaign fields a price of this track is missing from."""
-        missing = []
-        if plan.duration not in self.request_s:
-            missing.append(f"protocol.expected_request_s.{plan.duration}")
-        if plan.duration not in self.start_s:
-            missing.append(f"protocol.expected_start_s.{plan.duration}")
-        return missing + self.unscored(plan)
-
-    def unscored(self, plan: TrackPlan) -> list[str]:
-        """The scoring prices of this track's gated dimensions the campaign does not freeze."""
-        if plan.quality != "lossy":
-            return []
-        known = self.scoring_s.get(plan.duration, {})
-        return [f"scoring.seconds_per_output.{plan.duration}.{dim}"
-                for dim in plan.lossy.gate.gated if dim not in known]
-
-    def score_s(self, plan: TrackPlan) -> float:
-        """Scoring one output of this track on every gated dimension (0 on a lossless track)."""
-        if plan.quality != "lossy":
-            return 0.0
-        known = self.scoring_s.get(plan.duration, {})
-        return sum(known.get(dim, 0.0) for dim in plan.lossy.gate.gated)
-
-
-@dataclass(frozen=True)
 class Part:
     """What one arm's share of a track asks of the host: starts, requests and scored outputs."""
 
@@ -128,9 +85,13 @@ class Part:
         steps = plan.latency.warmup_steps
         share = 1.0 if steps is None else min(1.0, steps / plan.shape.num_inference_steps)
         median = prices.request_s.get(plan.duration, 0.0)
-        return (self.starts * prices.start_s.get(plan.duration, 0.0)
+        return (self.starts * (prices.start_s.get(plan.duration, 0.0) + prices.stop(plan.duration))
                 + ((count - warm) + warm * share) * median * speed
-                + self.scored * prices.score_s(plan))
+                + self.scoring_seconds(plan, prices))
+
+    def scoring_seconds(self, plan: TrackPlan, prices: Prices) -> float:
+        """Of `seconds`, the scoring: wall time, and device time only on an accelerator."""
+        return self.scored * prices.score_s(plan)
 
     def to_dict(self) -> dict[str, Any]:
         return {"starts": self.starts, "requests": [self.requests.least, self.requests.most],
@@ -152,6 +113,7 @@ class CandidateCost:
     unpriced: tuple[str, ...] = ()
     seconds_at_target: float | None = None
     seconds_upper: float | None = None
+    scoring_s: float = 0.0  # of those seconds (the same in both), scoring's
 
     @property
     def starts(self) -> int:
@@ -183,7 +145,7 @@ class CandidateCost:
                                        self.candidate_requests.most],
                 "host_s_at_target": None if host is None else host[0],
                 "host_s_upper": None if host is None else host[1],
-                "unpriced": list(self.unpriced)}
+                "scoring_s": self.scoring_s, "unpriced": list(self.unpriced)}
 
 
 def _gate_parts(plan: TrackPlan) -> tuple[Part, Part]:
@@ -230,7 +192,8 @@ def _priced(cost: CandidateCost, plan: TrackPlan, prices: Prices) -> CandidateCo
     own = cost.gate + cost.latency
     at = b0.seconds(plan, prices, 1.0) + own.seconds(plan, prices, cost.target_ratio)
     upper = b0.seconds(plan, prices, 1.0) + own.seconds(plan, prices, 1.0)
-    return replace(cost, seconds_at_target=at, seconds_upper=upper)
+    return replace(cost, seconds_at_target=at, seconds_upper=upper,
+                   scoring_s=(b0 + own).scoring_seconds(plan, prices))
 
 
 def _parts(plan: TrackPlan, candidate: str) -> CandidateCost:
@@ -324,27 +287,21 @@ def total_seconds(costs: Sequence[CandidateCost]) -> tuple[float, float] | None:
     return target, upper
 
 
+def device_seconds(costs: Sequence[CandidateCost], prices: Prices, devices: int
+                   ) -> tuple[float, float] | None:
+    """Logical-device seconds (at the target ratio, upper): every instance's time on the
+    campaign's devices, scoring's on the devices it occupies (none on the CPU: it runs once the
+    instance has stopped); None while any is unpriced."""
+    total = total_seconds(costs)
+    if total is None:
+        return None
+    scoring = sum(c.scoring_s for c in costs)
+    return tuple(  # type: ignore[return-value]
+        (t - scoring) * devices + scoring * prices.scoring_devices for t in total)
+
+
 def unpriced(costs: Sequence[CandidateCost]) -> list[str]:
     return list(dict.fromkeys(name for cost in costs for name in cost.unpriced))
-
-
-def unpriced_text(names: Sequence[str]) -> str:
-    """The missing prices in brief: each field once, with the duration classes (and, for
-    scoring, how many gated dimensions) it lacks."""
-    grouped: dict[str, dict[str, int]] = {}
-    for name in names:
-        parts = name.split(".")
-        field_name, duration = ".".join(parts[:2]), parts[2] if len(parts) > 2 else ""
-        per = grouped.setdefault(field_name, {})
-        per[duration] = per.get(duration, 0) + 1
-    said = []
-    for field_name, per in grouped.items():
-        if field_name == "scoring.seconds_per_output":
-            counts = ", ".join(f"{d}: {n} gated dimension(s)" for d, n in per.items())
-            said.append(f"{field_name} ({counts})")
-        else:
-            said.append(f"{field_name} ({', '.join(per)})")
-    return "; ".join(said)
 
 
 def _hours(seconds: float) -> str:
@@ -405,152 +362,7 @@ def describe(plans: Mapping[str, TrackPlan], prices: Prices) -> list[str]:
         lines.append(f"total: {starts} engine starts; host time not priced: the campaign "
                      f"freezes no {unpriced_text(unpriced(costs))}")
     else:
-        lines.append(f"total: {starts} engine starts, every request, start and score priced; "
-                     f"{_hours(total[0])} at the target ratio, {_hours(total[1])} if no "
+        lines.append(f"total: {starts} engine starts, every request, start, stop and score "
+                     f"priced; {_hours(total[0])} at the target ratio, {_hours(total[1])} if no "
                      f"candidate is faster than B0 (scoring on {prices.scoring_device})")
-    return lines
-
-
-# -- the whole search and the confirmation -------------------------------------------------------
-
-@dataclass(frozen=True)
-class SearchCost:
-    """The campaign's declared search priced against its budget."""
-
-    directions: int
-    screened: dict[str, int]  # track -> directions screened on it
-    worst_s: float | None  # every candidate passes its gate and sits at the target
-    mix_s: float | None  # at the campaign's outcome mix (None without one)
-    confirmation_s: float | None  # one final configuration per track, all four tracks
-    unpriced: tuple[str, ...]
-    # in the worst case: engine starts, at what each costs, and outputs scored, at what each costs
-    starts: int = 0
-    start_s: float = 0.0
-    scored: int = 0
-    score_s: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"directions": self.directions, "screened": dict(self.screened),
-                "worst_s": self.worst_s, "mix_s": self.mix_s,
-                "confirmation_s": self.confirmation_s, "unpriced": list(self.unpriced),
-                "worst_starts": self.starts, "worst_scored_outputs": self.scored}
-
-    def break_even(self, ceiling_s: float) -> tuple[float | None, float | None]:
-        """The longest start (scoring as priced), and the most seconds to score one output
-        (starts as priced), at which the worst case still fits `ceiling_s`; None: no such."""
-        if self.worst_s is None:
-            return None, None
-        start = score = None
-        if self.starts:
-            left = ceiling_s - (self.worst_s - self.starts * self.start_s)
-            start = left / self.starts if left >= 0 else None
-        if self.scored:
-            left = ceiling_s - (self.worst_s - self.scored * self.score_s)
-            score = left / self.scored if left >= 0 else None
-        return start, score
-
-
-def _mix_seconds(costs: Sequence[CandidateCost], plan: TrackPlan, prices: Prices,
-                 mix: Any) -> float:
-    """A track's directions at the outcome mix: a gate failure costs its gate (no faster than
-    B0); a candidate out of reach its gate and all but one of its own latency instances (where
-    the futility stop ends a candidate no faster than B0, replication.supported_reachable); one
-    at the target its whole protocol. B0's part is priced whole."""
-    total = 0.0
-    n = plan.latency.instances_per_arm or 1
-    # A gate hosted by the candidate's first latency instance costs that instance's start, and
-    # a lossy one its remaining warm-ups and measured requests too: it is scored once that
-    # instance has stopped.
-    settings = plan.latency
-    waits = plan.quality == "lossy" and hosts_gate(plan)
-    ran = hosted_warmup_requests(settings, hosted_gate_warmups(plan))[1] + settings.repeats \
-        if waits else 0
-    hosting = Part(1 if hosts_gate(plan) else 0, Requests(ran, ran))
-    for cost in costs:
-        b0 = (cost.b0_gate + cost.b0_latency).seconds(plan, prices, 1.0)
-        gate = (cost.gate + hosting).seconds(plan, prices, 1.0)
-        latency_slow = cost.latency.seconds(plan, prices, 1.0) * (n - 1) / n
-        full = (cost.gate + cost.latency).seconds(plan, prices, cost.target_ratio)
-        total += b0 + mix.gate_failed * gate + mix.out_of_reach * (gate + latency_slow) \
-            + mix.at_target * full
-    return total
-
-
-def search_cost(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan], prices: Prices
-                ) -> SearchCost | None:
-    """The declared search (None when the campaign declares none), each track's directions
-    sharing its B0 as the run does."""
-    search = campaign.model.search
-    if search is None:
-        return None
-    screened: dict[str, list[str]] = {}
-    for direction in search.directions:
-        for track in direction.tracks:
-            screened.setdefault(track, []).append(direction.id)
-    worst = mix = 0.0
-    missing: list[str] = []
-    starts = scored = 0
-    start_s = score_s = 0.0
-    for track_id, costs in zip(screened, _grouped(plans, screened, prices, True), strict=True):
-        plan = plans[track_id]
-        missing += unpriced(costs)
-        for cost in costs:
-            parts = cost.gate + cost.latency + cost.b0_gate + cost.b0_latency
-            starts, scored = starts + parts.starts, scored + parts.scored
-        # (one duration class is what a screening uses; the last one's prices are shown)
-        start_s = prices.start_s.get(plan.duration, 0.0)
-        score_s = max(score_s, prices.score_s(plan))
-        total = total_seconds(costs)
-        if total is not None:
-            worst += total[0]
-            if search.outcome_mix is not None:
-                mix += _mix_seconds(costs, plans[track_id], prices, search.outcome_mix)
-    confirm = [c for costs in _grouped(plans, {t: ["final"] for t in plans}, prices, True)
-               for c in costs]
-    missing += unpriced(confirm)
-    confirmed = total_seconds(confirm)
-    priced = not missing
-    return SearchCost(len(search.directions), {t: len(i) for t, i in screened.items()},
-                      worst if priced else None,
-                      mix if priced and search.outcome_mix is not None else None,
-                      confirmed[0] if confirmed is not None else None,
-                      tuple(dict.fromkeys(missing)), starts, start_s, scored, score_s)
-
-
-def search_lines(found: SearchCost, wall_ceiling_h: float, device_ceiling_h: float,
-                 devices: int) -> list[str]:
-    """The search against the ceilings, as `plan` prints it."""
-    per_track = ", ".join(f"{t} {n}" for t, n in found.screened.items())
-    lines = [f"search: {found.directions} candidate directions ({per_track})"]
-    if found.worst_s is None:
-        return [*lines, "search: not priced: the campaign freezes no "
-                + unpriced_text(found.unpriced)]
-
-    def against(label: str, seconds: float) -> str:
-        wall, device = seconds / 3600, seconds * devices / 3600
-        fits = wall <= wall_ceiling_h and device <= device_ceiling_h
-        return (f"  {label}: {wall:.2f} wall-h, {device:.2f} device-h "
-                f"({'within' if fits else 'OVER'} {wall_ceiling_h:g} wall-h / "
-                f"{device_ceiling_h:g} device-h)")
-
-    lines.append(against("worst case (every candidate passes its gate and sits at the target)",
-                         found.worst_s))
-    if found.mix_s is not None:
-        lines.append(against("at the campaign's outcome mix", found.mix_s))
-    ceiling = min(wall_ceiling_h, device_ceiling_h / max(devices, 1)) * 3600
-    start, score = found.break_even(ceiling)
-    if found.worst_s > ceiling:
-        lines.append(
-            f"  the worst case fits only if an engine start ({found.starts} of them, priced at "
-            f"{found.start_s:g} s) takes at most "
-            + ("- (no start time fits)" if start is None else f"{start:.0f} s")
-            + (f", or if scoring one output ({found.scored} of them, priced at "
-               f"{found.score_s:.0f} s) takes at most "
-               + ("- (no scoring time fits)" if score is None else f"{score:.0f} s")
-               if found.scored else ""))
-    if found.confirmation_s is not None:
-        lines.append(f"  four-track confirmation of one final configuration per track: "
-                     f"{found.confirmation_s / 3600:.2f} wall-h, "
-                     f"{found.confirmation_s * devices / 3600:.2f} device-h (a budget of its "
-                     "own)")
     return lines

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from ref2va_accept.campaign import LoadedCampaign, duration_class, quality_class
 from ref2va_accept.planning._budget import device_count
-from ref2va_accept.planning._cost import Prices, campaign_costs
+from ref2va_accept.planning._cost import campaign_costs
+from ref2va_accept.planning._prices import Prices
 from ref2va_accept.planning._track_plan import TrackPlan, plan_campaign
 
 __all__ = ["Lane", "campaign_lanes", "split_lanes", "track_weights"]
