@@ -72,8 +72,9 @@ def test_plan_prices_the_pass_at_the_stop_and_names_the_captures_cost_unpriced()
     assert found.first_wall_s < found.wall_s
     line = found.line()
     assert "worst case" not in line  # the captures' own cost is not measured
-    assert f"at most {found.wall_s / 3600:.2f} wall-h" in line
-    assert "before the captures' own cost (unpriced: the bring-up's capture request" in line
+    assert f"{found.wall_s / 3600:.2f} wall-h" in line
+    assert ("with its requests at a plain request's price (the captures' own cost unpriced: "
+            "protocol.capture_overhead") in line
     assert (f"each request stops once its capture is written: parting at dit.step049 it runs "
             f"{steps} of {steps} steps, at dit.step000 it runs 1 of {steps} steps: "
             f"{found.first_wall_s / 3600:.2f} wall-h") in line
@@ -85,15 +86,18 @@ def test_plan_prices_the_pass_at_the_stop_and_names_the_captures_cost_unpriced()
 def test_a_measured_capture_cost_makes_the_figure_a_worst_case() -> None:
     plans, prices = _plans(HOST)
     bare = pass_cost(plans, prices, 4)
-    measured = pass_cost(plans, prices, 4, capture_overhead_s={"5s": 30.0, "15s": 90.0})
+    measured = pass_cost(plans, replace(prices, capture_overhead={"level1": 1.1, "level2": 1.3}),
+                         4)
     assert bare.wall_s is not None and measured.wall_s is not None
-    per_pass = {p.duration: len(p.candidates) for p in _lossless(plans)}
-    added = REQUESTS * (30.0 * per_pass["5s"] + 90.0 * per_pass["15s"])
+    # every request at the mean of the two levels' factors (half the pass's requests at each)
+    added = sum(len(p.candidates) * REQUESTS * prices.request_s[p.duration] * 0.2
+                for p in _lossless(plans))
     assert measured.wall_s == pytest.approx(bare.wall_s + added)
     assert f"worst case {measured.wall_s / 3600:.2f} wall-h" in measured.line()
     assert "unpriced" not in measured.line()
-    # a duration the measurement does not cover leaves it unpriced
-    other = pass_cost(plans, prices, 4, capture_overhead_s={"15s": 90.0})
+    # one level measured and not the other leaves it unpriced
+    other = pass_cost(plans, replace(prices, capture_overhead={"level1": 1.1}), 4)
+    assert other.wall_s == pytest.approx(bare.wall_s)
     assert "worst case" not in other.line() and "unpriced" in other.line()
 
 

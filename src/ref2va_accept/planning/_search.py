@@ -79,15 +79,12 @@ def _spend(part: Part, plan: TrackPlan, prices: Prices, speed: float) -> Spend:
 
 
 def pass_seconds(figures: PassFigures, plan: TrackPlan, prices: Prices) -> float | None:
-    """One pass with the stop after each start and its capture overhead (at a plain request's
-    price while the overhead is unpriced); None while the pass itself is unpriced."""
+    """One pass with the stop after each start (its requests already at the capture overhead,
+    or at a plain request's price while that is unpriced: localize.price.pass_cost); None while
+    the pass itself is unpriced."""
     if figures.wall_s is None:
         return None
-    start = prices.start_s.get(plan.duration, 0.0)
-    requests = figures.wall_s - figures.starts * start
-    factor = prices.overhead()
-    return (figures.wall_s + figures.starts * prices.stop(plan.duration)
-            + requests * ((factor if factor is not None else 1.0) - 1.0))
+    return figures.wall_s + figures.starts * prices.stop(plan.duration)
 
 
 @dataclass(frozen=True)

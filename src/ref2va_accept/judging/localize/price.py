@@ -20,9 +20,11 @@ warm-up, at its share of the track's steps (:func:`request_share`):
   overhead on top and not priced apart (measured on the reference campaign: docs/quality.md).
 
 A capture also costs the engine time (level 1 hashes each hooked block's inputs and outputs at
-the steps it captures, level 2 writes one block's tensors): ``capture_overhead_s`` (seconds a
-capture adds to one request, per duration class: the bring-up's capture request measures it)
-adds it; without it the figure is not a worst case and the line says what it leaves out.
+the steps it captures, level 2 writes one block's tensors): the campaign's
+``protocol.capture_overhead`` (a capture request over a plain one, per level: the bring-up's
+capture requests measure it; ``Prices.overhead``, half the pass's requests at each level)
+multiplies each request; without it the figure is not a worst case and the line says what it
+leaves out.
 """
 
 from __future__ import annotations
@@ -95,8 +97,9 @@ class PassCost:
         if self.wall_s is None:
             return head + f", not priced ({', '.join(self.unpriced)} unfrozen)" + self._stops()
         worst = (f", worst case {self._hours(self.wall_s)}" if self.overhead_priced else
-                 f", at most {self._hours(self.wall_s)} before the captures' own cost "
-                 "(unpriced: the bring-up's capture request measures it)")
+                 f", {self._hours(self.wall_s)} with its requests at a plain request's price "
+                 "(the captures' own cost unpriced: protocol.capture_overhead, which the "
+                 "bring-up's capture requests measure)")
         return head + worst + self._stops()
 
     def _stops(self) -> str:
@@ -139,15 +142,14 @@ def _track_pass(plan: TrackPlan) -> TrackPass:
                      first, request_share(plan, first) if first else None)
 
 
-def pass_cost(plans: Mapping[str, TrackPlan], prices: Prices, devices: int, *,
-              capture_overhead_s: Mapping[str, float] | None = None) -> PassCost:
-    """Every lossless candidate's pass, priced (see the module doc); ``capture_overhead_s``:
-    seconds a capture adds to one request, per duration class (None: not measured)."""
+def pass_cost(plans: Mapping[str, TrackPlan], prices: Prices, devices: int) -> PassCost:
+    """Every lossless candidate's pass, priced (see the module doc), its requests at the
+    campaign's capture overhead (at a plain request's price while it is not measured)."""
     passes = starts = requests = 0
     wall = first_wall = 0.0
     unpriced: list[str] = []
     tracks: list[TrackPass] = []
-    overhead_priced = capture_overhead_s is not None
+    factor = prices.overhead()
     for plan in plans.values():
         if plan.quality != "lossless":
             continue
@@ -162,13 +164,10 @@ def pass_cost(plans: Mapping[str, TrackPlan], prices: Prices, devices: int, *,
         if start is None or request is None:
             unpriced += [f for f in prices.unpriced(plan) if "scoring" not in f]
             continue
-        overhead = (capture_overhead_s or {}).get(plan.duration)
-        if overhead is None:
-            overhead_priced = False
-        extra = overhead or 0.0
-        wall += n * (STARTS * start + REQUESTS * (request * track.worst_share + extra))
+        request *= factor if factor is not None else 1.0
+        wall += n * (STARTS * start + REQUESTS * request * track.worst_share)
         first_share = track.worst_share if track.first_share is None else track.first_share
-        first_wall += n * (STARTS * start + REQUESTS * (request * first_share + extra))
+        first_wall += n * (STARTS * start + REQUESTS * request * first_share)
     return PassCost(passes, starts, requests, None if unpriced else wall, devices,
                     tuple(dict.fromkeys(unpriced)), None if unpriced else first_wall,
-                    tuple(tracks), overhead_priced and not unpriced)
+                    tuple(tracks), factor is not None and not unpriced)
