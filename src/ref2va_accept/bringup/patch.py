@@ -87,35 +87,19 @@ def _content(line: str) -> bool:
 def set_scalar(text: str, keys: Sequence[str], value: Any) -> str:
     """`text` with the block-mapping scalar at `keys` set to `value`, its comment kept."""
     lines = text.splitlines(keepends=True)
-    start, end, parent = 0, len(lines), -1
-    row = parent_row = -1
-    for depth, key in enumerate(keys):
-        pattern = re.compile(r"^(?P<head>\s*(?P<q>[\"']?)" + re.escape(key)
-                             + r"(?P=q)\s*:)(?P<rest>.*?)(?P<nl>\r?\n?)$")
-        row = -1
-        child = None
-        for index in range(start, end):
-            line = lines[index]
-            if not _content(line):
-                continue
-            if _indent(line) <= parent:
-                end = index
-                break
-            if child is None:
-                child = _indent(line)
-            if _indent(line) == child and pattern.match(line):
-                row = index
-                break
-        if row < 0 and depth == len(keys) - 1 and depth > 0:
-            # `parent: {key: value, ...}`: a flow mapping on the parent's line
-            return _set_in_flow(lines, parent_row, key, value, keys)
-        if row < 0:
-            raise PatchError(f"{'.'.join(keys[:depth + 1])}: not found as a block mapping key")
-        if depth < len(keys) - 1:
-            parent_row = row
-            parent, start = _indent(lines[row]), row + 1
-            end = next((i for i in range(start, len(lines))
-                        if _content(lines[i]) and _indent(lines[i]) <= parent), len(lines))
+    parent_row = _row_of(lines, keys[:-1]) if len(keys) > 1 else -1
+    if parent_row is None:
+        missing = next(keys[:depth] for depth in range(1, len(keys))
+                       if _row_of(lines, keys[:depth]) is None)
+        raise PatchError(f"{'.'.join(missing)}: not found as a block mapping key")
+    row = _row_of(lines, keys)
+    if row is None and len(keys) > 1:
+        # `parent: {key: value, ...}`: a flow mapping on the parent's line
+        return _set_in_flow(lines, parent_row, keys[-1], value, keys)
+    if row is None:
+        raise PatchError(f"{'.'.join(keys)}: not found as a block mapping key")
+    pattern = re.compile(r"^(?P<head>\s*(?P<q>[\"']?)" + re.escape(keys[-1])
+                         + r"(?P=q)\s*:)(?P<rest>.*?)(?P<nl>\r?\n?)$")
     match = pattern.match(lines[row])
     assert match is not None
     rest = match["rest"]
