@@ -31,6 +31,7 @@ from ref2va_accept.campaign._fields import (
 from ref2va_accept.campaign._files import dotted_path, read_mapping, show_value, validate_model
 from ref2va_accept.campaign._launch_profile import ArgValue, LaunchProfile, load_profile
 from ref2va_accept.campaign._loaded import LoadedCampaign, load_campaign, unfilled_fields
+from ref2va_accept.campaign._protocol import Protocol, TimeoutSet
 from ref2va_accept.campaign._schema import (
     LOCK_SCHEMA,
     MEASURED_FIELDS,
@@ -40,9 +41,7 @@ from ref2va_accept.campaign._schema import (
     DeviceSpec,
     EngineSpec,
     OutcomeMix,
-    Protocol,
     ScorerWeights,
-    TimeoutSet,
 )
 from ref2va_accept.campaign._tracks import (
     MP4_POINTS,
