@@ -510,6 +510,28 @@ def test_plain_end_line_names_a_failure(pytestconfig: pytest.Config) -> None:
     assert "run ETA unknown (no finished request yet)" in text  # failures time nothing
 
 
+@pytest.mark.parametrize(("status", "detail", "said"), [
+    (409, "HTTP 409: ref2va-capture-stopped: the capture of the DiT at step 2 is written",
+     "stopped 0.4 s: the engine cut it once its capture was written"),
+    (409, "HTTP 409: conflict", "FAILED 0.4 s: request failed (http_status): HTTP 409"),
+    (500, "HTTP 500: ref2va-capture-stopped: the capture of the DiT at step 2 is written",
+     "FAILED 0.4 s: request failed (http_status): HTTP 500"),
+])
+def test_plain_end_line_tells_a_planned_capture_stop_from_a_failure(
+        pytestconfig: pytest.Config, status: int, detail: str, said: str) -> None:
+    stream = io.StringIO()
+    reporter = ProgressReporter(Progress(_plan()), Terminal(_terminal(pytestconfig, stream)),
+                                "plain", clock=Clock(), tick_s=None)
+    sample = Sample("s1", "cand", "5s-lossless", "localize", 1, 42, "t", ok=False,
+                    failure="http_status", status=status, detail=detail, latency_s=0.4)
+    reporter.on_request_start(REQUEST)
+    reporter.on_request_end(REQUEST, Outcome(sample, None, ()))
+    text = stream.getvalue()
+    assert f"end: 5s-lossless b0 measured: {said}" in text
+    # a stopped request is not a whole one: it times nothing for the ETA
+    assert "run ETA unknown (no finished request yet)" in text
+
+
 def _screen(raw: str) -> list[str]:
     """What a terminal shows after `raw`: carriage returns rewind, later text overwrites."""
     lines, col = [[]], 0  # type: list[list[str]], int

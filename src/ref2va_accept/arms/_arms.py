@@ -41,7 +41,14 @@ from ref2va_accept.evidence import CheckResult
 from ref2va_accept.media import MediaProblem, check_media, probe
 from ref2va_accept.planning import Arm, InputFile, TrackPlan
 from ref2va_accept.timing import GenerationRequest, ReferenceFile, Sample, TimedClient
-from ref2va_contract.diagnostics import ACCEPTANCE_FIELD, CAPTURE_KEY, DUMP_DIR_KEY, POINTS_KEY
+from ref2va_contract.diagnostics import (
+    ACCEPTANCE_FIELD,
+    CAPTURE_KEY,
+    CAPTURE_STOPPED_MARKER,
+    CAPTURE_STOPPED_STATUS,
+    DUMP_DIR_KEY,
+    POINTS_KEY,
+)
 from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV, WORKDIR_TOKEN
 
 # Placeholders that only a run on the host can fill, so they must not stop engines from starting:
@@ -143,6 +150,15 @@ class Outcome:
     @property
     def complete(self) -> bool:
         return self.sample.ok and self.media is not None and not self.problems
+
+    @property
+    def says_capture_stopped(self) -> bool:
+        """The engine's answer "stopped once the capture was whole" to a request that asked for
+        it (ref2va_contract.diagnostics: its status, its message opening with the marker). Only
+        what the engine says: whether the capture really is whole, the localization pass checks
+        (judging.localize.judgement.stopped_whole)."""
+        return (not self.sample.ok and self.sample.status == CAPTURE_STOPPED_STATUS
+                and f"{CAPTURE_STOPPED_MARKER}: " in (self.sample.detail or ""))
 
     def explain(self) -> str:
         if not self.sample.ok:

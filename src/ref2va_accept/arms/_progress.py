@@ -237,6 +237,9 @@ def _outcome_text(outcome: Outcome | None, elapsed: float) -> str:
     took = f"{latency:.1f} s" if latency is not None else f"{elapsed:.1f} s elapsed"
     if outcome.complete:
         return f"ok {took}, complete MP4"
+    if outcome.says_capture_stopped:
+        return (f"stopped {took}: the engine cut it once its capture was written, as a "
+                "localization request asks (the pass checks the capture whole)")
     explained = outcome.explain()
     return f"FAILED {took}: {explained[:120]}{'…' if len(explained) > 120 else ''}"
 

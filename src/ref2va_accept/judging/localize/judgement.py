@@ -45,8 +45,6 @@ from ref2va_contract.diagnostics import (
     CAPTURE_STAGE_KEY,
     CAPTURE_STEP_KEY,
     CAPTURE_STOPPED_KEY,
-    CAPTURE_STOPPED_MARKER,
-    CAPTURE_STOPPED_STATUS,
     ENABLED_PATH_FILE,
 )
 
@@ -114,12 +112,6 @@ def captured(folder: Path, arm: str, level: int, target: Target, within: str | N
             raise NotSeen(f"{who} recorded no call at step(s) {_steps(missing)} ({figures}): "
                           "what ran there cannot be compared")
     return calls
-
-
-def says_stopped(status: int | None, detail: str | None) -> bool:
-    """Whether an answer is the engine's "stopped once the capture was whole" (its status, and
-    its message opening with the contract's marker), before its folder is looked at."""
-    return status == CAPTURE_STOPPED_STATUS and f"{CAPTURE_STOPPED_MARKER}: " in (detail or "")
 
 
 def stopped_whole(folder: Path, arm: str, level: int, target: Target,

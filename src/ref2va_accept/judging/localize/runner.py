@@ -65,7 +65,6 @@ from ref2va_accept.judging.localize.judgement import (
     name_inside,
     name_level_one,
     not_reproduced,
-    says_stopped,
     stopped_whole,
 )
 from ref2va_accept.judging.localize.picture import diff_map
@@ -172,7 +171,7 @@ class Pass:
                                     diagnostics_points=points, capture=capture)
         folder = outcome.dump_dir
         sample = outcome.sample
-        stopped = not sample.ok and says_stopped(sample.status, sample.detail)
+        stopped = outcome.says_capture_stopped
         self.result.requests.append({
             "arm": arm, "level": level, "within": within, "ok": sample.ok,
             "stopped": stopped, "latency_s": sample.latency_s,
