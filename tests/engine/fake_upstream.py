@@ -92,6 +92,20 @@ def run(worker: Any, req: Any) -> Any:
     return worker.execute_model(req, worker.od_config, None).output
 
 
+def fail_writes_of(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    """Every safetensors write of `point` fails as a full disk does; the others go through."""
+    import safetensors.torch
+
+    real = safetensors.torch.save_file
+
+    def failing(tensors: dict[str, Any], filename: str, *args: Any, **kwargs: Any) -> None:
+        if point in tensors:
+            raise OSError(28, "No space left on device")
+        real(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", failing)
+
+
 def log_lines(folder: Path) -> list[dict[str, Any]]:
     """The capture log's lines, as written."""
     text = (folder / CAPTURE_LOG_FILE).read_text(encoding="utf-8")

@@ -39,7 +39,7 @@ from ref2va_contract.diagnostics import (  # noqa: E402
     REUSED_STEPS_KEY,
 )
 from ref2va_contract.launch import DIAGNOSTICS_ROOT_ENV  # noqa: E402
-from tests.engine.fake_upstream import make_worker  # noqa: E402
+from tests.engine.fake_upstream import fail_writes_of, make_worker  # noqa: E402
 
 pytestmark = pytest.mark.engine
 
@@ -174,16 +174,7 @@ def test_methods_are_restored_when_the_request_fails(
 def test_a_write_failure_fails_the_request_after_the_pipeline_finished(
     upstream: SimpleNamespace, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import safetensors.torch
-
-    real = safetensors.torch.save_file
-
-    def failing(tensors: dict[str, Any], filename: str, *args: Any, **kwargs: Any) -> None:
-        if "latent.video" in tensors:
-            raise OSError(28, "No space left on device")
-        real(tensors, filename, *args, **kwargs)
-
-    monkeypatch.setattr(safetensors.torch, "save_file", failing)
+    fail_writes_of(monkeypatch, "latent.video")
     worker = make_worker(upstream)
     with pytest.raises(RuntimeError, match=r"latent\.video: could not write"):
         _run(worker, _request(upstream, root / "full"))

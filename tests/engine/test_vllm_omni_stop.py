@@ -31,6 +31,7 @@ from ref2va_contract.diagnostics import (  # noqa: E402
 from tests.engine.fake_upstream import (  # noqa: E402
     STEPS,
     capture_request,
+    fail_writes_of,
     hook_count,
     log_lines,
     make_worker,
@@ -220,16 +221,7 @@ def test_a_clients_abort_before_the_capture_is_whole_is_not_a_stop(
 
 def test_a_point_that_could_not_be_written_fails_the_stopped_request(
         upstream: SimpleNamespace, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import safetensors.torch
-
-    real = safetensors.torch.save_file
-
-    def failing(tensors: dict[str, Any], filename: str, *args: Any, **kwargs: Any) -> None:
-        if "dit.step002.video" in tensors:
-            raise OSError(28, "No space left on device")
-        real(tensors, filename, *args, **kwargs)
-
-    monkeypatch.setattr(safetensors.torch, "save_file", failing)
+    fail_writes_of(monkeypatch, "dit.step002.video")
     worker = make_worker(upstream)
     with pytest.raises(RuntimeError, match=r"dit\.step002\.video: could not write"):
         worker.execute_model(capture_request(upstream, root / "w", _dit(2, stop=True),

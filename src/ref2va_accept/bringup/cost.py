@@ -123,11 +123,9 @@ def price(campaign: LoadedCampaign, plan: BringupSchedule,
     for scored in plan.scorings:
         if not scored.same_shape:
             continue
-        known = prices.scoring_s.get(scored.duration, {})
-        for dim in scored.dimensions:
-            if dim not in known:
-                unpriced.append(f"scoring.seconds_per_output.{scored.duration}.{dim}")
-        scoring += sum(known.get(dim, 0.0) for dim in scored.dimensions)
+        seconds, missing = prices.scoring(scored.duration, scored.dimensions)
+        unpriced += missing
+        scoring += seconds
     devices = max(len(campaign.model.devices.visible), 1) \
         if campaign.model.devices.kind != "none" else 1
     return BringupCost(own * start, requests, own * prices.stop("5s"), devices,

@@ -89,20 +89,26 @@ class Prices:
             missing.append(f"protocol.expected_start_s.{plan.duration}")
         return missing + self.unscored(plan)
 
+    def scoring(self, duration: DurationClass, dimensions: Sequence[str]
+                ) -> tuple[float, list[str]]:
+        """Scoring one output of `duration` on `dimensions`: the seconds the campaign prices
+        (0 for a dimension it does not), and the price fields it lacks."""
+        known = self.scoring_s.get(duration, {})
+        return (sum(known.get(dim, 0.0) for dim in dimensions),
+                [f"scoring.seconds_per_output.{duration}.{dim}"
+                 for dim in dimensions if dim not in known])
+
     def unscored(self, plan: TrackPlan) -> list[str]:
         """The scoring prices of this track's gated dimensions the campaign does not freeze."""
         if plan.quality != "lossy":
             return []
-        known = self.scoring_s.get(plan.duration, {})
-        return [f"scoring.seconds_per_output.{plan.duration}.{dim}"
-                for dim in plan.lossy.gate.gated if dim not in known]
+        return self.scoring(plan.duration, plan.lossy.gate.gated)[1]
 
     def score_s(self, plan: TrackPlan) -> float:
         """Scoring one output of this track on every gated dimension (0 on a lossless track)."""
         if plan.quality != "lossy":
             return 0.0
-        known = self.scoring_s.get(plan.duration, {})
-        return sum(known.get(dim, 0.0) for dim in plan.lossy.gate.gated)
+        return self.scoring(plan.duration, plan.lossy.gate.gated)[0]
 
     # -- where each comes from ---------------------------------------------------------------------
     def source(self, name: str, part: str) -> tuple[Source, str | None]:
@@ -156,10 +162,9 @@ def price_lines(prices: Prices, durations: Sequence[DurationClass], scored: Sequ
     rows: list[tuple[str, str, list[tuple[str, Source, str | None]]]] = []
 
     def row(label: str, name: str, parts: Sequence[str], value: Mapping[Any, str]) -> None:
+        # (a stop is shown for every duration: its price, else its bound, as source says)
         found = [(p, *prices.source(name, p)) if p in value else (p, "unpriced", None)
                  for p in parts]
-        if name == "protocol.expected_stop_s":  # a stop always has its bound
-            found = [(p, *prices.source(name, p)) for p in parts]
         rows.append((label, name, [(f"{p} {value[p]}" if p in value else p, s, r)
                                    for p, s, r in found]))
 
