@@ -389,46 +389,67 @@ def test_the_first_divergence_panel_from_the_check_or_its_recorded_form(tmp_path
                           {k: v for k, v in check.data.items() if k != "first_step"}))
 
 
-def _profile(**fields: object) -> dict[str, object]:
-    summary = {"window_ms": 1234.4, "operators": 17, "top_operators": [
-        {"kind": "device kernel", "name": "aten::addmm", "input_dims": "[[1, 2]]", "calls": 3,
-         "self_ms": 1.25, "total_ms": 2}],
-        "communication": {"ms": 0.0, "ops": []},
-        "host_device_copies": {"status": "measured", "ms": 3.14, "count": 4},
-        "memory": [{"figure": "allocated_peak", "device": "cuda:0", "bytes": 2**30,
-                    "definition": "torch.cuda.max_memory_allocated"}]}
-    trace = {"rank": 0, "file": "profiles/5s-lossless/b0/trace_rank0.json", "bytes": 2_500_000,
-             "sha256": "0" * 64, "summary": summary}
-    return {"track": "5s-lossless", "arm": "b0", "profiler_config": {"profiler": "torch"},
-            "warmups": [1.5, None, 2.25],
-            "profiled": {"sample_id": "s1", "ok": True, "latency_s": 2.125,
-                         "server_peak_memory_mb": {"value": 512.5, "definition": "rss"}},
-            "problems": [], "instance": "p.b0.1", "ranks_expected": [0, 1], "ranks_found": [0],
-            "traces": [trace, {**trace, "rank": 1, "summary": None}], "npu_raw": [],
-            "status": "summarized", **fields}
+def _profiles(root: Path) -> list[dict[str, object]]:
+    """B0 and a candidate read from four-rank profiles in torch_npu's formats, the candidate's
+    rank 2 missing, as the profiling scenario records them."""
+    from ref2va_accept.arms import with_comparison
+    from ref2va_accept.evidence import Profile, Profiled, ServerPeak
+    from ref2va_accept.profiles import read_profiles
+    from tests.npu_fixtures import text
+
+    entries: list[Profile] = []
+    for arm, variant, present in (("b0", text.Variant(), None),
+                                  ("c1", text.candidate(), (0, 1, 3))):
+        folder = text.write_arm(root / "profiles" / "5s-lossless" / arm / "traces", variant,
+                                present)
+        read = read_profiles(folder, root, [0, 1, 2, 3])
+        entry = Profile(
+            track="5s-lossless", arm=arm, profiler_config={"profiler": "torch"},
+            warmups=[1.5, None, 2.25],
+            profiled=Profiled(sample_id="s1", ok=True, latency_s=2.125,
+                              server_peak_memory_mb=ServerPeak(value=512.5, definition="hbm")),
+            problems=read.problems, instance=f"p.{arm}.1", ranks_expected=[0, 1, 2, 3],
+            ranks_found=read.ranks_found, coverage=read.coverage, ranks=read.ranks,
+            status="summarized" if read.complete else "open")
+        entries.append(with_comparison(entry, entries))
+    return [e.json_dict() for e in entries]
 
 
-def test_the_profiles_section_shows_each_traces_summary_or_that_it_was_unreadable(
+def test_the_profiles_section_per_arm_with_ranks_steps_operators_and_b0_beside(
         tmp_path: Path) -> None:
     from ref2va_accept.report import profiles_html
 
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
     assert profiles_html(bundle) == ""
-    bundle.add_profile(_profile())
-    bundle.add_profile(_profile(arm="c1", profiled=None, traces=[], status="open",
-                                problems=["no trace found"]))
+    for entry in _profiles(bundle.folder):
+        bundle.add_profile(entry)
     page = profiles_html(bundle)
     assert "<h3>5s-lossless b0: summarized</h3>" in page
-    assert "ranks expected [0, 1], with a trace [0]" in page
-    assert "profiled request 2.12 s (warm-ups 1.50, 2.25 s); server peak memory 512.5 MB" in page
-    assert "(2.5 MB): 17 operators in a 1234 ms window" in page
-    assert "host-device copies 3.1 ms in 4 copies" in page
-    assert "allocated_peak on cuda:0: 1024.0 MiB" in page
-    assert "<code>aten::addmm</code></td><td><code>[[1, 2]]</code></td><td>3</td>" in page
-    assert "trace_rank1</a> (2.5 MB): could not be read" in page
-    # An arm whose request was never profiled: no figures, its problems listed.
-    assert "<h3>5s-lossless c1: open</h3>" in page and "<li>no trace found</li>" in page
-    assert "profiled request 0.00 s (warm-ups 1.50, 2.25 s); server peak memory None MB" in page
+    assert "ranks expected [0, 1, 2, 3], profiled [0, 1, 2, 3]" in page
+    assert "Warm-ups 1.50, 2.25 s. Profiled request 2.12 s; server peak memory 512.5 MB" in page
+    # The step's split per rank and step, to one scale, with the copies beneath.
+    assert page.count("<svg class='ref2va-step-bars'") == 2
+    assert "rank 0 step 1: computing 40" in page and "host-device copies 0.3 ms" in page
+    # Top operators with shapes and core; communication; copies; memory with definitions.
+    assert ("<td>device kernel</td><td>FlashAttentionScore</td><td>MIX_AIC</td>"
+            "<td>1,40,4096,128;1,40,16384,128;1,40,16384,128</td>") in page
+    assert "<td>hcom_allReduce_</td><td>8</td><td>7.20</td>" in page
+    assert "0-3 HCCS" in page and "<td>H2D</td><td>2</td><td>134217728</td>" in page
+    assert "<td>allocated_peak</td><td>NPU:0 (PTA)</td><td>30000.0</td>" in page
+    assert "<dt>active_peak</dt>" in page
+    # The candidate: a missing rank is open, and it stands beside B0 on the ranks both have.
+    assert "<h3>5s-lossless c1: open</h3>" in page
+    assert "<tr><td>2</td><td>missing</td><td>-</td>" in page
+    assert ("<h4>c1 beside b0</h4><p>a rank&#x27;s mean over rank(s) 0, 1, 3, profiled by "
+            "both") in page
+    assert "rank(s) 2 profiled by b0 only: left out of every mean" in page
+    assert ("<td><code>FlashAttentionScore</code></td><td>MIX_AIC</td><td>17.02</td>"
+            "<td>8.51</td><td>-8.51</td><td>0.500</td>") in page
+    assert ">gone</td>" in page and ">new</td>" in page
+    # The report is what the evidence holds: the same figures from the bundle read back.
+    assert bundle.record.profiles is not None
+    comparison = bundle.record.profiles[1].comparison
+    assert comparison is not None and comparison.ranks_compared == [0, 1, 3]
 
 
 def test_the_latency_decision_in_brief_from_the_typed_check(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The arm runner: from a track's plan to engine instances, requests and recorded outcomes;
-live progress; the profiling scenario's run and its trace summary.
+live progress; the profiling scenario's run.
 
 The modules are private; the other stages import these names from here.
 """
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
         build_request,
         describe_exit,
     )
-    from ref2va_accept.arms._profiling import profile_arm
+    from ref2va_accept.arms._profiling import profile_arm, with_comparison
     from ref2va_accept.arms._progress import (
         PLUGIN_NAME,
         ProgressPlugin,
@@ -26,19 +26,12 @@ if TYPE_CHECKING:
         Terminal,
         scenario_item,
     )
-    from ref2va_accept.arms._trace_summary import (
-        MEMORY_DEFINITIONS,
-        TraceError,
-        summarize_trace,
-        summarize_traces,
-    )
 
 # Each name and the private module that defines it, imported when the name is
 # first used (core.load_name): a stage loads only what its user needs.
 _WHERE = {
     "Arms": "_arms",
     "Diagnostics": "_arms",
-    "MEMORY_DEFINITIONS": "_trace_summary",
     "Outcome": "_arms",
     "OutcomeLog": "_arms",
     "PLUGIN_NAME": "_progress",
@@ -46,17 +39,14 @@ _WHERE = {
     "ProgressReporter": "_progress",
     "RequestStart": "_arms",
     "Terminal": "_progress",
-    "TraceError": "_trace_summary",
     "build_request": "_arms",
     "describe_exit": "_arms",
     "profile_arm": "_profiling",
+    "with_comparison": "_profiling",
     "scenario_item": "_progress",
-    "summarize_trace": "_trace_summary",
-    "summarize_traces": "_trace_summary",
 }
 
 __all__ = [
-    "MEMORY_DEFINITIONS",
     "PLUGIN_NAME",
     "Arms",
     "Diagnostics",
@@ -66,13 +56,11 @@ __all__ = [
     "ProgressReporter",
     "RequestStart",
     "Terminal",
-    "TraceError",
     "build_request",
     "describe_exit",
     "profile_arm",
     "scenario_item",
-    "summarize_trace",
-    "summarize_traces",
+    "with_comparison",
 ]
 
 

@@ -6,26 +6,29 @@ server's flag, which also creates ``/start_profile`` and ``/stop_profile``; the 
 takes the same), sends the protocol's warm-up requests, then profiles exactly one request between
 ``/start_profile`` and ``/stop_profile``, and stops the instance. The traces land in the run's
 evidence folder (``profiles/<track>/<arm>/traces/``, Chrome traces that Perfetto opens) and their
-summary (arms/_trace_summary.py: top operators with shapes, communication, host-device copies,
-memory with definitions, ranks) goes into the evidence's ``profiles`` section, with the profiled
-request's own figures beside it. Nothing here is judged: a profile is evidence for the next
-candidate, and a profile that could not be made is recorded as such (status ``open`` with its
-reason).
+reading (the ``profiles`` stage: per rank the top operators with shapes, communication, host-device
+copies, the step's split, memory with definitions; which ranks profiled which steps) goes into the
+evidence's ``profiles`` section, with the profiled request's own figures beside it. On the 910C
+torch_npu writes ``*_ascend_pt`` folders instead of Chrome traces; they are analysed here where
+torch_npu imports, and read the same way. A candidate's profile is set beside B0's of the same
+track when B0's is in the run (``with_comparison``). Nothing here is judged: a profile is evidence
+for the next candidate, and a profile that could not be made is recorded as such (status ``open``
+with its reason).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from ref2va_accept.arms._arms import Arms
-from ref2va_accept.arms._trace_summary import find_traces, summarize_traces
+from ref2va_accept.evidence import Profile, Profiled, ServerPeak
 from ref2va_accept.planning import device_count
+from ref2va_accept.profiles import compare, find_profiles, read_profiles
 
-__all__ = ["PROFILER", "expected_ranks", "profile_arm"]
+__all__ = ["PROFILER", "expected_ranks", "profile_arm", "with_comparison"]
 
 # vLLM's ProfilerConfig: the torch profiler, shapes and memory recorded, no Python stacks (they
 # multiply the trace's size and carry the host's paths), uncompressed so the judge reads it at once.
@@ -54,66 +57,74 @@ def _post(base_url: str, route: str, timeout_s: float) -> str | None:
     return None
 
 
-def profile_arm(arms: Arms, arm_id: str, folder: Path) -> dict[str, Any]:
+def profile_arm(arms: Arms, arm_id: str, folder: Path) -> Profile:
     """Profile one steady-state request of ``arm_id``; returns the evidence entry."""
     plan = arms.plan
     traces = folder / "traces"
     traces.mkdir(parents=True, exist_ok=True)
     config = {**PROFILER, "torch_profiler_dir": str(traces.resolve())}
-    entry: dict[str, Any] = {"track": plan.track_id, "arm": arm_id,
-                             "profiler_config": {k: v for k, v in config.items()
-                                                 if k != "torch_profiler_dir"},
-                             "warmups": [], "profiled": None, "problems": []}
+    warmups: list[float | None] = []
+    problems: list[str] = []
+    profiled: Profiled | None = None
     engine = arms.start(arm_id, profiler_config=config)
-    entry["instance"] = engine.spec.instance_id
     timeout_s = plan.timeouts.request_s
     ranks = expected_ranks(arms)
     try:
         for index in range(plan.latency.warmups):
             warm = arms.request(engine, arm_id, kind="profile_warmup", index=index)
-            entry["warmups"].append(warm.sample.latency_s)
+            warmups.append(warm.sample.latency_s)
             if not (warm.sample.ok and warm.complete):
-                entry["problems"].append(f"warm-up {index + 1} failed: {warm.explain()}")
+                problems.append(f"warm-up {index + 1} failed: {warm.explain()}")
                 break
         else:
             said = _post(engine.base_url, "/start_profile", timeout_s)
             if said is not None:
-                entry["problems"].append(said)
+                problems.append(said)
             else:
                 outcome = arms.request(engine, arm_id, kind="profiled", index=0)
                 sample = outcome.sample
-                entry["profiled"] = {"sample_id": sample.sample_id,
-                                     "ok": bool(sample.ok and outcome.complete),
-                                     "latency_s": sample.latency_s,
-                                     "server_peak_memory_mb": {
-                                         "value": sample.peak_memory_mb,
-                                         "definition": SERVER_PEAK}}
-                if not entry["profiled"]["ok"]:
-                    entry["problems"].append(f"the profiled request failed: {outcome.explain()}")
+                profiled = Profiled(sample_id=sample.sample_id,
+                                    ok=bool(sample.ok and outcome.complete),
+                                    latency_s=sample.latency_s,
+                                    server_peak_memory_mb=ServerPeak(value=sample.peak_memory_mb,
+                                                                     definition=SERVER_PEAK))
+                if not profiled.ok:
+                    problems.append(f"the profiled request failed: {outcome.explain()}")
                 said = _post(engine.base_url, "/stop_profile", timeout_s)
                 if said is not None:
-                    entry["problems"].append(said)
+                    problems.append(said)
                 _wait_for_traces(traces, len(ranks))
     finally:
         arms.registry.stop(engine)
     # Sanitized now as the run's end would (a trace names its host and its own absolute path),
     # so that the hashes recorded below are the published files' hashes.
     arms.evidence.sanitize_now(traces)
-    summary = summarize_traces(traces, arms.evidence.folder, ranks)
-    problems = entry["problems"] + summary.pop("problems")
-    entry.update(summary)
-    entry["problems"] = problems
-    entry["status"] = "summarized" if summary["status"] == "summarized" and not problems \
-        else "open"
-    return entry
+    read = read_profiles(traces, arms.evidence.folder, ranks)
+    problems += read.problems
+    return Profile(
+        track=plan.track_id, arm=arm_id,
+        profiler_config={k: v for k, v in config.items() if k != "torch_profiler_dir"},
+        warmups=warmups, profiled=profiled, problems=problems, instance=engine.spec.instance_id,
+        ranks_expected=ranks, ranks_found=read.ranks_found, coverage=read.coverage,
+        ranks=read.ranks, status="summarized" if read.complete and not problems else "open")
+
+
+def with_comparison(entry: Profile, earlier: list[Profile]) -> Profile:
+    """A candidate's entry with B0's profile of the same track beside it, where the run has
+    one; B0's own entry, or a candidate without B0's profile, unchanged."""
+    b0 = next((p for p in earlier if p.track == entry.track and p.arm == "b0" and p.ranks),
+              None)
+    if entry.arm == "b0" or b0 is None or not entry.ranks:
+        return entry
+    return entry.model_copy(update={"comparison": compare(b0, entry)})
 
 
 def _wait_for_traces(folder: Path, ranks: int) -> None:
-    """Until every rank's trace (or torch_npu's raw folders) is there, or TRACE_WAIT_S: a real
-    server exports after /stop_profile answers."""
+    """Until every rank's profile (a trace, or torch_npu's folder with its rank) is there, or
+    TRACE_WAIT_S: a real server exports after /stop_profile answers."""
     deadline = time.monotonic() + TRACE_WAIT_S
     while time.monotonic() < deadline:
-        traces, raw = find_traces(folder)
-        if len(traces) >= ranks or raw:
+        found, _ = find_profiles(folder)
+        if len({item.rank for item in found}) >= ranks:
             return
         time.sleep(0.5)

@@ -31,8 +31,6 @@ from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     TypeAdapter,
     WithJsonSchema,
@@ -49,6 +47,15 @@ from ref2va_accept.core import (
     Unit,
     Verdict,
 )
+from ref2va_accept.evidence._base import (
+    JsonNumber,
+    Number,
+    OpenRecord,
+    Record,
+    Sha256,
+    Timestamp,
+)
+from ref2va_accept.evidence._profile_records import Profile
 
 __all__ = [
     "SCHEMA_ID",
@@ -82,39 +89,6 @@ __all__ = [
 
 SCHEMA_VERSION: Final = "ref2va-evidence/1"
 SCHEMA_ID: Final = "https://ref2va-accept/schemas/evidence.schema.json"
-
-
-class Record(BaseModel):
-    """A record of the evidence: every key known (a misspelt one is an error), numbers as
-    written (infinities and NaN too, as Python's json writes them)."""
-
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants",
-                              validate_by_alias=True, validate_by_name=True)
-
-    def json_dict(self) -> dict[str, Any]:
-        """The record as JSON holds it: by alias, with the keys it was read with (none added)."""
-        dumped: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        return dumped
-
-
-class OpenRecord(Record):
-    """A record this run reads but did not write (an older ledger entry): the keys known today
-    are typed, any other is kept as it was."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-# -- scalars -------------------------------------------------------------------------------------
-
-# A number as its writer gave it: an int stays an int (3 is written back as 3, not 3.0).
-Number: TypeAlias = Annotated[int | float, WithJsonSchema({"type": "number"})]
-# A figure its writer spells out when JSON cannot hold it (json_number: "inf", "-inf", "nan").
-JsonNumber: TypeAlias = Annotated[
-    int | float | Literal["inf", "-inf", "nan"],
-    WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]})]
-Timestamp: TypeAlias = Annotated[
-    str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")]
-Sha256: TypeAlias = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 def _check_reason(reason: Reason) -> Reason:
@@ -1217,89 +1191,6 @@ class Ledger(Record):
     appended: int = Field(ge=0)
     torn_tail: bool
     history: list[LedgerEntry]
-
-
-class ServerPeak(Record):
-    value: Number | None
-    definition: str
-
-
-class Profiled(Record):
-    sample_id: str
-    ok: bool
-    latency_s: Number | None
-    server_peak_memory_mb: ServerPeak
-
-
-class TopOperator(Record):
-    kind: Literal["device kernel", "host operator"]
-    name: str
-    input_dims: str
-    calls: int
-    self_ms: Number
-    total_ms: Number
-
-
-class CommunicationOp(Record):
-    name: str
-    calls: int
-    ms: Number
-
-
-class Communication(Record):
-    ms: Number
-    ops: list[CommunicationOp]
-
-
-class HostDeviceCopies(Record):
-    status: Literal["measured", "not_applicable"]
-    ms: Number | None
-    count: int
-    note: str | None = None
-
-
-class MemoryFigure(Record):
-    figure: Literal["allocated_peak", "reserved_peak"]
-    device: str
-    bytes: int
-    definition: str
-
-
-class TraceSummary(Record):
-    """One rank's profiler trace in brief (arms.summarize_trace)."""
-
-    window_ms: Number
-    operators: int
-    top_operators: list[TopOperator]
-    communication: Communication
-    host_device_copies: HostDeviceCopies
-    memory: list[MemoryFigure]
-
-
-class Trace(Record):
-    rank: int
-    file: str
-    bytes: int
-    sha256: str
-    summary: TraceSummary | None
-
-
-class Profile(Record):
-    """One arm's profile (arms.profile_arm): a steady-state request under the torch
-    profiler on an instance of its own, never timed; traces under profiles/<track>/<arm>/."""
-
-    track: str
-    arm: str
-    profiler_config: dict[str, Any]
-    warmups: list[Number | None]
-    profiled: Profiled | None
-    problems: list[str]
-    instance: str
-    ranks_expected: list[int]
-    ranks_found: list[int]
-    traces: list[Trace]
-    npu_raw: list[str]
-    status: Literal["summarized", "open"]
 
 
 Preference: TypeAlias = Literal["b0", "candidate", "same"]

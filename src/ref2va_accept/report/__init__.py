@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ref2va_accept.report._cells import TABLE, VERDICT_COLOURS, number, ratio_text
     from ref2va_accept.report._latency import latency_cell, latency_svg
     from ref2va_accept.report._localize import localization_html, panel
-    from ref2va_accept.report._profiles import profiles_html
+    from ref2va_accept.report._profiles import profile_html, profiles_html
     from ref2va_accept.report._sections import (
         audio_comparison_text,
         budget_html,
@@ -38,6 +38,7 @@ _WHERE = {
     "lossy_tables_html": "_sections",
     "number": "_cells",
     "panel": "_localize",
+    "profile_html": "_profiles",
     "profiles_html": "_profiles",
     "ratio_text": "_cells",
     "summary_html": "_sections",
@@ -57,6 +58,7 @@ __all__ = [
     "lossy_tables_html",
     "number",
     "panel",
+    "profile_html",
     "profiles_html",
     "ratio_text",
     "summary_html",

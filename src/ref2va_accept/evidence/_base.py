@@ -1,0 +1,43 @@
+"""What every evidence record shares: the strict record base and the scalar types the records use
+(numbers as written, timestamps, sha256 digests)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+__all__ = ["JsonNumber", "Number", "OpenRecord", "Record", "Sha256", "Timestamp"]
+
+
+class Record(BaseModel):
+    """A record of the evidence: every key known (a misspelt one is an error), numbers as
+    written (infinities and NaN too, as Python's json writes them)."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants",
+                              validate_by_alias=True, validate_by_name=True)
+
+    def json_dict(self) -> dict[str, Any]:
+        """The record as JSON holds it: by alias, with the keys it was read with (none added)."""
+        dumped: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return dumped
+
+
+class OpenRecord(Record):
+    """A record this run reads but did not write (an older ledger entry): the keys known today
+    are typed, any other is kept as it was."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# -- scalars -------------------------------------------------------------------------------------
+
+# A number as its writer gave it: an int stays an int (3 is written back as 3, not 3.0).
+Number: TypeAlias = Annotated[int | float, WithJsonSchema({"type": "number"})]
+# A figure its writer spells out when JSON cannot hold it (json_number: "inf", "-inf", "nan").
+JsonNumber: TypeAlias = Annotated[
+    int | float | Literal["inf", "-inf", "nan"],
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]})]
+Timestamp: TypeAlias = Annotated[
+    str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")]
+Sha256: TypeAlias = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
