@@ -427,8 +427,7 @@ def write_rank(parent: Path, rank: int, v: Variant) -> Path:
     """One rank's ``*_ascend_pt`` folder as torch_npu's analysis leaves it."""
     folder = parent / f"worker_{rank}_{31000 + rank}_20261206080000{rank:03d}_ascend_pt"
     out = folder / "ASCEND_PROFILER_OUTPUT"
-    out.mkdir(parents=True)
-    (folder / "FRAMEWORK").mkdir()
+    out.mkdir(parents=True)  # (FRAMEWORK/, torch_npu's raw records, is not read: left out)
     info = {"config": {"common_config": {"activities": ["ProfilerActivity.CPU",
                                                         "ProfilerActivity.NPU"],
                                          "schedule": None, "record_shapes": True,
@@ -506,13 +505,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _differences(a: Path, b: Path) -> list[str]:
-    names = {p.relative_to(a) for p in a.rglob("*")} | {p.relative_to(b) for p in b.rglob("*")}
+    # Files only: git keeps no empty folder, so a clean checkout has none.
+    names = ({p.relative_to(a) for p in a.rglob("*") if p.is_file()}
+             | {p.relative_to(b) for p in b.rglob("*") if p.is_file()})
     out = []
     for name in sorted(names):
         left, right = a / name, b / name
-        if left.is_dir() and right.is_dir():
-            continue
-        if not (left.exists() and right.exists()) or not filecmp.cmp(left, right, shallow=False):
+        if not (left.is_file() and right.is_file()) or not filecmp.cmp(left, right,
+                                                                       shallow=False):
             out.append(f"{name}: differs from what the script writes (run it with --write)")
     return out
 
