@@ -36,12 +36,12 @@ def test_one_5s_track_fits_a_fresh_budget_and_the_second_does_not() -> None:
     # Starts and scoring priced: one 15 s lossy candidate (27.7 h) no longer fits at all.
     campaign = load_campaign(HOST)
     plans = {k: v for k, v in plan_campaign(campaign).items() if k == "5s-lossless"}
-    fresh = budget.check(campaign, plans, [])
+    fresh = budget.check_budget(campaign, plans, [])
     assert fresh.refusal() is None and fresh.devices == 4
     assert fresh.planned_wall_s is not None and 3 < fresh.planned_wall_s[1] / 3600 < 5
     assert "every engine start, stop, request and score priced" in "\n".join(fresh.lines())
     # Spent and planned add up: a second run of it would pass 16 wall-hours (and 64 device-h).
-    again = budget.check(campaign, plans, _runs(15.2))
+    again = budget.check_budget(campaign, plans, _runs(15.2))
     line = again.refusal()
     assert line is not None and "wall-hours (spent 15.20 + planned at most" in line
     assert "> 16" in line and "logical-device-hours" in line and "budget.authorizations" in line
@@ -69,7 +69,7 @@ def test_a_recorded_authorization_raises_the_ceilings(tmp_path: Path) -> None:
     copy.write_text(yaml.safe_dump(data, sort_keys=False))
     campaign = load_campaign(copy)
     plans = {k: v for k, v in plan_campaign(campaign).items() if k == "5s-lossless"}
-    result = budget.check(campaign, plans, _runs(15.2))
+    result = budget.check_budget(campaign, plans, _runs(15.2))
     assert result.wall_ceiling_h == 32 and result.device_ceiling_h == 128
     assert result.refusal() is None and len(result.authorizations) == 1
 
@@ -87,10 +87,10 @@ def test_an_authorization_says_who_when_and_how_much(tmp_path: Path) -> None:
 def test_without_preflight_medians_only_what_was_spent_can_refuse() -> None:
     campaign = load_campaign(REFERENCE)  # freezes no expected_request_s
     plans = plan_campaign(campaign)
-    unknown = budget.check(campaign, plans, _runs(3, devices=0))
+    unknown = budget.check_budget(campaign, plans, _runs(3, devices=0))
     assert unknown.planned_wall_s is None and unknown.refusal() is None
     assert any("not estimated" in line for line in unknown.lines())
-    spent = budget.check(campaign, plans, _runs(10, 7, devices=0))
+    spent = budget.check_budget(campaign, plans, _runs(10, 7, devices=0))
     assert spent.refusal() is not None and "17.00 wall-hours (spent 17.00) > 16" in spent.refusal()
 
 

@@ -97,8 +97,8 @@ def _bundle(tmp_path: Path, status: str) -> EvidenceBundle:
 @pytest.mark.parametrize("status", ["complete", "interrupted", "stopped"])
 def test_each_candidate_verdict_is_an_entry_whatever_the_run_status(tmp_path: Path,
                                                                      status: str) -> None:
-    entries = ledger.entries(_bundle(tmp_path, status), load_campaign(REFERENCE),
-                             campaign_lock="c" * 64)
+    entries = ledger.candidate_entries(_bundle(tmp_path, status), load_campaign(REFERENCE),
+                                       campaign_lock="c" * 64)
     assert [(e.candidate, e.verdict) for e in entries] == [
         ("lossless-text-kv", "supported"), ("reduction-order", "failed")]  # no track-only row
     first, second = entries
@@ -126,8 +126,8 @@ def test_each_candidate_verdict_is_an_entry_whatever_the_run_status(tmp_path: Pa
 @pytest.mark.fast
 def test_entries_are_appended_never_rewritten_and_a_torn_tail_is_said(tmp_path: Path) -> None:
     path = tmp_path / "c.ledger.jsonl"
-    entries = ledger.entries(_bundle(tmp_path / "a", "complete"), load_campaign(REFERENCE),
-                             campaign_lock=None)
+    entries = ledger.candidate_entries(_bundle(tmp_path / "a", "complete"),
+                                       load_campaign(REFERENCE), campaign_lock=None)
     ledger.append(path, entries)
     before = path.read_bytes()
     ledger.append(path, entries[:1])
@@ -190,8 +190,8 @@ def test_the_ledger_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     campaign = campaign_variant(tmp_path / "c")
     assert main(["ledger", str(campaign)]) == 0
     assert "no entries yet" in capsys.readouterr().out
-    entries = ledger.entries(_bundle(tmp_path, "interrupted"), load_campaign(REFERENCE),
-                             campaign_lock=None)
+    entries = ledger.candidate_entries(_bundle(tmp_path, "interrupted"), load_campaign(REFERENCE),
+                                       campaign_lock=None)
     ledger.append(ledger.ledger_path(campaign), entries)
     assert main(["ledger", str(campaign)]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -1,8 +1,10 @@
 """The judge's stages: the import contract (import-linter, pyproject.toml) holds, fails on a
-planted upward import, and the docs' module map is the code's."""
+planted upward import; no stage imports another stage's private module (its face is the
+boundary), which a planted one shows; and the docs' module map is the code's."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import shutil
 import subprocess
@@ -16,6 +18,28 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import module_map  # noqa: E402
 
 LINT = Path(sys.executable).with_name("lint-imports")
+JUDGE = ROOT / "src" / "ref2va_accept"
+
+
+def private_imports(judge: Path) -> list[str]:
+    """Every import in a stage of another stage's private module (``ref2va_accept.planning.
+    _budget``, or ``from ref2va_accept.planning import _budget``): file, line, what."""
+    found = []
+    for path in sorted(judge.rglob("*.py")):
+        stage = path.relative_to(judge).parts[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            modules: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            for module in modules:
+                parts = module.split(".")
+                if (parts[0] == "ref2va_accept" and len(parts) > 2 and parts[1] != stage
+                        and any(p.startswith("_") for p in parts[2:])):
+                    found.append(f"{path.relative_to(judge)}:{node.lineno}: {module}")
+    return sorted(set(found))
 
 
 def _lint(src: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -42,6 +66,27 @@ def test_a_planted_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     assert done.returncode != 0, done.stdout
     assert "ref2va_accept.core is not allowed to import ref2va_accept.judging" in done.stdout
     assert "ref2va_accept.core._hashing -> ref2va_accept.judging" in done.stdout
+
+
+@pytest.mark.fast
+def test_no_stage_imports_another_stages_private_module() -> None:
+    assert private_imports(JUDGE) == []
+
+
+@pytest.mark.fast
+def test_a_planted_private_import_is_found(tmp_path: Path) -> None:
+    judge = tmp_path / "ref2va_accept"
+    for stage in ("cli", "planning"):
+        (judge / stage).mkdir(parents=True)
+        (judge / stage / "__init__.py").write_text("")
+    (judge / "planning" / "_budget.py").write_text("from ref2va_accept.planning import _disk\n")
+    (judge / "cli" / "_plan.py").write_text(
+        "import ref2va_accept.planning\nfrom ref2va_accept.planning import check_budget\n"
+        "from ref2va_accept.planning import _budget as budget  # planted\n"
+        "import ref2va_accept.planning._disk  # planted\n")
+    assert private_imports(judge) == [
+        "cli/_plan.py:3: ref2va_accept.planning._budget",
+        "cli/_plan.py:4: ref2va_accept.planning._disk"]
 
 
 @pytest.mark.fast

@@ -22,6 +22,7 @@ from ref2va_accept.planning import (
     PassFigures,
     Prices,
     TrackPlan,
+    check_budget,
     pass_seconds,
     plan_campaign,
     price_lines,
@@ -29,7 +30,6 @@ from ref2va_accept.planning import (
     search_lines,
     what_if,
 )
-from ref2va_accept.planning import _budget as budget
 from ref2va_accept.record import read_ledger
 
 __all__ = ["WHAT_IF_WARMUP_STEPS", "pass_pricer", "run_plan"]
@@ -97,7 +97,7 @@ def run_plan(args: argparse.Namespace) -> int:
             raise CampaignError(f"{args.campaign}: no track {', '.join(unknown)} "
                                 f"(tracks: {', '.join(plans)})")
         plans = {t: p for t, p in plans.items() if t in args.tracks}
-    result = budget.check(campaign, plans, read_ledger(args.ledger).entries)
+    result = check_budget(campaign, plans, read_ledger(args.ledger).entries)
     prices = Prices.of(campaign)
     devices = result.devices
     pricer = pass_pricer(devices)

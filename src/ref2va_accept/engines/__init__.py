@@ -51,13 +51,8 @@ if TYPE_CHECKING:
     )
     from ref2va_accept.engines._ownership import new_nonce
     from ref2va_accept.engines._ports import LOOPBACK, free_port, port_is_free
-    from ref2va_accept.engines._server import (
-        EngineInstance,
-        InstanceRegistry,
-        LaunchSpec,
-        engine_environment,
-        start_instance,
-    )
+    from ref2va_accept.engines._registry import InstanceRegistry, start_instance
+    from ref2va_accept.engines._server import EngineInstance, LaunchSpec, engine_environment
 
 # Each name and the private module that defines it, imported when the name is
 # first used (core.load_name): a stage loads only what its user needs.
@@ -69,7 +64,7 @@ _WHERE = {
     "EngineInstance": "_server",
     "EngineKindName": "_kinds",
     "IdleLevel": "_device_memory",
-    "InstanceRegistry": "_server",
+    "InstanceRegistry": "_registry",
     "KINDS": "_kinds",
     "LOOPBACK": "_ports",
     "LaunchSpec": "_server",
@@ -99,7 +94,7 @@ _WHERE = {
     "probe_for": "_devices",
     "read_idle": "_device_memory",
     "run_command": "_devices",
-    "start_instance": "_server",
+    "start_instance": "_registry",
     "start_reaper": "_leftovers",
     "stop_leftovers": "_leftovers",
     "stopped_line": "_leftovers",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ref2va_accept.core import load_name
 
 if TYPE_CHECKING:
-    from ref2va_accept.planning._budget import device_count
+    from ref2va_accept.planning._budget import BudgetCheck, budget_entry, check_budget, device_count
     from ref2va_accept.planning._cost import (
         campaign_costs,
         candidate_cost,
@@ -17,7 +17,13 @@ if TYPE_CHECKING:
         device_seconds,
         track_costs,
     )
-    from ref2va_accept.planning._disk import DTYPE_BYTES, DiskCheck, DiskEstimate, fmt_bytes
+    from ref2va_accept.planning._disk import (
+        DTYPE_BYTES,
+        DiskCheck,
+        DiskEstimate,
+        check_disk,
+        fmt_bytes,
+    )
     from ref2va_accept.planning._lanes import campaign_lanes, split_lanes, track_weights
     from ref2va_accept.planning._prices import Prices, price_lines, unpriced_text
     from ref2va_accept.planning._request_plan import (
@@ -96,6 +102,10 @@ _WHERE = {
     "candidate_cost": "_cost",
     "describe": "_cost",
     "device_seconds": "_cost",
+    "BudgetCheck": "_budget",
+    "budget_entry": "_budget",
+    "check_budget": "_budget",
+    "check_disk": "_disk",
     "device_count": "_budget",
     "fmt_bytes": "_disk",
     "fmt_duration": "_request_plan",
@@ -138,6 +148,7 @@ __all__ = [
     "PREFIX",
     "SCENARIOS",
     "Arm",
+    "BudgetCheck",
     "DiskCheck",
     "DiskEstimate",
     "InputFile",
@@ -152,9 +163,12 @@ __all__ = [
     "TrackPlan",
     "WorkUnit",
     "baseline_groups",
+    "budget_entry",
     "campaign_costs",
     "campaign_lanes",
     "candidate_cost",
+    "check_budget",
+    "check_disk",
     "describe",
     "device_count",
     "device_seconds",

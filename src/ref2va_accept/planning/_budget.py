@@ -30,7 +30,7 @@ from ref2va_accept.planning._cost import campaign_costs, device_seconds, total_s
 from ref2va_accept.planning._prices import Prices, unpriced_text
 from ref2va_accept.planning._track_plan import TrackPlan
 
-__all__ = ["BudgetCheck", "check", "device_count", "run_entry"]
+__all__ = ["BudgetCheck", "budget_entry", "check_budget", "device_count"]
 
 
 def device_count(campaign: LoadedCampaign) -> int:
@@ -39,7 +39,7 @@ def device_count(campaign: LoadedCampaign) -> int:
     return 0 if devices.kind == "none" else len(devices.visible)
 
 
-def run_entry(bundle: Bundle, devices: int) -> dict[str, Any]:
+def budget_entry(bundle: Bundle, devices: int) -> dict[str, Any]:
     """The ledger's ``run`` entry of a finished run, from its evidence (its instances' audits)."""
     lifetimes = [float(i.cleanup.lifetime_s) for i in bundle.instances
                  if i.cleanup is not None and i.cleanup.lifetime_s is not None]
@@ -121,7 +121,7 @@ def planned_seconds(plans: Mapping[str, TrackPlan], prices: Prices
     return total_seconds(campaign_costs(plans, prices))
 
 
-def check(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
+def check_budget(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
           entries: Sequence[LedgerEntry]) -> BudgetCheck:
     """This run (its selected tracks' plans) against the ceilings and what earlier runs spent."""
     budget = campaign.model.budget

@@ -239,7 +239,7 @@ class DiskCheck:
                 "tracks": [t.to_dict() for t in need.tracks]}
 
 
-def check(run: Plan, plans: Mapping[str, TrackPlan], folder: Path, *,
+def check_disk(run: Plan, plans: Mapping[str, TrackPlan], folder: Path, *,
           skipped: bool = False) -> DiskCheck:
     """The run's estimated need against the free space where its evidence goes."""
     probed, free = free_bytes(folder)

@@ -24,8 +24,8 @@ from ref2va_accept.judging import judge
 from ref2va_accept.plugin import engines
 from ref2va_accept.plugin.selection import campaign_path, is_campaign_item
 from ref2va_accept.plugin.state import STATE, RunState, run_state
-from ref2va_accept.record import LEDGER_ENV, ledger_path
-from ref2va_accept.record import _ledger as ledger
+from ref2va_accept.record import LEDGER_ENV, candidate_entries, ledger_path, read_ledger, run_entry
+from ref2va_accept.record import append as append_to_ledger
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -183,10 +183,10 @@ def _append_to_ledger(config: pytest.Config, state: RunState) -> None:
     path = ledger_file(config, state)
     try:
         lock = state.freeze.lock_sha256
-        new = [*ledger.entries(bundle, state.campaign, campaign_lock=lock),
-               ledger.run_entry(bundle, state.campaign, campaign_lock=lock)]
-        ledger.append(path, new)
-        record = ledger.read_ledger(path)
+        new = [*candidate_entries(bundle, state.campaign, campaign_lock=lock),
+               run_entry(bundle, state.campaign, campaign_lock=lock)]
+        append_to_ledger(path, new)
+        record = read_ledger(path)
         bundle.set_section("ledger", {"file": state.display(path), "appended": len(new),
                                       "torn_tail": record.torn_tail,
                                       "history": [e.json_dict() for e in record.entries]})

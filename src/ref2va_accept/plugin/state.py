@@ -53,10 +53,16 @@ from ref2va_accept.judging import (
     judge_timed_outputs,
     judge_tracks,
 )
-from ref2va_accept.planning import LossyScoring, ScenarioItem, TrackPlan, plan_campaign, plan_run
-from ref2va_accept.planning import _budget as budget
-from ref2va_accept.planning import _disk as disk
-from ref2va_accept.record import _ledger as ledger
+from ref2va_accept.planning import (
+    LossyScoring,
+    ScenarioItem,
+    TrackPlan,
+    check_budget,
+    check_disk,
+    plan_campaign,
+    plan_run,
+)
+from ref2va_accept.record import LedgerError, read_ledger, with_attempt
 
 STATE = pytest.StashKey["RunState"]()
 
@@ -261,7 +267,7 @@ class RunState:
         before any engine starts (planning/_disk.py). Recorded in `disk`; when it does not fit, a
         note and the line to stop the run with (unless `skip`: then a note that the check was
         skipped). The line names the folder as given (the evidence's copy is sanitized)."""
-        result = disk.check(plan_run(items, self.plans), self.plans, self.evidence_root,
+        result = check_disk(plan_run(items, self.plans), self.plans, self.evidence_root,
                             skipped=skip)
         bundle = self.evidence()
         bundle.set_section("disk", result.to_dict())
@@ -285,13 +291,13 @@ class RunState:
         wanted = set(tracks)
         plans = {t: p for t, p in self.plans.items() if t in wanted}
         try:
-            earlier = ledger.read_ledger(ledger_file).entries
-        except ledger.LedgerError as exc:
+            earlier = read_ledger(ledger_file).entries
+        except LedgerError as exc:
             line = f"ref2va: the campaign's ledger cannot be read, so its budget cannot be: {exc}"
             self._stop_with(line, tracks)
             return line
         self.ledger_entries = tuple(earlier)
-        result = budget.check(self.campaign, plans, earlier)
+        result = check_budget(self.campaign, plans, earlier)
         bundle = self.evidence()
         bundle.set_section("budget", result.to_dict())
         refusal = result.refusal()
@@ -421,5 +427,5 @@ class RunState:
                             1 - campaign.model.protocol.confidence)
         if self.ledger_entries is None:  # the run read no ledger: no attempts to number
             return rows
-        return [ledger.with_attempt(row, campaign.model.name, self.ledger_entries)
+        return [with_attempt(row, campaign.model.name, self.ledger_entries)
                 for row in rows]

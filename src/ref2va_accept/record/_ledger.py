@@ -40,10 +40,10 @@ from ref2va_accept.evidence import (
     stand_in_label,
     utc_now,
 )
-from ref2va_accept.planning import _budget as budget
+from ref2va_accept.planning import budget_entry, device_count
 from ref2va_accept.report import ratio_text
 
-__all__ = ["LEDGER_ENV", "LEDGER_SCHEMA", "LedgerError", "append", "attempts", "entries",
+__all__ = ["LEDGER_ENV", "LEDGER_SCHEMA", "LedgerError", "append", "attempts", "candidate_entries",
            "ledger_path", "read_ledger", "run_entry", "table_lines"]
 
 LEDGER_SCHEMA = "ref2va-ledger/1"
@@ -95,8 +95,8 @@ def _quality(bundle: EvidenceBundle, track: str, arm: str) -> dict[str, Any] | N
     return summary
 
 
-def entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
-            campaign_lock: str | None) -> list[LedgerEntry]:
+def candidate_entries(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
+                      campaign_lock: str | None) -> list[LedgerEntry]:
     """One entry per candidate verdict of this run (track-only rows judge no candidate)."""
     arms = {a.id: a for a in campaign.model.candidates}
     record = bundle.record
@@ -144,7 +144,7 @@ def run_entry(bundle: EvidenceBundle, campaign: LoadedCampaign, *,
         "schema": LEDGER_SCHEMA, "at": utc_now(), "run_id": bundle.run_id,
         "run_status": bundle.status, "campaign": campaign.model.name,
         "campaign_lock": campaign_lock, "wall_s": round(max(wall, 0.0), 3),
-        **budget.run_entry(record, budget.device_count(campaign))})
+        **budget_entry(record, device_count(campaign))})
 
 
 def attempts(ledger: Iterable[LedgerEntry]) -> list[LedgerEntry]:

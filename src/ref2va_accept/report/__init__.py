@@ -12,13 +12,12 @@ if TYPE_CHECKING:
     from ref2va_accept.report._cells import TABLE, VERDICT_COLOURS, number, ratio_text
     from ref2va_accept.report._latency import latency_cell, latency_svg
     from ref2va_accept.report._localize import localization_html, panel
+    from ref2va_accept.report._lossy import audio_comparison_text, lossy_tables_html
     from ref2va_accept.report._profiles import profile_html, profiles_html
     from ref2va_accept.report._sections import (
-        audio_comparison_text,
         budget_html,
         host_html,
         ledger_html,
-        lossy_tables_html,
         summary_html,
         verdict_table_html,
     )
@@ -28,14 +27,14 @@ if TYPE_CHECKING:
 _WHERE = {
     "TABLE": "_cells",
     "VERDICT_COLOURS": "_cells",
-    "audio_comparison_text": "_sections",
+    "audio_comparison_text": "_lossy",
     "budget_html": "_sections",
     "host_html": "_sections",
     "latency_cell": "_latency",
     "latency_svg": "_latency",
     "ledger_html": "_sections",
     "localization_html": "_localize",
-    "lossy_tables_html": "_sections",
+    "lossy_tables_html": "_lossy",
     "number": "_cells",
     "panel": "_localize",
     "profile_html": "_profiles",
