@@ -1,4 +1,4 @@
-"""The evidence's record models (evidence/_records.py): the published schema is the one they
+"""The evidence's record models (evidence/_*_records.py): the published schema is the one they
 generate, the closed sets they spell out are their writers', and what they read dumps back
 unchanged."""
 
@@ -29,7 +29,8 @@ from ref2va_accept.evidence import (
     payload,
     schema_text,
 )
-from ref2va_accept.evidence import _records as records
+from ref2va_accept.evidence import _bundle_records as bundle_records
+from ref2va_accept.evidence import _closed_sets as records
 
 pytestmark = pytest.mark.fast
 
@@ -76,7 +77,7 @@ def test_the_schema_generated_refuses_what_the_models_refuse(tmp_path: Path) -> 
             Bundle.model_validate(bad)
 
 
-# -- the closed sets spelt out in evidence/_records.py are their writers' -------------------------
+# -- the closed sets spelt out in evidence/_closed_sets.py are their writers' ---------------------
 
 def _literal(owner: Any, name: str) -> set[Any]:
     hints = typing.get_type_hints(owner)
@@ -114,7 +115,7 @@ def test_the_closed_sets_are_those_of_the_modules_that_write_them() -> None:
 
 def test_the_sections_are_the_bundles_optional_keys() -> None:
     optional = {name for name, field in Bundle.model_fields.items() if not field.is_required()}
-    assert optional == set(records.SECTION_KEYS) == SECTIONS
+    assert optional == set(bundle_records.SECTION_KEYS) == SECTIONS
 
 
 # -- reading and dumping back --------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """`ref2va-accept schema`: the published JSON Schema of evidence.json, generated from the records.
 
 The schema that ships with the package (src/ref2va_accept/schemas/evidence.schema.json) is
-written by this command from the record models (records.evidence_schema), never by hand; with
+written by this command from the record models (evidence_schema), never by hand; with
 ``--check`` it only compares, and exits 1 naming the file when the committed one differs (the
 test suite runs the same comparison: tests/unit/test_records.py).
 """
@@ -26,7 +26,7 @@ def stale_schema() -> str | None:
         return f"{SCHEMA_PATH.name} is missing; run `{REGENERATE}` to write it"
     if committed != schema_text():
         return (f"{SCHEMA_PATH.name} is not the schema the evidence's record models "
-                f"(evidence/_records.py) make; run `{REGENERATE}` to regenerate it")
+                f"(evidence/_*_records.py) make; run `{REGENERATE}` to regenerate it")
     return None
 
 

@@ -13,7 +13,8 @@ An interrupted run keeps everything recorded so far; its status says `interrupte
 cannot be written (a full disk) is undone (safe_write), named once through ``on_failure``, and
 the run's status becomes `failed_write`; what was recorded before stays valid. The JSON Schema
 of evidence.json ships with the package (``SCHEMA_PATH``), generated from the record models
-(evidence/_records.py; ``ref2va-accept schema`` writes it).
+(evidence/_bundle_records.py and the record modules beside it; ``ref2va-accept schema``
+writes it).
 
 In memory the projection is typed: ``record`` is the run's records.Bundle, each event's payload
 read into its model before the event is appended (a payload that does not match its model is
@@ -37,7 +38,10 @@ from typing import Any
 
 from ref2va_accept import __version__
 from ref2va_accept.core import WriteFailed, append_line, atomic_write, write_new
+from ref2va_accept.evidence._bundle_records import SCHEMA_VERSION, Bundle, bundle_text
 from ref2va_accept.evidence._checks import CheckResult, TrackVerdict
+from ref2va_accept.evidence._host_records import Instance
+from ref2va_accept.evidence._latency_records import Sample
 from ref2va_accept.evidence._log import (
     EVENTS_FILE,
     EVIDENCE_FILE,
@@ -49,14 +53,7 @@ from ref2va_accept.evidence._log import (
     rebuild,
     utc_now,
 )
-from ref2va_accept.evidence._records import (
-    SCHEMA_VERSION,
-    Bundle,
-    Instance,
-    Media,
-    Sample,
-    bundle_text,
-)
+from ref2va_accept.evidence._media_records import Media
 from ref2va_accept.evidence.sanitize import Sanitizer
 
 __all__ = ["SCHEMA", "SCHEMA_PATH", "WRITE_FAILED", "EvidenceBundle", "new_run_id", "rebuild"]

@@ -41,16 +41,16 @@ from typing import Any, Literal, get_args
 from pydantic import ValidationError
 
 from ref2va_accept.core import Ref2VAError, append_line
-from ref2va_accept.evidence._records import (
+from ref2va_accept.evidence._bundle_records import (
     EVENT_MODELS,
     SECTION_KEYS,
     Bundle,
     Event,
-    Instance,
     SectionEvent,
     looks_like_bundle,
     section_value,
 )
+from ref2va_accept.evidence._host_records import Instance
 
 EVENTS_FILE = "events.jsonl"
 EVIDENCE_FILE = "evidence.json"

@@ -1,0 +1,426 @@
+"""The evidence's checks, typed: a union discriminated by their `name`, one class per check of
+the vocabulary (e.g. LatencyRatioCheck), each with its own typed `data`.
+
+``Bundle.checks_of(LatencyRatioCheck)`` gives one kind. Where a writer leaves a check's data
+empty on some path (a request that failed before anything was compared), its data is that
+kind's model or :class:`NoData`. A check records only a validity or defect reason of the
+vocabulary (`CheckReason`). The latency check's data is in `_latency_records`, the lossy
+gate's figures in `_media_records`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
+
+from pydantic import AfterValidator, Field, TypeAdapter, WithJsonSchema
+
+from ref2va_accept.core import CHECK_REASON_CATEGORIES, Check, CheckStatus, Reason
+from ref2va_accept.evidence._base import JsonNumber, Number, Record, Timestamp
+from ref2va_accept.evidence._closed_sets import DeviceKind, PartingKind, PointStatus
+from ref2va_accept.evidence._host_records import IdentityRow
+from ref2va_accept.evidence._latency_records import LatencyData, LatencyStopped
+from ref2va_accept.evidence._media_records import (
+    LossyGateData,
+    NotCompared,
+    ScoreRecord,
+    WeightRecord,
+)
+
+__all__ = [
+    "CHECK_ADAPTER",
+    "CHECK_REASON_SCHEMA",
+    "AnyCheck",
+    "B0MediaCheck",
+    "BaselineDeterminismData",
+    "BaselineVariabilityCheck",
+    "BaselineVariabilityData",
+    "CheckReason",
+    "CheckRecord",
+    "CleanupCheck",
+    "DiffPicture",
+    "EnabledPathAuditCheck",
+    "LatencyRatioCheck",
+    "LocalizationCheck",
+    "LocalizedFigures",
+    "LosslessGateCheck",
+    "LosslessGateData",
+    "LossyGateCheck",
+    "NoData",
+    "ScorerWeightsCheck",
+    "check_record",
+]
+
+
+def _check_reason(reason: Reason) -> Reason:
+    if reason.category not in CHECK_REASON_CATEGORIES:
+        raise ValueError(f"{reason.value!r} is a verdict's reason (category {reason.category}); "
+                         "a check records validity or defect reasons")
+    return reason
+
+
+# A reason a check may record: a validity or defect reason of the vocabulary.
+CHECK_REASON_SCHEMA: Final = {
+    "description": "a reason a check may record (a validity or defect reason of the vocabulary)",
+    "enum": [r.value for r in Reason if r.category in CHECK_REASON_CATEGORIES]}
+CheckReason: TypeAlias = Annotated[Reason, AfterValidator(_check_reason),
+                                   WithJsonSchema(CHECK_REASON_SCHEMA)]
+
+
+# -- check data ----------------------------------------------------------------------------------
+
+class NoData(Record):
+    """A check that records nothing beside its status and detail (`{}`)."""
+
+
+class MediaCheckData(Record):
+    """b0_media / candidate_media (arms.media_check)."""
+
+    sample_id: str
+    latency_s: Number | None
+    sha256: str | None
+
+
+class CleanupCheckData(Record):
+    instance: str
+    stop_s: Number
+
+
+class PointRecord(Record):
+    """One comparison point, B0 (a) against the candidate (b) (tensors.PointComparison)."""
+
+    name: str
+    status: PointStatus
+    equal: bool
+    dtype_a: str | None
+    dtype_b: str | None
+    shape_a: list[int] | None
+    shape_b: list[int] | None
+    elements: int
+    differing: int
+    fraction: Number
+    first_index: list[int] | None
+    max_abs_diff: JsonNumber | None
+    max_ulp: int | None
+
+
+class UnobservedRequest(Record):
+    track: str
+    kind: str
+
+
+class GateShared(Record):
+    """A B0 check with nothing compared (its requests failed), but which names the tracks its
+    gate instances served (judging.mark_shared)."""
+
+    gate_instances_served: list[str] | None = None
+    unobserved_request: UnobservedRequest | None = None
+
+
+class BaselineDeterminismData(Record):
+    seed: int | None
+    points: list[PointRecord]
+    # judging.mark_shared: B0's gate instances served these tracks too
+    gate_instances_served: list[str] | None = None
+    unobserved_request: UnobservedRequest | None = None
+
+
+class LosslessGateData(Record):
+    seed: int | None
+    points: list[PointRecord]
+    first_divergence: str | None
+
+
+class EnabledPathAuditData(Record):
+    approximate: list[str] | None
+    dtype: str | None
+
+
+class UnobservedOutputData(Record):
+    # the hosted gate: whether the unobserved output was a measured request of the instance
+    unobserved_request: Literal["measured", "unobserved"] | None = None
+
+
+class BaselineVariabilityData(Record):
+    same_seed_spread: dict[str, Number]
+    different_seed_spread: dict[str, Number]
+    gated: list[str]
+    limit: Number
+    threshold: Number
+    below_limit: dict[str, bool]
+    unmeasured: list[str]
+    baseline_scores: list[ScoreRecord]
+    gate_instances_served: list[str] | None = None
+
+
+class ScorerWeightsData(Record):
+    weights: list[WeightRecord]
+    stand_ins: list[str]
+    undeclared: list[str]
+
+
+class TimedRule(Record):
+    """The minimums a differing timed output must reach (judging.lossy_rule)."""
+
+    min_psnr_db: Number
+    min_psnr_from: str
+    min_ssim: Number | None
+    min_audio_snr_db: Number
+
+
+class TimedPair(Record):
+    seed: int | None
+    timed: str
+    scored: str
+    identical: bool
+    error: str | None = None
+    psnr_db: JsonNumber | None = None
+    ssim_mean: JsonNumber | None = None
+    audio_snr_db: JsonNumber | None = None
+
+
+class TimedOutputFidelityData(Record):
+    rule: TimedRule
+    pairs: list[TimedPair]
+
+
+class ResourceInterferenceData(Record):
+    device_kind: DeviceKind
+    devices: list[int]
+
+
+class EngineStartData(Record):
+    instance: str
+    log: str | None = None
+    exit_code: int | None = None
+
+
+class HostIdentityData(Record):
+    rows: list[IdentityRow]
+
+
+class DeviceMemoryReleaseData(Record):
+    instance: str
+    waited_s: Number
+    held_mb: dict[str, Number]
+
+
+class InputProblem(Record):
+    """A track input that is missing or not its pinned bytes (campaign.InputProblem)."""
+
+    track: str
+    field: str
+    path: str
+    expected_sha256: str
+    found_sha256: str | None
+    unreadable: str | None
+
+
+class InputsData(Record):
+    inputs: list[InputProblem]
+
+
+class WarmupDemonstrationData(Record):
+    warmup_steps: int
+    full_s: list[Number]
+    cheap_s: list[Number]
+    ratio: Number
+    limit: Number
+    measured_at: Timestamp
+    per_duration_yaml: str
+
+
+class Parting(Record):
+    """Where two capture logs part (judging.localize.capture.Parting)."""
+
+    kind: PartingKind
+    module: str | None
+    b0: str | None
+    candidate: str | None
+    before: str | None
+    output: int | None
+    skipped: list[str]
+    sentence: str
+
+
+class LocalizedFigures(PointRecord):
+    """The named module's output (else the pictured point), B0 against the candidate."""
+
+
+class DiffPicture(Record):
+    """Where the output differs, binned (judging.localize.picture.DiffMap)."""
+
+    shape: list[int]
+    rows: int
+    cols: int
+    row_edges: list[int]
+    col_edges: list[int]
+    share: list[list[Number]]
+    differing: int
+
+
+class LocalizeRequest(Record):
+    arm: str
+    level: int
+    within: str | None
+    ok: bool
+    stopped: bool | None = Field(None, description=(
+        "the engine stopped the request on purpose once its capture and points were written "
+        "(capture.stop; its answer is then not an MP4)"))
+    latency_s: Number | None = None
+    dump_dir: str | None = None
+    reused: bool | None = None
+
+
+class LocalizationData(Record):
+    """What the localization pass found (judging.localize.result.Localization.to_dict)."""
+
+    point: str
+    seed: int | None
+    stage: str | None
+    step: int | None
+    first_step: int | None
+    point_step: int | None
+    found: bool
+    module: str | None
+    where: str
+    sentence: str
+    level1: Parting | None
+    level2: Parting | None
+    figures: LocalizedFigures | NotCompared | None
+    inputs_equal: bool | None
+    picture: DiffPicture | None
+    picture_of: str
+    requests: list[LocalizeRequest]
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+N = TypeVar("N")
+D = TypeVar("D")
+
+
+class CheckRecord(Record, Generic[N, D]):
+    """One check of one arm in one track (evidence.CheckResult.to_dict)."""
+
+    track: str
+    arm: str
+    name: N
+    status: CheckStatus
+    reason: CheckReason | None
+    detail: str
+    data: D
+
+
+class B0MediaCheck(CheckRecord[Literal[Check.B0_MEDIA], MediaCheckData]):
+    pass
+
+
+class CandidateMediaCheck(CheckRecord[Literal[Check.CANDIDATE_MEDIA], MediaCheckData]):
+    pass
+
+
+class CleanupCheck(CheckRecord[Literal[Check.CLEANUP], CleanupCheckData]):
+    pass
+
+
+class BaselineDeterminismCheck(CheckRecord[Literal[Check.BASELINE_DETERMINISM],
+                                           BaselineDeterminismData | GateShared]):
+    pass
+
+
+class LosslessGateCheck(CheckRecord[Literal[Check.LOSSLESS_GATE], LosslessGateData | NoData]):
+    pass
+
+
+class EnabledPathAuditCheck(CheckRecord[Literal[Check.ENABLED_PATH_AUDIT],
+                                        EnabledPathAuditData | NoData]):
+    pass
+
+
+class UnobservedOutputCheck(CheckRecord[Literal[Check.UNOBSERVED_OUTPUT], UnobservedOutputData]):
+    pass
+
+
+class TimedOutputCheck(CheckRecord[Literal[Check.TIMED_OUTPUT], NoData]):
+    pass
+
+
+class BaselineVariabilityCheck(CheckRecord[Literal[Check.BASELINE_VARIABILITY],
+                                           BaselineVariabilityData | GateShared]):
+    pass
+
+
+class LossyGateCheck(CheckRecord[Literal[Check.LOSSY_GATE], LossyGateData | NoData]):
+    pass
+
+
+class TimedOutputFidelityCheck(CheckRecord[Literal[Check.TIMED_OUTPUT_FIDELITY],
+                                           TimedOutputFidelityData]):
+    pass
+
+
+class ResourceInterferenceCheck(CheckRecord[Literal[Check.RESOURCE_INTERFERENCE],
+                                            ResourceInterferenceData]):
+    pass
+
+
+class LatencyRatioCheck(CheckRecord[Literal[Check.LATENCY_RATIO], LatencyData | LatencyStopped]):
+    pass
+
+
+class CachingProbeCheck(CheckRecord[Literal[Check.CACHING_PROBE], NoData]):
+    pass
+
+
+class EngineStartCheck(CheckRecord[Literal[Check.ENGINE_START], EngineStartData]):
+    pass
+
+
+class HostIdentityCheck(CheckRecord[Literal[Check.HOST_IDENTITY], HostIdentityData]):
+    pass
+
+
+class DeviceMemoryReleaseCheck(CheckRecord[Literal[Check.DEVICE_MEMORY_RELEASE],
+                                           DeviceMemoryReleaseData]):
+    pass
+
+
+class InputsCheck(CheckRecord[Literal[Check.INPUTS], InputsData]):
+    pass
+
+
+class DeclaredTimeCheck(CheckRecord[Literal[Check.DECLARED_TIME], NoData]):
+    pass
+
+
+class WarmupDemonstrationCheck(CheckRecord[Literal[Check.WARMUP_DEMONSTRATION],
+                                           WarmupDemonstrationData | NoData]):
+    pass
+
+
+class ScorerWeightsCheck(CheckRecord[Literal[Check.SCORER_WEIGHTS], ScorerWeightsData]):
+    pass
+
+
+class LocalizationCheck(CheckRecord[Literal[Check.LOCALIZATION], LocalizationData]):
+    pass
+
+
+AnyCheck: TypeAlias = Annotated[
+    B0MediaCheck | CandidateMediaCheck | CleanupCheck | BaselineDeterminismCheck
+    | LosslessGateCheck | EnabledPathAuditCheck | UnobservedOutputCheck | TimedOutputCheck
+    | BaselineVariabilityCheck | LossyGateCheck | TimedOutputFidelityCheck
+    | ResourceInterferenceCheck | LatencyRatioCheck | CachingProbeCheck | EngineStartCheck
+    | HostIdentityCheck | DeviceMemoryReleaseCheck | InputsCheck | DeclaredTimeCheck
+    | WarmupDemonstrationCheck | ScorerWeightsCheck | LocalizationCheck,
+    Field(discriminator="name")]
+CHECK_ADAPTER: TypeAdapter[AnyCheck] = TypeAdapter(AnyCheck)
+
+
+def check_record(check: Any) -> AnyCheck:
+    """A check as the evidence records it, typed: from a `evidence.CheckResult` (its
+    ``to_dict()`` as JSON reads it) or a mapping of the recorded form."""
+    raw = check if isinstance(check, Mapping) else check.to_dict()
+    return CHECK_ADAPTER.validate_python(json.loads(json.dumps(raw)))

@@ -1,0 +1,269 @@
+"""The evidence's records of the host and its engines: where the judge ran, the campaign it
+judged, each engine instance with the cleanup of its stop, and the sections about the host
+(bring-up rows, identity preflight, device memory, leftovers of dead runs, disk estimate)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field
+
+from ref2va_accept.core import Reason
+from ref2va_accept.evidence._base import Number, Record
+from ref2va_accept.evidence._closed_sets import (
+    DeviceKind,
+    EngineKind,
+    IdentityStatus,
+    RowKind,
+    RowStatus,
+)
+
+__all__ = [
+    "Bringup",
+    "BringupRow",
+    "Campaign",
+    "Cleanup",
+    "DeviceMemory",
+    "DeviceMemoryMeasured",
+    "DeviceMemoryNotApplicable",
+    "Disk",
+    "Environment",
+    "Freeze",
+    "HostIdentity",
+    "IdentityRow",
+    "IdleLevel",
+    "Instance",
+    "Leftover",
+    "MemoryWait",
+    "Order",
+    "Poll",
+    "ProcessRecord",
+    "StopStep",
+    "TrackNeed",
+]
+
+
+# -- the run's header ----------------------------------------------------------------------------
+
+class Environment(Record):
+    """Where the judge ran (evidence.EvidenceBundle.create)."""
+
+    python: str
+    implementation: str
+    machine: str
+    system: str
+    packages: dict[str, str | None] = Field(
+        description="the versions of the packages a run depends on (null: not installed)")
+
+
+class Freeze(Record):
+    state: Literal["frozen", "not_frozen", "drifted"]
+    lock_sha256: str | None
+    problems: list[str]
+    unfilled: list[str]
+    verdict_cap: Reason | None = Field(
+        description="the validity reason that caps every verdict of the run "
+                    "(campaign.FreezeStatus.cap_reason)")
+
+
+class Order(Record):
+    """The seed every latency schedule of the run was ordered by: drawn for the run
+    (protocol.order_seed: per_run), the campaign's fixed one, or given (--order-seed)."""
+
+    seed: int
+    drawn_per_run: bool
+    given: bool
+
+
+class Campaign(Record):
+    """The campaign the run judged, and its freeze state (plugin.state.RunState.evidence)."""
+
+    name: str
+    file: str
+    engine_kind: EngineKind
+    source_pin: dict[str, Any]
+    canonical: dict[str, Any] = Field(description="the campaign as frozen (canonical form)")
+    freeze: Freeze
+    order: Order
+
+
+# -- instances and their cleanup ------------------------------------------------------------------
+
+
+class ProcessRecord(Record):
+    pid: int
+    name: str
+    status: str
+
+
+class StopStep(Record):
+    """One step of stopping an instance, in order (engines.StopStep)."""
+
+    action: Literal["SIGTERM main", "SIGTERM group", "SIGKILL"]
+    at_s: Number
+    waited_s: Number
+    alive_after: int = Field(ge=0)
+
+
+class Cleanup(Record):
+    """What stopping one instance took and what it left behind (engines.CleanupAudit.to_dict);
+    the payload of an `audit` event."""
+
+    arm: str
+    instance: str
+    pid: int | None
+    exit_code: int | None
+    processes_seen: int
+    needed_sigkill: list[ProcessRecord]
+    survivors: list[ProcessRecord]
+    port_free: bool
+    stop_s: Number
+    lifetime_s: Number | None = Field(
+        description="spawn to stopped, the wall time the budget charges")
+    clean: bool
+    problems: list[str]
+    steps: list[StopStep] = Field(
+        description="the stop in order: SIGTERM to the main process, a measured wait, then to "
+                    "the group, then SIGKILL")
+
+
+class Instance(Record):
+    """An engine instance: its launch record (engines.LaunchSpec.to_dict with its track and run;
+    the payload of an `instance` event) and, once stopped, its `cleanup`. An audit of an
+    instance never launched in this run makes one with its `instance` and `cleanup` alone."""
+
+    arm: str | None = None
+    instance: str | None
+    argv: list[str] | None = None
+    env: dict[str, str] | None = None
+    port: int | None = None
+    startup_timeout_s: Number | None = None
+    shutdown_grace_s: Number | None = None
+    log: str | None = None
+    track: str | None = None
+    run: str | None = None
+    cleanup: Cleanup | None = None
+
+
+# -- sections -------------------------------------------------------------------------------------
+
+
+class IdentityRow(Record):
+    """One engine.source_pin field beside the host's value (campaign.identity.IdentityRow)."""
+
+    field: str
+    frozen: str
+    host: str | None
+    status: IdentityStatus
+    source: str
+
+
+class BringupRow(Record):
+    """One row of a host bring-up (bringup.rows.Row.to_dict)."""
+
+    id: str
+    kind: RowKind
+    question: str
+    status: RowStatus
+    seen: str
+    detail: str
+    data: dict[str, Any]
+
+
+class Bringup(Record):
+    """A host bring-up's rows (ref2va-accept bringup; its bringup.json holds them with
+    everything it measured)."""
+
+    campaign: str
+    rows: list[BringupRow]
+    failure: str | None
+
+
+class HostIdentity(Record):
+    """The identity preflight: each engine.source_pin field beside the host's value
+    (campaign.identity.Preflight.to_dict)."""
+
+    engine_kind: EngineKind
+    ok: bool
+    rows: list[IdentityRow]
+
+
+class Poll(Record):
+    at_s: Number
+    readable: bool
+    used_mb: dict[str, Number]
+    problem: str | None
+
+
+class IdleLevel(Record):
+    used_mb: dict[str, Number] | None
+    problem: str | None
+
+
+class MemoryWait(Record):
+    """The wait for device memory after one stop (engines.MemoryGuard.after_stop)."""
+
+    instance: str
+    arm: str
+    released: bool
+    waited_s: Number
+    held_mb: dict[str, Number]
+    problem: str | None
+    polls: list[Poll]
+
+
+class DeviceMemoryMeasured(Record):
+    """The assigned devices' idle memory and the wait for it after every stop."""
+
+    status: Literal["measured"]
+    kind: DeviceKind
+    devices: list[int]
+    timeout_s: Number
+    poll_s: Number
+    tolerance_mb: Number
+    idle: IdleLevel | None
+    waits: list[MemoryWait]
+
+
+class DeviceMemoryNotApplicable(Record):
+    status: Literal["not_applicable"]
+    kind: DeviceKind
+    reason: str
+
+
+DeviceMemory: TypeAlias = Annotated[DeviceMemoryMeasured | DeviceMemoryNotApplicable,
+                                    Field(discriminator="status")]
+
+
+class Leftover(Record):
+    """An engine process of a dead run, stopped before this run's first engine."""
+
+    pid: int
+    name: str
+    tag: str
+    stopped_by: Literal["SIGTERM", "SIGKILL", "survived"]
+
+
+class TrackNeed(Record):
+    track: str
+    requests: int
+    dump_requests: int
+    mp4_bytes: int
+    dump_bytes: int
+    bounded_points: list[str]
+    localize_bytes: int
+
+
+class Disk(Record):
+    """The run's evidence size estimated before any engine started (planning.DiskCheck.to_dict),
+    against the free space of the evidence folder's filesystem."""
+
+    estimate_bytes: int = Field(ge=0)
+    margin: Number = Field(ge=1)
+    need_bytes: int = Field(ge=0)
+    free_bytes: int = Field(ge=0)
+    fits: bool
+    skipped: bool = Field(description="--ref2va-skip-disk-check: compared, never refused")
+    folder: str
+    record_bytes: int
+    tracks: list[TrackNeed]

@@ -1,0 +1,232 @@
+"""The evidence's latency records: each timed request (a sample: the request as sent and what
+came back) and the latency check's data (the instances as they ran, warm-up, spreads, caching
+probe, the ratio interval and its tails), with the summary of its decision the ledger keeps."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from ref2va_accept.core import Check, DecisionRule, IntervalReason, Unit, Verdict
+from ref2va_accept.evidence._base import Number, Record
+from ref2va_accept.evidence._closed_sets import BaselineInstances, Design
+
+if TYPE_CHECKING:
+    from ref2va_accept.evidence._checks_records import LatencyRatioCheck
+
+__all__ = [
+    "CachingInstance",
+    "CachingProbe",
+    "Futility",
+    "LatencyData",
+    "LatencyInstance",
+    "LatencyInterval",
+    "LatencyStopped",
+    "LatencySummary",
+    "RatioInterval",
+    "ReferenceFile",
+    "RequestRecord",
+    "Sample",
+    "Spread",
+    "TailClaim",
+    "WarmupRule",
+]
+
+
+# -- samples --------------------------------------------------------------------------------------
+
+
+class ReferenceFile(Record):
+    filename: str
+    mime: str
+    bytes: int
+    sha256: str
+
+
+class RequestRecord(Record):
+    """The request as sent (timing.GenerationRequest.describe: file contents by hash)."""
+
+    fields: dict[str, str]
+    references: list[ReferenceFile]
+
+
+class Sample(Record):
+    """One timed request and what came back (timing.Sample.to_dict with its `request`); the
+    payload of a `sample` event and a line of samples.jsonl."""
+
+    sample_id: str
+    arm: str
+    track: str
+    kind: str
+    index: int
+    seed: int | None
+    started_at: str
+    ok: bool
+    failure: str | None
+    detail: str | None
+    status: int | None
+    latency_s: Number | None
+    ttfb_s: Number | None
+    body_bytes: int
+    sha256: str | None
+    content_type: str | None
+    server_request_id: str | None
+    server_model: str | None
+    inference_time_s: Number | None
+    stage_durations: dict[str, Any] | None
+    peak_memory_mb: Number | None
+    media_file: str | None
+    extra: dict[str, Any]
+    request: RequestRecord
+    dump_dir: str | None = Field(default=None,
+                                 description="its comparison points, when it dumped any")
+
+
+# -- the latency check's data (judging.judge_latency) -------------------------------------------
+
+class LatencyInstance(Record):
+    """One instance as it ran (judging.InstanceRun.to_dict)."""
+
+    arm: str
+    position: int
+    warmups_s: list[Number]
+    steady: bool
+    measured_s: list[Number]
+    distinct_s: list[Number]
+    value_s: Number | None = Field(description="the median of its measured requests")
+    hosted_gate: list[Check] | None = Field(
+        default=None, description="the quality checks of the candidate's gate it ran first")
+    warmups_from_gate: int | None = None
+
+
+class WarmupRule(Record):
+    min: int
+    max: int
+    steady_fraction: Number | None
+
+
+class Spread(Record):
+    """An arm's relative spread (sd / mean) between and within instances (timing.Spread)."""
+
+    between_instances: Number | None
+    within_instance: Number | None
+    instances: int
+
+
+class CachingInstance(Record):
+    repeated_median_s: Number
+    distinct_fastest_s: Number
+
+
+class CachingProbe(Record):
+    instances: list[CachingInstance]
+    ratios: list[Number]
+    margin: Number
+
+
+class Futility(Record):
+    stopped_after_position: int
+    own_instances_not_started: int
+
+
+class RatioInterval(Record):
+    """The interval for the candidate/B0 ratio (timing.RatioInterval.to_dict)."""
+
+    rule: DecisionRule
+    k: int
+    lower: Number | None
+    upper: Number | None
+    n_baseline: int
+    n_candidate: int
+    confidence: Number
+    one_sided_each_end: bool
+    ratios: list[Number]
+    df: Number | None = None  # Welch rule only
+    se_log: Number | None = None  # Welch rule only
+
+
+class TailClaim(Record):
+    arm: str
+    percentile: Number
+    value: Number | None
+    samples: int
+    required: int
+
+
+class LatencyInterval(Record):
+    """The latency check's typed result (timing.LatencyVerdict.to_dict)."""
+
+    verdict: Verdict
+    reasons: list[IntervalReason]
+    target: Number
+    rule: DecisionRule
+    p_value: Number | None
+    confidence: Number
+    interval: RatioInterval
+    ratio_of_medians: Number
+    ratio_of_means: Number
+    baseline: list[Number]
+    candidate: list[Number]
+    tails: list[TailClaim]
+    note: str
+    unit: Unit
+
+
+class LatencyData(Record):
+    """A latency comparison that ran (judging.judge_latency). The protocol may end before a
+    decision (a request failed, a warm-up never became steady, drift): what it had measured is
+    kept, and `interval` is absent."""
+
+    unit: Unit
+    design: Design
+    instances_per_arm: int | None
+    baseline_instances: BaselineInstances
+    order_seed: int
+    order_drawn: bool
+    decision_rule: DecisionRule
+    sequence: list[str]
+    instances: list[LatencyInstance]
+    warmup_rule: WarmupRule
+    b0_spread: Spread
+    candidate_spread: Spread
+    # Set as the protocol goes on; absent where it ended before.
+    drift: Number | None = Field(default=None, description="B0's drift, first to last")
+    caching_probe: CachingProbe | None = None
+    futility: Futility | None = None
+    baseline_s: list[Number] | None = None
+    candidate_s: list[Number] | None = None
+    baseline_shared_with: list[str] | None = None
+    baseline_tracks: list[str] | None = None
+    verdict: Verdict | None = None
+    interval: LatencyInterval | None = None
+
+
+class LatencyStopped(Record):
+    """No instance was started: a quality check stopped the candidate first."""
+
+    stopped_on: str
+
+
+class LatencySummary(Record):
+    """A latency_ratio check's decision in brief, as the ledger's entries and merge.json keep
+    it: ratio of medians, interval bounds, target and verdict (:meth:`of`)."""
+
+    ratio_of_medians: Number | None
+    lower: Number | None
+    upper: Number | None
+    target: Number | None
+    # A string, not the vocabulary's Verdict: ledger entries of earlier judges are read too.
+    verdict: str | None
+
+    @classmethod
+    def of(cls, check: LatencyRatioCheck | None) -> LatencySummary | None:
+        """The summary of a recorded latency_ratio check; None without one, or when it has no
+        interval (the protocol ended before a decision, or never started)."""
+        data = None if check is None else check.data
+        interval = data.interval if isinstance(data, LatencyData) else None
+        if interval is None:
+            return None
+        return cls(ratio_of_medians=interval.ratio_of_medians, lower=interval.interval.lower,
+                   upper=interval.interval.upper, target=interval.target,
+                   verdict=interval.verdict.value)

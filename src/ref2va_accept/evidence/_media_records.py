@@ -1,0 +1,207 @@
+"""The evidence's records of what came back and how it compares: an MP4's probe (streams,
+decode errors) per sample, and the lossy gate's figures per seed (the scores of an output with
+the weights that made them, each gated dimension's error, a candidate's video fidelity and audio
+against B0's)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ref2va_accept.evidence._base import JsonNumber, Number, Record
+from ref2va_accept.evidence._closed_sets import GateDecision, ScoreKind, ScoreStatus
+
+__all__ = [
+    "AudioComparisonRecord",
+    "AudioStatsRecord",
+    "AudioStream",
+    "FidelityFigures",
+    "FidelityGate",
+    "GateError",
+    "LossyGateData",
+    "LossySeed",
+    "Media",
+    "MediaProbe",
+    "MediaProblem",
+    "NotCompared",
+    "ScoreRecord",
+    "VideoStream",
+    "WeightRecord",
+]
+
+
+# -- media ----------------------------------------------------------------------------------------
+
+
+class VideoStream(Record):
+    codec: str
+    width: int
+    height: int
+    fps: Number
+    pix_fmt: str | None
+    frames_decoded: int
+    frames_declared: int | None
+    duration_s: Number
+    start_time_s: Number | None
+    profile: str | None
+    colour: str | None
+    encoder_settings: str | None
+
+
+class AudioStream(Record):
+    codec: str
+    sample_rate: int
+    channels: int
+    layout: str | None
+    samples_decoded: int
+    duration_s: Number
+    start_time_s: Number | None
+
+
+class MediaProbe(Record):
+    """What decoding an MP4 found (media.MediaProbe.to_dict)."""
+
+    name: str
+    size_bytes: int
+    sha256: str
+    container: str
+    video: VideoStream | None
+    audio: AudioStream | None
+    decode_errors: list[str]
+
+
+class MediaProblem(Record):
+    code: str
+    message: str
+
+
+class Media(Record):
+    """The probe of one sample's MP4 (arms.Arms._request); the payload of a `media` event."""
+
+    sample_id: str
+    file: str | None
+    probe: MediaProbe | None
+    problems: list[MediaProblem]
+
+
+# -- scores, fidelity and audio -------------------------------------------------------------------
+
+
+class WeightRecord(Record):
+    """A weights file that made model-based scores (quality.registry.WeightIdentity)."""
+
+    name: str
+    sha256: str
+    stand_in: bool | None = None
+    declared: bool | None = None
+
+
+class ScoreRecord(Record):
+    """One score of one output (quality.registry.Score.to_dict)."""
+
+    dimension: str
+    kind: ScoreKind
+    scorer: str
+    version: str
+    weights: list[WeightRecord]
+    value: JsonNumber | None
+    status: ScoreStatus
+    detail: str
+    extra: dict[str, Any]
+
+
+class GateError(Record):
+    """One gated dimension of one seed, candidate against B0 (judging._error_dict)."""
+
+    scorer: str
+    dimension: str
+    kind: ScoreKind
+    candidate: Number | None
+    baseline: Number | None
+    error: Number | None
+    status: Literal["ok", "open"]
+    detail: str
+    threshold: Number
+    gate: GateDecision
+    weights: list[WeightRecord] | None = None
+
+
+class FidelityGate(Record):
+    below_minimum: list[str]
+    open: list[str]
+
+
+class FidelityFigures(Record):
+    """Fidelity of a candidate's video to B0's (quality.fidelity.FidelityReport.to_dict)."""
+
+    frames: int
+    psnr_db: JsonNumber
+    psnr_min_db: JsonNumber
+    ssim_mean: Number
+    ssim_min: Number
+    identical_frames: int
+    all_identical: bool
+    psnr_per_frame: list[JsonNumber]
+    ssim_per_frame: list[Number]
+
+
+class NotCompared(Record):
+    """A comparison that could not be made: why."""
+
+    error: str
+
+
+class AudioStatsRecord(Record):
+    sample_rate: JsonNumber
+    channels: JsonNumber
+    samples: JsonNumber
+    duration_s: JsonNumber
+    start_time_s: JsonNumber | None
+    loudness_lufs: JsonNumber
+    peak_dbfs: JsonNumber
+    clipping_ratio: JsonNumber
+    silence_ratio: JsonNumber
+
+
+class AudioComparisonRecord(Record):
+    """A candidate's audio against B0's (quality.audio.AudioComparison.to_dict)."""
+
+    scorer_version: str
+    length_slack_samples: int
+    candidate: AudioStatsRecord
+    baseline: AudioStatsRecord
+    lag_samples: JsonNumber
+    lag_ms: JsonNumber
+    lag_peak_correlation: JsonNumber
+    compared_samples: JsonNumber
+    snr_db: JsonNumber
+    si_sdr_db: JsonNumber
+    lsd_db: JsonNumber
+    mrstft: JsonNumber
+    mrstft_spectral_convergence: JsonNumber
+    mrstft_log_magnitude: JsonNumber
+    loudness_diff_lu: JsonNumber
+    length_mismatch_samples: JsonNumber
+    length_within_aac_slack: bool
+    start_time_diff_s: JsonNumber | None
+    scorers: dict[str, str]
+
+
+# -- the lossy gate's figures ---------------------------------------------------------------------
+
+
+class LossySeed(Record):
+    seed: int | None
+    threshold: Number
+    errors: list[GateError]
+    fidelity_gate: FidelityGate
+    fidelity: FidelityFigures | NotCompared
+    audio: AudioComparisonRecord | NotCompared
+
+
+class LossyGateData(Record):
+    threshold: Number
+    normalized: bool
+    worst: dict[str, Number]
+    min_psnr_db: Number | None
+    min_ssim: Number | None
+    per_seed: list[LossySeed]
