@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.engine.conftest import probe, running_engine, write_profile
-from tests.engine.test_engine_weights import REFERENCE_WEIGHTS_SHA256
+from tests.engine.reference_pins import REFERENCE_WEIGHTS_SHA256
 
 pytestmark = pytest.mark.engine
 

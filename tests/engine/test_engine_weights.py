@@ -25,11 +25,9 @@ from engine.reference.pipeline.weights import (
     seeded,
     weights_sha256,
 )
+from tests.engine.reference_pins import REFERENCE_WEIGHTS_SHA256
 
 pytestmark = pytest.mark.engine
-
-# weights_sha256 of the reference model (ModelShape(), seed-salt 0) that the campaign runs.
-REFERENCE_WEIGHTS_SHA256 = "69d9bf58307f0eff1bfe81ebdbe63cbd1541048c2c203414788afca284b66f3e"
 
 
 def drawn_as_before(module: nn.Module, seed: int) -> None:

@@ -13,7 +13,7 @@ from ref2va_accept.core import Check, Verdict
 from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
 from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.judging import judge_latency
-from tests.unit.test_latency_judgement import INSTANCE, _run
+from tests.unit.latency_doubles import INSTANCE, latency_run
 
 # A frozen campaign's lock (any sha256 will do: nothing here reads the campaign file).
 LOCK = "c197f00a0d734627b11f4bc6c53ab7489299a9dc59f5b4697412cd0f4ca5c9a6"
@@ -23,8 +23,9 @@ def latency_check(track: str, arm: str, *, ratio: float, lower: float, upper: fl
                   verdict: str) -> CheckResult:
     """A passed latency_ratio check as the runner records it (latency.judge_latency, three
     instances per arm), its decision then set to these figures."""
-    runs = [_run("b0", [300], warmups=[340, 305]), _run(arm, [140], [150]), _run("b0", [310]),
-            _run(arm, [139]), _run("b0", [295]), _run(arm, [142])]
+    runs = [latency_run("b0", [300], warmups=[340, 305]), latency_run(arm, [140], [150]),
+            latency_run("b0", [310]), latency_run(arm, [139]),
+            latency_run("b0", [295]), latency_run(arm, [142])]
     check = next(c for c in judge_latency(track, arm, runs, INSTANCE)
                  if c.name is Check.LATENCY_RATIO)
     assert check.latency is not None, check

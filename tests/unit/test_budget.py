@@ -17,19 +17,13 @@ from ref2va_accept.evidence import LedgerEntry
 from ref2va_accept.planning import _budget as budget
 from ref2va_accept.planning import plan_campaign
 from ref2va_accept.record import LEDGER_SCHEMA, append
+from tests.unit.ledger_entries import ledger_runs
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 pytestmark = pytest.mark.fast
 
 HOST = ROOT / "fixtures/campaigns/910c.yaml"
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
-
-
-def _runs(*hours: float, devices: int = 4) -> list[LedgerEntry]:
-    """The ledger's run entries of earlier runs that took these hours."""
-    return [LedgerEntry.model_validate({
-        "schema": LEDGER_SCHEMA, "kind": "run", "run_id": f"r{i}", "run_status": "complete",
-        "wall_s": h * 3600, "device_s": h * 3600 * devices}) for i, h in enumerate(hours)]
 
 
 def test_one_5s_track_fits_a_fresh_budget_and_the_second_does_not() -> None:
@@ -41,14 +35,15 @@ def test_one_5s_track_fits_a_fresh_budget_and_the_second_does_not() -> None:
     assert fresh.planned_wall_s is not None and 3 < fresh.planned_wall_s[1] / 3600 < 5
     assert "every engine start, stop, request and score priced" in "\n".join(fresh.lines())
     # Spent and planned add up: a second run of it would pass 16 wall-hours (and 64 device-h).
-    again = budget.check_budget(campaign, plans, _runs(15.2))
+    again = budget.check_budget(campaign, plans, ledger_runs(15.2))
     line = again.refusal()
     assert line is not None and "wall-hours (spent 15.20 + planned at most" in line
     assert "> 16" in line and "logical-device-hours" in line and "budget.authorizations" in line
     # Attempts in the ledger cost nothing by themselves; only run entries are charged.
     attempt = LedgerEntry.model_validate({"schema": LEDGER_SCHEMA, "kind": "attempt",
                                           "run_id": "r", "run_status": "complete", "wall_s": 99})
-    assert budget.spent([attempt]).wall_s == 0 and budget.spent(_runs(2, 1.5)).wall_s == 3.5 * 3600
+    assert budget.spent([attempt]).wall_s == 0
+    assert budget.spent(ledger_runs(2, 1.5)).wall_s == 3.5 * 3600
 
 
 def test_a_recorded_authorization_raises_the_ceilings(tmp_path: Path) -> None:
@@ -69,7 +64,7 @@ def test_a_recorded_authorization_raises_the_ceilings(tmp_path: Path) -> None:
     copy.write_text(yaml.safe_dump(data, sort_keys=False))
     campaign = load_campaign(copy)
     plans = {k: v for k, v in plan_campaign(campaign).items() if k == "5s-lossless"}
-    result = budget.check_budget(campaign, plans, _runs(15.2))
+    result = budget.check_budget(campaign, plans, ledger_runs(15.2))
     assert result.wall_ceiling_h == 32 and result.device_ceiling_h == 128
     assert result.refusal() is None and len(result.authorizations) == 1
 
@@ -87,10 +82,10 @@ def test_an_authorization_says_who_when_and_how_much(tmp_path: Path) -> None:
 def test_without_preflight_medians_only_what_was_spent_can_refuse() -> None:
     campaign = load_campaign(REFERENCE)  # freezes no expected_request_s
     plans = plan_campaign(campaign)
-    unknown = budget.check_budget(campaign, plans, _runs(3, devices=0))
+    unknown = budget.check_budget(campaign, plans, ledger_runs(3, devices=0))
     assert unknown.planned_wall_s is None and unknown.refusal() is None
     assert any("not estimated" in line for line in unknown.lines())
-    spent = budget.check_budget(campaign, plans, _runs(10, 7, devices=0))
+    spent = budget.check_budget(campaign, plans, ledger_runs(10, 7, devices=0))
     assert spent.refusal() is not None and "17.00 wall-hours (spent 17.00) > 16" in spent.refusal()
 
 
@@ -100,7 +95,7 @@ def test_the_plan_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "a run of these tracks would be allowed" in capsys.readouterr().out
     assert main(["plan", str(HOST), "--file", str(ledger_file)]) == 1  # all four: 55.8 h
     assert "over: " in capsys.readouterr().out
-    append(ledger_file, _runs(15.2))
+    append(ledger_file, ledger_runs(15.2))
     assert main(["plan", str(HOST), "--track", "5s-lossless", "--file", str(ledger_file),
                  "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["refused"].startswith("ref2va: the budget")

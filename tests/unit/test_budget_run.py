@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ref2va_accept.record import append
+from tests.unit.ledger_entries import ledger_runs
 from tests.unit.suite_runner import bundle, campaign_variant, run_pytest
-from tests.unit.test_budget import _runs
 
 
 def test_a_run_past_the_budget_stops_before_any_engine(tmp_path: Path) -> None:
     campaign = campaign_variant(tmp_path / "c")
     book = tmp_path / "c.ledger.jsonl"
-    append(book, _runs(16.5, devices=0))
+    append(book, ledger_runs(16.5, devices=0))
     evidence = tmp_path / "evidence"
     result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
                         "--campaign", str(campaign), "--evidence-dir", str(evidence),

@@ -18,24 +18,16 @@ from ref2va_accept.engines import (
     parse_nvidia_smi,
     probe_for,
 )
+from tests.unit.device_outputs import FIXTURES, recorded_output
 
 pytestmark = pytest.mark.fast
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "devices"
-
-
-def _recorded(name: str) -> str:
-    text = (FIXTURES / name).read_text()
-    first, _, rest = text.partition("\n")
-    assert first.startswith("# source: "), f"{name} lacks its source line"
-    return rest
 
 
 def test_every_fixture_names_its_source() -> None:
     files = sorted(FIXTURES.glob("*.txt"))
     assert files
     for path in files:
-        _recorded(path.name)
+        recorded_output(path.name)
         if "SYNTHETIC" in path.read_text().splitlines()[0]:
             assert path.name.startswith("synthetic-"), path.name
 
@@ -56,7 +48,7 @@ RECORDED_INFO = [
 @pytest.mark.parametrize(("name", "devices", "rows", "hbm"), RECORDED_INFO)
 def test_recorded_npu_smi_info(name: str, devices: int, rows: int,
                                hbm: dict[int, tuple[int, int]]) -> None:
-    snapshot = parse_npu_smi_info(_recorded(name))
+    snapshot = parse_npu_smi_info(recorded_output(name))
     assert snapshot.readable, snapshot.problem
     assert snapshot.devices == tuple(range(devices))
     assert len(snapshot.processes) == rows
@@ -65,14 +57,14 @@ def test_recorded_npu_smi_info(name: str, devices: int, rows: int,
 
 
 def test_a2_process_row_with_empty_name() -> None:
-    (process,) = parse_npu_smi_info(_recorded("npu-smi-info_910b3-a2-8npu-one-process.txt")
+    (process,) = parse_npu_smi_info(recorded_output("npu-smi-info_910b3-a2-8npu-one-process.txt")
                                     ).processes
     assert (process.device, process.pid, process.name, process.memory_mb) == (
         2, 1333928, "", 37709.0)
 
 
 def test_a3_second_chip_of_a_card_is_its_own_logical_device() -> None:
-    snapshot = parse_npu_smi_info(_recorded("npu-smi-info_a3-ascend910-16chip-processes.txt"))
+    snapshot = parse_npu_smi_info(recorded_output("npu-smi-info_a3-ascend910-16chip-processes.txt"))
     on_card0_chip1 = [p for p in snapshot.processes if p.device == 1]
     assert [(p.pid, p.memory_mb) for p in on_card0_chip1] == [(929405, 58780.0)]
     assert [p.pid for p in snapshot.processes if p.device == 15] == [944268]
@@ -80,21 +72,21 @@ def test_a3_second_chip_of_a_card_is_its_own_logical_device() -> None:
 
 def test_container_column_is_read() -> None:
     (process,) = parse_npu_smi_info(
-        _recorded("synthetic-npu-smi-info_a3-4chip-container-column.txt")).processes
+        recorded_output("synthetic-npu-smi-info_a3-4chip-container-column.txt")).processes
     assert (process.pid, process.container_pid, process.name) == (632268, 4321, "python3.1")
 
 
 def test_chip_map_assigns_logical_ids() -> None:
-    chip_map = parse_npu_smi_map(_recorded("synthetic-npu-smi-info-m_a3-2card.txt"))
+    chip_map = parse_npu_smi_map(recorded_output("synthetic-npu-smi-info-m_a3-2card.txt"))
     assert chip_map == {(0, 0): 0, (0, 1): 1, (1, 0): 2, (1, 1): 3}
     reversed_map = {key: 3 - value for key, value in chip_map.items()}
     snapshot = parse_npu_smi_info(
-        _recorded("synthetic-npu-smi-info_a3-4chip-container-column.txt"), reversed_map)
+        recorded_output("synthetic-npu-smi-info_a3-4chip-container-column.txt"), reversed_map)
     assert snapshot.processes[0].device == 3 and snapshot.memory_used_mb[0] == 31877
 
 
 def test_chip_missing_from_map_is_unreadable() -> None:
-    snapshot = parse_npu_smi_info(_recorded("npu-smi-info_910b3-a2-8npu-one-process.txt"),
+    snapshot = parse_npu_smi_info(recorded_output("npu-smi-info_910b3-a2-8npu-one-process.txt"),
                                   {(0, 0): 0})
     assert not snapshot.readable and "not in the `npu-smi info -m` map" in (snapshot.problem or "")
 
@@ -104,7 +96,7 @@ def test_chip_missing_from_map_is_unreadable() -> None:
     ("npu-smi-info-m_310p-atlas800-3000-mcu.txt", {(6, c): c for c in range(4)}),
 ])
 def test_recorded_npu_smi_map(name: str, expected: dict[tuple[int, int], int]) -> None:
-    assert parse_npu_smi_map(_recorded(name)) == expected
+    assert parse_npu_smi_map(recorded_output(name)) == expected
 
 
 @pytest.mark.parametrize("text", ["", "garbage\n", "NPU ID  Chip ID  Chip Logic ID\n0 x 0\n"])
@@ -124,12 +116,14 @@ A2 = "npu-smi-info_910b3-a2-8npu-one-process.txt"
     "",
     "dcmi model initialized failed, because the device is used. ret is -8020\n",
     "DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)\n\x00\xff garbage |||\n",
-    _cut(_recorded(A2), "| NPU     Chip"),                       # no process table
-    _cut(_recorded(A2), "| No running processes found in NPU 5"),  # process table cut short
-    "\n".join(line for line in _recorded(A2).splitlines()  # a chip block without its row 2
+    _cut(recorded_output(A2), "| NPU     Chip"),                       # no process table
+    _cut(recorded_output(A2), "| No running processes found in NPU 5"),  # process table cut short
+    "\n".join(line for line in recorded_output(A2).splitlines()  # a chip block without its row 2
               if "0000:C2:00.0" not in line),
-    _recorded(A2).replace("| 2       0                 | 1333928 ", "| 2       0  | 13x3928 "),
-    _recorded(A2).replace("| 2       0                 | 1333928 ", "| 9       0  | 1333928 "),
+    recorded_output(A2).replace("| 2       0                 | 1333928 ",
+                                "| 2       0  | 13x3928 "),
+    recorded_output(A2).replace("| 2       0                 | 1333928 ",
+                                "| 9       0  | 1333928 "),
 ])
 def test_unreadable_npu_smi_is_fail_closed(text: str) -> None:
     snapshot = parse_npu_smi_info(text)
@@ -138,8 +132,8 @@ def test_unreadable_npu_smi_is_fail_closed(text: str) -> None:
 
 
 def test_nvidia_smi_csv() -> None:
-    snapshot = parse_nvidia_smi(_recorded("synthetic-nvidia-smi-compute-apps.csv.txt"),
-                                _recorded("synthetic-nvidia-smi-gpus.csv.txt"))
+    snapshot = parse_nvidia_smi(recorded_output("synthetic-nvidia-smi-compute-apps.csv.txt"),
+                                recorded_output("synthetic-nvidia-smi-gpus.csv.txt"))
     assert snapshot.readable and snapshot.devices == (0, 1)
     assert [(p.device, p.pid, p.name, p.memory_mb) for p in snapshot.processes] == [
         (0, 2310411, "/usr/bin/python3", 70312.0), (0, 2310988, "VLLM::EngineCore", None),
@@ -196,7 +190,8 @@ def test_own_process_maps_to_itself() -> None:
 
 
 def _a3() -> DeviceSnapshot:
-    return parse_npu_smi_info(_recorded("synthetic-npu-smi-info_a3-4chip-container-column.txt"))
+    return parse_npu_smi_info(
+        recorded_output("synthetic-npu-smi-info_a3-4chip-container-column.txt"))
 
 
 def test_engine_process_is_not_interference(tmp_path: Path) -> None:

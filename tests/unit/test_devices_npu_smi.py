@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ref2va_accept.engines import NpuSmiProbe
-from tests.unit.test_devices import _recorded
+from tests.unit.device_outputs import recorded_output
 
 
 def _fake_npu_smi(tmp_path: Path, body: str) -> str:
@@ -20,9 +20,9 @@ def _fake_npu_smi(tmp_path: Path, body: str) -> str:
 
 
 def test_npu_probe_runs_map_then_info(tmp_path: Path) -> None:
-    (tmp_path / "m.txt").write_text(_recorded("synthetic-npu-smi-info-m_a3-2card.txt"))
+    (tmp_path / "m.txt").write_text(recorded_output("synthetic-npu-smi-info-m_a3-2card.txt"))
     (tmp_path / "i.txt").write_text(
-        _recorded("synthetic-npu-smi-info_a3-4chip-container-column.txt"))
+        recorded_output("synthetic-npu-smi-info_a3-4chip-container-column.txt"))
     exe = _fake_npu_smi(tmp_path, f'if [ "$2" = "-m" ]; then cat {tmp_path}/m.txt; '
                                   f"else cat {tmp_path}/i.txt; fi\n")
     snapshot = NpuSmiProbe((0, 1), executable=exe).snapshot()

@@ -27,8 +27,8 @@ from ref2va_accept.planning import (
     plan_track,
 )
 from ref2va_accept.timing import schedule
+from tests.unit.latency_doubles import SECONDS, THREE, ScriptedArms
 from tests.unit.suite_runner import ROOT
-from tests.unit.test_shared_baseline import SECONDS, THREE, ScriptedArms
 
 pytestmark = pytest.mark.fast
 

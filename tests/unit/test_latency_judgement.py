@@ -7,42 +7,17 @@ import dataclasses
 
 import pytest
 
-from ref2va_accept.arms import Outcome
 from ref2va_accept.judging import InstanceRun, distinct_plan, judge_latency
-from ref2va_accept.timing import LatencySettings, Sample, sequence, warmup_done
+from ref2va_accept.timing import LatencySettings, sequence, warmup_done
+from tests.unit.latency_doubles import INSTANCE, latency_outcome, latency_run, run_state
 
 pytestmark = pytest.mark.fast
 
 T, C = "5s-lossless", "fast"
 
-INSTANCE = LatencySettings(
-    replication="instance", instances_per_arm=3, baseline_instances="per_candidate", warmups=2,
-    max_warmups=4, steady_fraction=0.05,
-    repeats=1, ordering="interleaved", order_seed=7, pause_s=0, drift_tolerance=0.10,
-    target_ratio=0.5, confidence=0.95, decision_rule="ratio-interval-moses/1",
-    caching_probe_requests=2, caching_margin=0.10, device_kind="none", devices=())
 REQUEST = dataclasses.replace(INSTANCE, replication="request", instances_per_arm=None,
                               warmups=1, max_warmups=1, steady_fraction=None, repeats=3,
                               ordering="ABA")
-
-
-def _outcome(latency: float | None, failure: str | None = None) -> Outcome:
-    sample = Sample(sample_id="x", arm="a", track=T, kind="measured", index=0, seed=42,
-                    started_at="t", ok=failure is None, failure=failure, detail=failure,
-                    status=200 if failure is None else 500, latency_s=latency)
-    return Outcome(sample, {"video": {}} if failure is None else None, ())
-
-
-def _run(arm: str, latencies: list[float], distinct: list[float] = (),  # type: ignore[assignment]
-         interference: list[str] = (), failure: str | None = None,  # type: ignore[assignment]
-         warmups: list[float] | None = None, steady: bool = True) -> InstanceRun:
-    warm = [latencies[0], latencies[0]] if warmups is None else warmups
-    run = InstanceRun(arm, 0, [_outcome(x) for x in latencies],
-                      [_outcome(x) for x in distinct], list(interference),
-                      [_outcome(x) for x in warm], steady)
-    if failure:
-        run.measured.append(_outcome(None, failure))
-    return run
 
 
 def _judge(*runs: InstanceRun, settings: LatencySettings = REQUEST
@@ -55,7 +30,7 @@ def _judge(*runs: InstanceRun, settings: LatencySettings = REQUEST
 def _instances(b0: list[float], cand: list[float], **cand_kw: object) -> list[InstanceRun]:
     runs = []
     for b, c in zip(b0, cand, strict=True):
-        runs += [_run("b0", [b]), _run(C, [c], **cand_kw)]  # type: ignore[arg-type]
+        runs += [latency_run("b0", [b]), latency_run(C, [c], **cand_kw)]  # type: ignore[arg-type]
     return runs
 
 
@@ -81,9 +56,9 @@ def test_instance_design_one_slow_candidate_instance_is_not_supported() -> None:
 
 
 def test_b0_spread_between_and_within_instances_is_reported() -> None:
-    runs = [_run("b0", [300], warmups=[305, 301]), _run(C, [140]),
-            _run("b0", [330], warmups=[329, 331]), _run(C, [141]),
-            _run("b0", [315], warmups=[316, 314]), _run(C, [139])]
+    runs = [latency_run("b0", [300], warmups=[305, 301]), latency_run(C, [140]),
+            latency_run("b0", [330], warmups=[329, 331]), latency_run(C, [141]),
+            latency_run("b0", [315], warmups=[316, 314]), latency_run(C, [139])]
     spread = _judge(*runs, settings=INSTANCE)["latency_ratio"][2]["b0_spread"]
     assert spread["instances"] == 3
     assert spread["between_instances"] == pytest.approx(0.0476, abs=1e-3)
@@ -101,7 +76,7 @@ def test_drift_between_first_and_last_b0_instance_is_not_evaluable() -> None:
 
 def test_unsteady_warmup_is_not_evaluable_and_named() -> None:
     runs = _instances([300, 310, 295], [140, 139, 142])
-    runs[3] = _run(C, [], warmups=[200, 150, 120, 100], steady=False)
+    runs[3] = latency_run(C, [], warmups=[200, 150, 120, 100], steady=False)
     found = _judge(*runs, settings=INSTANCE)
     assert found["latency_ratio"][:2] == ("fail", "warmup_not_steady")
 
@@ -118,12 +93,13 @@ def test_warmup_rule() -> None:
 
 def test_caching_probe_per_instance_needs_every_probed_instance() -> None:
     # Both probed instances' repeats are far faster than their distinct requests: a cache.
-    runs = [_run("b0", [300]), _run(C, [100], [140]), _run("b0", [300]), _run(C, [101], [141]),
-            _run("b0", [302]), _run(C, [99])]
+    runs = [latency_run("b0", [300]), latency_run(C, [100], [140]),
+            latency_run("b0", [300]), latency_run(C, [101], [141]),
+            latency_run("b0", [302]), latency_run(C, [99])]
     found = _judge(*runs, settings=INSTANCE)
     assert found["caching_probe"][:2] == ("fail", "caching_suspected")
     # One instance's slow distinct request (load that came and went) is noise.
-    runs[3] = _run(C, [101], [103])
+    runs[3] = latency_run(C, [101], [103])
     found = _judge(*runs, settings=INSTANCE)
     assert found["caching_probe"][:2] == ("pass", None)
 
@@ -143,14 +119,14 @@ def test_sequence_interleaves_pairs_drawn_from_the_order_seed() -> None:
 # -- the request design (labelled) and the order of the judgement ---------------------------------
 
 def test_a_fast_candidate_is_supported() -> None:
-    found = _judge(_run("b0", [300, 298, 305]), _run(C, [140, 141, 139], [142, 140]),
-                   _run("b0", [301, 299, 303]))
+    found = _judge(latency_run("b0", [300, 298, 305]), latency_run(C, [140, 141, 139], [142, 140]),
+                   latency_run("b0", [301, 299, 303]))
     assert found["latency_ratio"][2]["verdict"] == "supported"
     assert found["latency_ratio"][2]["unit"] == "request"
     assert "inside one instance" in found["latency_ratio"][2]["interval"]["note"]
     ab = dataclasses.replace(REQUEST, ordering="AB")
-    latency = next(c for c in judge_latency(T, C, [_run("b0", [300, 298, 305]),
-                                                  _run(C, [140, 141, 139])], ab)
+    latency = next(c for c in judge_latency(T, C, [latency_run("b0", [300, 298, 305]),
+                                                  latency_run(C, [140, 141, 139])], ab)
                    if c.name == "latency_ratio")
     assert latency.latency is not None and latency.latency.verdict == "supported"  # typed
     # devices.kind none: nothing was probed, so interference is not applicable, never a pass.
@@ -159,7 +135,8 @@ def test_a_fast_candidate_is_supported() -> None:
 
 
 def test_interference_passes_only_where_devices_were_probed() -> None:
-    runs = (_run("b0", [300, 298, 305]), _run(C, [140, 141, 139]), _run("b0", [301, 299, 303]))
+    runs = (latency_run("b0", [300, 298, 305]), latency_run(C, [140, 141, 139]),
+            latency_run("b0", [301, 299, 303]))
     probed = dataclasses.replace(REQUEST, device_kind="npu", devices=(0, 1, 2, 3))
     status, reason, data = _judge(*runs, settings=probed)["resource_interference"]
     assert (status, reason, data["device_kind"]) == ("pass", None, "npu")
@@ -168,65 +145,70 @@ def test_interference_passes_only_where_devices_were_probed() -> None:
 
 
 def test_no_speedup_is_failed() -> None:
-    found = _judge(_run("b0", [300, 298, 305]), _run(C, [290, 300, 295]),
-                   _run("b0", [301, 299, 303]))
+    found = _judge(latency_run("b0", [300, 298, 305]), latency_run(C, [290, 300, 295]),
+                   latency_run("b0", [301, 299, 303]))
     assert found["latency_ratio"][2]["verdict"] == "failed"
 
 
 def test_interference_is_recorded_as_a_validity_failure() -> None:
-    found = _judge(_run("b0", [300, 298, 305], interference=["during b0#0: device 1 pid 7"]),
-                   _run(C, [140, 141, 139]), _run("b0", [301, 299, 303]))
+    found = _judge(latency_run("b0", [300, 298, 305], interference=["during b0#0: device 1 pid 7"]),
+                   latency_run(C, [140, 141, 139]), latency_run("b0", [301, 299, 303]))
     assert found["resource_interference"][:2] == ("fail", "resource_interference")
 
 
 def test_baseline_request_failure_stops_the_comparison() -> None:
-    found = _judge(_run("b0", [300, 298], failure="connection_lost"), _run(C, [140, 141, 139]),
-                   _run("b0", [301, 299, 303]))
+    found = _judge(latency_run("b0", [300, 298], failure="connection_lost"),
+                   latency_run(C, [140, 141, 139]), latency_run("b0", [301, 299, 303]))
     assert found["latency_ratio"][:2] == ("fail", "baseline_request_failed")
     # A failed warm-up of B0 counts as well.
-    run = _run("b0", [300, 298, 305])
-    run.warmups.append(_outcome(None, "timeout"))
-    found = _judge(run, _run(C, [140, 141, 139]), _run("b0", [301, 299, 303]))
+    run = latency_run("b0", [300, 298, 305])
+    run.warmups.append(latency_outcome(None, "timeout"))
+    found = _judge(run, latency_run(C, [140, 141, 139]), latency_run("b0", [301, 299, 303]))
     assert found["latency_ratio"][:2] == ("fail", "baseline_request_failed")
 
 
 def test_candidate_request_failure_is_a_candidate_defect() -> None:
-    found = _judge(_run("b0", [300, 298, 305]), _run(C, [140, 141], failure="timeout"),
-                   _run("b0", [301, 299, 303]))
+    found = _judge(latency_run("b0", [300, 298, 305]),
+                   latency_run(C, [140, 141], failure="timeout"),
+                   latency_run("b0", [301, 299, 303]))
     assert found["latency_ratio"][:2] == ("fail", "candidate_request_failed")
 
 
 def test_drift_is_judged_before_a_candidate_defect() -> None:
     # The documented order: a run that is not evaluable says so, whatever the candidate did.
-    found = _judge(_run("b0", [300, 298, 305]), _run(C, [140, 141], failure="timeout"),
-                   _run("b0", [360, 355, 365]))
+    found = _judge(latency_run("b0", [300, 298, 305]),
+                   latency_run(C, [140, 141], failure="timeout"),
+                   latency_run("b0", [360, 355, 365]))
     assert found["latency_ratio"][:2] == ("fail", "drift")
 
 
 def test_drift_between_a_and_a_prime_is_not_evaluable() -> None:
-    found = _judge(_run("b0", [300, 298, 305]), _run(C, [140, 141, 139]),
-                   _run("b0", [360, 355, 365]))
+    found = _judge(latency_run("b0", [300, 298, 305]), latency_run(C, [140, 141, 139]),
+                   latency_run("b0", [360, 355, 365]))
     assert found["latency_ratio"][:2] == ("fail", "drift")
     assert found["latency_ratio"][2]["drift"] > 0.10
 
 
 def test_repeated_requests_much_faster_than_distinct_ones_suggest_caching() -> None:
-    found = _judge(_run("b0", [300, 298, 305]), _run(C, [100, 101, 99], [140, 141]),
-                   _run("b0", [301, 299, 303]))
+    found = _judge(latency_run("b0", [300, 298, 305]), latency_run(C, [100, 101, 99], [140, 141]),
+                   latency_run("b0", [301, 299, 303]))
     assert found["caching_probe"][:2] == ("fail", "caching_suspected")
     # Just past the margin: repeats at 89.9% of the fastest distinct request.
-    found = _judge(_run("b0", [300, 298, 305]), _run(C, [89.9, 89.9, 89.9], [100, 130]),
-                   _run("b0", [301, 299, 303]))
+    found = _judge(latency_run("b0", [300, 298, 305]),
+                   latency_run(C, [89.9, 89.9, 89.9], [100, 130]),
+                   latency_run("b0", [301, 299, 303]))
     assert found["caching_probe"][:2] == ("fail", "caching_suspected")
 
 
 def test_one_slow_distinct_request_is_noise_not_caching() -> None:
     # Seen on a 2-core CI machine: repeats 2.18 s, distinct 2.32 s and 2.97 s (median 2.64 s).
-    found = _judge(_run("b0", [6.1, 6.2, 6.0]), _run(C, [2.181, 2.17, 2.285], [2.315, 2.966]),
-                   _run("b0", [6.0, 6.1, 6.2]))
+    found = _judge(latency_run("b0", [6.1, 6.2, 6.0]),
+                   latency_run(C, [2.181, 2.17, 2.285], [2.315, 2.966]),
+                   latency_run("b0", [6.0, 6.1, 6.2]))
     assert found["caching_probe"][:2] == ("pass", None)
-    found = _judge(_run("b0", [300, 298, 305]), _run(C, [90.1, 90.1, 90.1], [100, 130]),
-                   _run("b0", [301, 299, 303]))
+    found = _judge(latency_run("b0", [300, 298, 305]),
+                   latency_run(C, [90.1, 90.1, 90.1], [100, 130]),
+                   latency_run("b0", [301, 299, 303]))
     assert found["caching_probe"][:2] == ("pass", None)
 
 
@@ -239,30 +221,10 @@ def test_request_orderings() -> None:
 
 # --- the order drawn per run (protocol.order_seed: per_run) -------------------------------------
 
-class _Config:
-    """What RunState reads of pytest's config for the order: the --order-seed option."""
-
-    def __init__(self, order_seed: int | None = None) -> None:
-        self.order_seed = order_seed
-
-    def getoption(self, name: str, default: object = None) -> object:
-        return self.order_seed if name == "order_seed" else default
-
-
-def _run_state(campaign: str = "reference", order_seed: int | None = None):  # type: ignore[no-untyped-def]
-    from pathlib import Path
-
-    from ref2va_accept.plugin.state import RunState
-
-    root = Path(__file__).resolve().parents[2]
-    return RunState(_Config(order_seed), "r", root / "evidence",  # type: ignore[arg-type]
-                    root / "fixtures" / "campaigns" / f"{campaign}.yaml")
-
-
 def test_each_run_draws_its_own_order_seed_and_the_plans_carry_it() -> None:
     from ref2va_accept.timing import schedule
 
-    states = [_run_state() for _ in range(6)]
+    states = [run_state() for _ in range(6)]
     seeds = {s.order_seed for s in states}
     assert len(seeds) >= 5  # 31 random bits each: equal ones would be a broken draw
     orders = set()
@@ -277,7 +239,7 @@ def test_each_run_draws_its_own_order_seed_and_the_plans_carry_it() -> None:
 def test_a_given_order_seed_replays_that_order() -> None:
     from ref2va_accept.timing import schedule
 
-    a, b = _run_state(order_seed=123), _run_state(order_seed=123)
+    a, b = run_state(order_seed=123), run_state(order_seed=123)
     assert a.order_seed == b.order_seed == 123
     la, lb = a.plans["5s-lossless"].latency, b.plans["5s-lossless"].latency
     ids = [c.id for c in a.plans["5s-lossless"].candidates]

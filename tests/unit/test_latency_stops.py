@@ -1,87 +1,24 @@
 """Where a track's latency protocol stops, and which instances it did and did not start.
 
-On a stand-in arm runner (no engine: each request answers a latency the test chooses), so that
-every stop is shown by the instances it started: a candidate whose quality gate failed starts
-none; a request failure ends that arm; a candidate no faster than B0 stops once `supported` is
-out of reach, while B0 goes on for the others; a candidate at 0.4 of B0 runs its whole protocol.
+On a stand-in arm runner (latency_doubles.ChosenLatencyArms; no engine: each request answers a
+latency the test chooses), so that every stop is shown by the instances it started: a candidate
+whose quality gate failed starts none; a request failure ends that arm; a candidate no faster
+than B0 stops once `supported` is out of reach, while B0 goes on for the others; a candidate at
+0.4 of B0 runs its whole protocol.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ref2va_accept.arms import Outcome, OutcomeLog
-from ref2va_accept.campaign import load_campaign
 from ref2va_accept.core import Check, Reason
 from ref2va_accept.evidence import CheckResult
 from ref2va_accept.judging import LatencySchedules, judge, quality_stop, run_latency
-from ref2va_accept.planning import TrackPlan, plan_campaign
-from ref2va_accept.timing import Sample
-from tests.unit.test_shared_baseline import _Engine
-
-ROOT = Path(__file__).resolve().parents[2]
-TRACK = "5s-lossless"
-
-
-def _plan(**latency: Any) -> TrackPlan:
-    plans = plan_campaign(load_campaign(ROOT / "fixtures/campaigns/910c.yaml"), order_seed=4)
-    plan = plans[TRACK]
-    # Three candidates on the lossless track; the protocol as frozen (Welch at 0.96, 3 + 3).
-    arms = (plan.arms[0], *(dataclasses.replace(plan.arms[1], id=c) for c in ("fast", "slow",
-                                                                              "other")))
-    return dataclasses.replace(plan, arms=arms, latency=dataclasses.replace(
-        plan.latency, caching_probe_requests=0, **latency))
-
-
-@dataclass
-class _Evidence:
-    checks: list[CheckResult] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def add_check(self, check: CheckResult) -> None:
-        self.checks.append(check)
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-
-
-class _Registry:
-    def stop(self, engine: _Engine) -> None:
-        pass
-
-
-class _Arms:
-    """What the latency protocol uses of workload.Arms; `latency(arm, kind, n)` answers each
-    request (None: the request fails)."""
-
-    def __init__(self, plan: TrackPlan, latency: Callable[[str, str, int], float | None]
-                 ) -> None:
-        self.plan, self.latency = plan, latency
-        self.evidence = _Evidence()
-        self.registry = _Registry()
-        self.outcomes = OutcomeLog()
-        self.started: list[str] = []
-
-    def start(self, arm: str) -> _Engine:
-        self.started.append(arm)
-        return _Engine(arm)
-
-    def request(self, engine: _Engine, arm: str, *, kind: str, index: int, seed: int,
-                **_: Any) -> Outcome:
-        n = sum(1 for a in self.started if a == arm)
-        value = self.latency(arm, kind, n)
-        sample = Sample(sample_id=f"{arm}{index}", arm=arm, track=TRACK, kind=kind, index=index,
-                        seed=seed, started_at="t", ok=value is not None,
-                        failure=None if value is not None else "http_status",
-                        detail=None if value is not None else "500",
-                        status=200 if value is not None else 500, latency_s=value)
-        return Outcome(sample, {"video": {}} if value is not None else None, ())
+from tests.unit.latency_doubles import TRACK, ChosenLatencyArms, plan_910c, run_state
 
 
 def _speeds(ratio: dict[str, float], jitter: float = 0.03) -> Callable[[str, str, int], float]:
@@ -91,7 +28,7 @@ def _speeds(ratio: dict[str, float], jitter: float = 0.03) -> Callable[[str, str
     return latency
 
 
-def _latency_check(arms: _Arms, candidate: str) -> CheckResult:
+def _latency_check(arms: ChosenLatencyArms, candidate: str) -> CheckResult:
     return next(c for c in arms.evidence.checks
                 if c.arm == candidate and c.name == Check.LATENCY_RATIO)
 
@@ -103,7 +40,7 @@ def _schedules(candidates: list[str]) -> LatencySchedules:
 
 
 def test_a_fast_candidate_runs_its_whole_protocol_and_is_supported() -> None:
-    arms = _Arms(_plan(), _speeds({"fast": 0.4}))
+    arms = ChosenLatencyArms(plan_910c(), _speeds({"fast": 0.4}))
     run_latency(arms, "fast", _schedules(["fast"]))  # type: ignore[arg-type]
     assert arms.started.count("b0") == 3 and arms.started.count("fast") == 3
     check = _latency_check(arms, "fast")
@@ -112,7 +49,7 @@ def test_a_fast_candidate_runs_its_whole_protocol_and_is_supported() -> None:
 
 
 def test_a_candidate_no_faster_than_b0_stops_once_supported_is_out_of_reach() -> None:
-    arms = _Arms(_plan(), _speeds({"slow": 1.0}))
+    arms = ChosenLatencyArms(plan_910c(), _speeds({"slow": 1.0}))
     run_latency(arms, "slow", _schedules(["slow"]))  # type: ignore[arg-type]
     started = arms.started.count("slow")
     assert started < 3, arms.started  # it did not run all three of its instances
@@ -133,7 +70,7 @@ def test_a_candidate_no_faster_than_b0_stops_once_supported_is_out_of_reach() ->
 
 
 def test_b0_shared_goes_on_for_the_candidates_still_in_reach() -> None:
-    arms = _Arms(_plan(), _speeds({"fast": 0.4, "slow": 1.0, "other": 0.42}))
+    arms = ChosenLatencyArms(plan_910c(), _speeds({"fast": 0.4, "slow": 1.0, "other": 0.42}))
     schedules = _schedules(["fast", "slow", "other"])
     for candidate in ("fast", "slow", "other"):
         run_latency(arms, candidate, schedules)  # type: ignore[arg-type]
@@ -147,7 +84,7 @@ def test_b0_shared_goes_on_for_the_candidates_still_in_reach() -> None:
 
 
 def test_a_candidate_that_failed_its_gate_starts_no_latency_instance() -> None:
-    arms = _Arms(_plan(), _speeds({"fast": 0.4, "slow": 0.4}))
+    arms = ChosenLatencyArms(plan_910c(), _speeds({"fast": 0.4, "slow": 0.4}))
     arms.evidence.add_check(CheckResult(TRACK, "slow", Check.LOSSLESS_GATE, "fail",
                                         Reason.QUALITY_GATE_FAILED, "not bit-exact"))
     schedules = _schedules(["fast", "slow"])
@@ -163,7 +100,7 @@ def test_a_candidate_that_failed_its_gate_starts_no_latency_instance() -> None:
 
 @pytest.mark.fast
 def test_a_b0_that_failed_its_gate_stops_every_candidate() -> None:
-    arms = _Arms(_plan(), _speeds({"fast": 0.4}))
+    arms = ChosenLatencyArms(plan_910c(), _speeds({"fast": 0.4}))
     arms.evidence.add_check(CheckResult(TRACK, "b0", Check.BASELINE_DETERMINISM, "fail",
                                         Reason.BASELINE_NONDETERMINISTIC, "differs"))
     run_latency(arms, "fast", _schedules(["fast"]))  # type: ignore[arg-type]
@@ -190,7 +127,7 @@ def test_a_request_failure_ends_that_arm_and_no_other() -> None:
         if arm == "slow" and kind == "measured":
             return None
         return _speeds({"fast": 0.4, "slow": 0.4})(arm, kind, n)
-    arms = _Arms(_plan(), latency)
+    arms = ChosenLatencyArms(plan_910c(), latency)
     schedules = _schedules(["fast", "slow"])
     for candidate in ("fast", "slow"):
         run_latency(arms, candidate, schedules)  # type: ignore[arg-type]
@@ -246,14 +183,10 @@ def test_holm_keeps_a_family_of_candidates_to_alpha() -> None:
 
 @pytest.mark.fast
 def test_a_rerun_is_numbered_and_names_what_the_earlier_attempts_gave() -> None:
-    import sys
-
-    sys.path.insert(0, str(ROOT))
     from ref2va_accept.evidence import LedgerEntry
     from ref2va_accept.record import LEDGER_SCHEMA
-    from tests.unit.test_latency_judgement import _run_state
 
-    state = _run_state()
+    state = run_state()
     state.ran_tracks.add("5s-lossless")
 
     def row() -> Any:

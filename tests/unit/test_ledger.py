@@ -18,6 +18,7 @@ from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
 from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.judging import judge_latency
 from ref2va_accept.record import _ledger as ledger
+from tests.unit.latency_doubles import INSTANCE, latency_run
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,
@@ -26,7 +27,6 @@ from tests.unit.suite_runner import (
     judge_5s_lossless,
     run_pytest,
 )
-from tests.unit.test_latency_judgement import INSTANCE, _run
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 
@@ -76,9 +76,10 @@ def test_every_shipped_candidate_has_its_record() -> None:
 def _bundle(tmp_path: Path, status: str) -> EvidenceBundle:
     found = EvidenceBundle.create(tmp_path / "evidence", "20261201T000000Z-abcdef",
                                   Sanitizer((), ()))
-    runs = [_run("b0", [300], warmups=[340, 305]), _run("lossless-text-kv", [140], [150]),
-            _run("b0", [310]), _run("lossless-text-kv", [139]), _run("b0", [295]),
-            _run("lossless-text-kv", [142])]
+    runs = [latency_run("b0", [300], warmups=[340, 305]),
+            latency_run("lossless-text-kv", [140], [150]),
+            latency_run("b0", [310]), latency_run("lossless-text-kv", [139]),
+            latency_run("b0", [295]), latency_run("lossless-text-kv", [142])]
     for check in judge_latency("5s-lossless", "lossless-text-kv", runs, INSTANCE):
         found.add_check(check)
     found.add_check(CheckResult("5s-lossless", "reduction-order", "lossless_gate", "fail",

@@ -22,9 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from _pytest.terminal import TerminalReporter
 
-from ref2va_accept.arms import Outcome, OutcomeLog, ProgressReporter, RequestStart, Terminal
+from ref2va_accept.arms import Outcome, OutcomeLog, ProgressReporter, Terminal
 from ref2va_accept.campaign import LoadedCampaign, canonical_campaign, freeze, load_campaign, verify
 from ref2va_accept.core import CampaignError
 from ref2va_accept.judging import _latency as latency
@@ -58,6 +57,15 @@ from ref2va_accept.planning import (
 from ref2va_accept.timing import Sample
 from tests.unit.plugin_sessions import collect_in_checkout
 from tests.unit.suite_runner import ROOT, campaign_variant
+from tests.unit.terminal_doubles import (
+    REQUEST,
+    Clock,
+    FakeTTY,
+    progress_plan,
+    request_outcome,
+    screen,
+    terminal_reporter,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -354,17 +362,8 @@ def test_latency_counts_match_the_protocol(design: str, instances: int | None, w
 
 
 # -- the remaining time ---------------------------------------------------------------------------
-def _plan() -> Plan:
-    base = WorkUnit("lossless-baseline/5s-lossless", "5s-lossless", 3)
-    return Plan({
-        "a": (base,),
-        "b": (base, WorkUnit("b", "5s-lossless", 2)),
-        "c": (WorkUnit("c", "15s-lossy", 1),),
-    })
-
-
 def test_eta_from_the_frozen_medians() -> None:
-    progress = Progress(_plan(), {"5s": 100.0, "15s": 1000.0})
+    progress = Progress(progress_plan(), {"5s": 100.0, "15s": 1000.0})
     assert progress.total == 6
     assert progress.eta() == "~25m00s (from the frozen preflight medians)"  # 5 x 100 + 1000
     progress.item_started("a")
@@ -376,7 +375,7 @@ def test_eta_from_the_frozen_medians() -> None:
 
 
 def test_eta_from_the_runs_own_finished_requests() -> None:
-    progress = Progress(_plan())
+    progress = Progress(progress_plan())
     assert progress.eta() == "unknown (no finished request yet)"
     progress.item_started("a")
     progress.request_started()
@@ -425,7 +424,7 @@ def test_eta_names_the_starts_and_scoring_it_cannot_price() -> None:
 
 
 def test_a_scenario_that_sends_less_than_planned_shrinks_n() -> None:
-    progress = Progress(_plan(), {"5s": 1.0, "15s": 1.0})
+    progress = Progress(progress_plan(), {"5s": 1.0, "15s": 1.0})
     progress.item_started("a")
     progress.request_started()
     progress.item_finished("a")  # B0 failed early: one request instead of three
@@ -435,39 +434,10 @@ def test_a_scenario_that_sends_less_than_planned_shrinks_n() -> None:
 
 
 # -- what the terminal shows ---------------------------------------------------------------------
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class FakeTTY(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def _terminal(config: pytest.Config, stream: io.StringIO) -> TerminalReporter:
-    tr = TerminalReporter(config, stream)
-    tr._tw.fullwidth = 120
-    return tr
-
-
-def _outcome(ok: bool, latency_s: float) -> Outcome:
-    sample = Sample("s1", "b0", "5s-lossless", "measured", 0, 42, "t", ok=ok,
-                    failure=None if ok else "http_status", detail=None if ok else "HTTP 500",
-                    latency_s=latency_s)
-    return Outcome(sample, {"video": {}} if ok else None, ())
-
-
-REQUEST = RequestStart("5s-lossless", "b0", "measured", 0, 42)
-
-
 def test_plain_lines_start_heartbeat_and_end(pytestconfig: pytest.Config) -> None:
     stream, clock = io.StringIO(), Clock()
-    tr = _terminal(pytestconfig, stream)
-    reporter = ProgressReporter(Progress(_plan(), {"5s": 100.0, "15s": 1000.0}),
+    tr = terminal_reporter(pytestconfig, stream)
+    reporter = ProgressReporter(Progress(progress_plan(), {"5s": 100.0, "15s": 1000.0}),
                                 Terminal(tr), "plain", clock=clock, tick_s=None)
     tr.write("tests/perf/test_latency.py ")
     reporter.progress.item_started("a")
@@ -476,7 +446,7 @@ def test_plain_lines_start_heartbeat_and_end(pytestconfig: pytest.Config) -> Non
         clock.now = 1000.0 + now
         reporter.tick()
     clock.now = 1000.0 + 130.0
-    reporter.on_request_end(REQUEST, _outcome(True, 129.5))
+    reporter.on_request_end(REQUEST, request_outcome(True, 129.5))
     reporter.terminal.restore()  # as the plugin does before pytest writes the result
     tr.write(".")
     lines = stream.getvalue().splitlines()
@@ -497,10 +467,11 @@ def test_plain_lines_start_heartbeat_and_end(pytestconfig: pytest.Config) -> Non
 
 def test_plain_end_line_names_a_failure(pytestconfig: pytest.Config) -> None:
     stream = io.StringIO()
-    reporter = ProgressReporter(Progress(_plan()), Terminal(_terminal(pytestconfig, stream)),
+    reporter = ProgressReporter(Progress(progress_plan()),
+                                Terminal(terminal_reporter(pytestconfig, stream)),
                                 "plain", clock=Clock(), tick_s=None)
     reporter.on_request_start(REQUEST)
-    reporter.on_request_end(REQUEST, _outcome(False, 0.4))
+    reporter.on_request_end(REQUEST, request_outcome(False, 0.4))
     reporter.on_request_start(REQUEST)
     reporter.on_request_end(REQUEST, None)
     text = stream.getvalue()
@@ -520,7 +491,8 @@ def test_plain_end_line_names_a_failure(pytestconfig: pytest.Config) -> None:
 def test_plain_end_line_tells_a_planned_capture_stop_from_a_failure(
         pytestconfig: pytest.Config, status: int, detail: str, said: str) -> None:
     stream = io.StringIO()
-    reporter = ProgressReporter(Progress(_plan()), Terminal(_terminal(pytestconfig, stream)),
+    reporter = ProgressReporter(Progress(progress_plan()),
+                                Terminal(terminal_reporter(pytestconfig, stream)),
                                 "plain", clock=Clock(), tick_s=None)
     sample = Sample("s1", "cand", "5s-lossless", "localize", 1, 42, "t", ok=False,
                     failure="http_status", status=status, detail=detail, latency_s=0.4)
@@ -532,27 +504,10 @@ def test_plain_end_line_tells_a_planned_capture_stop_from_a_failure(
     assert "run ETA unknown (no finished request yet)" in text
 
 
-def _screen(raw: str) -> list[str]:
-    """What a terminal shows after `raw`: carriage returns rewind, later text overwrites."""
-    lines, col = [[]], 0  # type: list[list[str]], int
-    for ch in raw:
-        if ch == "\n":
-            lines.append([])
-            col = 0
-        elif ch == "\r":
-            col = 0
-        else:
-            line = lines[-1]
-            line.extend(" " * (col - len(line) + 1)) if col >= len(line) else None
-            line[col] = ch
-            col += 1
-    return ["".join(line).rstrip() for line in lines]
-
-
 def test_tty_line_is_rewritten_in_place_and_cleared(pytestconfig: pytest.Config) -> None:
     stream, clock = FakeTTY(), Clock()
-    tr = _terminal(pytestconfig, stream)
-    reporter = ProgressReporter(Progress(_plan(), {"5s": 100.0, "15s": 1000.0}),
+    tr = terminal_reporter(pytestconfig, stream)
+    reporter = ProgressReporter(Progress(progress_plan(), {"5s": 100.0, "15s": 1000.0}),
                                 Terminal(tr), "tty", clock=clock, tick_s=None)
     assert tr.isatty()
     reporter.terminal.line("first")  # the plan line goes first; here written by hand
@@ -561,16 +516,16 @@ def test_tty_line_is_rewritten_in_place_and_cleared(pytestconfig: pytest.Config)
     reporter._announced = True
     reporter.progress.item_started("a")
     reporter.on_request_start(REQUEST)
-    assert _screen(stream.getvalue())[-1].startswith(
+    assert screen(stream.getvalue())[-1].startswith(
         "[ref2va] request 1/6 5s-lossless b0 measured 0s · run ETA ~25m00s")
     clock.now += 75
     reporter.tick()
     raw = stream.getvalue()
     assert "\r[ref2va] request 1/6 5s-lossless b0 measured 1m15s · run ETA ~23m45s" in raw
     assert raw.count("\n") == 1  # rewritten, never a new line per tick
-    reporter.on_request_end(REQUEST, _outcome(True, 75.0))
+    reporter.on_request_end(REQUEST, request_outcome(True, 75.0))
     tr.write(".")
-    assert _screen(stream.getvalue()) == ["first", "tests/perf/test_latency.py ..."]
+    assert screen(stream.getvalue()) == ["first", "tests/perf/test_latency.py ..."]
     # pytest measures its line to place [ nn%]: it must see only its own text there
     assert tr._tw.width_of_current_line == len("tests/perf/test_latency.py ...")
 

@@ -17,33 +17,34 @@ import pytest
 from ref2va_accept.arms import ProgressReporter, Terminal
 from ref2va_accept.planning import Progress
 from tests.unit.suite_runner import ROOT
-from tests.unit.test_progress import (
-    REFERENCE,
+from tests.unit.terminal_doubles import (
     REQUEST,
     FakeTTY,
-    _outcome,
-    _plan,
-    _screen,
-    _terminal,
+    progress_plan,
+    request_outcome,
+    screen,
+    terminal_reporter,
 )
+
+REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 
 
 def test_tty_ticker_thread_updates_and_stops(pytestconfig: pytest.Config) -> None:
     stream = FakeTTY()
-    tr = _terminal(pytestconfig, stream)
-    reporter = ProgressReporter(Progress(_plan(), {"5s": 100.0, "15s": 1000.0}),
+    tr = terminal_reporter(pytestconfig, stream)
+    reporter = ProgressReporter(Progress(progress_plan(), {"5s": 100.0, "15s": 1000.0}),
                                 Terminal(tr), "tty", tick_s=0.01)
     reporter.progress.item_started("a")
     reporter.on_request_start(REQUEST)
     time.sleep(0.3)
     assert any(t.name == "ref2va-progress" for t in threading.enumerate())
-    reporter.on_request_end(REQUEST, _outcome(True, 0.3))
+    reporter.on_request_end(REQUEST, request_outcome(True, 0.3))
     assert not any(t.name == "ref2va-progress" for t in threading.enumerate())
     rewrites = stream.getvalue().count("\r[ref2va] request 1/6")
     assert rewrites >= 3, stream.getvalue()
     time.sleep(0.05)
     assert stream.getvalue().count("\r[ref2va] request 1/6") == rewrites  # nothing after the end
-    assert _screen(stream.getvalue())[-1] == ""
+    assert screen(stream.getvalue())[-1] == ""
 
 
 # -- through pytest, with the plugin ------------------------------------------------------------

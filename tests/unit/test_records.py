@@ -122,10 +122,11 @@ def test_the_sections_are_the_bundles_optional_keys() -> None:
 
 def _latency_check() -> dict[str, Any]:
     from ref2va_accept.judging import judge_latency
-    from tests.unit.test_latency_judgement import INSTANCE, _run
+    from tests.unit.latency_doubles import INSTANCE, latency_run
 
-    runs = [_run("b0", [300], warmups=[340, 305]), _run("fast", [140], [150]),
-            _run("b0", [310]), _run("fast", [139]), _run("b0", [295]), _run("fast", [142])]
+    runs = [latency_run("b0", [300], warmups=[340, 305]), latency_run("fast", [140], [150]),
+            latency_run("b0", [310]), latency_run("fast", [139]),
+            latency_run("b0", [295]), latency_run("fast", [142])]
     check = next(c for c in judge_latency("5s-lossless", "fast", runs, INSTANCE)
                  if c.name == "latency_ratio")
     recorded: dict[str, Any] = json.loads(json.dumps(check.to_dict()))

@@ -159,16 +159,18 @@ def _latency_bundle(tmp_path: Path) -> EvidenceBundle:
     """A supported 5 s lossless latency comparison (0.467 [0.448, 0.481]) and a 15 s one whose
     protocol ended before a decision (warm-ups never steady)."""
     from ref2va_accept.judging import InstanceRun, judge_latency
-    from tests.unit.test_latency_judgement import INSTANCE, _run
+    from tests.unit.latency_doubles import INSTANCE, latency_run
 
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    runs = [_run("b0", [300], warmups=[340, 305]), _run("fast", [140], [150]),
-            _run("b0", [310]), _run("fast", [139]), _run("b0", [295]), _run("fast", [142])]
+    runs = [latency_run("b0", [300], warmups=[340, 305]), latency_run("fast", [140], [150]),
+            latency_run("b0", [310]), latency_run("fast", [139]),
+            latency_run("b0", [295]), latency_run("fast", [142])]
     # The candidate's first instance hosted its quality gate.
     runs[1].gate = [CheckResult("5s-lossless", "fast", "lossless_gate", "pass", None, "exact")]
     for check in judge_latency("5s-lossless", "fast", runs, INSTANCE):
         bundle.add_check(check)
-    unsteady: list[InstanceRun] = [_run("b0", [], warmups=[400, 300, 250, 200], steady=False)]
+    unsteady: list[InstanceRun] = [
+        latency_run("b0", [], warmups=[400, 300, 250, 200], steady=False)]
     for check in judge_latency("15s-lossless", "fast", unsteady, INSTANCE):
         bundle.add_check(check)
     return bundle
@@ -241,12 +243,13 @@ def test_the_latency_cells_say_what_stopped_a_candidate_and_name_the_welch_rule(
 
     from ref2va_accept.judging import judge_latency
     from ref2va_accept.report import latency_cell
-    from tests.unit.test_latency_judgement import INSTANCE, _run
+    from tests.unit.latency_doubles import INSTANCE, latency_run
 
     welch = dataclasses.replace(INSTANCE, decision_rule="welch-log/1", confidence=0.955)
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    runs = [_run("b0", [300]), _run("fast", [140]), _run("b0", [310]), _run("fast", [139]),
-            _run("b0", [295]), _run("fast", [142])]
+    runs = [latency_run("b0", [300]), latency_run("fast", [140]),
+            latency_run("b0", [310]), latency_run("fast", [139]),
+            latency_run("b0", [295]), latency_run("fast", [142])]
     for check in judge_latency("5s-lossless", "fast", runs, welch, futile=(4, 0)):
         bundle.add_check(check)
     stopped = CheckResult("5s-lossless", "slow", Check.LATENCY_RATIO, "open", None,

@@ -4,7 +4,6 @@ the acceptance scenarios); together the phases must run exactly the tests of the
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shlex
@@ -19,11 +18,9 @@ import yaml
 from _pytest.mark.expression import Expression
 
 from tests.unit.suite_runner import CHEAP_STEPS, ROOT
+from tests.unit.wrapper_checkout import SCRIPT, fake_checkout
 
 pytest_plugins = ["pytester"]
-
-SCRIPT = (ROOT / "ref2va").read_text()
-
 
 MARKS_PLUGIN = """
 import os
@@ -235,25 +232,6 @@ def test_a_spread_module_sharing_a_fixture_is_refused(pytester: pytest.Pytester)
     assert "a module in SPREAD" in said and "test_file.py::test_shared[0] uses shared_run" in said
 
 
-def _fake_checkout(tmp_path: Path, codes: dict[str, int]) -> Path:
-    """The script beside a stand-in .venv whose pytest exits with the code given for the phase
-    (matched on its arguments), so the script's own exit logic is what is tested."""
-    (tmp_path / "ref2va").write_text(SCRIPT)
-    (tmp_path / "ref2va").chmod(0o755)
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    digest = hashlib.sha256((tmp_path / "pyproject.toml").read_bytes()).hexdigest()[:16]
-    venv = tmp_path / ".venv" / "bin"
-    venv.mkdir(parents=True)
-    (tmp_path / ".venv" / f".installed-{digest}").touch()
-    cases = "\n".join(f'    *"{key}"*) exit {code} ;;' for key, code in codes.items())
-    (venv / "python").write_text(f'#!/bin/sh\ncase "$*" in\n{cases}\n    *) exit 0 ;;\nesac\n')
-    (venv / "python").chmod(0o755)
-    # The set-up's stand-in check (scorers standins --campaign) answers "all pinned".
-    (venv / "ref2va-accept").write_text("#!/bin/sh\nexit 0\n")
-    (venv / "ref2va-accept").chmod(0o755)
-    return tmp_path
-
-
 @pytest.mark.parametrize(("codes", "expected"), [
     ({}, 0),
     ({"-m timed": 1}, 1),
@@ -263,7 +241,7 @@ def _fake_checkout(tmp_path: Path, codes: dict[str, int]) -> Path:
 ])
 def test_the_phased_selftest_exits_with_its_first_failure(
         tmp_path: Path, codes: dict[str, int], expected: int) -> None:
-    checkout = _fake_checkout(tmp_path, codes)
+    checkout = fake_checkout(tmp_path, codes)
     result = subprocess.run(["bash", str(checkout / "ref2va"), "selftest"], capture_output=True,
                             text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable})
     assert result.returncode == expected, result.stderr[-2000:]

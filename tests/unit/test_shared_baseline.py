@@ -6,13 +6,11 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
-from ref2va_accept.arms import Outcome, OutcomeLog
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.core import ArmRole, CampaignError, EngineStartError
 from ref2va_accept.judging import _latency as latency
@@ -27,14 +25,14 @@ from ref2va_accept.planning import (
     plan_run,
     plan_track,
 )
-from ref2va_accept.timing import LatencySettings, Sample, schedule, sequence
+from ref2va_accept.timing import LatencySettings, schedule, sequence
+from tests.unit.latency_doubles import SECONDS, THREE, ScriptedArms, StandInEngine
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 pytestmark = pytest.mark.fast
 
 CAMPAIGN = ROOT / "fixtures/campaigns/reference.yaml"
 BASELINE = ArmRole.B0
-THREE = ("lossless-text-kv", "reduction-order", "mislabelled-cache")
 
 
 @pytest.fixture(scope="module")
@@ -111,72 +109,6 @@ def test_absent_field_means_per_candidate_and_stays_out_of_the_lock(tmp_path: Pa
 
 
 # -- the runner ----------------------------------------------------------------------------------
-class _Engine:
-    def __init__(self, arm: str) -> None:
-        self.arm = arm
-
-    def snapshot_tree(self) -> None:
-        pass
-
-    def known_pids(self) -> set[int]:
-        return set()
-
-
-class ScriptedArms:
-    """Arms whose requests take a fixed time per arm; `failing` arms fail at their n-th start."""
-
-    def __init__(self, plan: TrackPlan, seconds: dict[str, float],
-                 failing: dict[str, int] | None = None, not_starting: str | None = None) -> None:
-        self.plan = plan
-        self.seconds = seconds
-        self.failing = failing or {}
-        self.not_starting = not_starting
-        self.outcomes = OutcomeLog()
-        self.starts: list[str] = []
-        self.requests: list[tuple[str, str]] = []
-        self.notes: list[str] = []
-        self.checks: list[Any] = []
-        self.evidence = SimpleNamespace(add_check=self.checks.append, note=self.notes.append,
-                                        checks=self.checks)
-        self.registry = SimpleNamespace(stop=lambda engine: None)
-
-    def for_track(self, plan: TrackPlan) -> ScriptedArms:
-        """As Arms.for_track: another track's arms, sharing what this one records."""
-        other = ScriptedArms(plan, self.seconds, self.failing, self.not_starting)
-        other.outcomes, other.starts, other.requests = self.outcomes, self.starts, self.requests
-        other.notes, other.checks, other.evidence = self.notes, self.checks, self.evidence
-        return other
-
-    def _jitter(self) -> float:
-        # A 1% spread that repeats every three requests: each arm spreads (the Welch rule
-        # decides nothing on values that do not), and the ratios stay what SECONDS says.
-        return 1 + 0.01 * (len(self.requests) % 3 - 1)
-
-    def start(self, arm_id: str = "b0") -> _Engine:
-        self.starts.append(arm_id)
-        if arm_id == self.not_starting:
-            raise EngineStartError(f"{arm_id} not healthy after 60 s")
-        return _Engine(arm_id)
-
-    def request(self, engine: _Engine, arm_id: str, *, kind: str, index: int,
-                seed: int | None = None, **_: object) -> Outcome:
-        self.requests.append((arm_id, kind))
-        fails = self.starts.count(arm_id) == self.failing.get(arm_id, 0)
-        sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=not fails,
-                        failure="http_500" if fails else None, detail="boom" if fails else None,
-                        status=500 if fails else 200,
-                        latency_s=None if fails else self.seconds[arm_id] * self._jitter())
-        outcome = Outcome(sample, None if fails else {"video": {}}, ())
-        self.outcomes.add(outcome)
-        return outcome
-
-
-# reduction-order no faster than B0: its protocol stops once supported is out of reach, while
-# B0's instances go on for the two others.
-SECONDS = {BASELINE: 7.0, "lossless-text-kv": 2.3, "reduction-order": 7.1,
-           "mislabelled-cache": 2.9}
-
-
 def _judge(arms: ScriptedArms, schedules: latency.LatencySchedules, candidate: str
            ) -> dict[str, Any]:
     checks = latency.run_latency(arms, candidate, schedules)  # type: ignore[arg-type]
@@ -406,7 +338,7 @@ def test_a_start_failure_recorded_by_the_schedule_runs_no_second_schedule(
     arms = ScriptedArms(plan, SECONDS, not_starting="reduction-order")
     real_start = arms.start
 
-    def start(arm_id: str = "b0") -> _Engine:
+    def start(arm_id: str = "b0") -> StandInEngine:
         try:
             return real_start(arm_id)
         except EngineStartError as exc:

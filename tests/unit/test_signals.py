@@ -24,7 +24,7 @@ from tests.unit.suite_runner import (
     sigterm_when,
     tagged,
 )
-from tests.unit.test_selftest_phases import _fake_checkout
+from tests.unit.wrapper_checkout import fake_checkout
 
 GRACE_S = 10.0  # the reference campaign's frozen engine.shutdown_grace_s
 # Slow steps, so a request is still running when the signal comes; and a worker that ignores
@@ -206,7 +206,7 @@ def test_second_interrupt_stops_engines_at_once_and_still_reports(tmp_path: Path
 
 
 def test_sigterm_to_the_wrapper_reaches_pytest(tmp_path: Path) -> None:
-    checkout = _fake_checkout(tmp_path, {})
+    checkout = fake_checkout(tmp_path, {})
     # The stand-in pytest says when it runs, and exits 7 on SIGTERM (saying so).
     marks = tmp_path / "marks"
     (checkout / ".venv/bin/python").write_text(

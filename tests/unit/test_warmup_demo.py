@@ -20,8 +20,8 @@ from ref2va_accept.core import CampaignError, Check, Reason
 from ref2va_accept.judging import LatencySchedules, demonstrate, run_latency
 from ref2va_accept.planning import Prices, candidate_cost, plan_campaign
 from ref2va_accept.timing import InstanceTimes
+from tests.unit.latency_doubles import TRACK, ChosenLatencyArms, plan_910c
 from tests.unit.suite_runner import campaign_variant
-from tests.unit.test_latency_stops import TRACK, _Arms, _plan
 
 DEMO = {"warmup_steps": 4, "run_id": "20261203T000000Z-abcdef", "measured_at": "2026-12-03",
         "per_duration": {"5s": {"full_s": [7.0, 7.2], "cheap_s": [7.1, 7.3]},
@@ -83,13 +83,13 @@ def test_a_demonstrated_cheap_warmup_is_used_priced_and_kept_out_of_the_spread(
 def test_the_latency_protocol_sends_its_warmups_with_the_cheap_steps() -> None:
     sent: list[tuple[str, int | None]] = []
 
-    class Recording(_Arms):
+    class Recording(ChosenLatencyArms):
         def request(self, engine: Any, arm: str, *, kind: str, index: int, seed: int,
                     **kw: Any) -> Any:
             sent.append((kind, kw.get("steps")))
             return super().request(engine, arm, kind=kind, index=index, seed=seed)
 
-    arms = Recording(_plan(warmup_steps=4),
+    arms = Recording(plan_910c(warmup_steps=4),
                      lambda arm, kind, n: 300.0 * (0.4 if arm == "fast" else 1.0) * (1 + n / 500))
     schedules = LatencySchedules()
     schedules.cover(TRACK, ["fast"])
@@ -104,7 +104,7 @@ def test_the_demonstration_compares_the_request_after_each_warmup(cheap_factor: 
                                                                   passes: bool) -> None:
     starts: list[int | None] = []
 
-    class Demo(_Arms):
+    class Demo(ChosenLatencyArms):
         def request(self, engine: Any, arm: str, *, kind: str, index: int, seed: int,
                     **kw: Any) -> Any:
             if kind == "warmup" and (not starts or starts[-1] != id(engine)):
@@ -115,7 +115,7 @@ def test_the_demonstration_compares_the_request_after_each_warmup(cheap_factor: 
             self.latency = lambda a, k, n, f=factor: 300.0 * f * (1 + n / 1000)
             return super().request(engine, arm, kind=kind, index=index, seed=seed)
 
-    arms = Demo(_plan(), lambda a, k, n: 300.0)
+    arms = Demo(plan_910c(), lambda a, k, n: 300.0)
     check = demonstrate(arms, 4)  # type: ignore[arg-type]
     assert arms.started == ["b0"] * 4
     assert check.name == Check.WARMUP_DEMONSTRATION
