@@ -40,13 +40,10 @@ if TYPE_CHECKING:
     from ref2va_accept.planning._prices import Prices, price_lines, unpriced_text
     from ref2va_accept.planning._request_plan import (
         DEFAULT_PAIRS,
-        PREFIX,
         SCENARIOS,
         Plan,
-        Progress,
         ScenarioItem,
         WorkUnit,
-        fmt_duration,
         gate_units,
         hosted_gate_requests,
         hosted_gate_warmups,
@@ -65,6 +62,7 @@ if TYPE_CHECKING:
         lossy_candidate_starts,
         plan_run,
     )
+    from ref2va_accept.planning._run_progress import PREFIX, Progress, fmt_duration
     from ref2va_accept.planning._search import (
         PassFigures,
         SearchCost,
@@ -99,11 +97,11 @@ _WHERE = {
     "LosslessContract": "_track_plan",
     "LossyScoring": "_track_plan",
     "Noise": "_calibration",
-    "PREFIX": "_request_plan",
+    "PREFIX": "_run_progress",
     "Plan": "_request_plan",
     "PassFigures": "_search",
     "Prices": "_prices",
-    "Progress": "_request_plan",
+    "Progress": "_run_progress",
     "SCENARIOS": "_request_plan",
     "ScenarioItem": "_request_plan",
     "SearchCost": "_search",
@@ -122,7 +120,7 @@ _WHERE = {
     "device_seconds": "_cost",
     "device_count": "_budget",
     "fmt_bytes": "_disk",
-    "fmt_duration": "_request_plan",
+    "fmt_duration": "_run_progress",
     "format_cells": "_calibration_text",
     "format_table": "_calibration_text",
     "futility": "_calibration_cells",
