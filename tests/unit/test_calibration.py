@@ -35,9 +35,10 @@ from ref2va_accept.core import (
     LatencyDecisionReason,
 )
 from ref2va_accept.planning import _calibration as cal
+from ref2va_accept.planning import _calibration_cells as cal_cells
+from ref2va_accept.planning import _calibration_text as cal_text
 from ref2va_accept.planning import plan_campaign
-from ref2va_accept.timing import LatencySettings, latency_verdict
-from ref2va_accept.timing import _replication as replication
+from ref2va_accept.timing import LatencySettings, latency_verdict, schedule, sequence
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN_910C = ROOT / "fixtures" / "campaigns" / "910c.yaml"
@@ -81,11 +82,11 @@ def test_the_shipped_campaign_is_the_design_the_claims_are_about() -> None:
     s = _settings()
     assert (s.replication, s.instances_per_arm, s.warmups, s.max_warmups, s.repeats,
             s.ordering, s.target_ratio) == ("instance", 3, 2, 3, 1, "interleaved", 0.5)
-    before = cal.request_design_before(s)
+    before = cal_cells.request_design_before(s)
     assert (before.replication, before.ordering, before.warmups, before.max_warmups,
             before.steady_fraction, before.repeats, before.instances_per_arm) == (
         "request", "ABA", 1, 1, None, 3, None)
-    assert replication.sequence(before, "c") == ["b0", "c", "b0"]
+    assert sequence(before, "c") == ["b0", "c", "b0"]
 
 
 @pytest.mark.parametrize("instance_sd", [0.0, 0.01, 0.03, 0.05])
@@ -101,7 +102,7 @@ def test_instance_design_says_supported_at_the_target_at_most_5_percent(instance
 
 
 def test_the_request_design_before_issue_12_exceeds_5_percent() -> None:
-    before = cal.request_design_before(_settings())
+    before = cal_cells.request_design_before(_settings())
     rates = cal.simulate(before, "cache-dit", cal.Noise(instance_sd=0.03), 0.5, 1000, 3,
                          exact=True)
     assert _lower(rates) > 0.15, rates  # the issue measured 26%: far above 5%
@@ -134,7 +135,7 @@ def test_the_draws_follow_the_documented_noise_model() -> None:
     # between: one request's log spreads by sqrt(instance_sd^2 + within_sd^2)
     assert np.std(logs[:, 0, 0]) == pytest.approx(np.hypot(0.04, 0.02), rel=0.03)
     medians = np.exp(np.median(logs[:, :, 0], axis=0))
-    arms = replication.sequence(s, "cache-dit")
+    arms = sequence(s, "cache-dit")
     for i, arm in enumerate(arms):
         expected = (0.45 if arm != "b0" else 1.0) * (1 + 0.01 * i)
         assert medians[i] == pytest.approx(expected, rel=0.01), (i, arm)
@@ -158,7 +159,7 @@ def test_a_first_instance_factor_moves_only_each_candidates_first_instance() -> 
 
 def test_a_faster_first_instance_raises_false_supported_and_calibrate_shows_it() -> None:
     s = _settings()
-    lines = cal.hosting_lines(s, 0.01, (0.45,), 20_000, 5, False)
+    lines = cal_text.hosting_lines(s, 0.01, (0.45,), 20_000, 5, False)
     rates = [float(line.split(": ")[1].split("%")[0]) for line in lines[1:]]
     assert len(rates) == 4 and rates[0] <= 5.0  # as assumed: within the claim
     assert rates[0] < rates[2] < rates[3]  # 2% and 5% faster: more false supported
@@ -181,7 +182,7 @@ def test_both_decisions_take_the_not_evaluable_reasons_in_the_one_order() -> Non
     # order: a run whose warm-up never became steady and whose B0 also drifted is
     # warmup_not_steady in each; drift alone is drift; neither leaves the interval to decide.
     s = _settings()  # instance design, 2..3 warm-ups within 5%, drift tolerance 10%
-    arms = tuple(replication.sequence(s, "c"))
+    arms = tuple(sequence(s, "c"))
     b0 = [i for i, a in enumerate(arms) if a == ArmRole.B0]
     warmups = np.ones((3, len(arms), s.max_warmups))
     warmups[0, b0[0]] = (1.0, 2.0, 1.0)  # trial 0 only: two in a row never agree
@@ -196,10 +197,10 @@ def test_both_decisions_take_the_not_evaluable_reasons_in_the_one_order() -> Non
 
 def _designs() -> list[LatencySettings]:
     s = _settings()
-    return [s, _settings("reference"), cal.request_design_before(s),
-            dataclasses.replace(cal.request_design_before(s), ordering="ABBA", warmups=2,
+    return [s, _settings("reference"), cal_cells.request_design_before(s),
+            dataclasses.replace(cal_cells.request_design_before(s), ordering="ABBA", warmups=2,
                                 max_warmups=4, steady_fraction=0.05),
-            dataclasses.replace(cal.request_design_before(s), ordering="AB"),
+            dataclasses.replace(cal_cells.request_design_before(s), ordering="AB"),
             dataclasses.replace(s, instances_per_arm=4, steady_fraction=None, max_warmups=2,
                                 repeats=2)]
 
@@ -306,13 +307,13 @@ def test_a_missing_campaign_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 # --- the frozen rule across unequal spreads, heavy tails, drift and several candidates --------
 
-def _cell_rates(settings: LatencySettings, cell: cal.Cell, ratio: float, trials: int,
-                seed: int) -> cal.CellResult:
-    return cal.run_cells(settings, [cell], [ratio], trials, seed)[0]
+def _cell_rates(settings: LatencySettings, cell: cal_cells.Cell, ratio: float, trials: int,
+                seed: int) -> cal_cells.CellResult:
+    return cal_cells.run_cells(settings, [cell], [ratio], trials, seed)[0]
 
 
-def _one_attempt_cells() -> list[cal.Cell]:
-    return [c for c in cal.default_cells(0.01) if not c.reruns]
+def _one_attempt_cells() -> list[cal_cells.Cell]:
+    return [c for c in cal_cells.default_cells(0.01) if not c.reruns]
 
 
 @pytest.mark.parametrize("name", ["910c", "reference"])
@@ -322,8 +323,8 @@ def test_every_one_attempt_cell_shows_at_most_5_percent_at_40000_trials(name: st
     # twice B0's, heavy tails, drift, several candidates on one B0) the exact 95% upper bound
     # of false `supported` at the target is at most 5%.
     settings, cells = _settings(name), _one_attempt_cells()
-    results = cal.run_cells(settings, cells, [], CLAIM_TRIALS, 0)
-    shown = cal.claim(settings, cells, results)
+    results = cal_cells.run_cells(settings, cells, [], CLAIM_TRIALS, 0)
+    shown = cal_cells.claim(settings, cells, results)
     uppers = {r.cell.label: round(_upper(r.at_target), 4) for r in results}
     assert shown.shown and max(uppers.values()) <= 0.05, uppers
     # The worst cell is a steady arm beside a spreading one (Welch's df is then too high), at
@@ -337,13 +338,13 @@ def test_at_0_955_the_worst_cell_is_not_shown_at_most_5_percent_and_0_96_costs_p
     # at 40,000 seeded trials its 95% upper bound is above 5% (the claim not shown) ...
     cells = _one_attempt_cells()
     steady = cells.index(next(c for c in cells if c.label == "B0 0.0% / cand 5.0%"))
-    old = cal.claim_at(_settings(), 0.955, cells[:steady + 1], [], CLAIM_TRIALS, 0)
+    old = cal_cells.claim_at(_settings(), 0.955, cells[:steady + 1], [], CLAIM_TRIALS, 0)
     assert not old.shown and cells[steady] in [r.cell for r in old.above], old.above
     assert _upper(old.worst.at_target) > 0.05, old.worst.at_target
     # ... and what 0.96 costs: on the same 8,000 seeded runs at a true ratio of 0.45 with both
     # arms at 3% instance sd, power falls by 1-4 points (90.6% to 88.2% here; 90.2% to 88.0%
     # at calibrate's 40,000), and 0.96's power is 87-90% (its 95% interval).
-    cell = cal.Cell("equal spread", cal.Noise(instance_sd=0.03, drawn_order=True))
+    cell = cal_cells.Cell("equal spread", cal.Noise(instance_sd=0.03, drawn_order=True))
     power = {c: _cell_rates(dataclasses.replace(_settings(), confidence=c), cell, 0.45, 8000,
                             9).power[0] for c in (0.955, 0.96)}
     assert 0.01 < power[0.955].supported - power[0.96].supported < 0.04, power
@@ -355,22 +356,22 @@ def test_a_cell_whose_bound_exceeds_5_percent_leaves_the_claim_not_shown() -> No
     s = _settings()
     cells = _one_attempt_cells()[:2]
 
-    def result(cell: cal.Cell, hits: int) -> cal.CellResult:
+    def result(cell: cal_cells.Cell, hits: int) -> cal_cells.CellResult:
         counts = [0] * len(cal.OUTCOMES)
         counts[cal.SUPPORTED], counts[cal.INCONCLUSIVE] = hits, CLAIM_TRIALS - hits
-        return cal.CellResult(cell, cal.Rates(CLAIM_TRIALS, tuple(counts)), ())
+        return cal_cells.CellResult(cell, cal.Rates(CLAIM_TRIALS, tuple(counts)), ())
 
-    refused = cal.claim(s, cells, [result(cells[0], 1800), result(cells[1], 2100)])
+    refused = cal_cells.claim(s, cells, [result(cells[0], 1800), result(cells[1], 2100)])
     assert not refused.shown and [r.cell for r in refused.above] == [cells[1]]
-    text = "\n".join(cal.claim_lines(refused, [], []))
+    text = "\n".join(cal_text.claim_lines(refused, [], []))
     assert ("at most 5% in every one-attempt cell: NOT shown at 40000 trials: the 95% upper "
             f"bound of 1 cell(s) is above 5.00% ({cells[1].label}: 5.47%)") in text
     assert "worst false supported at the target, one attempt: 5.25%, 95% upper bound 5.47%" \
         in text
-    confirmed = cal.claim(s, cells, [result(cells[0], 1800), result(cells[1], 1700)])
+    confirmed = cal_cells.claim(s, cells, [result(cells[0], 1800), result(cells[1], 1700)])
     assert confirmed.shown and confirmed.worst.cell == cells[0]
     assert ("every cell's 95% upper bound (exact, Clopper-Pearson, two-sided; 40000 trials "
-            "each) is at most 5.00%") in "\n".join(cal.claim_lines(confirmed, [], []))
+            "each) is at most 5.00%") in "\n".join(cal_text.claim_lines(confirmed, [], []))
 
 
 def test_the_rank_rule_does_not_hold_when_the_candidate_is_steady() -> None:
@@ -379,14 +380,14 @@ def test_the_rank_rule_does_not_hold_when_the_candidate_is_steady() -> None:
     rank = dataclasses.replace(_settings(), decision_rule="ratio-interval-moses/1",
                                confidence=0.95)
     noise = cal.Noise(instance_sd=0.05, candidate_instance_sd=0.0, drawn_order=True)
-    result = _cell_rates(rank, cal.Cell("unequal spread", noise), 0.5, 6000, 11)
+    result = _cell_rates(rank, cal_cells.Cell("unequal spread", noise), 0.5, 6000, 11)
     assert _lower(result.at_target) > 0.065, result.at_target
 
 
 def test_a_falling_drift_stays_within_5_percent() -> None:
     # Not a cell of the table (its rising drift is): latencies falling 1% per started instance,
     # order drawn per run; 1.9% observed, 95% upper bound 2.3% at 6,000 seeded trials.
-    cell = cal.Cell("drift", cal.Noise(instance_sd=0.03, drift_per_instance=-0.01,
+    cell = cal_cells.Cell("drift", cal.Noise(instance_sd=0.03, drift_per_instance=-0.01,
                                        drawn_order=True))
     result = _cell_rates(_settings(), cell, 0.5, 6000, 5)
     assert _upper(result.at_target) <= 0.05, result.at_target
@@ -395,7 +396,7 @@ def test_a_falling_drift_stays_within_5_percent() -> None:
 def test_several_candidates_on_one_b0_each_at_5_percent_and_holm_holds_the_family() -> None:
     # Six candidates at the target on one B0, 4,000 seeded trials: each one's rate and Holm's
     # family rate have their 95% upper bounds at most 5%; without Holm any of six is above 10%.
-    cell = cal.Cell("shared B0", cal.Noise(instance_sd=0.03, drawn_order=True), candidates=6)
+    cell = cal_cells.Cell("shared B0", cal.Noise(instance_sd=0.03, drawn_order=True), candidates=6)
     result = _cell_rates(_settings(), cell, 0.5, 4000, 13)
     assert _upper(result.at_target) <= 0.05, result.at_target
     assert result.any_supported is not None and result.holm_any is not None
@@ -405,14 +406,14 @@ def test_several_candidates_on_one_b0_each_at_5_percent_and_holm_holds_the_famil
 
 def test_holm_steps_down() -> None:
     p = np.array([[0.01, 0.02, 0.04], [0.03, 0.01, 0.2], [np.nan, 0.001, 0.5]])
-    assert cal.holm(p, 0.05).tolist() == [[True, True, True], [False, True, False],
+    assert cal_cells.holm(p, 0.05).tolist() == [[True, True, True], [False, True, False],
                                           [False, True, False]]
 
 
 def test_a_rerun_after_inconclusive_is_a_second_chance() -> None:
-    once = _cell_rates(_settings(), cal.Cell("rerun", cal.Noise(instance_sd=0.03)), 0.5,
+    once = _cell_rates(_settings(), cal_cells.Cell("rerun", cal.Noise(instance_sd=0.03)), 0.5,
                        6000, 21)
-    twice = _cell_rates(_settings(), cal.Cell("rerun", cal.Noise(instance_sd=0.03), reruns=1),
+    twice = _cell_rates(_settings(), cal_cells.Cell("rerun", cal.Noise(instance_sd=0.03), reruns=1),
                         0.5, 6000, 21)
     assert twice.at_target.supported > once.at_target.supported * 1.3
 
@@ -444,7 +445,7 @@ def test_the_fast_welch_decision_is_replication_decide_trial_by_trial(index: int
 
 def test_the_order_drawn_per_run_moves_instances_only_inside_their_block() -> None:
     s = _settings()
-    d = cal._positions(s, replication.schedule(s, "t", ["a", "b"]), 2, 500, True,
+    d = cal._positions(s, schedule(s, "t", ["a", "b"]), 2, 500, True,
                        np.random.default_rng(1))
     blocks = (d // 3).astype(int)
     assert (blocks == np.array([0, 0, 0, 1, 1, 1, 2, 2, 2])).all()

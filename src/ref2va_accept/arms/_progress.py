@@ -2,8 +2,8 @@
 
 On the 910C host one 15 s request takes about half an hour and a track takes hours, so the
 terminal says, as each request runs: track, arm, kind, request n of N (in the whole run), its
-elapsed time, and an estimate of the run's remaining time (the plan and the estimate are
-planning/_request_plan.py's).
+elapsed time, and an estimate of the run's remaining time (the plan is
+planning/_request_plan.py's, the estimate planning/_run_progress.py's).
 
 - On a terminal, one line rewritten in place every second while a request runs and cleared when
   it ends, restoring what pytest had on that line. Elsewhere (CI logs, `| tee`), one line when a

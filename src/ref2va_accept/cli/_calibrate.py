@@ -1,11 +1,15 @@
 """``ref2va-accept calibrate CAMPAIGN``: the campaign's frozen latency protocol and its simulated
-error rates (planning/_calibration.py), each with its exact 95% interval.
+error rates, each with its exact 95% interval.
 
 It prints the protocol, a table per design and instance spread, the cells the rule is frozen from
 (each with the 95% upper bound of its false `supported` rate), whether that shows the claim of at
 most 5% in every one-attempt cell, what the frozen confidence costs in power against other
 confidences on the same simulated runs, the gate on the first latency instance, and the
 futility stop's savings.
+
+The command line is here: its arguments, their parsing and their checks. The simulations and
+their text tables are the planning stage's (planning/_calibration.py, _calibration_cells.py,
+_calibration_text.py), imported from `ref2va_accept.planning`.
 """
 
 from __future__ import annotations
@@ -20,8 +24,23 @@ from typing import Any
 import numpy as np
 
 from ref2va_accept.core import EXIT_OK, Ref2VAError
-from ref2va_accept.planning import _calibration as cal
-from ref2va_accept.timing import _replication as replication
+from ref2va_accept.planning import (
+    Noise,
+    claim,
+    claim_at,
+    claim_lines,
+    default_cells,
+    design_label,
+    format_cells,
+    format_table,
+    futility,
+    hosting_lines,
+    protocol_lines,
+    request_design_before,
+    run_cells,
+    table,
+)
+from ref2va_accept.timing import sequence
 
 TRIALS = 40_000  # per cell: a rate of 4.5% has a 95% upper bound near 4.7%
 COMPARE = "0.95,0.955"  # the confidences the frozen one is priced against (0.955: until issue 41)
@@ -101,7 +120,7 @@ def _confidences(text: str, frozen: float) -> list[float]:
 def run_command(args: argparse.Namespace) -> list[str]:
     """`ref2va-accept calibrate`: the campaign's protocol and its simulated error rates."""
     from ref2va_accept.campaign import load_campaign  # noqa: PLC0415
-    from ref2va_accept.planning._track_plan import plan_campaign  # noqa: PLC0415
+    from ref2va_accept.planning import plan_campaign  # noqa: PLC0415
 
     if args.trials < 1:
         raise Ref2VAError(f"--trials must be at least 1, got {args.trials}")
@@ -121,29 +140,29 @@ def run_command(args: argparse.Namespace) -> list[str]:
     if args.candidate is not None and args.candidate not in ids:
         raise Ref2VAError(f"--candidate {args.candidate!r} is not a candidate of "
                           f"{args.campaign}; its candidates are {', '.join(ids) or 'none'}")
-    before = cal.request_design_before(settings)
-    span = max(len(replication.sequence(d, candidate)) for d in (settings, before)) - 1
+    before = request_design_before(settings)
+    span = max(len(sequence(d, candidate)) for d in (settings, before)) - 1
     if 1 + drift * span <= 0:
         raise Ref2VAError(f"--drift {drift:g} makes the {span + 1}th instance's latency "
                           "non-positive")
-    noise = cal.Noise(within_sd=within, drift_per_instance=drift)
-    rows = cal.table([(f"campaign: {cal.design_label(settings)}", settings),
-                      (f"before #12: {cal.design_label(before)}", before)],
-                     candidate, noise, sds, ratios, args.trials, args.seed, exact=args.exact)
+    noise = Noise(within_sd=within, drift_per_instance=drift)
+    rows = table([(f"campaign: {design_label(settings)}", settings),
+                  (f"before #12: {design_label(before)}", before)],
+                 candidate, noise, sds, ratios, args.trials, args.seed, exact=args.exact)
     cell_lines: list[str] = []
     if not args.no_cells:
-        cells = cal.default_cells(within)
-        results = cal.run_cells(settings, cells, ratios, args.trials, args.seed,
-                                exact=args.exact)
-        others = [cal.claim_at(settings, c, cells, ratios, args.trials, args.seed,
-                               exact=args.exact) for c in compare]
+        cells = default_cells(within)
+        results = run_cells(settings, cells, ratios, args.trials, args.seed,
+                            exact=args.exact)
+        others = [claim_at(settings, c, cells, ratios, args.trials, args.seed,
+                           exact=args.exact) for c in compare]
         reruns = [r for r in results if r.cell.reruns]
         cell_lines = [
             "", f"cells (the rule as frozen, {args.trials} trials each, within-instance sd "
             f"{within:.1%}, each arm's instance sd as shown, order drawn per run unless "
             "frozen; 95% upper: the exact Clopper-Pearson bound of the rate):",
-            *cal.format_cells(results, ratios, settings.target_ratio),
-            *cal.claim_lines(cal.claim(settings, cells, results), others, ratios), "",
+            *format_cells(results, ratios, settings.target_ratio),
+            *claim_lines(claim(settings, cells, results), others, ratios), "",
             "with K candidates the per-candidate rate is shown; 'any of K' is the family's, "
             "and Holm's column (the report's and the ledger's) holds the family to "
             f"{1 - settings.confidence:.1%}",
@@ -151,12 +170,12 @@ def run_command(args: argparse.Namespace) -> list[str]:
               f"({r.at_target.supported:.1%} over two attempts, not a one-attempt cell): the "
               "verdict, the report and the ledger name every attempt and what the earlier ones "
               "gave" for r in reruns)]
-        cell_lines += ["", *cal.hosting_lines(settings, within, ratios, args.trials, args.seed,
-                                              args.exact)]
+        cell_lines += ["", *hosting_lines(settings, within, ratios, args.trials, args.seed,
+                                          args.exact)]
     if args.futility_trials > 0:
         noise_3 = dataclasses.replace(noise, instance_sd=0.03)
-        stops = [cal.futility(settings, noise_3, r, args.futility_trials,
-                              np.random.default_rng((args.seed, 91, int(r * 100))))
+        stops = [futility(settings, noise_3, r, args.futility_trials,
+                          np.random.default_rng((args.seed, 91, int(r * 100))))
                  for r in (settings.target_ratio * 0.9, settings.target_ratio, 1.0)]
         cell_lines += [
             "", f"futility stop ({args.futility_trials} runs per ratio, 3% instance sd, "
@@ -165,14 +184,14 @@ def run_command(args: argparse.Namespace) -> list[str]:
               f"({1 - f.started / f.full:.0%} saved); supported runs it stopped: "
               f"{f.lost_supported}" for f in stops)]
     return [f"campaign: {args.campaign} (one protocol for its {len(plans)} tracks)",
-            *cal.protocol_lines(settings, candidate),
+            *protocol_lines(settings, candidate),
             f"simulation: {args.trials} trials per cell, seed {args.seed}; lognormal noise, "
             f"within-instance sd {within:.1%}, drift {drift:g} per instance; decisions by "
             + ("replication.decide" if args.exact else
                "a vectorised replica of replication.decide (--exact: decide itself)"),
-            "", *cal.format_table(rows, ratios, settings.target_ratio), "",
+            "", *format_table(rows, ratios, settings.target_ratio), "",
             f"95% upper: the upper end of each rate's exact (Clopper-Pearson) two-sided 95% "
-            f"interval at {args.trials} trials; 'before #12' is {cal.design_label(before)}, "
+            f"interval at {args.trials} trials; 'before #12' is {design_label(before)}, "
             "as before issue 12",
             *(["under drift the rates depend on the instances' order: --candidate ID simulates "
                "another candidate's"] if drift else []),

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
         TimedClient,
     )
     from ref2va_accept.timing._replication import (
+        Decision,
         InstanceTimes,
         arm_values,
+        decide,
         interval_verdict,
         is_steady,
         not_evaluable,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 # first used (core.load_name): a stage loads only what its user needs.
 _WHERE = {
     "ClientTimeouts": "_clock",
+    "Decision": "_replication",
     "GenerationRequest": "_clock",
     "InstanceTimes": "_replication",
     "LatencySettings": "_settings",
@@ -53,6 +56,7 @@ _WHERE = {
     "Sample": "_clock",
     "TimedClient": "_clock",
     "arm_values": "_replication",
+    "decide": "_replication",
     "early_stopping_min_queries": "_stats",
     "interval_k": "_stats",
     "interval_verdict": "_replication",
@@ -72,6 +76,7 @@ _WHERE = {
 __all__ = [
     "SERVER_HEADERS",
     "ClientTimeouts",
+    "Decision",
     "GenerationRequest",
     "InstanceTimes",
     "LatencySettings",
@@ -80,6 +85,7 @@ __all__ = [
     "Sample",
     "TimedClient",
     "arm_values",
+    "decide",
     "early_stopping_min_queries",
     "interval_k",
     "interval_verdict",
