@@ -6,8 +6,9 @@
              `campaign`, `track`
   engines    the session's engine registry (in `config.stash`), `arms`, `baselines`,
              `latency_schedules`, SIGTERM
-  evidence   the run state, the `evidence` bundle, `track_verdict`, checkpoints, the run's end
-  report     live progress, the HTML report of a campaign run, the terminal verdict table
+  recording  the run state, the `evidence` bundle, `track_verdict`, checkpoints, the run's end
+             (verdicts, status, the campaign's ledger, scrub, `latest`)
+  reporting  live progress, the HTML report of a campaign run, the terminal verdict table
 
 `state` holds what they share (the RunState in the stash). The root conftest.py loads this
 package (`pytest_plugins`), which loads the four modules.
