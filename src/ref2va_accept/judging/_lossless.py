@@ -51,7 +51,7 @@ from ref2va_contract.diagnostics import (
 
 if TYPE_CHECKING:
     from ref2va_accept.engines import EngineInstance
-    from ref2va_accept.judging._latency import InstanceRun
+    from ref2va_accept.judging._latency_run import InstanceRun
 
 log = logging.getLogger(__name__)
 
@@ -397,7 +397,7 @@ class LosslessGateRunner(BaselineGateRunner[Baseline]):
 
 
 class HostedGate:
-    """The lossless gate on the candidate's first latency instance (latency.GateHost): the
+    """The lossless gate on the candidate's first latency instance (latency_run.GateHost): the
     watched request before the warm-ups, judged against B0 at once; the unobserved output is
     the instance's first measured request (the same request, timed and never watched), or an
     unobserved request of its own when no measured one came back (a gate that stopped the

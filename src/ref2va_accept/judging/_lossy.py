@@ -45,7 +45,7 @@ from ref2va_accept.quality.scoring import RelativeError, check_comparable, relat
 
 if TYPE_CHECKING:
     from ref2va_accept.engines import EngineInstance
-    from ref2va_accept.judging._latency import InstanceRun
+    from ref2va_accept.judging._latency_run import InstanceRun
 
 log = logging.getLogger(__name__)
 
@@ -417,7 +417,7 @@ class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
 
 
 class HostedGate:
-    """The lossy gate on the candidate's first latency instance (latency.GateHost): B0's seeds
+    """The lossy gate on the candidate's first latency instance (latency_run.GateHost): B0's seeds
     before the warm-ups, scored once the instance has stopped (settle), on any scoring device:
     nothing waits between these requests and the warm-ups, so where they are the very
     requests the warm-ups would send (run_plan.hosted_gate_warmups) they are the instance's
