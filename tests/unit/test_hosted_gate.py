@@ -1,4 +1,4 @@
-"""A candidate's quality gate on its first latency instance (latency.GateHost): its gate
+"""A candidate's quality gate on its first latency instance (latency_run.GateHost): its gate
 requests before that instance's warm-ups, judged there; a failed gate leaves the instance
 unmeasured and starts none of the candidate's other instances, and the candidate's quality
 scenario reads the hosted checks instead of starting an instance of its own."""
@@ -16,6 +16,7 @@ from ref2va_accept.core import ArmRole, Check, EngineStartError, Reason
 from ref2va_accept.evidence import CheckResult
 from ref2va_accept.judging import BaselineGateRunner, Baselines, GateChecks, GateOutcome
 from ref2va_accept.judging import _latency as latency
+from ref2va_accept.judging import _latency_run as latency_run
 from ref2va_accept.planning import (
     ScenarioItem,
     TrackPlan,
@@ -65,11 +66,11 @@ class Host:
     def warmups(self, arms: Any) -> list[Any]:
         return []  # a watched request: not a warm-up
 
-    def after(self, arms: Any, engine: Any, run: latency.InstanceRun) -> list[CheckResult]:
+    def after(self, arms: Any, engine: Any, run: latency_run.InstanceRun) -> list[CheckResult]:
         self.calls.append(("after", len(run.measured)))
         return [self._check(arms, Check.UNOBSERVED_OUTPUT, self.differs)]
 
-    def settle(self, arms: Any, run: latency.InstanceRun) -> list[CheckResult]:
+    def settle(self, arms: Any, run: latency_run.InstanceRun) -> list[CheckResult]:
         return []
 
 

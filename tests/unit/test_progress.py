@@ -27,6 +27,7 @@ from ref2va_accept.arms import Outcome, OutcomeLog, ProgressReporter, Terminal
 from ref2va_accept.campaign import LoadedCampaign, canonical_campaign, freeze, load_campaign, verify
 from ref2va_accept.core import CampaignError
 from ref2va_accept.judging import _latency as latency
+from ref2va_accept.judging import _latency_run as latency_run
 from ref2va_accept.judging import _lossless as lossless
 from ref2va_accept.judging import _lossy as lossy
 from ref2va_accept.planning import (
@@ -329,8 +330,8 @@ def test_hosted_gate_counts_match_the_gate(track: str, campaign: LoadedCampaign,
     gate.before(arms, engine)  # type: ignore[arg-type]
     sample = Sample("s", "c", track, "measured", 0, plan.seeds[0], "t", ok=True, status=200,
                     latency_s=1.0)
-    run = latency.InstanceRun("c", 0, measured=[Outcome(sample, {"video": {}}, (),
-                                                        media_path=Path("m.mp4"))])
+    run = latency_run.InstanceRun("c", 0, measured=[Outcome(sample, {"video": {}}, (),
+                                                            media_path=Path("m.mp4"))])
     gate.after(arms, engine, run)  # type: ignore[arg-type]
     assert len(arms.requests) == hosted_gate_requests(plan)
     assert arms.dumps == (1 if plan.quality == "lossless" else 0)

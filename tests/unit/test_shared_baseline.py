@@ -14,6 +14,7 @@ import yaml
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.core import ArmRole, CampaignError, EngineStartError
 from ref2va_accept.judging import _latency as latency
+from ref2va_accept.judging import _latency_run as latency_run
 from ref2va_accept.planning import (
     Prices,
     ScenarioItem,
@@ -323,9 +324,9 @@ def test_the_report_names_a_b0_shared_across_tracks() -> None:
 
 
 def test_a_candidate_id_with_a_colon_is_no_track_label() -> None:
-    assert latency._plain("5s-lossy:frame-hold") == "frame-hold"
-    assert latency._plain("mine:v2") == "mine:v2"
-    assert latency._plain(BASELINE) == BASELINE
+    assert latency_run._plain("5s-lossy:frame-hold") == "frame-hold"
+    assert latency_run._plain("mine:v2") == "mine:v2"
+    assert latency_run._plain(BASELINE) == BASELINE
 
 
 def test_a_start_failure_recorded_by_the_schedule_runs_no_second_schedule(

@@ -21,14 +21,12 @@ if TYPE_CHECKING:
         expect,
     )
     from ref2va_accept.judging._latency import (
-        InstanceRun,
         LatencyProtocol,
         LatencySchedules,
-        distinct_plan,
         judge_latency,
-        quality_stop,
         run_latency,
     )
+    from ref2va_accept.judging._latency_run import InstanceRun, distinct_plan, quality_stop
     from ref2va_accept.judging._lossless import (
         LosslessGateRunner,
         declared_time,
@@ -61,7 +59,7 @@ _WHERE = {
     "GateInstances": "_b0_gate",
     "GateOutcome": "_gates",
     "GateResult": "_gates",
-    "InstanceRun": "_latency",
+    "InstanceRun": "_latency_run",
     "LatencyProtocol": "_latency",
     "LatencySchedules": "_latency",
     "LosslessGateRunner": "_lossless",
@@ -73,7 +71,7 @@ _WHERE = {
     "decide": "_lossy",
     "declared_time": "_lossless",
     "demonstrate": "_warmup_demo",
-    "distinct_plan": "_latency",
+    "distinct_plan": "_latency_run",
     "enabled_path_problems": "_lossless",
     "expect": "_gates",
     "family_wise": "_verdicts",
@@ -83,7 +81,7 @@ _WHERE = {
     "judge_timed_outputs": "_timed_output",
     "judge_tracks": "_verdicts",
     "lossy_timed_output_check": "_timed_output",
-    "quality_stop": "_latency",
+    "quality_stop": "_latency_run",
     "run_gate_instances": "_b0_gate",
     "run_latency": "_latency",
     "timed_output_check": "_timed_output",

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.core import ArmRole, Check, CheckStatus, MediaError, Reason, TensorFileError
 from ref2va_accept.evidence import CheckResult, MediaProbe
-from ref2va_accept.judging._b0_gate import GateRuns, mark_shared, run_gate_instances
+from ref2va_accept.judging._b0_gate import GateRuns
 from ref2va_accept.judging._decoded import compare_decoded_mp4
+from ref2va_accept.judging._gate_run import GateOnInstance, record, reference_run
 from ref2va_accept.judging._gates import BaselineGateRunner
 from ref2va_accept.judging._verdicts import GateChecks
 from ref2va_accept.planning import LosslessContract
@@ -51,7 +52,7 @@ from ref2va_contract.diagnostics import (
 
 if TYPE_CHECKING:
     from ref2va_accept.engines import EngineInstance
-    from ref2va_accept.judging._latency import InstanceRun
+    from ref2va_accept.judging._latency_run import InstanceRun
 
 log = logging.getLogger(__name__)
 
@@ -326,17 +327,15 @@ def run_baseline(arms: Arms, runs: GateRuns | None = None) -> Baseline:
     Every check lands in the evidence before this returns; the instances are stopped by then.
     """
     plan = arms.plan
-    if runs is None:
-        runs = run_gate_instances({plan.track_id: arms})
-    first, second = runs.watched[plan.track_id]
-    unobserved = runs.plain[0][plan.seeds[0]]
-    baseline = judge_baseline(plan.track_id, plan.lossless, first, unobserved, second)
-    baseline = dataclasses.replace(baseline, checks=mark_shared(
-        baseline.checks, runs, unobserved_request={"track": unobserved.sample.track,
-                                                   "kind": unobserved.sample.kind}))
-    for check in baseline.checks:
-        arms.evidence.add_check(check)
-    return baseline
+
+    def judged(runs: GateRuns) -> tuple[Baseline, dict[str, object]]:
+        first, second = runs.watched[plan.track_id]
+        unobserved = runs.plain[0][plan.seeds[0]]
+        return (judge_baseline(plan.track_id, plan.lossless, first, unobserved, second),
+                {"unobserved_request": {"track": unobserved.sample.track,
+                                        "kind": unobserved.sample.kind}})
+
+    return reference_run(arms, runs, judged)
 
 
 def run_candidate(arms: Arms, candidate: str, baseline: Baseline,
@@ -354,9 +353,8 @@ def run_candidate(arms: Arms, candidate: str, baseline: Baseline,
                            record_check=Check.CANDIDATE_MEDIA)
     unobserved = arms.request(engine, candidate, kind="unobserved", index=0)
     arms.registry.stop(engine)
-    checks = judge_candidate(plan.track_id, candidate, contract, baseline, watched, unobserved)
-    for check in checks:
-        arms.evidence.add_check(check)
+    checks = record(arms, judge_candidate(plan.track_id, candidate, contract, baseline, watched,
+                                          unobserved))
     if b0_captures is not None:
         checks += localization(arms, candidate, checks, baseline, watched, b0_captures)
     return checks
@@ -396,15 +394,16 @@ class LosslessGateRunner(BaselineGateRunner[Baseline]):
                              baselines.localize_b0 if baselines.localize else None)
 
 
-class HostedGate:
-    """The lossless gate on the candidate's first latency instance (latency.GateHost): the
+class HostedGate(GateOnInstance[Baseline]):
+    """The lossless gate on the candidate's first latency instance (latency_run.GateHost): the
     watched request before the warm-ups, judged against B0 at once; the unobserved output is
     the instance's first measured request (the same request, timed and never watched), or an
     unobserved request of its own when no measured one came back (a gate that stopped the
-    instance, a warm-up that failed)."""
+    instance, a warm-up that failed). None of its requests is a warm-up: the watched one dumps
+    the comparison points, so its timing is not one."""
 
     def __init__(self, runner: LosslessGateRunner, candidate: str) -> None:
-        self.runner, self.candidate = runner, candidate
+        super().__init__(runner, candidate)
         self.watched: Outcome | None = None
 
     def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]:
@@ -414,14 +413,8 @@ class HostedGate:
                                     seed=plan.seeds[0],
                                     diagnostics_points=plan.lossless.diagnostics,
                                     record_check=Check.CANDIDATE_MEDIA)
-        checks = judge_gate(plan.track_id, self.candidate, plan.lossless, baseline,
-                            self.watched)
-        for check in checks:
-            arms.evidence.add_check(check)
-        return checks
-
-    def warmups(self, arms: Arms) -> list[Outcome]:
-        return []  # the watched request dumps the comparison points: its timing is not a warm-up
+        return record(arms, judge_gate(plan.track_id, self.candidate, plan.lossless, baseline,
+                                       self.watched))
 
     def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
         plan = arms.plan
@@ -434,10 +427,8 @@ class HostedGate:
             engine, self.candidate, kind="unobserved", index=0, seed=watched.sample.seed)
         check = judge_unobserved(plan.track_id, self.candidate, plan.lossless, watched,
                                  unobserved)
-        check = dataclasses.replace(check, data={
-            **check.data, "unobserved_request": "measured" if measured else "unobserved"})
-        arms.evidence.add_check(check)
-        return [check]
+        return record(arms, [dataclasses.replace(check, data={
+            **check.data, "unobserved_request": "measured" if measured else "unobserved"})])
 
     def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
         """Once the instance is stopped: the localization pass, when the gate failed on

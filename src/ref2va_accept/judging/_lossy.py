@@ -32,7 +32,8 @@ from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.core import ArmRole, Check, CheckStatus, MediaError, Reason, Ref2VAError
 from ref2va_accept.evidence import CheckResult
-from ref2va_accept.judging._b0_gate import GateRuns, mark_shared, run_gate_instances
+from ref2va_accept.judging._b0_gate import GateRuns
+from ref2va_accept.judging._gate_run import GateOnInstance, record, reference_run
 from ref2va_accept.judging._gates import BaselineGateRunner
 from ref2va_accept.judging._verdicts import GateChecks
 from ref2va_accept.media import probe
@@ -45,7 +46,7 @@ from ref2va_accept.quality.scoring import RelativeError, check_comparable, relat
 
 if TYPE_CHECKING:
     from ref2va_accept.engines import EngineInstance
-    from ref2va_accept.judging._latency import InstanceRun
+    from ref2va_accept.judging._latency_run import InstanceRun
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,6 @@ def _requests(arms: Arms, engine: EngineInstance, arm_id: str, seeds: Sequence[i
             for n, seed in enumerate(seeds)]
 
 
-
-
 def _gated_errors(errors: Sequence[RelativeError], gate: LossyGate) -> list[RelativeError]:
     kinds = {scorer_id.split(".", 1)[0] for scorer_id in gate.gated}
     chosen = [e for e in errors if e.scorer_id in gate.gated]
@@ -151,19 +150,18 @@ def run_baseline(arms: Arms, runs: GateRuns | None = None) -> LossyBaseline:
     """B0 twice (independent instances, the track's seeds on each), scored; `runs`: the
     instances this track shares with others of its gate group (judging/_b0_gate.py)."""
     plan = arms.plan
-    if runs is None:
-        runs = run_gate_instances({plan.track_id: arms})
-    first, second = ([ScoredOutcome(seed, made[seed], _score(arms, made[seed]))
-                      for seed in plan.seeds] for made in runs.plain)
-    baseline = _baseline(arms, first, second)
-    weights = weights_check(plan.track_id, ArmRole.B0, [*first, *second])
-    if weights is not None:
-        # A part of B0's reference: scores that decide nothing leave it not judged against.
-        baseline = dataclasses.replace(baseline, checks=(*baseline.checks, weights))
-    baseline = dataclasses.replace(baseline, checks=mark_shared(baseline.checks, runs))
-    for check in baseline.checks:
-        arms.evidence.add_check(check)
-    return baseline
+
+    def judged(runs: GateRuns) -> tuple[LossyBaseline, dict[str, object]]:
+        first, second = ([ScoredOutcome(seed, made[seed], _score(arms, made[seed]))
+                          for seed in plan.seeds] for made in runs.plain)
+        baseline = _baseline(arms, first, second)
+        weights = weights_check(plan.track_id, ArmRole.B0, [*first, *second])
+        if weights is not None:
+            # A part of B0's reference: scores that decide nothing leave it not judged against.
+            baseline = dataclasses.replace(baseline, checks=(*baseline.checks, weights))
+        return baseline, {}
+
+    return reference_run(arms, runs, judged)
 
 
 def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome]
@@ -396,9 +394,7 @@ def _judged(arms: Arms, candidate: str, baseline: LossyBaseline,
                               runs)]
     weights = weights_check(arms.plan.track_id, candidate, runs)
     checks += [weights] if weights is not None else []
-    for check in checks:
-        arms.evidence.add_check(check)
-    return checks
+    return record(arms, checks)
 
 
 class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
@@ -416,17 +412,17 @@ class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
         return run_candidate(arms, candidate, baseline)
 
 
-class HostedGate:
-    """The lossy gate on the candidate's first latency instance (latency.GateHost): B0's seeds
+class HostedGate(GateOnInstance[LossyBaseline]):
+    """The lossy gate on the candidate's first latency instance (latency_run.GateHost): B0's seeds
     before the warm-ups, scored once the instance has stopped (settle), on any scoring device:
     nothing waits between these requests and the warm-ups, so where they are the very
     requests the warm-ups would send (run_plan.hosted_gate_warmups) they are the instance's
     warm-ups, and the hosting instance has the history of the candidate's others. A failed
     gate starts none of the candidate's other instances. The measured requests are not
-    scored: the timed-output check compares them with these."""
+    scored (nothing after them): the timed-output check compares them with these."""
 
     def __init__(self, runner: LossyGateRunner, candidate: str) -> None:
-        self.runner, self.candidate = runner, candidate
+        super().__init__(runner, candidate)
         self.pending: list[Outcome] = []
 
     def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]:
@@ -442,9 +438,6 @@ class HostedGate:
                                               for w in range(credited)]:
             return []  # not the warm-ups' own requests: the instance warms up in full
         return list(self.pending[:credited])
-
-    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
-        return []
 
     def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
         pending, self.pending = self.pending, []

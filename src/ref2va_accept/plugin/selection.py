@@ -6,7 +6,7 @@ Campaign tests ask for `track_id` (and `candidate_id`): they run once per track 
 `-m "5s and lossless"` selects one track. Scenarios run in an explicit order: acceptance, then
 quality, then perf, then profiling, then the verdicts, whatever their folders are called: the
 cheapest decisive check first, since a candidate that fails its quality gate starts no latency
-instance (latency.quality_stop).
+instance (latency_run.quality_stop).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Which server instances run in which order, when an instance's warm-up has reached a steady
 state, which values each arm gives the ratio interval, B0's spread between and within instances,
-B0's drift, and the decision. `judging/_latency.py` runs this against real servers and records it;
-`planning/_calibration.py` runs the very same functions on simulated latencies, so what is
-calibrated is what judges (docs/protocol.md).
+B0's drift, and the decision. `judging/_latency_run.py` runs this against real servers and
+`judging/_latency.py` judges and records it; `planning/_calibration.py` runs the very same
+functions on simulated latencies, so what is calibrated is what judges (docs/protocol.md).
 
 Two units of replication:
 - instance (the default): N fresh instances per arm, B0 and candidate interleaved in N pairs
