@@ -264,7 +264,7 @@ class Futility:
 
 def futility(settings: LatencySettings, noise: Noise, true_ratio: float, trials: int,
              rng: np.random.Generator) -> Futility:
-    """One candidate's runs with the futility stop (latency.run_schedule's rule: after each
+    """One candidate's runs with the futility stop (run_schedule's rule: after each
     instance, replication.supported_reachable on the values so far and the instances to come),
     against the same runs judged whole."""
     d = draw(settings, "c1", noise, true_ratio, trials, rng)

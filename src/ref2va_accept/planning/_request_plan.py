@@ -9,7 +9,8 @@ collected scenario sends. No I/O; where the run stands in it is planning/_run_pr
   they send exactly what is planned, so the plan cannot drift from them unnoticed.
 - A B0 whose instances serve several tracks (a shared latency B0, a gate group's B0 gate) is one
   unit of the plan for them all, and a candidate's quality gate hosted on its first latency
-  instance sends its requests there, some of them as that instance's warm-ups.
+  instance sends its requests there, some of them as that instance's warm-ups. `run_schedule`
+  and `GateHost` below are judging/_latency_run.py's.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def lossy_candidate_starts() -> int:
 
 
 def latency_requests(protocol: LatencySettings, candidate: str) -> int:
-    """latency.run_schedule for one candidate: per instance of its pairs (B0's and its own), the
+    """run_schedule for one candidate: per instance of its pairs (B0's and its own), the
     least warm-ups (more only while the steady-state rule is not met) and the measured requests;
     plus the caching probe's distinct requests, spread over the candidate's instances."""
     b0, own = latency_arm_requests(protocol, candidate)
@@ -104,7 +105,7 @@ def latency_arm_requests(protocol: LatencySettings, candidate: str) -> tuple[int
 
 
 def latency_arm_starts(protocol: LatencySettings, candidate: str) -> tuple[int, int]:
-    """(B0's, the candidate's) fresh instances of latency.run_schedule for one candidate."""
+    """(B0's, the candidate's) fresh instances of run_schedule for one candidate."""
     order = sequence(protocol, candidate)
     b0 = sum(1 for arm in order if arm == ArmRole.B0)
     return b0, len(order) - b0
@@ -112,13 +113,13 @@ def latency_arm_starts(protocol: LatencySettings, candidate: str) -> tuple[int, 
 
 def hosts_gate(plan: TrackPlan) -> bool:
     """Whether a candidate of this track measured and judged in one session has its quality
-    gate on its first latency instance (latency.run_schedule): the instance design with a
+    gate on its first latency instance (run_schedule): the instance design with a
     shared B0, the design both shipped campaigns freeze."""
     return plan.latency.replication == "instance" and plan.latency.baseline_instances == "shared"
 
 
 def hosted_gate_warmups(plan: TrackPlan) -> int:
-    """How many of a hosted gate's requests are its instance's first warm-ups (latency.GateHost
+    """How many of a hosted gate's requests are its instance's first warm-ups (GateHost
     .warmups): a lossy gate's, when they are the very requests those warm-ups would send (full
     denoising steps, and the gate's seeds the warm-ups' seeds in their order), so the hosting
     instance has the same history as the candidate's others and sends none of them twice. A
