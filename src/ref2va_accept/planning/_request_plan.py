@@ -178,16 +178,19 @@ class ScenarioItem:
 WorkUnitsFor = Callable[[TrackPlan, str | None, str], tuple[WorkUnit, ...]]
 
 
-def _one(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
+def _one_request_one_start(plan: TrackPlan, candidate: str | None, nodeid: str
+                           ) -> tuple[WorkUnit, ...]:
     return (WorkUnit(nodeid, plan.track_id, 1, starts=1),)
 
 
-def _restart(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
+def _two_starts_no_request(plan: TrackPlan, candidate: str | None, nodeid: str
+                           ) -> tuple[WorkUnit, ...]:
     # Two instances, one after the other, and no timed request.
     return (WorkUnit(nodeid, plan.track_id, 0, starts=2),)
 
 
-def _one_start(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
+def _one_start_no_request(plan: TrackPlan, candidate: str | None, nodeid: str
+                          ) -> tuple[WorkUnit, ...]:
     return (WorkUnit(nodeid, plan.track_id, 0, starts=1),)
 
 
@@ -257,24 +260,27 @@ def requests_per_pair(warmups: int) -> int:
     return 2 * (warmups + 1)
 
 
-def _none(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
+def _sends_nothing(plan: TrackPlan, candidate: str | None, nodeid: str
+                   ) -> tuple[WorkUnit, ...]:
     return ()
 
 
 # Every campaign scenario of tests/, by file and function. A scenario missing here is planned
 # with no request (and logged); test_progress.py fails if one of the suite's is missing.
 SCENARIOS: Mapping[tuple[str, str], WorkUnitsFor] = {
-    ("test_b0_output.py", "test_b0_returns_complete_mp4"): _one,
+    ("test_b0_output.py", "test_b0_returns_complete_mp4"): _one_request_one_start,
     # Its other requests are raw HTTP (bad input, the async job): short, not timed.
-    ("test_lifecycle.py", "test_cancelled_async_job_leaves_server_able_to_serve"): _one,
-    ("test_lifecycle.py", "test_bad_request_gets_400_and_server_stays_healthy"): _one_start,
-    ("test_lifecycle.py", "test_stop_leaves_nothing_and_restart_works"): _restart,
+    ("test_lifecycle.py", "test_cancelled_async_job_leaves_server_able_to_serve"):
+        _one_request_one_start,
+    ("test_lifecycle.py", "test_bad_request_gets_400_and_server_stays_healthy"):
+        _one_start_no_request,
+    ("test_lifecycle.py", "test_stop_leaves_nothing_and_restart_works"): _two_starts_no_request,
     ("test_lossless.py", "test_baseline_reproduces_itself"): _lossless_baseline,
     ("test_lossless.py", "test_candidate_is_bit_exact"): _lossless_candidate,
     ("test_lossy.py", "test_baseline_variability_leaves_room_to_decide"): _lossy_baseline,
     ("test_lossy.py", "test_candidate_within_the_lossy_gate"): _lossy_candidate,
     ("test_latency.py", "test_latency_against_matched_b0"): _latency,
-    ("test_track_verdicts.py", "test_track_verdict"): _none,
+    ("test_track_verdicts.py", "test_track_verdict"): _sends_nothing,
     ("test_profile.py", "test_profile_baseline"): _profile,
     ("test_profile.py", "test_profile_candidate"): _profile,
     ("test_warmup.py", "test_cheap_warmup_is_demonstrated"): _warmup_demonstration,
@@ -314,7 +320,7 @@ def plan_run(items: Iterable[ScenarioItem], plans: Mapping[str, TrackPlan]) -> P
             unknown.append(item.nodeid)
             log.warning("live progress: no request count known for %s; planned as none",
                         item.nodeid)
-            units_for = _none
+            units_for = _sends_nothing
         planned[item.nodeid] = units_for(plans[item.track], item.candidate, item.nodeid)
     # A B0 whose latency instances serve several tracks (plan.baseline_groups, as the session's
     # latency schedules run it) is one unit for them all.
