@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 
 from ref2va_accept.arms import Arms
-from ref2va_accept.judging import LatencyProtocol, LatencySchedules, expect
+from ref2va_accept.judging import LatencyProtocol, LatencySchedules, fail_unless_passed
 
 pytestmark = pytest.mark.perf
 
 
 def test_latency_against_matched_b0(arms: Arms, candidate_id: str,
                                     latency_schedules: LatencySchedules) -> None:
-    expect(LatencyProtocol(latency_schedules).candidate(arms, candidate_id))
+    fail_unless_passed(LatencyProtocol(latency_schedules).candidate(arms, candidate_id))

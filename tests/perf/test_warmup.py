@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ref2va_accept.arms import Arms
-from ref2va_accept.judging import GateResult, demonstrate, expect
+from ref2va_accept.judging import GateResult, demonstrate, fail_unless_passed
 
 TRACK_CLASS = "lossless"  # one track per duration class
 pytestmark = pytest.mark.warmup_demonstration
@@ -27,4 +27,4 @@ def test_cheap_warmup_is_demonstrated(arms: Arms, pytestconfig: pytest.Config) -
     terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
     if terminal is not None:
         terminal.write_line(f"warm-up demonstration {arms.plan.track_id}: {check.detail}")
-    expect(GateResult.from_checks([check]))
+    fail_unless_passed(GateResult.from_checks([check]))

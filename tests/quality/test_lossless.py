@@ -11,15 +11,15 @@ from __future__ import annotations
 import pytest
 
 from ref2va_accept.arms import Arms
-from ref2va_accept.judging import Baselines, LosslessGateRunner, expect
+from ref2va_accept.judging import Baselines, LosslessGateRunner, fail_unless_passed
 
 TRACK_CLASS = "lossless"
 pytestmark = pytest.mark.quality
 
 
 def test_baseline_reproduces_itself(arms: Arms, baselines: Baselines) -> None:
-    expect(LosslessGateRunner(baselines).baseline(arms))
+    fail_unless_passed(LosslessGateRunner(baselines).baseline(arms))
 
 
 def test_candidate_is_bit_exact(arms: Arms, candidate_id: str, baselines: Baselines) -> None:
-    expect(LosslessGateRunner(baselines).candidate(arms, candidate_id))
+    fail_unless_passed(LosslessGateRunner(baselines).candidate(arms, candidate_id))

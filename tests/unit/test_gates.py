@@ -15,7 +15,7 @@ from ref2va_accept.judging import (
     LosslessGateRunner,
     LossyGateRunner,
     QualityGate,
-    expect,
+    fail_unless_passed,
     judge,
 )
 from ref2va_accept.timing import latency_verdict
@@ -68,10 +68,10 @@ def test_a_track_verdict_maps_to_the_same_outcomes(verdict: str, outcome: GateOu
 
 
 def test_expect_passes_a_pass_and_fails_the_rest_naming_the_kind_first() -> None:
-    expect(GateResult(GateOutcome.PASSED, "fine"))
+    fail_unless_passed(GateResult(GateOutcome.PASSED, "fine"))
     for outcome in (GateOutcome.FAILED, GateOutcome.INCONCLUSIVE, GateOutcome.OPEN):
         with pytest.raises(pytest.fail.Exception) as caught:
-            expect(GateResult(outcome, "why"))
+            fail_unless_passed(GateResult(outcome, "why"))
         assert str(caught.value) == f"{outcome.upper()}: why"
         assert not caught.value.pytrace
 

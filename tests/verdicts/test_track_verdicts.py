@@ -12,11 +12,11 @@ from collections.abc import Callable
 import pytest
 
 from ref2va_accept.evidence import TrackVerdict
-from ref2va_accept.judging import GateResult, expect
+from ref2va_accept.judging import GateResult, fail_unless_passed
 
 pytestmark = pytest.mark.verdict
 
 
 def test_track_verdict(track_id: str, candidate_id: str,
                        track_verdict: Callable[[str, str], TrackVerdict]) -> None:
-    expect(GateResult.from_verdict(track_verdict(track_id, candidate_id)))
+    fail_unless_passed(GateResult.from_verdict(track_verdict(track_id, candidate_id)))

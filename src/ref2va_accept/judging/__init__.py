@@ -18,7 +18,7 @@ if TYPE_CHECKING:
         GateOutcome,
         GateResult,
         QualityGate,
-        expect,
+        fail_unless_passed,
     )
     from ref2va_accept.judging._latency import (
         LatencyProtocol,
@@ -73,7 +73,7 @@ _WHERE = {
     "demonstrate": "_warmup_demo",
     "distinct_plan": "_latency_run",
     "enabled_path_problems": "_lossless",
-    "expect": "_gates",
+    "fail_unless_passed": "_gates",
     "family_wise": "_verdicts",
     "fidelity_below": "_lossy",
     "judge": "_verdicts",
@@ -110,7 +110,7 @@ __all__ = [
     "demonstrate",
     "distinct_plan",
     "enabled_path_problems",
-    "expect",
+    "fail_unless_passed",
     "family_wise",
     "fidelity_below",
     "judge",

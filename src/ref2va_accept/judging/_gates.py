@@ -3,9 +3,10 @@ from a result to a pytest outcome that every scenario (and the per-track verdict
 
 A gate judges one candidate of a track on the plan's arm runner, records every check in the
 evidence as it goes, and returns a `GateResult`: passed, failed (a candidate defect),
-inconclusive (the run is not evaluable) or open (something could not be decided). `expect`
-turns it into the test's outcome: passed passes; everything else fails, its kind first in the
-message, since an inconclusive or open gate is neither a pass nor something to skip.
+inconclusive (the run is not evaluable) or open (something could not be decided).
+`fail_unless_passed` turns it into the test's outcome: passed passes; everything else fails, its
+kind first in the message, since an inconclusive or open gate is neither a pass nor something to
+skip.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ _OUTCOMES: dict[Verdict, GateOutcome] = {Verdict.SUPPORTED: GateOutcome.PASSED,
                                          Verdict.INCONCLUSIVE: GateOutcome.INCONCLUSIVE}
 
 
-def expect(result: GateResult) -> None:
+def fail_unless_passed(result: GateResult) -> None:
     """The scenario's outcome: passed returns; failed, inconclusive or open fails the test with
     FAILED / INCONCLUSIVE / OPEN first in its message (no traceback: the message is the finding).
     """
