@@ -19,7 +19,7 @@ import pytest
 
 from ref2va_accept.arms import Outcome
 from ref2va_accept.judging.localize import Localization, runner
-from ref2va_accept.judging.localize.runner import Pass
+from ref2va_accept.judging.localize.runner import LocalizationPass
 from ref2va_accept.tensors import write_tensor_file
 from ref2va_accept.timing import Sample
 from ref2va_contract.diagnostics import (
@@ -158,7 +158,7 @@ class StandInArms:
 def test_the_pass_starts_b0_then_the_candidate_then_b0_and_names_the_module(
         tmp_path: Path) -> None:
     arms = StandInArms(tmp_path)
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert found.found and found.module == "dit.blocks.1.fc2" and found.inputs_equal
     assert arms.log == ["start b0", "request b0 1", "stop b0", "start cand", "request cand 1",
                         "request cand 2", "stop cand", "start b0", "request b0 2", "stop b0"]
@@ -172,13 +172,13 @@ def test_the_pass_starts_b0_then_the_candidate_then_b0_and_names_the_module(
 def test_every_request_asks_to_stop_once_its_capture_is_written_and_is_read_whole(
         tmp_path: Path) -> None:
     arms = StandInArms(tmp_path)
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert found.check().status == "pass" and found.module == "dit.blocks.1.fc2"
     assert [c[CAPTURE_STOP_KEY] for c in arms.captures] == [True] * 4
     assert [(r["ok"], r["stopped"]) for r in found.requests] == [(False, True)] * 4
     # An engine that runs the requests through (answering the MP4) backs the same place.
     through = StandInArms(tmp_path / "through", stops=False)
-    again = Pass(through, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    again = LocalizationPass(through, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert again.module == found.module and again.where == found.where
     assert [(r["ok"], r["stopped"]) for r in again.requests] == [(True, False)] * 4
 
@@ -199,7 +199,7 @@ def test_every_request_asks_to_stop_once_its_capture_is_written_and_is_read_whol
 def test_a_request_cut_before_its_capture_is_whole_is_a_failure_not_a_stop(
         tmp_path: Path, answer: dict[str, Any], said: str) -> None:
     arms = StandInArms(tmp_path, stop=answer)
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     _open(found, said, "the pass could not finish")
     assert found.module is None and found.level1 is None
     assert arms.log.count("start cand") == arms.log.count("stop cand") == 1
@@ -211,7 +211,7 @@ def test_points_that_skip_steps_widen_level_one_and_level_two_looks_at_the_step_
     # step 3: level 1 captures steps 1..5, level 2 step 3 alone.
     arms = StandInArms(tmp_path, broken_step=3)
     point = "dit.step005"
-    found = Pass(arms, "cand", point, 42,  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", point, 42,  # type: ignore[arg-type]
                  equal_points=["cond.text", "dit.step000"]).run()
     level1 = [c for c in arms.captures if c["within"] is None]
     assert {(c["first_step"], c["step"]) for c in level1} == {(1, 5)}
@@ -226,9 +226,9 @@ def test_a_second_candidate_failing_at_the_same_point_reuses_b0s_captures(
         tmp_path: Path) -> None:
     shared: dict[tuple[Any, ...], Outcome] = {}
     first = StandInArms(tmp_path / "one")
-    Pass(first, "cand", POINT, 42, b0_captures=shared).run()  # type: ignore[arg-type]
+    LocalizationPass(first, "cand", POINT, 42, b0_captures=shared).run()  # type: ignore[arg-type]
     second = StandInArms(tmp_path / "two")
-    found = Pass(second, "other", POINT, 42, b0_captures=shared).run()  # type: ignore[arg-type]
+    found = LocalizationPass(second, "other", POINT, 42, b0_captures=shared).run()  # type: ignore[arg-type]
     assert found.module == "dit.blocks.1.fc2"
     assert [e for e in second.log if e.startswith("start")] == ["start other"]
 
@@ -240,7 +240,7 @@ def test_a_second_candidate_failing_at_the_same_point_reuses_b0s_captures(
 def test_a_request_that_fails_leaves_the_check_open_with_every_instance_stopped(
         tmp_path: Path, fail: tuple[str, int], said: str) -> None:
     arms = StandInArms(tmp_path, fail=fail)
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     check = found.check()
     assert check.status == "open" and said in check.detail and "SIGKILL" in check.detail
     starts = [e for e in arms.log if e.startswith("start")]
@@ -249,14 +249,14 @@ def test_a_request_that_fails_leaves_the_check_open_with_every_instance_stopped(
 
 def test_a_capture_whose_hooks_failed_in_the_engine_is_not_read_as_modules_not_run(
         tmp_path: Path) -> None:
-    found = Pass(StandInArms(tmp_path, hook_error=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(StandInArms(tmp_path, hook_error=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert not found.found and "capture failed in the engine" in found.sentence
     assert "device copy failed" in found.sentence
 
 
 def test_a_block_fed_by_code_outside_any_module_is_named_as_that_code(tmp_path: Path) -> None:
     arms = StandInArms(tmp_path, broken="nothing", fed="dit.blocks.1")
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert found.found and found.module is None
     assert found.where == "code between dit.blocks.0 and dit.blocks.1.qkv"
     assert "outside any hooked module" in found.sentence and found.inputs_equal is False
@@ -264,7 +264,7 @@ def test_a_block_fed_by_code_outside_any_module_is_named_as_that_code(tmp_path: 
 
 def test_blocks_all_equal_at_a_differing_point_say_the_code_after_them(tmp_path: Path) -> None:
     arms = StandInArms(tmp_path, broken="nothing")
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert found.found and found.module is None and found.level2 is None
     assert found.where == "code after every hooked module"
     assert "code after the blocks" in found.sentence
@@ -274,16 +274,17 @@ def test_blocks_all_equal_at_a_differing_point_say_the_code_after_them(tmp_path:
 def test_a_point_the_candidate_did_not_write_again_is_not_read_as_a_divergence(
         tmp_path: Path) -> None:
     # A request run through without it, and one stopped without it (its evidence not whole).
-    found = Pass(StandInArms(tmp_path, missing_point=True, stops=False), "cand", POINT,  # type: ignore[arg-type]
+    found = LocalizationPass(StandInArms(tmp_path, missing_point=True, stops=False), "cand", POINT,  # type: ignore[arg-type]
                  42).run()
     assert not found.found and f"{POINT} was not written by cand's" in found.sentence
-    stopped = Pass(StandInArms(tmp_path / "s", missing_point=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    stopped = LocalizationPass(StandInArms(tmp_path / "s", missing_point=True),  # type: ignore[arg-type]
+                               "cand", POINT, 42).run()
     assert not stopped.found and "cand's level-1 request was stopped with dit.step000, " \
         f"dit.step001, {POINT} not written" in stopped.sentence
 
 
 def test_a_divergence_that_does_not_reproduce_is_said_so(tmp_path: Path) -> None:
-    found = Pass(StandInArms(tmp_path, same_point=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(StandInArms(tmp_path, same_point=True), "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert not found.found and "did not reproduce" in found.sentence
 
 
@@ -291,7 +292,7 @@ def test_too_little_disk_for_level_two_is_said_before_it_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner.shutil, "disk_usage", lambda p: SimpleNamespace(free=10))
     arms = StandInArms(tmp_path)
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert not found.found and "not enough disk for level 2 inside dit.blocks.1" in found.sentence
     assert "request cand 2" not in arms.log
 
@@ -303,7 +304,7 @@ def test_an_internal_error_of_the_pass_is_an_open_check_not_a_lost_verdict(
 
     monkeypatch.setattr(runner, "parting", broken)
     arms = StandInArms(tmp_path)
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert found.check().status == "open" and "internal error: ValueError: a defect" in \
         found.sentence
     assert arms.log.count("start cand") == 1 and arms.log[-1] == "stop cand"
@@ -311,7 +312,7 @@ def test_an_internal_error_of_the_pass_is_an_open_check_not_a_lost_verdict(
 
 def test_a_point_after_the_dit_runs_no_request(tmp_path: Path) -> None:
     arms = StandInArms(tmp_path)
-    found = Pass(arms, "cand", "decoded.video", 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", "decoded.video", 42).run()  # type: ignore[arg-type]
     assert not found.found and arms.log == [] and "decoded.video" in found.sentence
 
 
@@ -338,7 +339,7 @@ def _open(found: Localization, *said: str) -> str:
 def test_a_capture_that_recorded_nothing_is_open_naming_the_arm_and_its_report(
         tmp_path: Path, planted: dict[str, Any], said: str) -> None:
     arms = StandInArms(tmp_path, **planted)
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     sentence = _open(found, said, "no place is named from what was not captured")
     assert "not run" not in sentence and "code after" not in found.where
     assert found.level1 is None and found.module is None
@@ -351,13 +352,13 @@ def test_hooks_that_never_fire_in_both_arms_are_open_not_code_after_every_module
         tmp_path: Path) -> None:
     # Both arms' engines hook and record nothing: the pass stops at B0's, the first it reads.
     arms = StandInArms(tmp_path, broken="nothing", silent=("b0", 1))
-    _open(Pass(arms, "cand", POINT, 42).run(), "b0's level-1 capture")  # type: ignore[arg-type]
+    _open(LocalizationPass(arms, "cand", POINT, 42).run(), "b0's level-1 capture")  # type: ignore[arg-type]
 
 
 def test_a_candidate_capture_that_stopped_early_is_open_not_blocks_not_run(
         tmp_path: Path) -> None:
     # Its capture ends after step 1's first call: B0's later calls are not "not run".
-    found = Pass(StandInArms(tmp_path, kept=4), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(StandInArms(tmp_path, kept=4), "cand", POINT, 42).run()  # type: ignore[arg-type]
     _open(found, "B0 ran dit.blocks.1 .. dit.blocks.2 (5 calls) (after dit.blocks.0); the "
                  "candidate's capture has no call of them and recorded none of B0's later "
                  "calls (its last call is dit.blocks.0 at step 1: it may have stopped early)",
@@ -367,7 +368,7 @@ def test_a_candidate_capture_that_stopped_early_is_open_not_blocks_not_run(
 
 
 def test_a_step_the_candidates_capture_recorded_nothing_at_is_open(tmp_path: Path) -> None:
-    found = Pass(StandInArms(tmp_path, skips_step=1), "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(StandInArms(tmp_path, skips_step=1), "cand", POINT, 42).run()  # type: ignore[arg-type]
     _open(found, "B0 ran dit.blocks.0 .. dit.blocks.2 (3 calls) (after dit.blocks.2)",
           "recorded no call at step 1 (its hooks may not have fired there)")
 
@@ -375,7 +376,7 @@ def test_a_step_the_candidates_capture_recorded_nothing_at_is_open(tmp_path: Pat
 def test_blocks_the_candidate_skipped_between_calls_it_made_are_named_not_run(
         tmp_path: Path) -> None:
     arms = StandInArms(tmp_path, broken="nothing", not_run=("dit.blocks.1",))
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert found.check().status == "pass" and found.where == "dit.blocks.1 not run"
     assert found.module == "dit.blocks.1" and "ran in B0 but not in the candidate" in \
         found.sentence and "request cand 2" not in arms.log
@@ -383,7 +384,7 @@ def test_blocks_the_candidate_skipped_between_calls_it_made_are_named_not_run(
     # the capture was still live, so they are not named.
     late = StandInArms(tmp_path / "late", broken="nothing",
                        not_run=("dit.blocks.1", "dit.blocks.2"))
-    _open(Pass(late, "cand", POINT, 42).run(), "recorded none of B0's later calls")  # type: ignore[arg-type]
+    _open(LocalizationPass(late, "cand", POINT, 42).run(), "recorded none of B0's later calls")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("planted", "said"), [
@@ -398,7 +399,7 @@ def test_blocks_the_candidate_skipped_between_calls_it_made_are_named_not_run(
 def test_a_level_two_that_does_not_reproduce_level_one_is_open_naming_level_one(
         tmp_path: Path, planted: dict[str, Any], said: str) -> None:
     arms = StandInArms(tmp_path, **planted)
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     _open(found, "not reproduced: level 1 found dit.blocks.1: inputs equal, output 0 "
                  "(F32[4, 2]) differs at step 2", said, "no place is named")
     assert found.where == "dit.blocks.1 (not reproduced)" and found.module is None
@@ -420,7 +421,7 @@ def test_inputs_that_already_differ_where_the_pass_begins_to_see_are_open_naming
     # The candidate's block is fed the divergence at the first step level 1 captures: it may
     # come from the encoders or the steps before, which the pass did not see.
     arms = StandInArms(tmp_path, broken="nothing", fed="dit.blocks.1", broken_step=first_step)
-    found = Pass(arms, "cand", POINT, 42, equal_points=equal).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42, equal_points=equal).run()  # type: ignore[arg-type]
     _open(found, f"dit.blocks.1's inputs already differ at step {first_step}, the first step "
                  "level 1 captured", unseen, "no place is named")
     assert found.where == "before dit.blocks.1 (not seen)" and "code between" not in found.where
@@ -432,7 +433,7 @@ def test_a_module_that_breaks_inside_a_block_fed_at_the_first_step_is_still_name
     # A block's modulation, called outside its forward, feeds it at the first step captured:
     # level 2 sees the module compute differently on equal inputs, a place in both arms' calls.
     arms = StandInArms(tmp_path, fed="dit.blocks.1", fed_outside=True, broken_step=0)
-    found = Pass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
+    found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert found.level1 is not None and found.level1.kind == "inputs_differ"
     assert found.check().status == "pass" and found.module == "dit.blocks.1.fc2"
     assert found.inputs_equal is True

@@ -34,7 +34,7 @@ from ref2va_accept.evidence import (
     read_bundle_file,
 )
 from ref2va_accept.evidence.sanitize import Sanitizer
-from ref2va_accept.judging.localize.runner import Pass, equal_before
+from ref2va_accept.judging.localize.runner import LocalizationPass, equal_before
 from ref2va_accept.planning import plan_campaign
 
 
@@ -105,9 +105,10 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
     status = "complete"
     try:
         b0_dir, cand_dir = (_dump_dir(run, evidence, track, a) for a in (ArmRole.B0, candidate))
-        result = Pass(arms, candidate, point, seed if seed is not None else plan.seeds[0],
-                      (b0_dir, cand_dir) if b0_dir and cand_dir else None,
-                      equal_points=equal_before(data)).run()
+        result = LocalizationPass(
+            arms, candidate, point, seed if seed is not None else plan.seeds[0],
+            (b0_dir, cand_dir) if b0_dir and cand_dir else None,
+            equal_points=equal_before(data)).run()
         check = result.check()
         bundle.add_check(check)
     except KeyboardInterrupt:

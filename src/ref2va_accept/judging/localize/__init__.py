@@ -8,7 +8,7 @@ from ref2va_accept.judging.localize.capture import Call, Digest, Parting, partin
 from ref2va_accept.judging.localize.picture import DiffMap, diff_map, svg
 from ref2va_accept.judging.localize.result import Localization, Target, target_of
 from ref2va_accept.judging.localize.runner import (
-    Pass,
+    LocalizationPass,
     equal_before,
     failed_gate,
     localize,
@@ -16,7 +16,7 @@ from ref2va_accept.judging.localize.runner import (
 )
 
 __all__ = [
-    "Call", "DiffMap", "Digest", "Localization", "Parting", "Pass", "Target", "diff_map",
-    "equal_before", "failed_gate",
+    "Call", "DiffMap", "Digest", "Localization", "LocalizationPass", "Parting", "Target",
+    "diff_map", "equal_before", "failed_gate",
     "localize", "parting", "read_log", "svg", "target_of", "wants_pass",
 ]

@@ -105,7 +105,7 @@ def _tensor_bytes(call: Call) -> int:
                for d in (*call.inputs, *call.outputs))
 
 
-class Pass:
+class LocalizationPass:
     """One candidate's pass over its track's arms (see the module doc)."""
 
     def __init__(self, arms: Arms, candidate: str, point: str, seed: int,
@@ -341,7 +341,8 @@ def localize(arms: Arms, candidate: str, point: str, seed: int,
              b0_captures: dict[tuple[Any, ...], Outcome] | None = None,
              equal_points: Sequence[str] = ()) -> CheckResult:
     """Run the pass and record its one check in the evidence (also when it could not finish)."""
-    result = Pass(arms, candidate, point, seed, gate_dumps, b0_captures, equal_points).run()
+    result = LocalizationPass(arms, candidate, point, seed, gate_dumps, b0_captures,
+                              equal_points).run()
     check = result.check()
     arms.evidence.add_check(check)
     return check
