@@ -100,14 +100,49 @@ def test_every_stage_is_in_the_contract_and_has_its_own_docstring() -> None:
         assert module_map.summary(judge / stage / "__init__.py"), stage
 
 
+def face_exports(stage: str) -> dict[str, tuple[str, str]]:
+    """Each name a stage's face takes from the stage's own modules, with the module and the name
+    it has there: an import (``from ref2va_accept.planning._budget import check_budget``), or,
+    in a face that loads its names when first used (quality), an entry of its ``_WHERE``."""
+    tree = ast.parse((JUDGE / stage / "__init__.py").read_text(encoding="utf-8"))
+    names: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if (isinstance(node, ast.ImportFrom) and node.module
+                and node.module.startswith(f"ref2va_accept.{stage}.")):
+            names.update({a.asname or a.name: (node.module, a.name) for a in node.names})
+        elif (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+              and node.targets[0].id == "_WHERE"):
+            where = ast.literal_eval(node.value)
+            names.update({n: (f"ref2va_accept.{stage}.{m}", n) for n, m in where.items()})
+    return names
+
+
 @pytest.mark.fast
 def test_a_stage_exports_what_its_private_modules_define() -> None:
     for stage in module_map.stage_order():
         package = importlib.import_module(f"ref2va_accept.{stage}")
-        for name in getattr(package, "__all__", ()):
+        exported = list(getattr(package, "__all__", ()))
+        assert len(exported) == len(set(exported)), f"{stage}.__all__ names a name twice"
+        own = face_exports(stage)
+        if stage != "plugin":  # the plugin's face is pytest's entry point, not other stages'
+            assert sorted(exported) == sorted(own), stage
+        for name, (module, defined) in own.items():
+            value = getattr(importlib.import_module(module), defined)
+            assert getattr(package, name) is value, f"{stage}.{name}"
+        for name in exported:
             assert getattr(package, name) is not None, f"{stage}.{name}"
         with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
             package.no_such_name  # noqa: B018
+
+
+@pytest.mark.fast
+def test_a_stage_face_imports_its_names_unless_they_are_heavy() -> None:
+    # Faces import their names (as httpx's and pytest's do). Quality's loads them when first
+    # used, as OpenCV, scipy and torch come with them; judging's, whose lossy gate imports
+    # quality's scorers, too.
+    lazy = {stage for stage in module_map.stage_order()
+            if "__getattr__" in vars(importlib.import_module(f"ref2va_accept.{stage}"))}
+    assert lazy <= {"quality", "judging"}
 
 
 @pytest.mark.fast

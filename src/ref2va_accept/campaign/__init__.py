@@ -14,8 +14,6 @@ The package, by seam:
 - `loaded`: `load_campaign`, `LoadedCampaign` (arms, profile refusal, paths) and placeholders.
 """
 
-from typing import TYPE_CHECKING
-
 from ref2va_accept.campaign._fields import (
     TRACK_IDS,
     DurationClass,
@@ -29,8 +27,29 @@ from ref2va_accept.campaign._fields import (
     track_rank,
 )
 from ref2va_accept.campaign._files import dotted_path, read_mapping, show_value, validate_model
+from ref2va_accept.campaign._fill_points import fill_points, report_lines
+from ref2va_accept.campaign._h3_limits import (
+    MAX_REFERENCE_AUDIO_S,
+    MIN_REFERENCE_AUDIO_S,
+    probe_audio,
+)
+from ref2va_accept.campaign._input_pins import (
+    InputProblem,
+    input_checks,
+    input_problems,
+    problem_lines,
+)
 from ref2va_accept.campaign._launch_profile import ArgValue, LaunchProfile, load_profile
 from ref2va_accept.campaign._loaded import LoadedCampaign, load_campaign, unfilled_fields
+from ref2va_accept.campaign._lock import (
+    FreezeStatus,
+    campaign_files,
+    canonical_campaign,
+    freeze,
+    lock_path,
+    scorer_weight_identities,
+    verify,
+)
 from ref2va_accept.campaign._protocol import Protocol, TimeoutSet
 from ref2va_accept.campaign._schema import (
     LOCK_SCHEMA,
@@ -53,11 +72,12 @@ from ref2va_accept.campaign._tracks import (
     Track,
     TrackInputs,
 )
-from ref2va_accept.core import load_name
 
 __all__ = [
     "LOCK_SCHEMA",
+    "MAX_REFERENCE_AUDIO_S",
     "MEASURED_FIELDS",
+    "MIN_REFERENCE_AUDIO_S",
     "MP4_POINTS",
     "TRACK_IDS",
     "ArgValue",
@@ -68,6 +88,8 @@ __all__ = [
     "DeviceSpec",
     "DurationClass",
     "EngineSpec",
+    "FreezeStatus",
+    "InputProblem",
     "LaunchProfile",
     "LoadedCampaign",
     "LossyGate",
@@ -84,83 +106,27 @@ __all__ = [
     "Track",
     "TrackId",
     "TrackInputs",
+    "campaign_files",
+    "canonical_campaign",
     "check_sha256",
     "dotted_path",
     "duration_class",
-    "load_campaign",
-    "load_profile",
-    "quality_class",
-    "read_mapping",
-    "show_value",
-    "track_rank",
-    "unfilled_fields",
-    "validate_model",
-]
-
-# The campaign's other modules: their names load when first used.
-if TYPE_CHECKING:
-    from ref2va_accept.campaign._fill_points import fill_points, report_lines
-    from ref2va_accept.campaign._h3_limits import (
-        MAX_REFERENCE_AUDIO_S,
-        MIN_REFERENCE_AUDIO_S,
-        probe_audio,
-    )
-    from ref2va_accept.campaign._input_pins import (
-        InputProblem,
-        input_checks,
-        input_problems,
-        problem_lines,
-    )
-    from ref2va_accept.campaign._lock import (
-        FreezeStatus,
-        campaign_files,
-        canonical_campaign,
-        freeze,
-        lock_path,
-        scorer_weight_identities,
-        verify,
-    )
-
-# Each name and the private module that defines it, imported when the name is
-# first used (core.load_name): a stage loads only what its user needs.
-_WHERE = {
-    "FreezeStatus": "_lock",
-    "InputProblem": "_input_pins",
-    "MAX_REFERENCE_AUDIO_S": "_h3_limits",
-    "MIN_REFERENCE_AUDIO_S": "_h3_limits",
-    "campaign_files": "_lock",
-    "canonical_campaign": "_lock",
-    "fill_points": "_fill_points",
-    "freeze": "_lock",
-    "input_checks": "_input_pins",
-    "input_problems": "_input_pins",
-    "lock_path": "_lock",
-    "probe_audio": "_h3_limits",
-    "problem_lines": "_input_pins",
-    "report_lines": "_fill_points",
-    "scorer_weight_identities": "_lock",
-    "verify": "_lock",
-}
-
-__all__ += [
-    "MAX_REFERENCE_AUDIO_S",
-    "MIN_REFERENCE_AUDIO_S",
-    "FreezeStatus",
-    "InputProblem",
-    "campaign_files",
-    "canonical_campaign",
     "fill_points",
     "freeze",
     "input_checks",
     "input_problems",
+    "load_campaign",
+    "load_profile",
     "lock_path",
     "probe_audio",
     "problem_lines",
+    "quality_class",
+    "read_mapping",
     "report_lines",
     "scorer_weight_identities",
+    "show_value",
+    "track_rank",
+    "unfilled_fields",
+    "validate_model",
     "verify",
 ]
-
-
-def __getattr__(name: str) -> object:
-    return load_name(__name__, _WHERE, name)

@@ -21,8 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ref2va_accept.campaign import ComparisonPoint, load_campaign, quality_class
+from ref2va_accept.campaign._fields import quality_class
+from ref2va_accept.campaign._loaded import load_campaign
 from ref2va_accept.campaign._lock import lock_path
+from ref2va_accept.campaign._tracks import ComparisonPoint
 from ref2va_accept.core import (
     CampaignError,
     FreezeError,

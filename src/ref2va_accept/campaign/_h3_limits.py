@@ -29,7 +29,7 @@ from ref2va_accept.core import CampaignError, file_sha256, is_placeholder
 from ref2va_accept.engines import engine_kind
 
 if TYPE_CHECKING:  # campaign/loaded.py calls in here at load time; the import only serves the types
-    from ref2va_accept.campaign import LoadedCampaign
+    from ref2va_accept.campaign._loaded import LoadedCampaign
 
 logger = logging.getLogger(__name__)
 

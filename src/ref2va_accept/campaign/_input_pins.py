@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ref2va_accept.campaign import LoadedCampaign
+from ref2va_accept.campaign._loaded import LoadedCampaign
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, file_sha256, is_placeholder
 from ref2va_accept.evidence import CheckResult
 

@@ -21,17 +21,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, ConfigDict, Field
 
 from ref2va_accept import __version__
-from ref2va_accept.campaign import (
-    LOCK_SCHEMA,
-    LoadedCampaign,
-    StrictModel,
-    check_sha256,
-    dotted_path,
-    load_campaign,
-    show_value,
-    unfilled_fields,
-    validate_model,
-)
+from ref2va_accept.campaign._fields import StrictModel, check_sha256
+from ref2va_accept.campaign._files import dotted_path, show_value, validate_model
+from ref2va_accept.campaign._loaded import LoadedCampaign, load_campaign, unfilled_fields
+from ref2va_accept.campaign._schema import LOCK_SCHEMA
 from ref2va_accept.core import (
     CampaignError,
     FreezeError,

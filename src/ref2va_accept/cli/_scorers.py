@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.campaign import load_campaign
+from ref2va_accept.cli._scorers_check import (
+    check_weights,
+    default_paths,
+    dimension_rows,
+    resolve_device,
+)
 from ref2va_accept.core import EXIT_OK, EXIT_PROBLEM, Ref2VAError
+from ref2va_accept.quality.registry import ScorerError
 from ref2va_accept.quality.weight_names import WEIGHT_NAMES
 
 __all__ = ["add_scorer_commands"]
@@ -34,15 +41,6 @@ def _names(text: str | None) -> tuple[str, ...]:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    # The quality package loads OpenCV and scipy: only for this command, not every command.
-    from ref2va_accept.cli._scorers_check import (  # noqa: PLC0415
-        check_weights,
-        default_paths,
-        dimension_rows,
-        resolve_device,
-    )
-    from ref2va_accept.quality.registry import ScorerError  # noqa: PLC0415
-
     if args.campaign is not None:
         campaign = load_campaign(args.campaign)
         paths = campaign.scorer_weight_paths()
@@ -96,7 +94,6 @@ def _line(check: Any) -> str:
 def _campaign_standins(campaign_path: Path, force: bool) -> int:
     """The stand-ins a campaign marks `stand_in: true`, written where it reads them, each checked
     against its pin: exit 0 when every one matches, 1 naming each that does not."""
-    from ref2va_accept.quality.registry import ScorerError  # noqa: PLC0415
     from ref2va_accept.quality.standins import make_standins  # noqa: PLC0415
     from ref2va_accept.quality.weight_names import VBENCH_LAYOUT  # noqa: PLC0415
 

@@ -13,14 +13,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ref2va_accept.quality import models
 from ref2va_accept.quality.registry import ScorerError
-from ref2va_accept.quality.vbench import MODEL_DIMENSIONS
 from ref2va_accept.quality.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
+
+if TYPE_CHECKING:
+    from ref2va_accept.quality import models
 
 __all__ = ["FileCheck", "check_weights", "dimension_rows", "resolve_device"]
 
@@ -83,6 +84,9 @@ def _sample_frame() -> Any:
 
 
 def _forward(model: models.LoadedModel) -> str:
+    # The scorers' models load OpenCV: only when a weights file is checked, not with the CLI.
+    from ref2va_accept.quality import models  # noqa: PLC0415
+
     frame = _sample_frame()
     started = time.perf_counter()
     name = model.name
@@ -115,6 +119,8 @@ def check_weights(paths: Mapping[str, Path], pins: Mapping[str, str],
                   stand_ins: frozenset[str] = frozenset(), *, device: str = "cpu",
                   names: tuple[str, ...] = WEIGHT_NAMES) -> dict[str, FileCheck]:
     """One :class:`FileCheck` per weights name: found, hashed, pinned, built, run once."""
+    from ref2va_accept.quality import models  # noqa: PLC0415
+
     checks: dict[str, FileCheck] = {}
     for name in names:
         path = paths.get(name)
@@ -153,6 +159,8 @@ def check_weights(paths: Mapping[str, Path], pins: Mapping[str, str],
 
 def dimension_rows(checks: Mapping[str, FileCheck]) -> list[tuple[str, bool, list[FileCheck]]]:
     """(dimension, ready, the checks of its files) for every model-based dimension."""
+    from ref2va_accept.quality.vbench import MODEL_DIMENSIONS  # noqa: PLC0415
+
     rows = []
     for dimension, (names, _) in MODEL_DIMENSIONS.items():
         files = [checks[n] for n in names if n in checks]

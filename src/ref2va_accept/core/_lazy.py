@@ -1,6 +1,6 @@
-"""Names of a stage package loaded when first used (PEP 562), so that importing a stage loads
-only the modules its user needs: the pytest plugin, for one, must not load OpenCV and scipy, which
-only the lossy gate's scorers use."""
+"""Names of a stage package loaded when first used (PEP 562), for the faces whose modules are
+heavy (quality's scorers load OpenCV, scipy and torch; judging's lossy gate imports them): the
+pytest plugin, for one, must not load OpenCV and scipy. The other faces import their names."""
 
 from __future__ import annotations
 

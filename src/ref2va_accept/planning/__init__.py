@@ -4,173 +4,87 @@ on the host, the budget, the disk it needs, lanes, and the protocol's calibratio
 The modules are private; the other stages import these names from here.
 """
 
-from typing import TYPE_CHECKING
-
-from ref2va_accept.core import load_name
-
-if TYPE_CHECKING:
-    from ref2va_accept.planning._budget import BudgetCheck, budget_entry, check_budget, device_count
-    from ref2va_accept.planning._calibration import Noise
-    from ref2va_accept.planning._calibration_cells import (
-        claim,
-        claim_at,
-        default_cells,
-        futility,
-        request_design_before,
-        run_cells,
-        table,
-    )
-    from ref2va_accept.planning._calibration_text import (
-        claim_lines,
-        design_label,
-        format_cells,
-        format_table,
-        hosting_lines,
-        protocol_lines,
-    )
-    from ref2va_accept.planning._cost import (
-        campaign_costs,
-        candidate_cost,
-        describe,
-        device_seconds,
-        track_costs,
-    )
-    from ref2va_accept.planning._disk import (
-        DTYPE_BYTES,
-        DiskCheck,
-        DiskEstimate,
-        check_disk,
-        fmt_bytes,
-    )
-    from ref2va_accept.planning._lanes import campaign_lanes, split_lanes, track_weights
-    from ref2va_accept.planning._prices import Prices, price_lines, unpriced_text
-    from ref2va_accept.planning._request_plan import (
-        DEFAULT_PAIRS,
-        SCENARIOS,
-        Plan,
-        ScenarioItem,
-        WorkUnit,
-        gate_units,
-        hosted_gate_requests,
-        hosted_gate_warmups,
-        hosts_gate,
-        latency_arm_starts,
-        latency_requests,
-        lossless_baseline_dumps,
-        lossless_baseline_requests,
-        lossless_baseline_starts,
-        lossless_candidate_dumps,
-        lossless_candidate_requests,
-        lossless_candidate_starts,
-        lossy_baseline_requests,
-        lossy_baseline_starts,
-        lossy_candidate_requests,
-        lossy_candidate_starts,
-        plan_run,
-    )
-    from ref2va_accept.planning._run_progress import PREFIX, Progress, fmt_duration
-    from ref2va_accept.planning._search import (
-        PassFigures,
-        SearchCost,
-        pass_seconds,
-        search_cost,
-        search_lines,
-        what_if,
-    )
-    from ref2va_accept.planning._track_plan import (
-        Arm,
-        InputFile,
-        LosslessContract,
-        LossyScoring,
-        TrackPlan,
-        baseline_groups,
-        gate_groups,
-        needs,
-        plan_campaign,
-        plan_option,
-        plan_track,
-    )
-
-# Each name and the private module that defines it, imported when the name is
-# first used (core.load_name): a stage loads only what its user needs.
-_WHERE = {
-    "Arm": "_track_plan",
-    "DEFAULT_PAIRS": "_request_plan",
-    "DTYPE_BYTES": "_disk",
-    "DiskCheck": "_disk",
-    "DiskEstimate": "_disk",
-    "InputFile": "_track_plan",
-    "LosslessContract": "_track_plan",
-    "LossyScoring": "_track_plan",
-    "Noise": "_calibration",
-    "PREFIX": "_run_progress",
-    "Plan": "_request_plan",
-    "PassFigures": "_search",
-    "Prices": "_prices",
-    "Progress": "_run_progress",
-    "SCENARIOS": "_request_plan",
-    "ScenarioItem": "_request_plan",
-    "SearchCost": "_search",
-    "TrackPlan": "_track_plan",
-    "WorkUnit": "_request_plan",
-    "baseline_groups": "_track_plan",
-    "campaign_costs": "_cost",
-    "campaign_lanes": "_lanes",
-    "candidate_cost": "_cost",
-    "claim": "_calibration_cells",
-    "claim_at": "_calibration_cells",
-    "claim_lines": "_calibration_text",
-    "default_cells": "_calibration_cells",
-    "describe": "_cost",
-    "design_label": "_calibration_text",
-    "device_seconds": "_cost",
-    "BudgetCheck": "_budget",
-    "budget_entry": "_budget",
-    "check_budget": "_budget",
-    "check_disk": "_disk",
-    "device_count": "_budget",
-    "fmt_bytes": "_disk",
-    "fmt_duration": "_run_progress",
-    "format_cells": "_calibration_text",
-    "format_table": "_calibration_text",
-    "futility": "_calibration_cells",
-    "gate_groups": "_track_plan",
-    "gate_units": "_request_plan",
-    "hosted_gate_requests": "_request_plan",
-    "hosted_gate_warmups": "_request_plan",
-    "hosting_lines": "_calibration_text",
-    "hosts_gate": "_request_plan",
-    "latency_arm_starts": "_request_plan",
-    "latency_requests": "_request_plan",
-    "lossless_baseline_dumps": "_request_plan",
-    "lossless_baseline_requests": "_request_plan",
-    "lossless_baseline_starts": "_request_plan",
-    "lossless_candidate_dumps": "_request_plan",
-    "lossless_candidate_requests": "_request_plan",
-    "lossless_candidate_starts": "_request_plan",
-    "lossy_baseline_requests": "_request_plan",
-    "lossy_baseline_starts": "_request_plan",
-    "lossy_candidate_requests": "_request_plan",
-    "lossy_candidate_starts": "_request_plan",
-    "needs": "_track_plan",
-    "plan_campaign": "_track_plan",
-    "plan_option": "_track_plan",
-    "plan_run": "_request_plan",
-    "plan_track": "_track_plan",
-    "pass_seconds": "_search",
-    "price_lines": "_prices",
-    "protocol_lines": "_calibration_text",
-    "request_design_before": "_calibration_cells",
-    "run_cells": "_calibration_cells",
-    "search_cost": "_search",
-    "search_lines": "_search",
-    "split_lanes": "_lanes",
-    "table": "_calibration_cells",
-    "track_costs": "_cost",
-    "track_weights": "_lanes",
-    "unpriced_text": "_prices",
-    "what_if": "_search",
-}
+from ref2va_accept.planning._budget import BudgetCheck, budget_entry, check_budget, device_count
+from ref2va_accept.planning._calibration import Noise
+from ref2va_accept.planning._calibration_cells import (
+    claim,
+    claim_at,
+    default_cells,
+    futility,
+    request_design_before,
+    run_cells,
+    table,
+)
+from ref2va_accept.planning._calibration_text import (
+    claim_lines,
+    design_label,
+    format_cells,
+    format_table,
+    hosting_lines,
+    protocol_lines,
+)
+from ref2va_accept.planning._cost import (
+    campaign_costs,
+    candidate_cost,
+    describe,
+    device_seconds,
+    track_costs,
+)
+from ref2va_accept.planning._disk import (
+    DTYPE_BYTES,
+    DiskCheck,
+    DiskEstimate,
+    check_disk,
+    fmt_bytes,
+)
+from ref2va_accept.planning._lanes import campaign_lanes, split_lanes, track_weights
+from ref2va_accept.planning._prices import Prices, price_lines, unpriced_text
+from ref2va_accept.planning._request_plan import (
+    DEFAULT_PAIRS,
+    SCENARIOS,
+    Plan,
+    ScenarioItem,
+    WorkUnit,
+    gate_units,
+    hosted_gate_requests,
+    hosted_gate_warmups,
+    hosts_gate,
+    latency_arm_starts,
+    latency_requests,
+    lossless_baseline_dumps,
+    lossless_baseline_requests,
+    lossless_baseline_starts,
+    lossless_candidate_dumps,
+    lossless_candidate_requests,
+    lossless_candidate_starts,
+    lossy_baseline_requests,
+    lossy_baseline_starts,
+    lossy_candidate_requests,
+    lossy_candidate_starts,
+    plan_run,
+)
+from ref2va_accept.planning._run_progress import PREFIX, Progress, fmt_duration
+from ref2va_accept.planning._search import (
+    PassFigures,
+    SearchCost,
+    pass_seconds,
+    search_cost,
+    search_lines,
+    what_if,
+)
+from ref2va_accept.planning._track_plan import (
+    Arm,
+    InputFile,
+    LosslessContract,
+    LossyScoring,
+    TrackPlan,
+    baseline_groups,
+    gate_groups,
+    needs,
+    plan_campaign,
+    plan_option,
+    plan_track,
+)
 
 __all__ = [
     "DEFAULT_PAIRS",
@@ -250,7 +164,3 @@ __all__ = [
     "unpriced_text",
     "what_if",
 ]
-
-
-def __getattr__(name: str) -> object:
-    return load_name(__name__, _WHERE, name)

@@ -12,7 +12,7 @@ from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, is_placehold
 from ref2va_accept.evidence import CheckResult
 
 if TYPE_CHECKING:
-    from ref2va_accept.campaign import LoadedCampaign
+    from ref2va_accept.campaign._loaded import LoadedCampaign
 
 from ref2va_accept.campaign.identity.pin import Status, flatten_pin
 from ref2va_accept.campaign.identity.probes import HostProbes, HostValue, read_host
