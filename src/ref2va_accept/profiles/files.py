@@ -60,16 +60,20 @@ class Table:
         return self.number(row, column, line)
 
 
-def read_table(path: Path, required: Sequence[str], known: Sequence[str] = ()) -> Table:
-    """``path`` as a CSV table with at least the ``required`` columns; columns neither required
-    nor ``known`` are kept out of the rows and named in ``Table.ignored``."""
+def _text(path: Path) -> str:
+    """The file's text (a BOM dropped); missing or unreadable is a ProfileReadError."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ProfileReadError(f"{path.name}: missing") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileReadError(f"{path.name}: unreadable ({exc})") from None
-    lines = list(csv.reader(text.splitlines()))
+
+
+def read_table(path: Path, required: Sequence[str], known: Sequence[str] = ()) -> Table:
+    """``path`` as a CSV table with at least the ``required`` columns; columns neither required
+    nor ``known`` are kept out of the rows and named in ``Table.ignored``."""
+    lines = list(csv.reader(_text(path).splitlines()))
     if not lines or not any(cell.strip() for cell in lines[0]):
         raise ProfileReadError(f"{path.name}: empty (no header)")
     header = [cell.strip() for cell in lines[0]]
@@ -99,12 +103,9 @@ def read_table(path: Path, required: Sequence[str], known: Sequence[str] = ()) -
 
 def read_json(path: Path) -> Any:
     """A JSON file; a missing, unreadable or cut-short one is a ProfileReadError."""
+    text = _text(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ProfileReadError(f"{path.name}: missing") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileReadError(f"{path.name}: unreadable ({exc})") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProfileReadError(f"{path.name}: not valid JSON at line {exc.lineno} column "
                                f"{exc.colno} ({exc.msg}); cut short?") from None
