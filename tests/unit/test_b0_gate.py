@@ -21,7 +21,7 @@ from ref2va_accept.planning import (
     ScenarioItem,
     TrackPlan,
     campaign_costs,
-    describe,
+    cost_lines,
     gate_groups,
     gate_units,
     lossless_baseline_requests,
@@ -216,4 +216,4 @@ def test_plan_counts_a_groups_gate_instances_once(campaign: LoadedCampaign,
     # B0's latency instances are as before: once per baseline group when shared.
     per_arm = plans["5s-lossy"].latency.instances_per_arm
     assert sum(c.b0_latency.starts for c in shared) == 2 * per_arm
-    assert any("B0's gate instances shared" in line for line in describe(plans, prices))
+    assert any("B0's gate instances shared" in line for line in cost_lines(plans, prices))

@@ -15,7 +15,7 @@ from ref2va_accept.planning import (
     baseline_groups,
     campaign_costs,
     candidate_cost,
-    describe,
+    cost_lines,
     plan_campaign,
     search_cost,
     track_costs,
@@ -73,7 +73,7 @@ def test_what_is_not_priced_is_named_never_left_out(host_plans) -> None:  # type
     assert "scoring.seconds_per_output.5s.vbench.dynamic_degree" in cost.unpriced
     no_starts = candidate_cost(host_plans["5s-lossless"], "x", Prices(MEDIAN))
     assert no_starts.unpriced == ("protocol.expected_start_s.5s",)
-    lines = describe(host_plans, Prices(MEDIAN))
+    lines = cost_lines(host_plans, Prices(MEDIAN))
     assert all("h /" not in line for line in lines)
     assert "host time not priced: the campaign freezes no protocol.expected_start_s (5s" \
         in lines[-1]
@@ -96,7 +96,7 @@ def test_request_design_as_before_costs_less_and_is_labelled(host_plans) -> None
     cost = candidate_cost(dataclasses.replace(plan, latency=old), "cache-dit", PRICES)
     # B0, candidate, B0 again: (1 + 3) each; the candidate adds 2 probes and its 2 seeds.
     assert (cost.starts, cost.b0.most, cost.candidate_requests.most) == (3, 8, 8)
-    lines = describe({"5s-lossy": dataclasses.replace(plan, latency=old)}, PRICES)
+    lines = cost_lines({"5s-lossy": dataclasses.replace(plan, latency=old)}, PRICES)
     assert lines[0].startswith("protocol: request design: ABA")
 
 
@@ -140,7 +140,7 @@ def test_a_b0_shared_across_tracks_is_counted_once_and_named(host_plans) -> None
     b0_starts = {t: sum(c.b0_latency.starts for c in shared if c.track == t) for t in host_plans}
     assert b0_starts == {"5s-lossless": 3, "5s-lossy": 0, "15s-lossless": 3, "15s-lossy": 0}
     assert sum(c.b0_latency.starts for c in alone) == 4 * 3  # lanes: each session its own
-    lines = describe(host_plans, prices)
+    lines = cost_lines(host_plans, prices)
     assert ("B0's latency instances shared across tracks (the same server asked the same timed "
             "request; counted on the first): 5s-lossless + 5s-lossy; 15s-lossless + 15s-lossy"
             ) in lines

@@ -24,7 +24,7 @@ from ref2va_accept.core import (
     QualityClass,
     Unit,
     Verdict,
-    member,
+    enum_member,
 )
 from ref2va_accept.evidence import CheckResult, TrackVerdict
 from ref2va_accept.timing import _stats as stats
@@ -57,11 +57,11 @@ def test_each_value_is_the_string_the_evidence_wrote(kind: type[StrEnum]) -> Non
 
 
 def test_a_value_outside_the_vocabulary_is_refused_naming_it_and_the_allowed_ones() -> None:
-    assert member(Verdict, "failed", "verdict") is Verdict.FAILED
-    assert member(Verdict, Verdict.FAILED, "verdict") is Verdict.FAILED
+    assert enum_member(Verdict, "failed", "verdict") is Verdict.FAILED
+    assert enum_member(Verdict, Verdict.FAILED, "verdict") is Verdict.FAILED
     with pytest.raises(ValueError, match=r"verdict: 'fail' is not in the vocabulary "
                                          r"\(supported, failed, inconclusive\)"):
-        member(Verdict, "fail", "verdict")
+        enum_member(Verdict, "fail", "verdict")
 
 
 def test_records_hold_members_whether_given_members_or_strings() -> None:

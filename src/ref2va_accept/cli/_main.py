@@ -43,7 +43,7 @@ from ref2va_accept.core import (
     Ref2VAError,
 )
 from ref2va_accept.media import MediaExpectation, check_media, probe
-from ref2va_accept.planning import Prices, campaign_costs, describe, plan_campaign
+from ref2va_accept.planning import Prices, campaign_costs, cost_lines, plan_campaign
 
 log = logging.getLogger("ref2va_accept")
 
@@ -73,7 +73,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{args.campaign}: {status.state}"
                          + ("" if status.ok else f" (verdicts capped: {status.cap_reason})")
                          + "\n")
-        sys.stdout.write("".join(f"{line}\n" for line in describe(plans, prices)))
+        sys.stdout.write("".join(f"{line}\n" for line in cost_lines(plans, prices)))
     return EXIT_OK if status.ok else EXIT_PROBLEM
 
 

@@ -36,7 +36,7 @@ from ref2va_accept.core._safe_write import (
     WriteFailed,
     append_line,
     atomic_write,
-    describe,
+    os_error_text,
     write_new,
 )
 from ref2va_accept.core._vocabulary import (
@@ -53,7 +53,7 @@ from ref2va_accept.core._vocabulary import (
     QualityClass,
     Unit,
     Verdict,
-    member,
+    enum_member,
 )
 
 __all__ = [
@@ -90,11 +90,11 @@ __all__ = [
     "append_line",
     "atomic_write",
     "check_name",
-    "describe",
+    "enum_member",
     "file_sha256",
     "is_placeholder",
     "load_name",
-    "member",
+    "os_error_text",
     "reason_code",
     "reasons_of",
     "required_checks",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from ref2va_accept.core._vocabulary import QualityClass, member
+from ref2va_accept.core._vocabulary import QualityClass, enum_member
 
 _BOTH: tuple[QualityClass, ...] = tuple(QualityClass)
 _LOSSLESS: tuple[QualityClass, ...] = (QualityClass.LOSSLESS,)
@@ -139,12 +139,12 @@ CHECK_REASON_CATEGORIES = frozenset({Category.VALIDITY, Category.DEFECT})
 
 def check_name(value: str | Check) -> Check:
     """The Check a string names; anything else raises, naming it and the allowed names."""
-    return member(Check, value, "check name")
+    return enum_member(Check, value, "check name")
 
 
 def reason_code(value: str | Reason) -> Reason:
     """The Reason a string names; anything else raises, naming it and the allowed codes."""
-    return member(Reason, value, "reason")
+    return enum_member(Reason, value, "reason")
 
 
 def required_checks(quality_class: QualityClass | str) -> tuple[Check, ...]:

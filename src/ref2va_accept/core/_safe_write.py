@@ -27,7 +27,7 @@ from ref2va_accept.core._errors import Ref2VAError
 TMP_SUFFIX = ".tmp"
 
 
-def describe(error: OSError) -> str:
+def os_error_text(error: OSError) -> str:
     """`[Errno 28] No space left on device`, or the error's own text when it has no errno."""
     if error.errno is not None and error.strerror:
         return f"[Errno {error.errno}] {error.strerror}"
@@ -40,7 +40,7 @@ class WriteFailed(Ref2VAError):
     def __init__(self, path: Path, error: OSError) -> None:
         self.path = path
         self.error = error
-        super().__init__(f"cannot write {path}: {describe(error)}")
+        super().__init__(f"cannot write {path}: {os_error_text(error)}")
 
 
 def _write(handle: BinaryIO, data: bytes) -> None:

@@ -107,7 +107,7 @@ CALIBRATED_CONFIDENCE: Final = 0.96
 _E = TypeVar("_E", bound=StrEnum)
 
 
-def member(kind: type[_E], value: str, what: str) -> _E:
+def enum_member(kind: type[_E], value: str, what: str) -> _E:
     """The member of `kind` that `value` names (a member or its string); anything else raises,
     naming `what`, the value and the allowed values."""
     try:

@@ -14,7 +14,7 @@ from ref2va_accept.core import (
     Reason,
     Verdict,
     check_name,
-    member,
+    enum_member,
     reason_code,
 )
 
@@ -114,7 +114,7 @@ class TrackVerdict:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
         object.__setattr__(self, "reasons", tuple(reason_code(r) for r in self.reasons))
         object.__setattr__(self, "open_checks", tuple(check_name(c) for c in self.open_checks))
-        object.__setattr__(self, "checks", {check_name(c): member(CheckStatus, s, "status")
+        object.__setattr__(self, "checks", {check_name(c): enum_member(CheckStatus, s, "status")
                                             for c, s in self.checks.items()})
 
     def to_dict(self) -> dict[str, Any]:

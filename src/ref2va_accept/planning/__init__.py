@@ -26,7 +26,7 @@ from ref2va_accept.planning._calibration_text import (
 from ref2va_accept.planning._cost import (
     campaign_costs,
     candidate_cost,
-    describe,
+    cost_lines,
     device_seconds,
     track_costs,
 )
@@ -117,8 +117,8 @@ __all__ = [
     "claim",
     "claim_at",
     "claim_lines",
+    "cost_lines",
     "default_cells",
-    "describe",
     "design_label",
     "device_count",
     "device_seconds",

@@ -308,7 +308,7 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def describe(plans: Mapping[str, TrackPlan], prices: Prices) -> list[str]:
+def cost_lines(plans: Mapping[str, TrackPlan], prices: Prices) -> list[str]:
     """The protocol in one line, then a line per track and candidate, then the totals."""
     if not plans:
         return ["no tracks"]

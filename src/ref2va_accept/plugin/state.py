@@ -29,7 +29,7 @@ from ref2va_accept.campaign import (
     verify,
 )
 from ref2va_accept.campaign.identity import IdentityToolMissing, identity_checks, preflight
-from ref2va_accept.core import ArmRole, Reason, WriteFailed, describe
+from ref2va_accept.core import ArmRole, Reason, WriteFailed, os_error_text
 from ref2va_accept.engines import (
     DONE,
     CleanupAudit,
@@ -199,7 +199,7 @@ class RunState:
                      f"{failure.path.relative_to(self.run_folder).as_posix()}")
         except ValueError:
             where = self.display(failure.path)
-        return f"cannot write {where}: {describe(failure.error)}"
+        return f"cannot write {where}: {os_error_text(failure.error)}"
 
     def say_failure(self, failure: WriteFailed) -> None:
         """The run's first failed write: one line on the terminal, now."""

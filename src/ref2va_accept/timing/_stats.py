@@ -23,7 +23,7 @@ from ref2va_accept.core import (
     IntervalReason,
     Unit,
     Verdict,
-    member,
+    enum_member,
 )
 
 
@@ -93,7 +93,7 @@ class RatioInterval:
     se_log: float | None = None  # standard error of the log ratio (Welch rule)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rule", member(DecisionRule, self.rule, "decision rule"))
+        object.__setattr__(self, "rule", enum_member(DecisionRule, self.rule, "decision rule"))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -329,10 +329,10 @@ class LatencyVerdict:
 
     def __post_init__(self) -> None:
         # Members of the vocabulary, given as members or their strings.
-        object.__setattr__(self, "verdict", member(Verdict, self.verdict, "latency verdict"))
-        object.__setattr__(self, "reasons", tuple(member(IntervalReason, r, "interval reason")
+        object.__setattr__(self, "verdict", enum_member(Verdict, self.verdict, "latency verdict"))
+        object.__setattr__(self, "reasons", tuple(enum_member(IntervalReason, r, "interval reason")
                                                   for r in self.reasons))
-        object.__setattr__(self, "unit", member(Unit, self.unit, "unit"))
+        object.__setattr__(self, "unit", enum_member(Unit, self.unit, "unit"))
 
     @property
     def rule(self) -> DecisionRule:
