@@ -17,11 +17,8 @@ pytestmark = pytest.mark.fast
 
 
 def _profile(folder: Path, arm: str, ranks: list[int]) -> Profile:
-    read = read_profiles(folder, folder.parent, ranks)
-    return Profile(track="t", arm=arm, profiler_config={}, warmups=[], profiled=None,
-                   problems=read.problems, instance="i", ranks_expected=ranks,
-                   ranks_found=read.ranks_found, coverage=read.coverage, ranks=read.ranks,
-                   status="summarized" if read.complete else "open")
+    return read_profiles(folder, folder.parent, ranks).profile(track="t", arm=arm,
+                                                               expected=ranks, instance="i")
 
 
 B0 = _profile(COMMITTED / "b0", "b0", [0, 1, 2, 3])

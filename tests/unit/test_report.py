@@ -406,14 +406,11 @@ def _profiles(root: Path) -> list[dict[str, object]]:
         folder = text.write_arm(root / "profiles" / "5s-lossless" / arm / "traces", variant,
                                 present)
         read = read_profiles(folder, root, [0, 1, 2, 3])
-        entry = Profile(
-            track="5s-lossless", arm=arm, profiler_config={"profiler": "torch"},
-            warmups=[1.5, None, 2.25],
+        entry = read.profile(
+            track="5s-lossless", arm=arm, expected=[0, 1, 2, 3], instance=f"p.{arm}.1",
+            profiler_config={"profiler": "torch"}, warmups=[1.5, None, 2.25],
             profiled=Profiled(sample_id="s1", ok=True, latency_s=2.125,
-                              server_peak_memory_mb=ServerPeak(value=512.5, definition="hbm")),
-            problems=read.problems, instance=f"p.{arm}.1", ranks_expected=[0, 1, 2, 3],
-            ranks_found=read.ranks_found, coverage=read.coverage, ranks=read.ranks,
-            status="summarized" if read.complete else "open")
+                              server_peak_memory_mb=ServerPeak(value=512.5, definition="hbm")))
         entries.append(with_comparison(entry, entries))
     return [e.json_dict() for e in entries]
 

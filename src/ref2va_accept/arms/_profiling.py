@@ -99,14 +99,10 @@ def profile_arm(arms: Arms, arm_id: str, folder: Path) -> Profile:
     # Sanitized now as the run's end would (a trace names its host and its own absolute path),
     # so that the hashes recorded below are the published files' hashes.
     arms.evidence.sanitize_now(traces)
-    read = read_profiles(traces, arms.evidence.folder, ranks)
-    problems += read.problems
-    return Profile(
-        track=plan.track_id, arm=arm_id,
-        profiler_config={k: v for k, v in config.items() if k != "torch_profiler_dir"},
-        warmups=warmups, profiled=profiled, problems=problems, instance=engine.spec.instance_id,
-        ranks_expected=ranks, ranks_found=read.ranks_found, coverage=read.coverage,
-        ranks=read.ranks, status="summarized" if read.complete and not problems else "open")
+    return read_profiles(traces, arms.evidence.folder, ranks).profile(
+        track=plan.track_id, arm=arm_id, expected=ranks, instance=engine.spec.instance_id,
+        problems=problems, warmups=warmups, profiled=profiled,
+        profiler_config={k: v for k, v in config.items() if k != "torch_profiler_dir"})
 
 
 def with_comparison(entry: Profile, earlier: list[Profile]) -> Profile:

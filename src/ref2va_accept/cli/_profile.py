@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ref2va_accept.arms import with_comparison
 from ref2va_accept.core import EXIT_OK, EXIT_PROBLEM, Ref2VAError
 from ref2va_accept.evidence import Profile
-from ref2va_accept.profiles import compare, profile_lines, read_profiles
+from ref2va_accept.profiles import profile_lines, read_profiles
 from ref2va_accept.report import profile_html
 
 __all__ = ["add_command"]
@@ -78,12 +79,7 @@ def _read(folder: Path, arm: str, track: str, ranks: list[int] | None,
     said = [] if ranks is not None or any(c.status == "missing" for c in read.coverage) else [
         f"{arm}: the ranks expected were taken from what was found ({expected}): pass --ranks "
         "to see a missing rank"]
-    profile = Profile(
-        track=track, arm=arm, profiler_config={}, warmups=[], profiled=None,
-        problems=read.problems, instance=BY_HAND, ranks_expected=expected,
-        ranks_found=read.ranks_found, coverage=read.coverage, ranks=read.ranks,
-        status="summarized" if read.complete else "open")
-    return profile, said
+    return read.profile(track=track, arm=arm, expected=expected, instance=BY_HAND), said
 
 
 def _page(entries: list[Profile]) -> str:
@@ -106,9 +102,7 @@ def _run(args: argparse.Namespace) -> int:
         said += notes
     arm, notes = _read(args.folder, args.arm or args.folder.name, args.track, ranks, analyse)
     said += notes
-    if entries and entries[0].ranks and arm.ranks:
-        arm = arm.model_copy(update={"comparison": compare(entries[0], arm)})
-    entries.append(arm)
+    entries.append(with_comparison(arm, entries))
     lines = [line for entry in entries for line in profile_lines(entry, args.top)]
     sys.stdout.write("".join(f"{line}\n" for line in lines + [f"note: {s}" for s in said]))
     if args.json is not None:

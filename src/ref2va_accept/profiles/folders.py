@@ -24,11 +24,12 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ref2va_accept.evidence import RankCoverage, RankProfile
+from ref2va_accept.evidence import Profile, Profiled, RankCoverage, RankProfile
 from ref2va_accept.profiles.chrome import TRACE_FILE, read_chrome_trace
 from ref2va_accept.profiles.files import ProfileReadError, read_json
 from ref2va_accept.profiles.npu_db import DB_FILE, read_npu_db
@@ -67,6 +68,20 @@ class ProfilesRead:
     @property
     def complete(self) -> bool:
         return not self.problems and all(c.status == "profiled" for c in self.coverage)
+
+    def profile(self, *, track: str, arm: str, expected: Sequence[int], instance: str,
+                problems: Sequence[str] = (), profiler_config: Mapping[str, object] | None = None,
+                warmups: Sequence[float | None] = (), profiled: Profiled | None = None
+                ) -> Profile:
+        """The arm's evidence entry: these ranks, with the profiling's own ``problems`` ahead of
+        the reading's; summarized only when every expected rank was read and nothing went
+        wrong."""
+        return Profile(track=track, arm=arm, profiler_config=dict(profiler_config or {}),
+                       warmups=list(warmups), profiled=profiled,
+                       problems=[*problems, *self.problems], instance=instance,
+                       ranks_expected=list(expected), ranks_found=self.ranks_found,
+                       coverage=self.coverage, ranks=self.ranks,
+                       status="summarized" if self.complete and not problems else "open")
 
 
 def analyse_command(folder: Path | str) -> str:
