@@ -42,7 +42,7 @@ from ref2va_accept.evidence import (
     StepTime,
 )
 from ref2va_accept.profiles.files import ProfileReadError, published
-from ref2va_accept.profiles.timeline import split
+from ref2va_accept.profiles.timeline import ms, split
 
 __all__ = ["COMMUNICATION", "TOP", "TRACE_FILE", "read_chrome_trace"]
 
@@ -91,10 +91,6 @@ def _self_times(ops: Sequence[Mapping[str, Any]]) -> list[float]:
                 self_us[stack[-1][1]] -= end - start
             stack.append((end, i))
     return [max(0.0, t) for t in self_us]
-
-
-def _ms(us: float) -> float:
-    return round(us / 1000.0, 3)
 
 
 def _span(event: Mapping[str, Any]) -> tuple[float, float]:
@@ -159,25 +155,25 @@ def read_chrome_trace(path: Path, rank: int, relative_to: Path) -> RankProfile:
     comm_us = sum(v[1] for v in communication.values())
     return RankProfile(
         rank=rank, source="chrome trace", files=[published(path, relative_to)],
-        steps=["window"], window_ms=_ms(parts["total"]), operators=len(ops),
+        steps=["window"], window_ms=ms(parts["total"]), operators=len(ops),
         top_operators=[OperatorTime(
             kind="device kernel" if cat == "kernel" else "host operator", name=name, core=None,
             input_shapes=dims, input_dtypes=types or None, output_shapes=None,
-            calls=int(calls), ms=_ms(own), share=round(own / busy_us, 4), kernels=[])
+            calls=int(calls), ms=ms(own), share=round(own / busy_us, 4), kernels=[])
             for (cat, name, dims), (calls, own, types) in top],
         operator_totals=[OperatorTotal(
             kind="device kernel" if cat == "kernel" else "host operator", name=name, core=None,
-            calls=int(calls), ms=_ms(own),
+            calls=int(calls), ms=ms(own),
             shapes=[d for _, d in sorted(shapes, key=lambda s: -s[0])[:3]])
             for (cat, name), (calls, own, shapes) in sorted(totals.items(),
                                                             key=lambda kv: -kv[1][1])],
         framework_operators=[],
         communication=CommunicationProfile(
-            status="measured", ms=_ms(comm_us),
-            not_overlapped_ms=_ms(parts["other_not_overlapped"]),
+            status="measured", ms=ms(comm_us),
+            not_overlapped_ms=ms(parts["other_not_overlapped"]),
             share_not_overlapped=(round(parts["other_not_overlapped"] / parts["total"], 4)
                                   if parts["total"] else None),
-            ops=[CollectiveOp(name=name, calls=int(calls), elapse_ms=_ms(total),
+            ops=[CollectiveOp(name=name, calls=int(calls), elapse_ms=ms(total),
                               transit_ms=None, wait_ms=None, synchronization_ms=None)
                  for name, (calls, total) in sorted(communication.items(),
                                                     key=lambda kv: -kv[1][1])],
@@ -189,20 +185,20 @@ def read_chrome_trace(path: Path, rank: int, relative_to: Path) -> RankProfile:
         copies=(CopiesProfile(
             status="measured",
             directions=[CopyDirection(direction="other", count=len(copies), bytes=None,
-                                      ms=_ms(copy_us))],
-            ms=_ms(copy_us),
+                                      ms=ms(copy_us))],
+            ms=ms(copy_us),
             share=round(copy_us / parts["total"], 4) if parts["total"] else None,
-            overlapped_ms=_ms(copy_parts["overlapped"]),
+            overlapped_ms=ms(copy_parts["overlapped"]),
             note="device memcpy events; a Chrome trace gives neither direction nor size")
             if device else CopiesProfile(
             status="not_applicable", directions=[], ms=None, share=None, overlapped_ms=None,
             note="no device activity in this trace (a CPU-only engine): nothing is copied "
                  "between host and device")),
         step_times=[StepTime(
-            step="window", total_ms=_ms(parts["total"]), computing_ms=_ms(parts["computing"]),
-            communication_not_overlapped_ms=_ms(parts["other_not_overlapped"]),
-            overlapped_ms=_ms(parts["overlapped"]),
-            copies_ms=_ms(copy_us) if device else None, free_ms=_ms(parts["free"]))]
+            step="window", total_ms=ms(parts["total"]), computing_ms=ms(parts["computing"]),
+            communication_not_overlapped_ms=ms(parts["other_not_overlapped"]),
+            overlapped_ms=ms(parts["overlapped"]),
+            copies_ms=ms(copy_us) if device else None, free_ms=ms(parts["free"]))]
         if spans else [],
         memory=[MemoryPeak(figure=figure, device=f"{name}:{index}" if index >= 0 else name,
                            bytes=peaks[0 if figure == "allocated_peak" else 1],

@@ -291,13 +291,8 @@ def _step(steps: Steps, start: int) -> str:
 
 
 def _block(r: _Reader, what: str, read: Any, fallback: Any) -> Any:
-    try:
-        return read()
-    except _Broken:
-        raise
-    except ProfileReadError as exc:
-        r.problems.append(f"{exc} ({what} not read)")
-        return fallback
+    # A database that cannot be read at all ends the rank, not one block.
+    return parts.block(r.problems, what, read, fallback, fatal=(_Broken,))
 
 
 def read_npu_db(path: Path, rank: int, relative_to: Path) -> ev.RankProfile:

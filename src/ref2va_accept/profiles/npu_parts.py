@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -26,12 +26,13 @@ from ref2va_accept.evidence import (
     OperatorTotal,
     StepTime,
 )
-from ref2va_accept.profiles.timeline import split, union
+from ref2va_accept.profiles.files import ProfileReadError
+from ref2va_accept.profiles.timeline import ms, split, union
 
 __all__ = [
     "ALLOCATIONS", "COMMUNICATION_CORES", "COPY_DIRECTIONS", "COPY_TASK", "MB", "PEAKS", "TOP",
-    "Copy", "Direction", "StepSplit", "Task", "collective_ops", "copies_profile", "is_total",
-    "memory_peaks", "ms", "not_overlapped", "op_name", "operator_tables", "shape",
+    "Copy", "Direction", "StepSplit", "Task", "block", "collective_ops", "copies_profile",
+    "is_total", "memory_peaks", "ms", "not_overlapped", "op_name", "operator_tables", "shape",
     "slowest_link", "step_names", "step_spans", "step_times", "task_type",
     "unread_communication", "unread_copies", "window_ms"]
 
@@ -95,8 +96,17 @@ class StepSplit:
         return self.computing + self.not_overlapped + self.free
 
 
-def ms(us: float) -> float:
-    return round(us / 1000.0, 3)
+def block(problems: list[str], what: str, read: Callable[[], Any], fallback: Any, *,
+          fatal: tuple[type[Exception], ...] = ()) -> Any:
+    """One block of a rank read: a block its files could not give is a problem of the rank
+    (the profile stays open) and ``fallback``; a ``fatal`` error ends the whole rank."""
+    try:
+        return read()
+    except fatal:
+        raise
+    except ProfileReadError as exc:
+        problems.append(f"{exc} ({what} not read)")
+        return fallback
 
 
 def shape(cell: str) -> str:

@@ -53,6 +53,7 @@ from ref2va_accept.profiles.npu_parts import (
     Direction,
     StepSplit,
     Task,
+    block,
     collective_ops,
     copies_profile,
     is_total,
@@ -335,14 +336,6 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _block(rank: _Rank, what: str, read: Any, fallback: Any) -> Any:
-    try:
-        return read()
-    except ProfileReadError as exc:
-        rank.problems.append(f"{exc} ({what} not read)")
-        return fallback
-
-
 def _copies(r: _Rank, compute: list[Task], spans: dict[str, tuple[float, float]],
             steps: list[StepSplit] | None) -> tuple[CopiesProfile, dict[str, float]]:
     try:
@@ -356,17 +349,17 @@ def _copies(r: _Rank, compute: list[Task], spans: dict[str, tuple[float, float]]
 def read_npu_text(folder: Path, rank: int, relative_to: Path) -> RankProfile:
     """An analysed ``*_ascend_pt`` folder's text files as one rank's profile."""
     r = _Rank(folder, rank, relative_to)
-    compute, tasks = _block(r, "operators", r.kernels, ([], []))
+    compute, tasks = block(r.problems, "operators", r.kernels, ([], []))
     top, totals = operator_tables(compute)
-    framework = _block(r, "framework operators", r.framework_operators, [])
-    steps = _block(r, "step split", r.steps, None)
-    communication = _block(r, "communication", lambda: r.communication(tasks, steps),
+    framework = block(r.problems, "framework operators", r.framework_operators, [])
+    steps = block(r.problems, "step split", r.steps, None)
+    communication = block(r.problems, "communication", lambda: r.communication(tasks, steps),
                            unread_communication(steps, "could not be read"))
     spans = step_spans(compute + tasks)
-    copies, copies_per_step = _block(r, "copies", lambda: _copies(r, compute, spans, steps),
+    copies, copies_per_step = block(r.problems, "copies", lambda: _copies(r, compute, spans, steps),
                                      unread_copies("could not be read"))
-    memory = _block(r, "memory", r.memory, [])
-    allocations = _block(r, "allocations", r.allocations, [])
+    memory = block(r.problems, "memory", r.memory, [])
+    allocations = block(r.problems, "allocations", r.allocations, [])
     return RankProfile(
         rank=rank, source="torch_npu text", files=r.files, steps=step_names(steps, spans),
         window_ms=window_ms(compute + tasks), operators=len(compute) + len(tasks),

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-__all__ = ["Spans", "length", "split", "union"]
+__all__ = ["Spans", "length", "ms", "split", "union"]
 
 Spans = list[tuple[float, float]]
+
+
+def ms(us: float) -> float:
+    """Microseconds (every profiler's unit) as milliseconds, to the microsecond."""
+    return round(us / 1000.0, 3)
 
 
 def union(spans: Iterable[tuple[float, float]]) -> Spans:
