@@ -34,10 +34,17 @@ def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
 
 
 # What a noisy shared CPU alone can do to a latency run: B0 moves more than the campaign's drift
-# tolerance between its first and last instance, or a warm-up never settles. The campaign's
-# calibration (reference.yaml, drift_tolerance) puts that at a few runs in a hundred; the judge
-# then rightly says "inconclusive", as an operator would see it, and the operator runs again.
-NOISE_REASONS = frozenset({"drift", "warmup_not_steady"})
+# tolerance between its first and last instance, a warm-up never settles, or the interval, on
+# three one-request values per arm, is too wide to clear the target though the candidate is as
+# fast as ever (`latency_out_of_reach`, inconclusive). The judge then rightly says
+# "inconclusive", and the operator runs again. How often: `ref2va-accept calibrate
+# fixtures/campaigns/reference.yaml --within-sd 0.10 --instance-sd 0.10,0.15 --ratios 0.31,0.34`
+# finds the supported candidate in 83% / 70% of runs at 10% instance spread and 64% / 50% at 15%
+# (the timed phase measured 0.34-0.43 beside phase 2's load, instance spread 10-20%).
+NOISE_REASONS = frozenset({"drift", "warmup_not_steady", "latency_out_of_reach"})
+# Runs of the track at most: three inconclusive in a row are 0.5% at 83% found per run, 2.7% at
+# 70%; a candidate really slower than the target is not found in any run, and fails the test.
+MAX_RUNS = 3
 
 
 def _run_track(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
@@ -48,19 +55,29 @@ def _run_track(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str,
     return result, bundle(evidence), only_run(evidence)
 
 
+def _not_evaluable_for_noise(evidence: dict[str, Any]) -> list[str]:
+    """The reasons the supported candidate was inconclusive, where noise alone explains them."""
+    verdict = verdict_of(evidence, "lossless-text-kv")
+    reasons = list(verdict["reasons"])
+    if verdict["verdict"] == "inconclusive" and reasons and set(reasons) <= NOISE_REASONS:
+        return reasons
+    return []
+
+
 @pytest.fixture(scope="module")
 def five_second_run(tmp_path_factory: pytest.TempPathFactory,
                     request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any], Path]:
-    """The track, run once; run a second time only when the first was not evaluable for noise
-    alone (the supported candidate inconclusive for `drift` or `warmup_not_steady` and nothing
-    else), as an operator would. Every other outcome is judged as it came. The first run's
-    reasons are written to the terminal (a warning would be an error here: pytest.ini)."""
+    """The track, run once; run again (at most MAX_RUNS in all) only while a run was not
+    evaluable for noise alone (the supported candidate inconclusive for NOISE_REASONS and
+    nothing else), as an operator would. Every other outcome is judged as it came. Each rerun's
+    cause is written to the terminal (a warning would be an error here: pytest.ini)."""
     run = _run_track(tmp_path_factory)
-    first = verdict_of(run[1], "lossless-text-kv")
-    if first["verdict"] == "inconclusive" and first["reasons"] \
-            and set(first["reasons"]) <= NOISE_REASONS:
-        said = (f"5 s lossless track run again: its first run ({run[1]['run_id']}) was not "
-                f"evaluable for {', '.join(first['reasons'])}")
+    for _ in range(MAX_RUNS - 1):
+        reasons = _not_evaluable_for_noise(run[1])
+        if not reasons:
+            break
+        said = (f"5 s lossless track run again: its run {run[1]['run_id']} was not evaluable "
+                f"for {', '.join(reasons)}")
         terminal = request.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
             terminal.write_line(said)
