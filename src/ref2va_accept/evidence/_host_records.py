@@ -167,7 +167,8 @@ class Instance(Record):
 
 
 class IdentityRow(Record):
-    """One engine.source_pin field beside the host's value (campaign.identity.IdentityRow)."""
+    """One engine.source_pin field beside the host's value (built by campaign.identity.compare
+    and import_rows)."""
 
     field: str
     frozen: str
