@@ -65,7 +65,7 @@ def test_stop_leaves_nothing_and_restart_works(arms: Arms, track_id: str) -> Non
     port = first.spec.port
     audit = arms.registry.stop(first)
     assert audit.clean, audit.problems
-    assert audit.survivors == () and port_is_free(port)
+    assert audit.survivors == [] and port_is_free(port)
     second = arms.start("b0")
     with httpx.Client(base_url=second.base_url, timeout=30) as client:
         assert client.get("/health").status_code == 200

@@ -18,7 +18,7 @@ from engine.reference.errors import ApiError, CaptureStopped, GenerationCancelle
 from engine.reference.faults import FaultPlan, FaultyGenerator, resolve_fault, wrap_generator
 from engine.reference.profile import load_profile
 from engine.reference.torch_generator import TorchGenerator
-from ref2va_accept.judging.localize import Target, parting, read_log
+from ref2va_accept.judging.localize import Target, divergence, read_log
 from ref2va_accept.judging.localize.judgement import NotSeen, captured
 from ref2va_contract.diagnostics import (
     ACCEPTANCE_FIELD,
@@ -45,13 +45,13 @@ def _localize(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str, sta
     candidate = generator(monkeypatch, tmp_path, **{"plant-divergence": planted})
     point = "cond.text" if stage == "encoders" else f"dit.step{step:03d}"
     where = {"stage": stage, "step": step}
-    one = parting(read_log(_capture(b0, tmp_path / "b0-1", point, **where)),
+    one = divergence(read_log(_capture(b0, tmp_path / "b0-1", point, **where)),
                   read_log(_capture(candidate, tmp_path / "c-1", point, **where)))
     # A module of the block called outside its forward (its modulation) feeds it differing
     # inputs: level 1 says so, and level 2 inside the block finds the module.
     assert one.kind in ("differs", "inputs_differ"), one.sentence()
     inside = {**where, "within": one.module, "tensors": True}
-    two = parting(read_log(_capture(b0, tmp_path / "b0-2", point, **inside)),
+    two = divergence(read_log(_capture(b0, tmp_path / "b0-2", point, **inside)),
                   read_log(_capture(candidate, tmp_path / "c-2", point, **inside)))
     assert two.kind == "differs", two.sentence()
     assert two.b0 is not None and all(o.file for o in two.b0.outputs)
@@ -81,7 +81,7 @@ def test_a_split_k_reduction_is_named_at_the_projection_it_changed(
     b0 = generator(monkeypatch, tmp_path)
     split = generator(monkeypatch, tmp_path, **{"reduction-order": "split_k"})
     inside = {"stage": "dit", "step": 0, "within": "dit.blocks.0", "tensors": True}
-    found = parting(read_log(_capture(b0, tmp_path / "a", "dit.step000", **inside)),
+    found = divergence(read_log(_capture(b0, tmp_path / "a", "dit.step000", **inside)),
                     read_log(_capture(split, tmp_path / "b", "dit.step000", **inside)))
     assert (found.kind, found.module) == ("differs", "dit.blocks.0.fc2")
 
@@ -166,7 +166,7 @@ def test_with_the_capture_hooks_off_the_engine_reports_no_call_and_nothing_is_na
     # B0's capture of the same request, hooks on, is whole; against the silent one, its calls
     # are not "not run": the candidate's capture recorded none at all.
     on = _capture(engine, tmp_path / "on", point, **where)
-    found = parting(captured(on, "b0", 1, target), read_log(folder))
+    found = divergence(captured(on, "b0", 1, target), read_log(folder))
     assert found.kind == "uncovered" and "recorded no call at all" in found.sentence()
     assert sum(len(m._forward_hooks) for m in engine.model.modules()) == hooked
 

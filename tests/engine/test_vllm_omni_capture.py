@@ -24,7 +24,7 @@ pytest.importorskip("safetensors")
 
 from engine import module_capture  # noqa: E402
 from engine.vllm_omni.request_block import DiagnosticsRefused  # noqa: E402
-from ref2va_accept.judging.localize.capture import parting, read_log  # noqa: E402
+from ref2va_accept.judging.localize.capture import divergence, read_log  # noqa: E402
 from ref2va_contract.diagnostics import (  # noqa: E402
     ACCEPTANCE_FIELD,
     CAPTURE_DIR,
@@ -162,7 +162,7 @@ def test_a_planted_divergence_is_found_at_its_block_then_at_its_module(
                         log_lines(root / "planted-inside")) == PLANTED
     # the judge's comparator reads the logs as written and names the same places
     for name, module in (("blocks", "transformer.blocks.1"), ("inside", PLANTED)):
-        found = parting(read_log(root / f"plain-{name}"), read_log(root / f"planted-{name}"))
+        found = divergence(read_log(root / f"plain-{name}"), read_log(root / f"planted-{name}"))
         assert (found.kind, found.module) == ("differs", module)
 
 

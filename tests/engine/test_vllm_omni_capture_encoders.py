@@ -23,7 +23,7 @@ pytest.importorskip("safetensors")
 from engine.module_capture import CaptureRequest, ModuleCapture  # noqa: E402
 from engine.vllm_omni.hooks import ENCODER_BLOCKS, ENCODER_ROOTS  # noqa: E402
 from engine.vllm_omni.watch import capture_roots  # noqa: E402
-from ref2va_accept.judging.localize.capture import parting, read_log  # noqa: E402
+from ref2va_accept.judging.localize.capture import divergence, read_log  # noqa: E402
 from ref2va_contract.diagnostics import (  # noqa: E402
     CAPTURE_REPORT_KEY,
     DUMP_SUFFIX,
@@ -140,7 +140,7 @@ def test_an_encoder_capture_names_a_planted_divergence_in_any_encoder(
     run(make_worker(upstream), _request(upstream, root / "plain", ENCODERS, points=[point]))
     run(moved, _request(upstream, root / "planted", ENCODERS, points=[point]))
     assert first_broken(log_lines(root / "plain"), log_lines(root / "planted")) == planted
-    found = parting(read_log(root / "plain"), read_log(root / "planted"))
+    found = divergence(read_log(root / "plain"), read_log(root / "planted"))
     assert (found.kind, found.module) == ("differs", planted)
     # and the nudge reaches the conditioning the DiT is given
     file = f"{point}{DUMP_SUFFIX}"

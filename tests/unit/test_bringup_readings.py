@@ -361,16 +361,20 @@ def test_the_imports_stay_open_when_the_preflight_did_not_read_them() -> None:
 def _stop(instance: str, *, sigkill: bool = False, alive_after: int = 0,
           held_mb: float = 0.0) -> StopRecord:
     """One stop as Steps.stop records it: the audit's and the release's own records."""
-    from ref2va_accept.engines import CleanupAudit, Poll, ProcessRecord, Release, StopStep
+    from ref2va_accept.engines import Poll, Release
+    from ref2va_accept.evidence import Cleanup, ProcessRecord, StopStep
 
-    killed = (ProcessRecord(7, "vllm", "zombie"),) if sigkill else ()
-    audit = CleanupAudit("b0", instance, 42, 0, 3, killed, (), True, 4.0,
-                         ("needed SIGKILL for 1 process",) if sigkill else (), 90.0,
-                         (StopStep("SIGTERM main", 0.0, 2.04, alive_after),))
+    killed = [ProcessRecord(pid=7, name="vllm", status="zombie")] if sigkill else []
+    problems = ["needed SIGKILL for 1 process"] if sigkill else []
+    audit = Cleanup(arm="b0", instance=instance, pid=42, exit_code=0, processes_seen=3,
+                    needed_sigkill=killed, survivors=[], port_free=True, stop_s=4.0,
+                    lifetime_s=90.0, clean=not problems, problems=problems,
+                    steps=[StopStep(action="SIGTERM main", at_s=0.0, waited_s=2.04,
+                                    alive_after=alive_after)])
     release = Release(not held_mb, 120.0 if held_mb else 3.5, {3: held_mb} if held_mb else {},
                       (Poll(1.0, True, {3: 100.0 + held_mb}, None),),
                       "still held" if held_mb else None)
-    return StopRecord.model_validate({"audit": audit.to_dict(), "release": release.to_dict()})
+    return StopRecord.model_validate({"audit": audit.json_dict(), "release": release.to_dict()})
 
 
 def _stopped(stops: list[StopRecord]) -> Judging:

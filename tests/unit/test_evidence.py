@@ -51,7 +51,7 @@ def _sample(arm: str, kind: str, index: int, ok: bool = True) -> dict[str, Any]:
 
 
 def _audit(instance: str) -> dict[str, Any]:
-    """A clean stop as audit.CleanupAudit.to_dict records it."""
+    """A clean stop as EngineInstance.stop records it (evidence.Cleanup)."""
     return {"arm": "b0", "instance": instance, "pid": 1, "exit_code": 0, "processes_seen": 1,
             "needed_sigkill": [], "survivors": [], "port_free": True, "stop_s": 0.5,
             "lifetime_s": 12.0, "clean": True, "problems": [],

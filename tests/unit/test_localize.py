@@ -12,7 +12,14 @@ import pytest
 
 from ref2va_accept.core import Check, LocalizeError, Reason
 from ref2va_accept.evidence import CheckResult
-from ref2va_accept.judging.localize import diff_map, parting, read_log, svg, target_of, wants_pass
+from ref2va_accept.judging.localize import (
+    diff_map,
+    divergence,
+    read_log,
+    svg,
+    target_of,
+    wants_pass,
+)
 from ref2va_accept.tensors import write_tensor_file
 
 pytestmark = pytest.mark.fast
@@ -49,7 +56,8 @@ B0 = [("m.a", "i", "1"), ("m.b", "1", "2"), ("m.c", "2", "3")]
 def test_two_capture_logs_part_where_they_first_disagree(
         tmp_path: Path, candidate: list[tuple[str, str, str]], kind: str, module: str | None
 ) -> None:
-    found = parting(read_log(_log(tmp_path / "a", B0)), read_log(_log(tmp_path / "b", candidate)))
+    found = divergence(read_log(_log(tmp_path / "a", B0)),
+                       read_log(_log(tmp_path / "b", candidate)))
     assert (found.kind, found.module) == (kind, module), found.sentence()
     assert found.sentence()
 
@@ -57,7 +65,8 @@ def test_two_capture_logs_part_where_they_first_disagree(
 def test_a_module_called_twice_is_compared_call_by_call(tmp_path: Path) -> None:
     b0 = [("m.a", "i", "1"), ("m.a", "j", "2")]
     candidate = [("m.a", "i", "1"), ("m.a", "j", "X")]
-    found = parting(read_log(_log(tmp_path / "a", b0)), read_log(_log(tmp_path / "b", candidate)))
+    found = divergence(read_log(_log(tmp_path / "a", b0)),
+                       read_log(_log(tmp_path / "b", candidate)))
     assert found.kind == "differs" and found.b0 is not None and found.b0.call == 1
     assert "call 1" in found.sentence()
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ref2va_accept.core import LocalizeError
-from ref2va_accept.judging.localize import Target, parting
+from ref2va_accept.judging.localize import Target, divergence
 from ref2va_accept.judging.localize.capture import Call, Digest
 from ref2va_accept.judging.localize.judgement import (
     NotSeen,
@@ -116,7 +116,7 @@ B0_STEPS = [_call(0, "a", 1), _call(1, "b", 1), _call(2, "c", 1),
 ])
 def test_calls_b0_made_are_not_run_only_where_the_candidate_capture_is_seen_around_them(
         kept: list[int], kind: str, unseen: str) -> None:
-    found = parting(B0_STEPS, [B0_STEPS[i] for i in kept])
+    found = divergence(B0_STEPS, [B0_STEPS[i] for i in kept])
     assert found.kind == kind, found.sentence()
     assert unseen in found.sentence()
     if kind == "uncovered":
@@ -132,20 +132,20 @@ def _block(step: int | None, made: str, given: str = "i") -> Call:
 
 def test_level_two_reproduces_only_when_the_block_parts_again() -> None:
     b0_block, cand_block = _block(2, "x"), _block(2, "y")
-    first = parting([b0_block], [cand_block])
+    first = divergence([b0_block], [cand_block])
     assert first.kind == "differs"
     inside_b0 = [_call(0, "dit.blocks.1.fc2", 2, made="p"), b0_block]
     inside_cand = [_call(0, "dit.blocks.1.fc2", 2, made="q"), cand_block]
-    assert not_reproduced(first, parting(inside_b0, inside_cand), inside_b0, inside_cand,
+    assert not_reproduced(first, divergence(inside_b0, inside_cand), inside_b0, inside_cand,
                           "cand") == ""
     # a module inside differs, yet the block's own output is equal this time
     equal = [inside_cand[0], b0_block]
-    assert not_reproduced(first, parting(inside_b0, equal), inside_b0, equal, "cand") == \
+    assert not_reproduced(first, divergence(inside_b0, equal), inside_b0, equal, "cand") == \
         "found dit.blocks.1's outputs equal in both runs"
     no_block = [_call(0, "dit.blocks.1.fc2", 2, made="q")]
-    assert not_reproduced(first, parting(inside_b0, no_block), inside_b0, no_block, "cand") == \
+    assert not_reproduced(first, divergence(inside_b0, no_block), inside_b0, no_block, "cand") == \
         "recorded no call of dit.blocks.1 at this step in cand's capture"
-    assert not_reproduced(first, parting(inside_b0, inside_b0), inside_b0, inside_b0, "cand") \
+    assert not_reproduced(first, divergence(inside_b0, inside_b0), inside_b0, inside_b0, "cand") \
         == "found every hooked module's output equal in both runs"
 
 
@@ -154,10 +154,10 @@ def test_inputs_that_differ_at_an_encoders_first_hooked_module_name_nothing() ->
     # were prepared outside anything hooked (the reference audio as the pipeline reads it).
     b0 = [_call(0, "text_encoder.layers.1", None), _call(1, "audio_encoder.layers.0", None)]
     cand = [b0[0], _call(1, "audio_encoder.layers.0", None, given="j", made="p")]
-    first = parting(b0, cand)
+    first = divergence(b0, cand)
     assert first.kind == "inputs_differ" and at_stage_start(first, ENCODERS)
     inside = [_call(0, "audio_encoder.layers.0.fc1", None, given="i")]
-    second = parting(inside, [_call(0, "audio_encoder.layers.0.fc1", None, given="j",
+    second = divergence(inside, [_call(0, "audio_encoder.layers.0.fc1", None, given="j",
                                     made="p")])
     found = name_inside(first, second, ENCODERS, [])
     assert not found.found and found.where == "before audio_encoder.layers.0 (not seen)"
@@ -167,9 +167,9 @@ def test_inputs_that_differ_at_an_encoders_first_hooked_module_name_nothing() ->
         found.sentence
     # Within one encoder, after its own equal layer: code between them, named.
     later = [_call(0, "text_encoder.layers.0", None), _call(1, "text_encoder.layers.1", None)]
-    fed = parting(later, [later[0], _call(1, "text_encoder.layers.1", None, "j", "p")])
+    fed = divergence(later, [later[0], _call(1, "text_encoder.layers.1", None, "j", "p")])
     assert not at_stage_start(fed, ENCODERS)
-    inside_fed = parting([_call(0, "text_encoder.layers.1.fc1", None)],
+    inside_fed = divergence([_call(0, "text_encoder.layers.1.fc1", None)],
                          [_call(0, "text_encoder.layers.1.fc1", None, "j", "p")])
     named = name_inside(fed, inside_fed, ENCODERS, [])
     assert named.found and named.where == ("code between text_encoder.layers.0 and "
@@ -181,9 +181,9 @@ def test_inputs_that_differ_after_the_first_step_captured_are_code_between_modul
     b0 = [_call(0, "dit.blocks.0", 1), _call(1, "dit.blocks.1", 1),
           _call(2, "dit.blocks.0", 2), _call(3, "dit.blocks.1", 2)]
     cand = [*b0[:3], _call(3, "dit.blocks.1", 2, given="j", made="p")]
-    first = parting(b0, cand)
+    first = divergence(b0, cand)
     assert first.kind == "inputs_differ" and not at_stage_start(first, DIT)
-    second = parting([_call(0, "dit.blocks.1.qkv", 2)],
+    second = divergence([_call(0, "dit.blocks.1.qkv", 2)],
                      [_call(0, "dit.blocks.1.qkv", 2, given="j", made="p")])
     found = name_inside(first, second, DIT, ["dit.step000"])
     assert found.found and found.where == "code between dit.blocks.0 and dit.blocks.1.qkv"
@@ -192,12 +192,12 @@ def test_inputs_that_differ_after_the_first_step_captured_are_code_between_modul
 def test_every_block_equal_is_code_after_them_in_the_dit_and_nothing_named_in_the_encoders(
         ) -> None:
     dit = [_call(0, "dit.blocks.0", 1), _call(1, "dit.blocks.0", 2), _call(2, "dit.blocks.0", 3)]
-    found = name_level_one(parting(dit, dit), "dit.step003", DIT)
+    found = name_level_one(divergence(dit, dit), "dit.step003", DIT)
     assert found.found and found.where == "code after every hooked module"
     # cond.image differs while the text encoder's layers, the only calls hooked, all agree: the
     # image side's modules may never have been seen (a VAE called through its methods).
     encoders = [_call(0, "text_encoder.layers.0", None), _call(1, "text_encoder.layers.1", None)]
-    unseen = name_level_one(parting(encoders, encoders), "cond.image", ENCODERS)
+    unseen = name_level_one(divergence(encoders, encoders), "cond.image", ENCODERS)
     assert not unseen.found and unseen.where == "" and unseen.module is None
     assert ("every hooked encoder module's output is equal in both runs, yet cond.image differs"
             in unseen.sentence and "no place is named" in unseen.sentence)

@@ -302,7 +302,7 @@ def test_an_internal_error_of_the_pass_is_an_open_check_not_a_lost_verdict(
     def broken(*args: Any) -> Any:
         raise ValueError("a defect")
 
-    monkeypatch.setattr(runner, "parting", broken)
+    monkeypatch.setattr(runner, "divergence", broken)
     arms = StandInArms(tmp_path)
     found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert found.check().status == "open" and "internal error: ValueError: a defect" in \

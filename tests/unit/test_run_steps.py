@@ -11,16 +11,8 @@ import pytest
 
 from ref2va_accept.campaign import InputProblem, input_checks
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, Verdict
-from ref2va_accept.engines import (
-    CleanupAudit,
-    Leftover,
-    MemoryGuard,
-    MemoryRelease,
-    NoDeviceProbe,
-    ProcessRecord,
-    stopped_line,
-)
-from ref2va_accept.evidence import CheckResult, LedgerEntry
+from ref2va_accept.engines import MemoryGuard, MemoryRelease, NoDeviceProbe, stopped_line
+from ref2va_accept.evidence import CheckResult, Cleanup, LedgerEntry, Leftover, ProcessRecord
 from ref2va_accept.judging import judge_tracks
 from ref2va_accept.planning import DiskCheck, DiskEstimate
 from ref2va_accept.record import LEDGER_SCHEMA, with_attempt
@@ -43,10 +35,12 @@ def test_input_problems_fail_each_track_they_touch_once_on_b0() -> None:
     assert input_checks([]) == []
 
 
-def _audit(problems: tuple[str, ...]) -> CleanupAudit:
-    killed = (ProcessRecord(43, "python", "zombie"),) if problems else ()
-    return CleanupAudit("cand", "5s-lossy.cand.1", 42, 0, 3, killed, (), True, 1.23456,
-                        problems)
+def _audit(problems: tuple[str, ...]) -> Cleanup:
+    killed = [ProcessRecord(pid=43, name="python", status="zombie")] if problems else []
+    return Cleanup(arm="cand", instance="5s-lossy.cand.1", pid=42, exit_code=0,
+                   processes_seen=3, needed_sigkill=killed, survivors=[], port_free=True,
+                   stop_s=1.235, lifetime_s=None, clean=not problems, problems=list(problems),
+                   steps=[])
 
 
 def test_a_clean_stop_passes_its_cleanup_check_and_a_dirty_one_fails_it() -> None:
@@ -76,8 +70,9 @@ def test_the_memory_guard_of_a_campaign_without_devices_does_nothing() -> None:
 
 
 def test_leftovers_are_named_by_pid_tag_and_how_they_stopped() -> None:
-    line = stopped_line([Leftover(7, "python", "run1.5s-lossy.b0.1", "SIGTERM"),
-                         Leftover(8, "python", "run1.5s-lossy.b0.1", "SIGKILL")])
+    line = stopped_line([
+        Leftover(pid=7, name="python", tag="run1.5s-lossy.b0.1", stopped_by="SIGTERM"),
+        Leftover(pid=8, name="python", tag="run1.5s-lossy.b0.1", stopped_by="SIGKILL")])
     assert line == ("stopped 2 engine process(es) left by a dead run: python[7] "
                     "(run1.5s-lossy.b0.1, SIGTERM), python[8] (run1.5s-lossy.b0.1, SIGKILL)")
 

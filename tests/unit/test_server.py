@@ -110,7 +110,7 @@ def test_healthy_engine_starts_and_stops_clean(tmp_path: Path, fake_engine: Path
     pid = instance.pid
     audit = registry.stop(instance)
     assert audit.clean, audit.problems
-    assert audit.port_free and audit.survivors == () and audit.needed_sigkill == ()
+    assert audit.port_free and audit.survivors == [] and audit.needed_sigkill == []
     assert pid is not None and not psutil.pid_exists(pid)
 
 
@@ -131,7 +131,7 @@ def test_engine_never_healthy_times_out_and_is_stopped(tmp_path: Path, fake_engi
     registry.on_audit.append(audits.append)
     with pytest.raises(EngineStartError, match=r"within 1\.5 s"):
         start_instance(_spec(tmp_path, fake_engine, "never-healthy", startup=1.5), registry)
-    assert len(audits) == 1 and audits[0].survivors == ()
+    assert len(audits) == 1 and audits[0].survivors == []
     assert registry.live == {}
 
 
@@ -149,7 +149,7 @@ def test_engine_ignoring_sigterm_is_killed_and_audit_says_so(tmp_path: Path,
     audit = registry.stop(instance)
     assert not audit.clean
     assert [p.pid for p in audit.needed_sigkill] == [instance.pid]
-    assert audit.survivors == () and audit.port_free
+    assert audit.survivors == [] and audit.port_free
     assert "after SIGTERM" in audit.problems[0]
     # Every step is in the audit: the main process had its whole grace (1 s), the group its own.
     assert [s.action for s in audit.steps] == ["SIGTERM main", "SIGTERM group", "SIGKILL"]
@@ -172,7 +172,7 @@ def test_stop_follows_upstreams_order_main_first_then_the_group(tmp_path: Path,
     main, group = audit.steps
     assert main.alive_after == 1 and group.alive_after == 0
     assert main.waited_s < 5.0  # it ended when the main process exited, not at the grace
-    assert audit.to_dict()["steps"][0]["action"] == "SIGTERM main"
+    assert audit.json_dict()["steps"][0]["action"] == "SIGTERM main"
 
 
 def test_a_server_that_stops_on_its_own_needs_one_step(tmp_path: Path, fake_engine: Path) -> None:
@@ -192,7 +192,7 @@ def test_worker_that_left_the_group_is_found_and_killed(tmp_path: Path,
     audit = registry.stop(instance)
     assert not audit.clean
     assert child.pid in [p.pid for p in audit.needed_sigkill]
-    assert audit.survivors == ()
+    assert audit.survivors == []
     assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
 
 
@@ -243,7 +243,7 @@ def test_child_holding_the_port_after_main_exit_is_named(tmp_path: Path) -> None
                       log_path=tmp_path / "holder.log")
     audit = start_instance(spec, InstanceRegistry()).stop()
     assert any("still held after the main process exited" in p for p in audit.problems)
-    assert audit.survivors == () and audit.port_free  # then killed, and the port came free
+    assert audit.survivors == [] and audit.port_free  # then killed, and the port came free
 
 
 def test_stop_is_idempotent(tmp_path: Path, fake_engine: Path) -> None:

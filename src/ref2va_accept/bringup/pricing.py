@@ -37,7 +37,8 @@ from ref2va_accept.bringup.state import (
     StopRecord,
 )
 from ref2va_accept.core import ArmRole, CheckStatus, Ref2VAError
-from ref2va_accept.engines import CleanupAudit, EngineInstance, Release, wait_for_release
+from ref2va_accept.engines import EngineInstance, Release, wait_for_release
+from ref2va_accept.evidence import Cleanup
 from ref2va_accept.judging import demonstrate
 from ref2va_accept.judging.localize import read_log
 from ref2va_accept.planning import fmt_bytes
@@ -121,7 +122,7 @@ class Pricing(BringupState):
                 continue
             arms = self.arms(demo.track, self.policy_spec(chosen.path))
             label = f"warm-up demonstration {demo.duration}"
-            def hook(audit: CleanupAudit, what: str = label) -> None:
+            def hook(audit: Cleanup, what: str = label) -> None:
                 self.record_stop(audit, what)
 
             self.registry.on_audit.append(hook)
@@ -350,14 +351,14 @@ class Pricing(BringupState):
                            "protocol.warmup_demonstration")]
 
     # -- stops -------------------------------------------------------------------------------------
-    def record_stop(self, audit: CleanupAudit, what: str) -> Release | None:
+    def record_stop(self, audit: Cleanup, what: str) -> Release | None:
         """After a stop: the wait for device memory (with an accelerator) and the stop's
         record, whose time is a stop's price."""
         release = None
         if self.model.devices.kind != "none" and self.idle is not None:
             release = wait_for_release(self.probe(), self.model.devices.visible, self.idle,
                                        self.model.devices.memory_release)
-        recorded = {"audit": audit.to_dict(),
+        recorded = {"audit": audit.json_dict(),
                     "release": None if release is None else release.to_dict(), "what": what}
         self.stops.append(StopRecord.model_validate(recorded))
         self.data.setdefault("stops", []).append(recorded)

@@ -104,7 +104,7 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
     bundle = EvidenceBundle.create(evidence_root, run_id, sanitizer)
     work = Steps(campaign, bundle, plan)
     # Every stop's audit, the engines whose start failed or was interrupted included.
-    work.registry.subscribe(lambda audit: bundle.add_audit(audit.to_dict()))
+    work.registry.subscribe(lambda audit: bundle.add_audit(audit.json_dict()))
     cost = price(campaign, plan)
     work.data["schedule"] = plan.to_dict(campaign)
     work.data["cost"] = cost.to_dict()

@@ -201,7 +201,7 @@ class Steps(Judging):
 
     def stop(self, engine: EngineInstance, run: PolicyRun | None) -> Release | None:
         audit = self.registry.stop(engine)  # the evidence records it (run_bringup subscribes)
-        stop = audit.to_dict()
+        stop = audit.json_dict()
         release = self.record_stop(audit, f"B0 {run.profile}" if run is not None
                                    else f"Cache-DiT ({self.plan.cache_dit})")
         if run is not None:

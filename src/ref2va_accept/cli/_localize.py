@@ -116,7 +116,7 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
         raise
     finally:
         for audit in registry.stop_all():
-            bundle.add_audit(audit.to_dict())
+            bundle.add_audit(audit.json_dict())
         bundle.finish(status, lambda checks: [])
     _write_page(bundle.folder, check, run.name)
     bundle.sanitize_files()

@@ -1,11 +1,10 @@
 """Engine instances as processes: the engine kinds, start, health, stop and the cleanup
-audit, ports and who owns one, leftovers and the reaper, device probes and the wait
-for device memory.
+audit (the evidence's Cleanup, built here), ports and who owns one, leftovers and the reaper,
+device probes and the wait for device memory.
 
 The modules are private; the other stages import these names from here.
 """
 
-from ref2va_accept.engines._audit import CleanupAudit, ProcessRecord, StopStep
 from ref2va_accept.engines._device_memory import (
     REASON,
     IdleLevel,
@@ -39,7 +38,6 @@ from ref2va_accept.engines._kinds import (
 )
 from ref2va_accept.engines._leftovers import (
     DONE,
-    Leftover,
     start_reaper,
     stop_leftovers,
     stopped_line,
@@ -56,7 +54,6 @@ __all__ = [
     "REASON",
     "REFERENCE",
     "VLLM_OMNI",
-    "CleanupAudit",
     "DeviceProbe",
     "DeviceSnapshot",
     "EngineInstance",
@@ -64,15 +61,12 @@ __all__ = [
     "IdleLevel",
     "InstanceRegistry",
     "LaunchSpec",
-    "Leftover",
     "MemoryGuard",
     "MemoryRelease",
     "NoDeviceProbe",
     "NpuSmiProbe",
     "Poll",
-    "ProcessRecord",
     "Release",
-    "StopStep",
     "container_pid_for",
     "engine_environment",
     "engine_kind",

@@ -22,12 +22,12 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import psutil
 
+from ref2va_accept.evidence import Leftover
 from ref2va_contract.launch import INSTANCE_TAG_ENV, JUDGE_ENV
 
 _REAP_WAIT_S = 10.0
@@ -83,17 +83,6 @@ def _judge_alive(identity: str) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class Leftover:
-    pid: int
-    name: str
-    tag: str
-    stopped_by: str  # "SIGTERM", "SIGKILL" or "survived"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pid": self.pid, "name": self.name, "tag": self.tag, "stopped_by": self.stopped_by}
-
-
 def find_leftovers() -> list[tuple[psutil.Process, str]]:
     """Tagged processes whose judge is gone (processes without a judge identity are left alone:
     nothing says whose they are)."""
@@ -123,8 +112,9 @@ def _stop(procs: list[tuple[psutil.Process, str]], grace_s: float) -> list[Lefto
     _, survived = psutil.wait_procs(alive, timeout=_REAP_WAIT_S)
     killed = {p.pid for p in alive}
     gone = {p.pid for p in survived}
-    return [Leftover(p.pid, names.get(p.pid, "?"), tag,
-                     "survived" if p.pid in gone else "SIGKILL" if p.pid in killed else "SIGTERM")
+    return [Leftover(pid=p.pid, name=names.get(p.pid, "?"), tag=tag,
+                     stopped_by="survived" if p.pid in gone
+                     else "SIGKILL" if p.pid in killed else "SIGTERM")
             for p, tag in procs]
 
 

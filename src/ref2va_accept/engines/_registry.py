@@ -10,8 +10,8 @@ import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ref2va_accept.engines._audit import CleanupAudit
 from ref2va_accept.engines._server import EngineInstance, LaunchSpec
+from ref2va_accept.evidence import Cleanup
 
 __all__ = ["InstanceRegistry", "start_instance"]
 
@@ -25,7 +25,7 @@ class InstanceRegistry:
     """
 
     live: dict[str, EngineInstance] = field(default_factory=dict)
-    on_audit: list[Callable[[CleanupAudit], None]] = field(default_factory=list)
+    on_audit: list[Callable[[Cleanup], None]] = field(default_factory=list)
     # Run-wide: every engine lifetime of the session gets its own number, so its id, log file,
     # process tag and audit are its own (a counter per test repeated them and audits overwrote).
     _serials: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -34,7 +34,7 @@ class InstanceRegistry:
     def next_serial(self) -> int:
         return next(self._serials)
 
-    def subscribe(self, callback: Callable[[CleanupAudit], None]) -> None:
+    def subscribe(self, callback: Callable[[Cleanup], None]) -> None:
         if callback in self.on_audit:
             raise ValueError(f"{callback!r} is already subscribed to this registry's audits")
         self.on_audit.append(callback)
@@ -46,7 +46,7 @@ class InstanceRegistry:
         self._ids.add(instance_id)
         self.live[instance_id] = instance
 
-    def stop(self, instance: EngineInstance) -> CleanupAudit:
+    def stop(self, instance: EngineInstance) -> Cleanup:
         audit = instance.stop()
         if self.live.pop(instance.spec.instance_id, None) is not None:
             for hook in self.on_audit:
@@ -62,7 +62,7 @@ class InstanceRegistry:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(instance.pid, signal.SIGKILL)
 
-    def stop_all(self) -> list[CleanupAudit]:
+    def stop_all(self) -> list[Cleanup]:
         return [self.stop(inst) for inst in list(self.live.values())]
 
 

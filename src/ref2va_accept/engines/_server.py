@@ -17,16 +17,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import psutil
 
 from ref2va_accept.core import EngineStartError, ForeignServerError
-from ref2va_accept.engines._audit import CleanupAudit, ProcessRecord, StopStep
 from ref2va_accept.engines._leftovers import die_with_parent, judge_identity, tagged_processes
 from ref2va_accept.engines._ownership import foreign_server_problem
 from ref2va_accept.engines._ports import LOOPBACK, free_port, port_is_free
+from ref2va_accept.evidence import Cleanup, ProcessRecord, StopStep
 from ref2va_contract.api import HEALTH_ROUTE
 from ref2va_contract.launch import (
     INSTANCE_NONCE_ENV,
@@ -37,7 +37,7 @@ from ref2va_contract.launch import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOOPBACK", "CleanupAudit", "EngineInstance", "LaunchSpec", "engine_environment",
+__all__ = ["LOOPBACK", "EngineInstance", "LaunchSpec", "engine_environment",
            "free_port", "port_is_free"]
 _KILL_WAIT_S = 10.0
 # After the main process has exited (or its grace ran out), how long the rest of the group has
@@ -96,9 +96,9 @@ def _alive(proc: psutil.Process) -> bool:
 
 def _record(proc: psutil.Process) -> ProcessRecord:
     try:
-        return ProcessRecord(proc.pid, proc.name(), proc.status())
+        return ProcessRecord(pid=proc.pid, name=proc.name(), status=proc.status())
     except psutil.Error:
-        return ProcessRecord(proc.pid, "?", "gone")
+        return ProcessRecord(pid=proc.pid, name="?", status="gone")
 
 
 def engine_environment(spec: LaunchSpec, inherited: Mapping[str, str]) -> dict[str, str]:
@@ -127,7 +127,7 @@ class EngineInstance:
         self._popen: subprocess.Popen[bytes] | None = None
         self._spawned: float | None = None  # monotonic, just before the process is started
         self._known: dict[int, psutil.Process] = {}
-        self.audit: CleanupAudit | None = None
+        self.audit: Cleanup | None = None
         # Set when another server answered on the port: the port was never ours to free.
         self.foreign = False
         # Set on a repeated interrupt: no grace, SIGKILL at once (see InstanceRegistry.hurry).
@@ -251,7 +251,7 @@ class EngineInstance:
         return [p for p in self._known.values() if _alive(p)]
 
     # -- stop ------------------------------------------------------------------------------------
-    def stop(self) -> CleanupAudit:
+    def stop(self) -> Cleanup:
         """Upstream's order (its test launcher's): SIGTERM to the server's main process, which
         shuts its workers down itself, and a wait of up to the grace for it to exit; then SIGTERM
         to the group and every process of the instance found outside it, and a short wait;
@@ -263,16 +263,20 @@ class EngineInstance:
         problems: list[str] = []
         if self._popen is None:
             # Never got as far as a process (the executable could not be run): nothing to stop.
-            self.audit = CleanupAudit(spec.arm_id, spec.instance_id, 0, None, 0, (), (),
-                                      port_is_free(spec.port), 0.0, ())
+            self.audit = Cleanup(
+                arm=spec.arm_id, instance=spec.instance_id, pid=0, exit_code=None,
+                processes_seen=0, needed_sigkill=[], survivors=[],
+                port_free=port_is_free(spec.port), stop_s=0.0, lifetime_s=None, clean=True,
+                problems=[], steps=[])
             return self.audit
         self.snapshot_tree()
         pgid = self._popen.pid
         steps: list[StopStep] = []
 
-        def step(action: str, at: float) -> None:
+        def step(action: Literal["SIGTERM main", "SIGTERM group", "SIGKILL"], at: float) -> None:
             now = time.monotonic()
-            steps.append(StopStep(action, at - started, now - at, len(self._living())))
+            steps.append(StopStep(action=action, at_s=round(at - started, 3),
+                                  waited_s=round(now - at, 3), alive_after=len(self._living())))
 
         at = time.monotonic()
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -291,7 +295,7 @@ class EngineInstance:
         if self.hurry:
             problems.append("stopped at once with SIGKILL on a repeated interrupt")
         stubborn = self._living()
-        needed_kill = tuple(_record(p) for p in stubborn)
+        needed_kill = [_record(p) for p in stubborn]
         main_exited = self._popen.poll() is not None
         if stubborn and main_exited and not self.foreign and not port_is_free(spec.port):
             # The server is gone but something it started still listens: the next instance
@@ -315,7 +319,7 @@ class EngineInstance:
             self._wait_gone(_KILL_WAIT_S)
             step("SIGKILL", at)
         exit_code = self._reap()
-        survivors = tuple(_record(p) for p in self._living())
+        survivors = [_record(p) for p in self._living()]
         if survivors:
             problems.append(
                 "process(es) alive after SIGKILL: "
@@ -324,19 +328,24 @@ class EngineInstance:
         port_free = self._wait_port_free(0.0 if self.foreign else 2.0)
         if not port_free and not self.foreign:
             problems.append(f"port {spec.port} still held after the engine stopped")
-        self.audit = CleanupAudit(
-            arm_id=spec.arm_id,
-            instance_id=spec.instance_id,
+        # Spawn to stopped: what the instance cost in wall time (the budget charges it times the
+        # campaign's logical devices). None when no process was ever started.
+        stop_s = round(time.monotonic() - started, 3)
+        lifetime_s = None if self._spawned is None else round(time.monotonic() - self._spawned, 3)
+        self.audit = Cleanup(
+            arm=spec.arm_id,
+            instance=spec.instance_id,
             pid=pgid,
             exit_code=exit_code,
             processes_seen=len(self._known),
             needed_sigkill=needed_kill,
             survivors=survivors,
             port_free=port_free,
-            stop_s=time.monotonic() - started,
-            problems=tuple(problems),
-            lifetime_s=None if self._spawned is None else time.monotonic() - self._spawned,
-            steps=tuple(steps),
+            stop_s=stop_s,
+            lifetime_s=lifetime_s,
+            clean=not problems,
+            problems=problems,
+            steps=steps,
         )
         log.info("stopped %s: %s", spec.instance_id, "clean" if not problems else problems)
         return self.audit

@@ -110,9 +110,10 @@ class UnobservedRequest(Record):
     kind: str
 
 
-class GateShared(Record):
-    """A B0 check with nothing compared (its requests failed), but which names the tracks its
-    gate instances served (judging.mark_shared)."""
+class GateInstancesServed(Record):
+    """The data of a B0 check with nothing compared (its requests failed) that still names the
+    tracks its gate instances served (judging.mark_shared): all the lossless and lossy gate data
+    share."""
 
     gate_instances_served: list[str] | None = None
     unobserved_request: UnobservedRequest | None = None
@@ -231,8 +232,9 @@ class WarmupDemonstrationData(Record):
     per_duration_yaml: str
 
 
-class Parting(Record):
-    """Where two capture logs part (judging.localize.capture.Parting)."""
+class DivergenceRecord(Record):
+    """Where the candidate's capture log first parts from B0's, as the evidence records it
+    (judging.localize.capture.Divergence, its calls named by their labels)."""
 
     kind: PartingKind
     module: str | None
@@ -286,8 +288,8 @@ class LocalizationData(Record):
     module: str | None
     where: str
     sentence: str
-    level1: Parting | None
-    level2: Parting | None
+    level1: DivergenceRecord | None
+    level2: DivergenceRecord | None
     figures: LocalizedFigures | NotCompared | None
     inputs_equal: bool | None
     picture: DiffPicture | None
@@ -326,7 +328,7 @@ class CleanupCheck(CheckRecord[Literal[Check.CLEANUP], CleanupCheckData]):
 
 
 class BaselineDeterminismCheck(CheckRecord[Literal[Check.BASELINE_DETERMINISM],
-                                           BaselineDeterminismData | GateShared]):
+                                           BaselineDeterminismData | GateInstancesServed]):
     pass
 
 
@@ -348,7 +350,7 @@ class TimedOutputCheck(CheckRecord[Literal[Check.TIMED_OUTPUT], NoData]):
 
 
 class BaselineVariabilityCheck(CheckRecord[Literal[Check.BASELINE_VARIABILITY],
-                                           BaselineVariabilityData | GateShared]):
+                                           BaselineVariabilityData | GateInstancesServed]):
     pass
 
 

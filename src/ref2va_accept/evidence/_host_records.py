@@ -8,8 +8,9 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field
 
-from ref2va_accept.core import Reason
+from ref2va_accept.core import Check, CheckStatus, Reason
 from ref2va_accept.evidence._base import Number, Record
+from ref2va_accept.evidence._checks import CheckResult
 from ref2va_accept.evidence._closed_sets import (
     DeviceKind,
     EngineKind,
@@ -91,13 +92,19 @@ class Campaign(Record):
 
 
 class ProcessRecord(Record):
+    """A process of an instance as its stop saw it (psutil's name and status; "gone")."""
+
     pid: int
     name: str
     status: str
 
 
 class StopStep(Record):
-    """One step of stopping an instance, in order (engines.StopStep)."""
+    """One step of stopping an instance, in order: what was signalled (the server's main
+    process, then its group and every process of it found outside, then whatever is left), when
+    (seconds since the stop began) and how many of its processes were alive when the step's
+    wait ended (`waited_s`: how long that wait was). Its writer (engines) rounds the seconds to
+    the millisecond."""
 
     action: Literal["SIGTERM main", "SIGTERM group", "SIGKILL"]
     at_s: Number
@@ -106,8 +113,9 @@ class StopStep(Record):
 
 
 class Cleanup(Record):
-    """What stopping one instance took and what it left behind (engines.CleanupAudit.to_dict);
-    the payload of an `audit` event."""
+    """What stopping one instance took and what it left behind (the engines' cleanup audit,
+    written by EngineInstance.stop, its seconds rounded to the millisecond); the payload of an
+    `audit` event."""
 
     arm: str
     instance: str
@@ -125,6 +133,16 @@ class Cleanup(Record):
     steps: list[StopStep] = Field(
         description="the stop in order: SIGTERM to the main process, a measured wait, then to "
                     "the group, then SIGKILL")
+
+    def check(self) -> CheckResult:
+        """The instance's `cleanup` check: a pass, or a failure (`incomplete_cleanup`) naming
+        what the stop left behind."""
+        track = self.instance.split(".", 1)[0]
+        return CheckResult(
+            track, self.arm, Check.CLEANUP,
+            CheckStatus.PASS if self.clean else CheckStatus.FAIL,
+            None if self.clean else Reason.INCOMPLETE_CLEANUP, "; ".join(self.problems),
+            {"instance": self.instance, "stop_s": self.stop_s})
 
 
 class Instance(Record):
@@ -149,7 +167,8 @@ class Instance(Record):
 
 
 class IdentityRow(Record):
-    """One engine.source_pin field beside the host's value (campaign.identity.IdentityRow)."""
+    """One engine.source_pin field beside the host's value (built by campaign.identity.compare
+    and import_rows)."""
 
     field: str
     frozen: str
@@ -236,7 +255,8 @@ DeviceMemory: TypeAlias = Annotated[DeviceMemoryMeasured | DeviceMemoryNotApplic
 
 
 class Leftover(Record):
-    """An engine process of a dead run, stopped before this run's first engine."""
+    """An engine process of a dead run, stopped before this run's first engine
+    (engines.stop_leftovers)."""
 
     pid: int
     name: str

@@ -20,8 +20,8 @@ from ref2va_accept.arms import PLUGIN_NAME as PROGRESS_PLUGIN
 from ref2va_accept.arms import Arms, ProgressPlugin
 from ref2va_accept.campaign import LoadedCampaign
 from ref2va_accept.core import EngineStartError
-from ref2va_accept.engines import CleanupAudit, InstanceRegistry
-from ref2va_accept.evidence import EvidenceBundle
+from ref2va_accept.engines import InstanceRegistry
+from ref2va_accept.evidence import Cleanup, EvidenceBundle
 from ref2va_accept.judging import Baselines, LatencySchedules
 from ref2va_accept.plugin.state import run_state
 
@@ -33,7 +33,7 @@ def registry(config: pytest.Config) -> InstanceRegistry:
     return config.stash[REGISTRY]
 
 
-def stop_all(config: pytest.Config) -> list[CleanupAudit]:
+def stop_all(config: pytest.Config) -> list[Cleanup]:
     """Stop and audit every instance still running (none when the session started none)."""
     found = config.stash.get(REGISTRY, None)
     return found.stop_all() if found is not None else []
@@ -135,7 +135,7 @@ def arms(pytestconfig: pytest.Config, campaign: LoadedCampaign, evidence: Eviden
     # that end short (no verdicts, no report); the audit is in the evidence either way.
     if dirty and not (handlers is not None and handlers.received):
         pytest.fail("engine cleanup incomplete: " + "; ".join(
-            f"{a.instance_id}: {', '.join(a.problems)}" for a in dirty), pytrace=False)
+            f"{a.instance}: {', '.join(a.problems)}" for a in dirty), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,6 @@ from ref2va_accept.campaign.identity import IdentityToolMissing, identity_checks
 from ref2va_accept.core import ArmRole, Reason, WriteFailed, os_error_text
 from ref2va_accept.engines import (
     DONE,
-    CleanupAudit,
     MemoryGuard,
     start_reaper,
     stop_leftovers,
@@ -41,6 +40,7 @@ from ref2va_accept.engines import (
 from ref2va_accept.evidence import (
     WRITE_FAILED,
     CheckResult,
+    Cleanup,
     EvidenceBundle,
     LedgerEntry,
     TrackVerdict,
@@ -206,7 +206,7 @@ class RunState:
         self._say(f"ref2va: {self.failure_line(failure)}; the run stops, status {WRITE_FAILED}")
 
     # -- engine stops (the session registry's one audit subscriber) ------------------------------
-    def after_stop(self, audit: CleanupAudit) -> None:
+    def after_stop(self, audit: Cleanup) -> None:
         """Each stopped instance: its audit, then the device-memory wait, then a checkpoint.
         A write that fails here is the bundle's (said once, status failed_write), not the stop's:
         the next instance is still stopped and audited."""
@@ -217,9 +217,9 @@ class RunState:
         with contextlib.suppress(WriteFailed):
             self.evidence().checkpoint()
 
-    def _record_audit(self, audit: CleanupAudit) -> None:
+    def _record_audit(self, audit: Cleanup) -> None:
         bundle = self.evidence()
-        bundle.add_audit(audit.to_dict())
+        bundle.add_audit(audit.json_dict())
         bundle.add_check(audit.check())
 
     def warn_stand_ins(self, tracks: Iterable[str]) -> None:
@@ -348,7 +348,7 @@ class RunState:
         that they are gone within the grace)."""
         found = stop_leftovers(grace_s / 2)
         if found:
-            bundle.set_section("leftovers", [f.to_dict() for f in found])
+            bundle.set_section("leftovers", [f.json_dict() for f in found])
             bundle.note(stopped_line(found))
             self._say(f"ref2va: {stopped_line(found)}")
         if self.reaper is None:
@@ -378,11 +378,11 @@ class RunState:
                 self.reaper.wait(timeout=30)
             self.reaper = None
 
-    def _wait_for_memory(self, audit: CleanupAudit) -> None:
+    def _wait_for_memory(self, audit: Cleanup) -> None:
         if self.memory is None:
             return
-        track = audit.instance_id.split(".", 1)[0]
-        check = self.memory.after_stop(track, audit.arm_id, audit.instance_id)
+        track = audit.instance.split(".", 1)[0]
+        check = self.memory.after_stop(track, audit.arm, audit.instance)
         if check is not None:
             self.evidence().add_check(check)
         self._record_memory()

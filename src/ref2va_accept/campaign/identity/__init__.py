@@ -16,7 +16,6 @@ the Python version and the folders CANN may live in. A tool the pin needs but th
 """
 
 from ref2va_accept.campaign.identity.host_check import (
-    IdentityRow,
     Preflight,
     compare,
     identity_checks,
@@ -50,6 +49,7 @@ from ref2va_accept.campaign.identity.probes import (
     read_host,
     run_tool,
 )
+from ref2va_accept.evidence import IdentityRow  # built by compare and import_rows
 
 __all__ = [
     "CANN_DEFAULT_ROOTS", "CANN_ENV_VARS", "DISTRIBUTIONS", "TOOL_TIMEOUT_S", "HostProbes",

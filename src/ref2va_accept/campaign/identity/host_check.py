@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, is_placeholder
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import CheckResult, IdentityRow
 
 if TYPE_CHECKING:
     from ref2va_accept.campaign._loaded import LoadedCampaign
@@ -18,19 +18,6 @@ from ref2va_accept.campaign.identity.pin import Status, flatten_pin
 from ref2va_accept.campaign.identity.probes import HostProbes, HostValue, read_host
 
 log = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class IdentityRow:
-    field: str
-    frozen: str
-    host: str | None
-    status: Status
-    source: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "frozen": self.frozen, "host": self.host,
-                "status": self.status, "source": self.source}
-
 
 @dataclass(frozen=True)
 class Preflight:
@@ -50,7 +37,7 @@ class Preflight:
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine_kind": self.kind, "ok": self.ok,
-                "rows": [row.to_dict() for row in self.rows]}
+                "rows": [row.json_dict() for row in self.rows]}
 
     def table(self) -> str:
         head = ("field", "frozen", "host", "status")
@@ -82,7 +69,8 @@ def compare(kind: str, frozen: Mapping[str, str], host: Mapping[str, HostValue])
             status = "match"
         else:
             status = "DRIFT"
-        rows.append(IdentityRow(name, value, seen.value, status, seen.source))
+        rows.append(IdentityRow(field=name, frozen=value, host=seen.value, status=status,
+                                source=seen.source))
     return Preflight(kind, tuple(rows))
 
 
@@ -98,8 +86,8 @@ def import_rows(frozen: Mapping[str, str], probes: HostProbes) -> tuple[Identity
             continue
         seen = probes.importable(module)
         status: Status = "match" if seen.value == "importable" else "not found"
-        rows.append(IdentityRow(f"import {module}", "importable", seen.value, status,
-                                seen.source))
+        rows.append(IdentityRow(field=f"import {module}", frozen="importable", host=seen.value,
+                                status=status, source=seen.source))
     return tuple(rows)
 
 
@@ -123,7 +111,7 @@ def identity_checks(result: Preflight, track_ids: Iterable[str]) -> list[CheckRe
     A field that is not a match makes the run not evaluable (`protocol_deviation`): numbers
     measured on another stack than the frozen one do not belong to this campaign.
     """
-    data = {"rows": [row.to_dict() for row in result.rows]}
+    data = {"rows": [row.json_dict() for row in result.rows]}
     if result.ok:
         return [CheckResult(t, ArmRole.B0, Check.HOST_IDENTITY, CheckStatus.PASS, None,
                             f"all {len(result.rows)} pinned fields match the host", data)

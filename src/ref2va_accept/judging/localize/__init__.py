@@ -4,7 +4,7 @@ captured in both arms (judgement.py), its result and target (result.py), with a 
 the named module's output differs (picture.py); ``ref2va-accept localize`` (cli) runs it again
 from a finished run's evidence."""
 
-from ref2va_accept.judging.localize.capture import Call, Digest, Parting, parting, read_log
+from ref2va_accept.judging.localize.capture import Call, Digest, Divergence, divergence, read_log
 from ref2va_accept.judging.localize.picture import DiffMap, diff_map, svg
 from ref2va_accept.judging.localize.result import Localization, Target, target_of
 from ref2va_accept.judging.localize.runner import (
@@ -16,7 +16,7 @@ from ref2va_accept.judging.localize.runner import (
 )
 
 __all__ = [
-    "Call", "DiffMap", "Digest", "Localization", "LocalizationPass", "Parting", "Target",
-    "diff_map", "equal_before", "failed_gate",
-    "localize", "parting", "read_log", "svg", "target_of", "wants_pass",
+    "Call", "DiffMap", "Digest", "Divergence", "Localization", "LocalizationPass", "Target",
+    "diff_map", "divergence", "equal_before", "failed_gate",
+    "localize", "read_log", "svg", "target_of", "wants_pass",
 ]

@@ -95,8 +95,9 @@ Kind = Literal["differs", "inputs_differ", "not_run", "uncovered", "only_in_cand
 
 
 @dataclass(frozen=True)
-class Parting:
-    """Where two capture logs part (``none``: every call equal, in the same order)."""
+class Divergence:
+    """Where the candidate's capture log first parts from B0's: the first call that differs,
+    was not run, or runs out of order (``none``: every call equal, in the same order)."""
 
     kind: Kind
     b0: Call | None  # B0's call at the parting (None: only in the candidate)
@@ -205,7 +206,7 @@ def _unseen(span: list[Call], to_the_end: bool, candidate: list[Call]) -> str:
     return ""
 
 
-def parting(b0: list[Call], candidate: list[Call]) -> Parting:
+def divergence(b0: list[Call], candidate: list[Call]) -> Divergence:
     """The first place, in B0's completion order, where the candidate's calls part from B0's."""
     theirs = {call.key: call for call in candidate}
     ours = {call.key for call in b0}
@@ -222,19 +223,19 @@ def parting(b0: list[Call], candidate: list[Call]) -> Parting:
             skipped = tuple(c.label for c in span)
             unseen = _unseen(span, i + len(span) == len(b0), candidate)
             if unseen:
-                return Parting("uncovered", call, None, before, skipped=skipped, unseen=unseen)
-            return Parting("not_run", call, None, before, skipped=skipped)
+                return Divergence("uncovered", call, None, before, skipped=skipped, unseen=unseen)
+            return Divergence("not_run", call, None, before, skipped=skipped)
         # A candidate call made before this one that B0 never made: it ran in the candidate only.
         if position < len(candidate) and candidate[position].key not in ours:
-            return Parting("only_in_candidate", None, candidate[position], before)
+            return Divergence("only_in_candidate", None, candidate[position], before)
         if position < len(candidate) and candidate[position].key != call.key:
-            return Parting("order", call, candidate[position], before)
+            return Divergence("order", call, candidate[position], before)
         position += 1
         differing = differing_output(call, other)
         if differing is not None:
             kind: Kind = "differs" if _same_inputs(call, other) else "inputs_differ"
-            return Parting(kind, call, other, before, differing)
+            return Divergence(kind, call, other, before, differing)
         before = call
     if position < len(candidate):
-        return Parting("only_in_candidate", None, candidate[position], before)
-    return Parting("none", None, None, before)
+        return Divergence("only_in_candidate", None, candidate[position], before)
+    return Divergence("none", None, None, before)

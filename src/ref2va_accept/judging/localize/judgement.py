@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ref2va_accept.core import ArmRole, LocalizeError
-from ref2va_accept.judging.localize.capture import Call, Parting, differing_output, read_log
+from ref2va_accept.judging.localize.capture import Call, Divergence, differing_output, read_log
 from ref2va_accept.judging.localize.result import Target
 from ref2va_accept.tensors import point_file
 from ref2va_accept.tensors.comparison import dit_step
@@ -151,7 +151,7 @@ class Finding:
 NAMES_MODULE = ("differs", "not_run", "only_in_candidate", "order")
 
 
-def name_level_one(first: Parting, point: str, target: Target) -> Finding:
+def name_level_one(first: Divergence, point: str, target: Target) -> Finding:
     """Level 1's finding when level 2 does not run (no block differs, or B0's calls have no
     counterpart in the candidate's capture).
 
@@ -177,7 +177,7 @@ def name_level_one(first: Parting, point: str, target: Target) -> Finding:
     return Finding(True, first.where(), first.module, first.sentence())
 
 
-def not_reproduced(first: Parting, second: Parting, b0_two: list[Call],
+def not_reproduced(first: Divergence, second: Divergence, b0_two: list[Call],
                    cand_two: list[Call], candidate: str) -> str:
     """What level 2 saw instead of level 1's block parting again ("" when it did)."""
     if second.kind == "none":
@@ -194,7 +194,7 @@ def not_reproduced(first: Parting, second: Parting, b0_two: list[Call],
     return ""
 
 
-def at_stage_start(first: Parting, target: Target) -> bool:
+def at_stage_start(first: Divergence, target: Target) -> bool:
     """Whether level 1 parted at the first module the pass hooked in its stage, with inputs that
     already differ: at the first step level 1 captured (the DiT), or at an encoder's first
     hooked module (the encoders)."""
@@ -210,7 +210,7 @@ def _root(module: str) -> str:
     return module.split(".", 1)[0]
 
 
-def unseen_range(first: Parting, target: Target, equal_points: list[str]) -> str:
+def unseen_range(first: Divergence, target: Target, equal_points: list[str]) -> str:
     """What the pass could not see before the first module it hooked in its stage."""
     assert first.b0 is not None
     label = first.b0.label
@@ -231,7 +231,7 @@ def unseen_range(first: Parting, target: Target, equal_points: list[str]) -> str
     return ", ".join(parts[:-1]) + ("," if len(parts) > 2 else "") + f" or {parts[-1]}"
 
 
-def name_inside(first: Parting, second: Parting, target: Target,
+def name_inside(first: Divergence, second: Divergence, target: Target,
                 equal_points: list[str]) -> Finding:
     """Level 2's finding, once it reproduced level 1 (``target``: level 1's)."""
     within = str(first.module)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ref2va_accept.core import Check, CheckStatus
 from ref2va_accept.evidence import CheckResult
-from ref2va_accept.judging.localize.capture import Parting
+from ref2va_accept.judging.localize.capture import Divergence
 from ref2va_accept.judging.localize.picture import DiffMap
 from ref2va_accept.tensors.comparison import dit_step
 from ref2va_contract.diagnostics import CAPTURE_DIT, CAPTURE_ENCODERS
@@ -72,8 +72,8 @@ class Localization:
     sentence: str = ""  # where, in words (or why no place is named)
     module: str | None = None  # the module path named (None: outside any module, or not found)
     where: str = ""  # the place in a few words: the module, "code between A and B", "X not run"
-    level1: Parting | None = None
-    level2: Parting | None = None
+    level1: Divergence | None = None
+    level2: Divergence | None = None
     # the named module's output (else the pictured point), B0 against the candidate
     figures: dict[str, Any] | None = None
     inputs_equal: bool | None = None
@@ -105,7 +105,7 @@ class Localization:
         }
 
 
-def _parting_dict(found: Parting | None) -> dict[str, Any] | None:
+def _parting_dict(found: Divergence | None) -> dict[str, Any] | None:
     if found is None:
         return None
     return {"kind": found.kind, "module": found.module,

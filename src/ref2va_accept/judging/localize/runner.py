@@ -10,7 +10,7 @@ Run after a lossless gate fails with ``quality_gate_failed`` (on by default; pyt
 - **Level 1** (blocks): one request per arm at the gate's seed, the stage's point dumped at each
   of those steps (the diverging one must differ again, or the divergence did not reproduce) and
   every block of the stage hooked there: each call's step and input and output digests, no
-  tensor on disk. Compared in B0's completion order (:func:`capture.parting`), this names the
+  tensor on disk. Compared in B0's completion order (:func:`capture.divergence`), this names the
   step and the first block where the runs part.
 - **Level 2** (inside the block): one more request per arm at that step, that block and every
   module inside it hooked, their tensors written. The first module whose output differs while
@@ -57,7 +57,7 @@ from ref2va_accept.core import (
     TensorFileError,
 )
 from ref2va_accept.evidence import CheckResult, LosslessGateData, check_record
-from ref2va_accept.judging.localize.capture import Call, Parting, parting
+from ref2va_accept.judging.localize.capture import Call, Divergence, divergence
 from ref2va_accept.judging.localize.judgement import (
     Finding,
     NotSeen,
@@ -207,13 +207,13 @@ class LocalizationPass:
     def _levels(self, target: Target) -> None:
         result = self.result
         b0_one, b0_calls = self._b0(target, None, 1)
-        first: Parting | None = None
+        first: Divergence | None = None
 
         def candidate_levels(engine: Any) -> tuple[Outcome, Level2 | None]:
             nonlocal first
             one, calls = self._capture(self.candidate, target, None, 1, engine)
             self._reproduced(b0_one, one)
-            first = parting(b0_calls, calls)
+            first = divergence(b0_calls, calls)
             result.level1 = first
             # Inputs that already differ may come from one of the block's own modules called
             # outside its forward (a block's modulation, say): look inside it either way.
@@ -248,7 +248,7 @@ class LocalizationPass:
         result.found, result.where, result.module = found.found, found.where, found.module
         result.sentence = found.sentence
 
-    def _inside(self, target: Target, first: Parting,
+    def _inside(self, target: Target, first: Divergence,
                 cand_two: Level2) -> None:
         """What the result says once level 2 ran (``target``: level 1's): the module it names,
         open when it does not reproduce level 1."""
@@ -261,7 +261,7 @@ class LocalizationPass:
             self._not_reproduced(first, f"level 2 could not look inside it: {exc}")
             return
         cand_out, cand_calls = cand_two
-        second = parting(b0_calls, cand_calls)
+        second = divergence(b0_calls, cand_calls)
         self.result.level2 = second
         missed = not_reproduced(first, second, b0_calls, cand_calls, self.candidate)
         if missed:
@@ -273,13 +273,13 @@ class LocalizationPass:
             self.result.inputs_equal = named.kind == "differs"
             self._show_module(named, b0_two.dump_dir, cand_out.dump_dir)  # type: ignore[arg-type]
 
-    def _not_reproduced(self, first: Parting, what: str) -> None:
+    def _not_reproduced(self, first: Divergence, what: str) -> None:
         step = f" at step {first.step}" if first.step is not None else ""
         self._say(Finding(False, f"{first.module} (not reproduced)", None,
                           f"not reproduced: level 1 found {first.sentence()}{step}; {what}; no "
                           "place is named"))
 
-    def _at(self, target: Target, found: Parting) -> Target:
+    def _at(self, target: Target, found: Divergence) -> Target:
         """Level 2's target: the one step where level 1 saw the runs part."""
         step = found.step if found.step is not None else target.step
         self.result.target = Target(target.stage, step, step) if target.stage == CAPTURE_DIT \
@@ -312,7 +312,7 @@ class LocalizationPass:
         self.result.picture = diff_map(a, b)
         self.result.picture_of = label
 
-    def _show_module(self, named: Parting, b0_dir: Path, cand_dir: Path) -> None:
+    def _show_module(self, named: Divergence, b0_dir: Path, cand_dir: Path) -> None:
         assert named.b0 is not None and named.candidate is not None
         index = named.output or 0
         files = (named.b0.outputs[index].file, named.candidate.outputs[index].file)
