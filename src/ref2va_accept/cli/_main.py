@@ -192,7 +192,7 @@ def _cmd_fill_points(args: argparse.Namespace) -> int:
 
 def _cmd_bringup(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.campaign)
-    plan = bringup.schedule(campaign, tuple(p.resolve() for p in args.policy) or None,
+    plan = bringup.step_schedule(campaign, tuple(p.resolve() for p in args.policy) or None,
                             demonstrate=not args.no_warmup_demonstration)
     cost = bringup.price(campaign, plan)
     if args.dry_run:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from ref2va_accept.bringup import price as bringup_price
-from ref2va_accept.bringup import schedule as bringup_schedule
+from ref2va_accept.bringup import step_schedule
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.core import EXIT_OK, EXIT_PROBLEM, CampaignError
 from ref2va_accept.judging.localize.price import pass_cost
@@ -83,7 +83,7 @@ def _localization(plans: dict[str, TrackPlan], prices: Prices, devices: int
 
 
 def _bringup_line(campaign: LoadedCampaign) -> tuple[str, dict[str, Any]]:
-    plan = bringup_schedule(campaign)
+    plan = step_schedule(campaign)
     cost = bringup_price(campaign, plan)
     return cost.line(plan), plan.to_dict(campaign) | {"cost": cost.to_dict()}
 
