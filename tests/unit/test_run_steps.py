@@ -21,9 +21,9 @@ from ref2va_accept.engines import (
     stopped_line,
 )
 from ref2va_accept.evidence import CheckResult, LedgerEntry
+from ref2va_accept.history import LEDGER_SCHEMA, with_attempt
 from ref2va_accept.judging import judge_tracks
 from ref2va_accept.planning import DiskCheck, DiskEstimate
-from ref2va_accept.record import LEDGER_SCHEMA, with_attempt
 
 pytestmark = pytest.mark.fast
 

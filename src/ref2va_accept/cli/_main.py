@@ -29,7 +29,7 @@ from ref2va_accept.cli import _tensors as tensors_command
 from ref2va_accept.cli._calibrate import add_command as add_calibrate_command
 from ref2va_accept.cli._localize import add_command as add_localize_command
 from ref2va_accept.cli._profile import add_command as add_profile_command
-from ref2va_accept.cli._record import add_record_commands
+from ref2va_accept.cli._runs import add_run_commands
 from ref2va_accept.cli._schema import add_schema_command
 from ref2va_accept.cli._scorers import add_scorer_commands
 from ref2va_accept.core import (
@@ -331,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_localize_command(sub)
     add_profile_command(sub)
-    add_record_commands(sub)
+    add_run_commands(sub)
     add_scorer_commands(sub)
     add_schema_command(sub)
 
