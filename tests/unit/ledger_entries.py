@@ -4,7 +4,7 @@ the budget reads them."""
 from __future__ import annotations
 
 from ref2va_accept.evidence import LedgerEntry
-from ref2va_accept.record import LEDGER_SCHEMA
+from ref2va_accept.history import LEDGER_SCHEMA
 
 
 def ledger_runs(*hours: float, devices: int = 4) -> list[LedgerEntry]:

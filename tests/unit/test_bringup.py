@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from ref2va_accept.bringup import QUESTION_IDS, BringupResult, price, schedule
+from ref2va_accept.bringup import QUESTION_IDS, BringupResult, price, step_schedule
 from ref2va_accept.bringup.patch import PatchError, set_scalar
 from ref2va_accept.bringup.rows import complete, confirmed, contradicted
-from ref2va_accept.bringup.schedule import CacheSteps
+from ref2va_accept.bringup.step_schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from tests.unit.evidence_schema import schema_errors
@@ -70,7 +70,7 @@ def test_set_scalar_refuses_a_key_it_cannot_find(keys: tuple[str, ...]) -> None:
 @pytest.mark.fast
 def test_the_910c_bringup_is_scheduled_and_priced_before_it_runs() -> None:
     campaign = load_campaign(CAMPAIGN_910C)
-    plan = schedule(campaign)
+    plan = step_schedule(campaign)
     assert [p.name for p in plan.policies] == ["b0.yaml", "b0-legacy-dlo.yaml"]
     assert plan.cache_dit == "cache-dit"  # not the lossless guard: that one asks for no cache
     assert (plan.track_5s, plan.track_15s) == ("5s-lossless", "15s-lossless")
@@ -99,7 +99,7 @@ def test_the_910c_bringup_is_scheduled_and_priced_before_it_runs() -> None:
     assert "worst case" not in line and ": at least " in line
     assert "(the capture overhead unpriced: its requests at a plain request's price)" in line
     # Without the demonstration it costs what the demonstration did less.
-    short = schedule(campaign, demonstrate=False)
+    short = step_schedule(campaign, demonstrate=False)
     assert short.demonstrations == () and short.starts == 3
     assert price(campaign, short).wall_s == pytest.approx(cost.wall_s - demo)
 
@@ -141,9 +141,9 @@ def test_every_question_gets_a_row_and_an_unanswered_one_stays_open() -> None:
 
 @pytest.mark.fast
 def test_the_cache_dit_requests_get_enough_steps_to_cache_and_say_so(tmp_path: Path) -> None:
-    assert schedule(load_campaign(CAMPAIGN_910C)).cache_steps == CacheSteps(4, 50, 50)
+    assert step_schedule(load_campaign(CAMPAIGN_910C)).cache_steps == CacheSteps(4, 50, 50)
     campaign = load_campaign(bringup_campaign(tmp_path, steps=4))
-    plan = schedule(campaign)
+    plan = step_schedule(campaign)
     assert plan.cache_steps == CacheSteps(warmup=4, track=4, requested=8)
     assert plan.to_dict(campaign)["cache_dit_steps"] == {
         "warmup_steps": 4, "track_steps": 4, "requested_steps": 8, "raised": True}

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ref2va_accept.arms import Outcome
-from ref2va_accept.bringup import schedule
+from ref2va_accept.bringup import step_schedule
 from ref2va_accept.bringup.judge import Judging
 from ref2va_accept.bringup.patch import PatchError, ScalarEdit, build, set_value
 from ref2va_accept.bringup.scoring import STANDINS_FOLDER, measure, resolve
@@ -34,7 +34,7 @@ CAMPAIGN_910C = ROOT / "fixtures/campaigns/910c.yaml"
 def _judging(path: Path = CAMPAIGN_910C, **schedule_args: Any) -> Judging:
     campaign = load_campaign(path)
     return Judging(campaign, SimpleNamespace(run_id="bringup-t"),
-                   schedule(campaign, **schedule_args))
+                   step_schedule(campaign, **schedule_args))
 
 
 def _outcome(latency: float | None = 10.0, ok: bool = True) -> Outcome:

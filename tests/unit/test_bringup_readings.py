@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ref2va_accept.arms import Outcome
-from ref2va_accept.bringup import QUESTIONS, schedule
+from ref2va_accept.bringup import QUESTIONS, step_schedule
 from ref2va_accept.bringup.judge import Judging, policy_row
 from ref2va_accept.bringup.probes import ffprobe_duration, h3_duration
 from ref2va_accept.bringup.readings import (
@@ -23,8 +23,8 @@ from ref2va_accept.bringup.readings import (
     mindiesd_row,
 )
 from ref2va_accept.bringup.rows import Row
-from ref2va_accept.bringup.schedule import CacheSteps
 from ref2va_accept.bringup.state import Bound, PolicyRun, ServerBounds, StopRecord
+from ref2va_accept.bringup.step_schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.engines import Release
 from ref2va_accept.timing import Sample
@@ -245,7 +245,7 @@ def test_a_15s_request_that_timed_out_or_failed_is_not_a_confirmation() -> None:
 
 def _judging() -> Judging:
     campaign = load_campaign(CAMPAIGN_910C)
-    return Judging(campaign, None, schedule(campaign))  # type: ignore[arg-type]
+    return Judging(campaign, None, step_schedule(campaign))  # type: ignore[arg-type]
 
 
 def test_the_server_bound_is_read_where_the_server_sees_it(tmp_path: Path) -> None:
@@ -483,7 +483,7 @@ def test_points_as_frozen_confirm_their_shapes_and_dtypes(tmp_path: Path) -> Non
     save_file({"latent.video": np.zeros((2, 3), np.float32)}, dump / "latent.video.safetensors")
     save_file({"cond.text": np.zeros((1, 4), np.float32)}, dump / "cond.text.safetensors")
     campaign = load_campaign(path)
-    judging = Judging(campaign, None, schedule(campaign))  # type: ignore[arg-type]
+    judging = Judging(campaign, None, step_schedule(campaign))  # type: ignore[arg-type]
     run = PolicyRun("b0.yaml", request=Outcome(_outcome().sample, {"video": {}}, (), None, dump))
     judging.judge_points("5s-lossless", run)
     shapes, dtypes = judging.rows["point_shapes"], judging.rows["point_dtypes"]

@@ -14,9 +14,9 @@ from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from ref2va_accept.core import CampaignError
 from ref2va_accept.evidence import LedgerEntry
+from ref2va_accept.history import LEDGER_SCHEMA, append
 from ref2va_accept.planning import _budget as budget
 from ref2va_accept.planning import plan_campaign
-from ref2va_accept.record import LEDGER_SCHEMA, append
 from tests.unit.ledger_entries import ledger_runs
 from tests.unit.suite_runner import ROOT, campaign_variant
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ref2va_accept.record import append
+from ref2va_accept.history import append
 from tests.unit.ledger_entries import ledger_runs
 from tests.unit.suite_runner import bundle, campaign_variant, run_pytest
 

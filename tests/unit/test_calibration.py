@@ -38,7 +38,12 @@ from ref2va_accept.planning import _calibration as cal
 from ref2va_accept.planning import _calibration_cells as cal_cells
 from ref2va_accept.planning import _calibration_text as cal_text
 from ref2va_accept.planning import plan_campaign
-from ref2va_accept.timing import LatencySettings, latency_verdict, schedule, sequence
+from ref2va_accept.timing import (
+    LatencySettings,
+    candidate_schedule,
+    latency_schedule,
+    latency_verdict,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN_910C = ROOT / "fixtures" / "campaigns" / "910c.yaml"
@@ -86,7 +91,7 @@ def test_the_shipped_campaign_is_the_design_the_claims_are_about() -> None:
     assert (before.replication, before.ordering, before.warmups, before.max_warmups,
             before.steady_fraction, before.repeats, before.instances_per_arm) == (
         "request", "ABA", 1, 1, None, 3, None)
-    assert sequence(before, "c") == ["b0", "c", "b0"]
+    assert candidate_schedule(before, "c") == ["b0", "c", "b0"]
 
 
 @pytest.mark.parametrize("instance_sd", [0.0, 0.01, 0.03, 0.05])
@@ -135,7 +140,7 @@ def test_the_draws_follow_the_documented_noise_model() -> None:
     # between: one request's log spreads by sqrt(instance_sd^2 + within_sd^2)
     assert np.std(logs[:, 0, 0]) == pytest.approx(np.hypot(0.04, 0.02), rel=0.03)
     medians = np.exp(np.median(logs[:, :, 0], axis=0))
-    arms = sequence(s, "cache-dit")
+    arms = candidate_schedule(s, "cache-dit")
     for i, arm in enumerate(arms):
         expected = (0.45 if arm != "b0" else 1.0) * (1 + 0.01 * i)
         assert medians[i] == pytest.approx(expected, rel=0.01), (i, arm)
@@ -182,7 +187,7 @@ def test_both_decisions_take_the_not_evaluable_reasons_in_the_one_order() -> Non
     # order: a run whose warm-up never became steady and whose B0 also drifted is
     # warmup_not_steady in each; drift alone is drift; neither leaves the interval to decide.
     s = _settings()  # instance design, 2..3 warm-ups within 5%, drift tolerance 10%
-    arms = tuple(sequence(s, "c"))
+    arms = tuple(candidate_schedule(s, "c"))
     b0 = [i for i, a in enumerate(arms) if a == ArmRole.B0]
     warmups = np.ones((3, len(arms), s.max_warmups))
     warmups[0, b0[0]] = (1.0, 2.0, 1.0)  # trial 0 only: two in a row never agree
@@ -445,7 +450,7 @@ def test_the_fast_welch_decision_is_replication_decide_trial_by_trial(index: int
 
 def test_the_order_drawn_per_run_moves_instances_only_inside_their_block() -> None:
     s = _settings()
-    d = cal._positions(s, schedule(s, "t", ["a", "b"]), 2, 500, True,
+    d = cal._positions(s, latency_schedule(s, "t", ["a", "b"]), 2, 500, True,
                        np.random.default_rng(1))
     blocks = (d // 3).astype(int)
     assert (blocks == np.array([0, 0, 0, 1, 1, 1, 2, 2, 2])).all()

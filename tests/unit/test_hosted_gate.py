@@ -27,7 +27,7 @@ from ref2va_accept.planning import (
     plan_run,
     plan_track,
 )
-from ref2va_accept.timing import schedule
+from ref2va_accept.timing import latency_schedule
 from tests.unit.latency_doubles import SECONDS, THREE, ScriptedArms
 from tests.unit.suite_runner import ROOT
 
@@ -160,7 +160,7 @@ def test_a_b0_decided_first_leaves_the_gate_to_an_instance_of_its_own(
     for seed in range(100):
         drawn = dataclasses.replace(plan, latency=dataclasses.replace(plan.latency,
                                                                      order_seed=seed))
-        order = schedule(drawn.latency, "5s-lossless", THREE)
+        order = latency_schedule(drawn.latency, "5s-lossless", THREE)
         first_b0 = order.index(ArmRole.B0)
         late = [c for c in THREE if order.index(c) > first_b0]
         if late and len(late) < len(THREE):

@@ -1,5 +1,5 @@
 """What importing the judge loads, seen from a fresh interpreter (this session has imported
-everything already): neither OpenCV nor scipy until scoring needs them."""
+everything already): neither OpenCV, scipy nor torch until scoring needs them."""
 
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ def test_loading_the_plugin_imports_neither_opencv_nor_scipy() -> None:
     # A fresh interpreter: this session has imported them already.
     code = ("import sys\n"
             "import ref2va_accept.plugin\n"
-            "for name in ('selection', 'engines', 'recording', 'reporting', 'state'):\n"
+            "for name in ('selection', 'engines', 'run_evidence', 'reporting', 'state'):\n"
             "    __import__('ref2va_accept.plugin.' + name)\n"
-            "print(sorted(m for m in ('cv2', 'scipy') if m in sys.modules))\n")
+            "print(sorted(m for m in ('cv2', 'scipy', 'torch') if m in sys.modules))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=ROOT, env=env, timeout=120, check=True)

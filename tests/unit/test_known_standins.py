@@ -18,12 +18,12 @@ from ref2va_accept.campaign import load_campaign, scorer_weight_identities
 from ref2va_accept.core import Check, Reason, file_sha256
 from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
 from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.history import merge, table_lines
 from ref2va_accept.judging import _lossy as lossy
 from ref2va_accept.judging import judge
 from ref2va_accept.quality import known_standins
 from ref2va_accept.quality.registry import SCORERS, WeightIdentity, ok_score, weight_identity
 from ref2va_accept.quality.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
-from ref2va_accept.record import merge, table_lines
 from ref2va_accept.report import verdict_table_html
 from tests.unit.run_folders import finished_run
 from tests.unit.suite_runner import ROOT, campaign_variant

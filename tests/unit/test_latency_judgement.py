@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from ref2va_accept.judging import InstanceRun, distinct_plan, judge_latency
-from ref2va_accept.timing import LatencySettings, sequence, warmup_done
+from ref2va_accept.timing import LatencySettings, candidate_schedule, warmup_done
 from tests.unit.latency_doubles import INSTANCE, latency_outcome, latency_run, run_state
 
 pytestmark = pytest.mark.fast
@@ -104,12 +104,13 @@ def test_caching_probe_per_instance_needs_every_probed_instance() -> None:
     assert found["caching_probe"][:2] == ("pass", None)
 
 
-def test_sequence_interleaves_pairs_drawn_from_the_order_seed() -> None:
-    order = sequence(INSTANCE, C)
+def test_candidate_schedule_interleaves_pairs_drawn_from_the_order_seed() -> None:
+    order = candidate_schedule(INSTANCE, C)
     assert len(order) == 6 and order.count("b0") == 3
     assert all(set(order[i:i + 2]) == {"b0", C} for i in range(0, 6, 2))  # pairs
-    assert order == sequence(INSTANCE, C)  # frozen
-    orders = {tuple(sequence(dataclasses.replace(INSTANCE, order_seed=s), C)) for s in range(40)}
+    assert order == candidate_schedule(INSTANCE, C)  # frozen
+    orders = {tuple(candidate_schedule(dataclasses.replace(INSTANCE, order_seed=s), C))
+              for s in range(40)}
     assert len(orders) == 8  # every pair's order is drawn
     assert distinct_plan(INSTANCE, order, [C]) == [
         [0] if p == order.index(C) else [1] if p == order.index(C, order.index(C) + 1) else []
@@ -213,16 +214,17 @@ def test_one_slow_distinct_request_is_noise_not_caching() -> None:
 
 
 def test_request_orderings() -> None:
-    assert sequence(REQUEST, "c") == ["b0", "c", "b0"]
-    assert sequence(dataclasses.replace(REQUEST, ordering="ABBA"), "c") == ["b0", "c", "c", "b0"]
+    assert candidate_schedule(REQUEST, "c") == ["b0", "c", "b0"]
+    abba = dataclasses.replace(REQUEST, ordering="ABBA")
+    assert candidate_schedule(abba, "c") == ["b0", "c", "c", "b0"]
     ab = [dataclasses.replace(REQUEST, ordering="AB", order_seed=s) for s in range(20)]
-    assert {tuple(sequence(s, "c")) for s in ab} == {("b0", "c"), ("c", "b0")}
+    assert {tuple(candidate_schedule(s, "c")) for s in ab} == {("b0", "c"), ("c", "b0")}
 
 
 # --- the order drawn per run (protocol.order_seed: per_run) -------------------------------------
 
 def test_each_run_draws_its_own_order_seed_and_the_plans_carry_it() -> None:
-    from ref2va_accept.timing import schedule
+    from ref2va_accept.timing import latency_schedule
 
     states = [run_state() for _ in range(6)]
     seeds = {s.order_seed for s in states}
@@ -232,15 +234,15 @@ def test_each_run_draws_its_own_order_seed_and_the_plans_carry_it() -> None:
         latency = state.plans["5s-lossless"].latency
         assert latency.order_seed == state.order_seed and latency.order_drawn
         candidates = [a.id for a in state.plans["5s-lossless"].candidates]
-        orders.add(tuple(schedule(latency, "5s-lossless", candidates)))
+        orders.add(tuple(latency_schedule(latency, "5s-lossless", candidates)))
     assert len(orders) >= 2
 
 
 def test_a_given_order_seed_replays_that_order() -> None:
-    from ref2va_accept.timing import schedule
+    from ref2va_accept.timing import latency_schedule
 
     a, b = run_state(order_seed=123), run_state(order_seed=123)
     assert a.order_seed == b.order_seed == 123
     la, lb = a.plans["5s-lossless"].latency, b.plans["5s-lossless"].latency
     ids = [c.id for c in a.plans["5s-lossless"].candidates]
-    assert schedule(la, "5s-lossless", ids) == schedule(lb, "5s-lossless", ids)
+    assert latency_schedule(la, "5s-lossless", ids) == latency_schedule(lb, "5s-lossless", ids)

@@ -184,7 +184,7 @@ def test_holm_keeps_a_family_of_candidates_to_alpha() -> None:
 @pytest.mark.fast
 def test_a_rerun_is_numbered_and_names_what_the_earlier_attempts_gave() -> None:
     from ref2va_accept.evidence import LedgerEntry
-    from ref2va_accept.record import LEDGER_SCHEMA
+    from ref2va_accept.history import LEDGER_SCHEMA
 
     state = run_state()
     state.ran_tracks.add("5s-lossless")

@@ -16,8 +16,8 @@ from ref2va_accept.cli import main
 from ref2va_accept.core import CampaignError
 from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
 from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.history import _ledger as ledger
 from ref2va_accept.judging import judge_latency
-from ref2va_accept.record import _ledger as ledger
 from tests.unit.latency_doubles import INSTANCE, latency_run
 from tests.unit.suite_runner import (
     CHEAP_STEPS,

@@ -10,7 +10,7 @@ import pytest
 
 from ref2va_accept.cli import main
 from ref2va_accept.evidence import TrackVerdict
-from ref2va_accept.record import MergeInputError, MergeRefused, load_run, merge
+from ref2va_accept.history import MergeInputError, MergeRefused, load_run, merge
 from tests.unit.run_folders import LOCK, finished_run, latency_check
 
 pytestmark = pytest.mark.fast

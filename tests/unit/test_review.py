@@ -20,7 +20,7 @@ from ref2va_accept.evidence import (
     project,
     rebuild,
 )
-from ref2va_accept.record import ReviewError, ingest, pairs, write_review
+from ref2va_accept.history import ReviewError, ingest, pairs, write_review
 from tests.media_samples import write_mp4
 from tests.unit.browser import chromium
 from tests.unit.evidence_schema import read_bundle

@@ -13,9 +13,9 @@ from ref2va_accept.campaign import InputProblem, input_checks
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, Verdict
 from ref2va_accept.engines import MemoryGuard, MemoryRelease, NoDeviceProbe, stopped_line
 from ref2va_accept.evidence import CheckResult, Cleanup, LedgerEntry, Leftover, ProcessRecord
+from ref2va_accept.history import LEDGER_SCHEMA, with_attempt
 from ref2va_accept.judging import judge_tracks
 from ref2va_accept.planning import DiskCheck, DiskEstimate
-from ref2va_accept.record import LEDGER_SCHEMA, with_attempt
 
 pytestmark = pytest.mark.fast
 

@@ -26,7 +26,7 @@ from ref2va_accept.planning import (
     plan_run,
     plan_track,
 )
-from ref2va_accept.timing import LatencySettings, schedule, sequence
+from ref2va_accept.timing import LatencySettings, candidate_schedule, latency_schedule
 from tests.unit.latency_doubles import SECONDS, THREE, ScriptedArms, StandInEngine
 from tests.unit.suite_runner import ROOT, campaign_variant
 
@@ -53,14 +53,14 @@ def test_the_reference_and_host_campaigns_share_b0(plan: TrackPlan) -> None:
 
 
 def test_shared_schedule_is_blocks_of_b0_and_every_candidate(plan: TrackPlan) -> None:
-    order = schedule(plan.latency, "5s-lossless", THREE)
+    order = latency_schedule(plan.latency, "5s-lossless", THREE)
     n = plan.latency.instances_per_arm
     assert n == 3 and len(order) == 4 * n
     for block in range(n):
         assert sorted(order[4 * block:4 * block + 4]) == sorted([BASELINE, *THREE])
     # Frozen: the same order on every host and run; another track draws its own.
-    assert order == schedule(plan.latency, "5s-lossless", THREE)
-    assert order != schedule(plan.latency, "15s-lossless", THREE)
+    assert order == latency_schedule(plan.latency, "5s-lossless", THREE)
+    assert order != latency_schedule(plan.latency, "15s-lossless", THREE)
     # Not one fixed block repeated: the order seed draws each block.
     blocks = {tuple(order[4 * b:4 * b + 4]) for b in range(n)}
     assert len(blocks) > 1
@@ -68,22 +68,22 @@ def test_shared_schedule_is_blocks_of_b0_and_every_candidate(plan: TrackPlan) ->
 
 def test_one_candidate_is_exactly_the_pair_design(plan: TrackPlan) -> None:
     for candidate in THREE:
-        assert schedule(plan.latency, "5s-lossless", [candidate]) == sequence(plan.latency,
-                                                                              candidate)
+        assert (latency_schedule(plan.latency, "5s-lossless", [candidate])
+                == candidate_schedule(plan.latency, candidate))
 
 
 def test_per_candidate_b0_runs_each_candidates_own_pairs(plan: TrackPlan) -> None:
     settings = _settings(plan, baseline_instances="per_candidate")
-    order = schedule(settings, "5s-lossless", THREE)
-    assert order == [a for c in THREE for a in sequence(settings, c)]
+    order = latency_schedule(settings, "5s-lossless", THREE)
+    assert order == [a for c in THREE for a in candidate_schedule(settings, c)]
     assert Counter(order)[BASELINE] == 3 * 3
 
 
 def test_repeated_or_b0_candidates_are_refused(plan: TrackPlan) -> None:
     with pytest.raises(ValueError, match="distinct"):
-        schedule(plan.latency, "5s-lossless", ["a", "a"])
+        latency_schedule(plan.latency, "5s-lossless", ["a", "a"])
     with pytest.raises(ValueError, match="distinct"):
-        schedule(plan.latency, "5s-lossless", ["a", BASELINE])
+        latency_schedule(plan.latency, "5s-lossless", ["a", BASELINE])
 
 
 def test_shared_b0_belongs_to_the_instance_design(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_a_shared_schedule_runs_b0_once_per_track_and_judges_each_candidate(
     started = Counter(arms.starts)
     assert started[BASELINE] == 3 and started["lossless-text-kv"] == 3
     assert started["mislabelled-cache"] == 3 and started["reduction-order"] < 3
-    frozen = schedule(plan.latency, "5s-lossless", THREE)
+    frozen = latency_schedule(plan.latency, "5s-lossless", THREE)
     assert arms.starts == [a for i, a in enumerate(frozen) if a != "reduction-order"
                            or frozen[:i + 1].count(a) <= started["reduction-order"]]
     b0_values = None
@@ -170,7 +170,7 @@ def test_one_b0_serves_the_lossless_and_lossy_tracks_of_one_duration() -> None:
     assert started[BASELINE] == 3
     assert all(started[c] == 3 for c in ("lossless-text-kv", "mislabelled-cache", *LOSSY))
     tracks = ("5s-lossless", "5s-lossy")
-    frozen = schedule(lossless_plan.latency, "+".join(tracks),
+    frozen = latency_schedule(lossless_plan.latency, "+".join(tracks),
                       [f"{t}:{c}" for t, cs in zip(tracks, (THREE, LOSSY), strict=True)
                        for c in cs])
     # Started in the order drawn for the two tracks together (reduction-order, no faster than
@@ -222,7 +222,7 @@ def test_a_failed_b0_decides_every_candidate_and_starts_nothing_more(plan: Track
     schedules.cover("5s-lossless", THREE)
     results = {c: _judge(arms, schedules, c) for c in THREE}
     assert arms.starts.count(BASELINE) == 1
-    first_b0 = schedule(plan.latency, "5s-lossless", THREE).index(BASELINE)
+    first_b0 = latency_schedule(plan.latency, "5s-lossless", THREE).index(BASELINE)
     assert len(arms.starts) == first_b0 + 1
     for check in results.values():
         assert check["reason"] == "baseline_request_failed"
@@ -259,7 +259,7 @@ def test_a_b0_that_does_not_start_fails_every_scenario_of_the_schedule(
 def test_with_one_candidate_a_decided_candidate_ends_the_protocol(plan: TrackPlan) -> None:
     arms = ScriptedArms(plan, SECONDS, failing={"reduction-order": 1})
     check = _judge(arms, latency.LatencySchedules(), "reduction-order")
-    order = sequence(plan.latency, "reduction-order")
+    order = candidate_schedule(plan.latency, "reduction-order")
     stop = order.index("reduction-order")
     assert arms.starts == order[:stop + 1]
     assert check["reason"] == "candidate_request_failed"
@@ -272,7 +272,7 @@ def test_a_candidate_outside_the_collected_ones_runs_its_own_pairs(plan: TrackPl
     schedules = latency.LatencySchedules()
     schedules.cover("5s-lossless", ["lossless-text-kv"])
     _judge(arms, schedules, "mislabelled-cache")
-    assert arms.starts == sequence(plan.latency, "mislabelled-cache")
+    assert arms.starts == candidate_schedule(plan.latency, "mislabelled-cache")
 
 
 def test_per_candidate_b0_runs_each_candidates_pairs_in_its_own_scenario(
@@ -286,7 +286,7 @@ def test_per_candidate_b0_runs_each_candidates_pairs_in_its_own_scenario(
     for candidate in THREE:
         before = len(arms.starts)
         check = _judge(arms, schedules, candidate)
-        assert arms.starts[before:] == sequence(settings, candidate)
+        assert arms.starts[before:] == candidate_schedule(settings, candidate)
         assert "baseline_shared_with" not in check["data"]
     assert arms.starts.count(BASELINE) == 9
 

@@ -138,11 +138,11 @@ def test_a_stage_exports_what_its_private_modules_define() -> None:
 @pytest.mark.fast
 def test_a_stage_face_imports_its_names_unless_they_are_heavy() -> None:
     # Faces import their names (as httpx's and pytest's do). Quality's loads them when first
-    # used, as OpenCV, scipy and torch come with them; judging's, whose lossy gate imports
-    # quality's scorers, too.
+    # used, as OpenCV, scipy and torch come with them (judging's lossy gate imports its scorers
+    # when it scores, so judging's face imports its names too).
     lazy = {stage for stage in module_map.stage_order()
             if "__getattr__" in vars(importlib.import_module(f"ref2va_accept.{stage}"))}
-    assert lazy <= {"quality", "judging"}
+    assert lazy <= {"quality"}
 
 
 @pytest.mark.fast

@@ -2,7 +2,7 @@
 
 It answers every guess made without the host and every risk read in upstream's code with a row
 (confirmed, contradicted, measured or not checked), writes `bringup.html` and `bringup.json`, and
-turns what it measured into a patch of the campaign. `schedule` lists and prices what it does,
+turns what it measured into a patch of the campaign. `step_schedule` lists and prices what it does,
 so `plan` can show its cost before it runs.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from ref2va_accept.bringup.cost import BringupCost, price
 from ref2va_accept.bringup.rows import QUESTION_IDS, QUESTIONS, Row
 from ref2va_accept.bringup.runner import BringupResult, run_bringup, summary_lines
-from ref2va_accept.bringup.schedule import BringupSchedule, schedule
+from ref2va_accept.bringup.step_schedule import BringupSchedule, step_schedule
 
 __all__ = ["QUESTIONS", "QUESTION_IDS", "BringupCost", "BringupResult", "BringupSchedule", "Row",
-           "price", "run_bringup", "schedule", "summary_lines"]
+           "price", "run_bringup", "step_schedule", "summary_lines"]

@@ -1,5 +1,5 @@
 """What a bring-up costs at the campaign's prices (planning/_prices.py), step by step as
-`schedule` lists it: `plan` and `bringup --dry-run` print it, the bring-up's page too.
+`step_schedule` lists it: `plan` and `bringup --dry-run` print it, the bring-up's page too.
 
 Every start is followed by its stop (at `protocol.expected_stop_s`, else at its bound: the whole
 grace and the whole memory wait). The capture requests cost a plain request times the capture
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ref2va_accept.bringup.schedule import BringupSchedule
+from ref2va_accept.bringup.step_schedule import BringupSchedule
 from ref2va_accept.campaign import LoadedCampaign
 from ref2va_accept.planning import Prices, unpriced_text
 

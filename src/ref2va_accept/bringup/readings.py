@@ -15,8 +15,8 @@ from typing import Any
 
 from ref2va_accept.arms import Outcome
 from ref2va_accept.bringup.rows import BOUND_HEADROOM, Row, confirmed, contradicted, not_checked
-from ref2va_accept.bringup.schedule import CacheSteps
 from ref2va_accept.bringup.state import PolicyRun, ServerBounds, cache_of
+from ref2va_accept.bringup.step_schedule import CacheSteps
 from ref2va_contract.diagnostics import CACHE_DIT_PATH, ENABLED_PATH_FILE
 
 # A collective refused for its averaging op, however the backend words it: "ReduceOp.AVG",

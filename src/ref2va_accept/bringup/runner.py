@@ -1,6 +1,6 @@
 """The bring-up: one command an operator runs once on a fresh host, before anything is frozen.
 
-It makes exactly the starts and requests `schedule` lists (so `plan` prices what it spends),
+It makes exactly the starts and requests `step_schedule` lists (so `plan` prices what it spends),
 answers every question of `rows.QUESTIONS` with a row, and writes `bringup.json`,
 `bringup.html` and `bringup.patch` into its run folder beside the usual evidence (every instance,
 sample, log and dump of its engines). Each step records what it saw before the next starts; a
@@ -23,8 +23,8 @@ from ref2va_accept.bringup.cost import price
 from ref2va_accept.bringup.page import write_page
 from ref2va_accept.bringup.patch import CampaignPatch
 from ref2va_accept.bringup.rows import Row, complete, not_checked
-from ref2va_accept.bringup.schedule import display, schedule
 from ref2va_accept.bringup.state import PolicyRecord
+from ref2va_accept.bringup.step_schedule import display, step_schedule
 from ref2va_accept.bringup.steps import Steps
 from ref2va_accept.bringup.stopping import (
     EXIT_CONTRADICTED,
@@ -98,7 +98,7 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
                 warmup_demonstration: bool = True) -> BringupResult:
     """Run the bring-up of `campaign_path` and write its page, JSON and patch."""
     campaign = load_campaign(campaign_path)
-    plan = schedule(campaign, policies, demonstrate=warmup_demonstration)
+    plan = step_schedule(campaign, policies, demonstrate=warmup_demonstration)
     run_id = run_id or f"bringup-{new_run_id()}"
     sanitizer = Sanitizer.for_this_host(repo=campaign.engine_workdir(), evidence=evidence_root)
     bundle = EvidenceBundle.create(evidence_root, run_id, sanitizer)

@@ -12,8 +12,8 @@ from typing import Any
 
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.bringup.rows import Row
-from ref2va_accept.bringup.schedule import BringupSchedule
 from ref2va_accept.bringup.scoring import ScoringPrice
+from ref2va_accept.bringup.step_schedule import BringupSchedule
 from ref2va_accept.campaign import ArmSpec, LoadedCampaign
 from ref2va_accept.engines import IdleLevel, InstanceRegistry, Release, probe_for
 from ref2va_accept.evidence import CheckResult, Cleanup, EvidenceBundle, Number, Poll, Record

@@ -1,4 +1,4 @@
-"""The bring-up's steps: each starts what `schedule` lists, records what it saw before the next
+"""The bring-up's steps: each starts what `step_schedule` lists, records what it saw before the next
 starts and puts the rows it answers at once (the judgements that need several steps run last,
 judge.py)."""
 
@@ -14,13 +14,13 @@ from ref2va_accept.arms import Arms, build_request
 from ref2va_accept.bringup import probes, readings
 from ref2va_accept.bringup.judge import Judging
 from ref2va_accept.bringup.rows import confirmed, contradicted, not_checked
-from ref2va_accept.bringup.schedule import display
 from ref2va_accept.bringup.state import (
     POINT_FOR_PATH,
     TRACK_LABEL,
     PolicyRun,
     enabled_path_of,
 )
+from ref2va_accept.bringup.step_schedule import display
 from ref2va_accept.campaign import ArmSpec
 from ref2va_accept.campaign.identity import preflight
 from ref2va_accept.campaign.identity.pin import IdentityToolMissing
@@ -36,7 +36,7 @@ from ref2va_accept.timing import ReferenceFile, TimedClient
 
 
 class Steps(Judging):
-    """The steps: each starts what `schedule` lists and records what it saw (the prices'
+    """The steps: each starts what `step_schedule` lists and records what it saw (the prices'
     own steps are pricing.py's)."""
 
     # -- steps -----------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from ref2va_accept.planning import (
     run_cells,
     table,
 )
-from ref2va_accept.timing import sequence
+from ref2va_accept.timing import candidate_schedule
 
 TRIALS = 40_000  # per cell: a rate of 4.5% has a 95% upper bound near 4.7%
 COMPARE = "0.95,0.955"  # the confidences the frozen one is priced against (0.955: until issue 41)
@@ -141,7 +141,7 @@ def run_command(args: argparse.Namespace) -> list[str]:
         raise Ref2VAError(f"--candidate {args.candidate!r} is not a candidate of "
                           f"{args.campaign}; its candidates are {', '.join(ids) or 'none'}")
     before = request_design_before(settings)
-    span = max(len(sequence(d, candidate)) for d in (settings, before)) - 1
+    span = max(len(candidate_schedule(d, candidate)) for d in (settings, before)) - 1
     if 1 + drift * span <= 0:
         raise Ref2VAError(f"--drift {drift:g} makes the {span + 1}th instance's latency "
                           "non-positive")

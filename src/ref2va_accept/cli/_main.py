@@ -29,7 +29,7 @@ from ref2va_accept.cli import _tensors as tensors_command
 from ref2va_accept.cli._calibrate import add_command as add_calibrate_command
 from ref2va_accept.cli._localize import add_command as add_localize_command
 from ref2va_accept.cli._profile import add_command as add_profile_command
-from ref2va_accept.cli._record import add_record_commands
+from ref2va_accept.cli._runs import add_run_commands
 from ref2va_accept.cli._schema import add_schema_command
 from ref2va_accept.cli._scorers import add_scorer_commands
 from ref2va_accept.core import (
@@ -192,7 +192,7 @@ def _cmd_fill_points(args: argparse.Namespace) -> int:
 
 def _cmd_bringup(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.campaign)
-    plan = bringup.schedule(campaign, tuple(p.resolve() for p in args.policy) or None,
+    plan = bringup.step_schedule(campaign, tuple(p.resolve() for p in args.policy) or None,
                             demonstrate=not args.no_warmup_demonstration)
     cost = bringup.price(campaign, plan)
     if args.dry_run:
@@ -331,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_localize_command(sub)
     add_profile_command(sub)
-    add_record_commands(sub)
+    add_run_commands(sub)
     add_scorer_commands(sub)
     add_schema_command(sub)
 

@@ -1,6 +1,6 @@
 """`ref2va-accept plan`: a run's hours against the campaign's budget before it starts, every
 price it uses with where it comes from, the declared search with its what-if table, the
-localization pass a lossless failure adds and the host's bring-up. cli/_record.py registers it.
+localization pass a lossless failure adds and the host's bring-up. cli/_runs.py registers it.
 
 The localization pass is priced by judging/localize/price.py (`pass_cost`); planning sits below
 judging, so the search is handed a pricer that calls it (`pass_pricer`)."""
@@ -13,9 +13,10 @@ from dataclasses import replace
 from typing import Any
 
 from ref2va_accept.bringup import price as bringup_price
-from ref2va_accept.bringup import schedule as bringup_schedule
+from ref2va_accept.bringup import step_schedule
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.core import EXIT_OK, EXIT_PROBLEM, CampaignError
+from ref2va_accept.history import read_ledger
 from ref2va_accept.judging.localize.price import pass_cost
 from ref2va_accept.planning import (
     Arm,
@@ -30,7 +31,6 @@ from ref2va_accept.planning import (
     search_lines,
     what_if,
 )
-from ref2va_accept.record import read_ledger
 
 __all__ = ["WHAT_IF_WARMUP_STEPS", "pass_pricer", "run_plan"]
 
@@ -83,7 +83,7 @@ def _localization(plans: dict[str, TrackPlan], prices: Prices, devices: int
 
 
 def _bringup_line(campaign: LoadedCampaign) -> tuple[str, dict[str, Any]]:
-    plan = bringup_schedule(campaign)
+    plan = step_schedule(campaign)
     cost = bringup_price(campaign, plan)
     return cost.line(plan), plan.to_dict(campaign) | {"cost": cost.to_dict()}
 

@@ -1,4 +1,4 @@
-"""The evidence's records of the campaign's account, as the record stage keeps it: the run
+"""The evidence's records of the campaign's account, as the history stage keeps it: the run
 against the budget (ceilings, authorizations, what earlier runs spent, what this one plans), the
 campaign's ledger with its entries, and the ratings of the blind review ingested after a run."""
 
@@ -63,7 +63,7 @@ class LedgerEntry(OpenRecord):
 
     schema_id: Literal["ref2va-ledger/1"] = Field(alias="schema")
     # Entries written before runs had entries of their own have no kind: attempts
-    # (record/_ledger.py).
+    # (history/_ledger.py).
     kind: Literal["attempt", "run"] = "attempt"
     at: str | None = None
     run_id: str

@@ -1,9 +1,9 @@
 """Running the latency protocol of a track's candidates: frozen runs on fresh, independent servers.
 
-Each entry of the track's frozen schedule (replication.schedule: B0's instances per candidate,
-or shared by all the track's candidates) is a freshly started instance of that arm: warm-ups
-until the steady-state rule holds (recorded, excluded), then the measured requests with the
-track's seeds, and on candidate instances the caching probe's distinct requests, each right
+Each entry of the track's frozen schedule (replication.latency_schedule: B0's instances per
+candidate, or shared by all the track's candidates) is a freshly started instance of that arm:
+warm-ups until the steady-state rule holds (recorded, excluded), then the measured requests with
+the track's seeds, and on candidate instances the caching probe's distinct requests, each right
 after a measured one. Every sample goes to the evidence as it is taken; devices are probed
 before, during and after each instance. A failed request or a warm-up that never became steady
 decides that arm: its remaining instances are not started (nor anything, once B0 or every
@@ -34,7 +34,7 @@ from ref2va_accept.timing import (
     LatencySettings,
     arm_values,
     is_steady,
-    schedule,
+    latency_schedule,
     supported_reachable,
     warmup_done,
 )
@@ -240,7 +240,7 @@ def run_schedule(arms: Arms, candidates: Sequence[str],
                  members: Mapping[str, Arms] | None = None,
                  hosts: Mapping[str, GateHost] | None = None) -> ScheduleRun:
     """Every latency instance of the track for `candidates`, in the frozen order, recorded as
-    it goes (replication.schedule: B0 per candidate, or shared by all of them).
+    it goes (replication.latency_schedule: B0 per candidate, or shared by all of them).
 
     `members`: a schedule whose B0 serves the candidates of several tracks (plan.baseline_groups):
     the candidates are labels `<track>:<candidate>`, each run through its own track's Arms (B0
@@ -262,7 +262,7 @@ def run_schedule(arms: Arms, candidates: Sequence[str],
     probe = probe_for(protocol.device_kind, protocol.devices)
     tracks = plan.track_id if members is None else "+".join(
         dict.fromkeys([plan.track_id, *(m.plan.track_id for m in members.values())]))
-    order = schedule(protocol, tracks, candidates)
+    order = latency_schedule(protocol, tracks, candidates)
     distinct = distinct_plan(protocol, order, candidates)
     runs: list[InstanceRun] = []
     errors: dict[str, Exception] = {}

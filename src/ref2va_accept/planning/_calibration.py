@@ -9,7 +9,7 @@ Latencies are simulated under a multiplicative lognormal model (docs/protocol.md
 one instance factor per instance (sd: the spread between instances), one request factor per
 request, warm-ups included (sd: the noise within an instance), so the steady-state rule runs
 on warm-ups for real; an optional first-request factor models a warm-up transient. Each trial
-is judged by the protocol's own decision: `replication.sequence` orders the instances, and
+is judged by the protocol's own decision: `replication.candidate_schedule` orders the instances, and
 `replication.warmup_done`, `replication.is_steady` and `replication.decide` judge them (`exact`).
 The default is a vectorised replica of that decision (`_decide_fast`), thousands of trials at a
 time; tests/unit/test_calibration.py checks trial by trial that both give the same outcome, and
@@ -45,12 +45,12 @@ from ref2va_accept.timing import (
     Decision,
     InstanceTimes,
     LatencySettings,
+    candidate_schedule,
     decide,
     interval_k,
     is_steady,
+    latency_schedule,
     mann_whitney_counts,
-    schedule,
-    sequence,
     warmup_done,
 )
 
@@ -148,10 +148,10 @@ def _positions(settings: LatencySettings, arms: Sequence[str], k: int, trials: i
 def draw(settings: LatencySettings, candidate: str | Sequence[str], noise: Noise,
          true_ratio: float, trials: int, rng: np.random.Generator) -> Draws:
     """`candidate`: one id (the pair design) or several sharing B0's instances, all at
-    `true_ratio` (replication.schedule orders them)."""
+    `true_ratio` (replication.latency_schedule orders them)."""
     candidates = (candidate,) if isinstance(candidate, str) else tuple(candidate)
-    arms = tuple(schedule(settings, "calibration", candidates)
-                 if len(candidates) > 1 else sequence(settings, candidates[0]))
+    arms = tuple(latency_schedule(settings, "calibration", candidates)
+                 if len(candidates) > 1 else candidate_schedule(settings, candidates[0]))
     count, warm = len(arms), settings.max_warmups
     is_candidate = np.array([a != ArmRole.B0 for a in arms])
     positions = _positions(settings, arms, len(candidates), trials, noise.drawn_order, rng)

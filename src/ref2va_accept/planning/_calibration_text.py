@@ -25,8 +25,8 @@ from ref2va_accept.timing import (
     InstanceTimes,
     LatencySettings,
     arm_values,
+    candidate_schedule,
     interval_k,
-    sequence,
 )
 
 
@@ -48,7 +48,7 @@ def design_label(s: LatencySettings) -> str:
 
 def protocol_lines(s: LatencySettings, candidate: str) -> list[str]:
     order = " ".join("B" if a == ArmRole.B0 else "C"
-                     for a in sequence(s, candidate))
+                     for a in candidate_schedule(s, candidate))
     if s.replication == Unit.INSTANCE:
         unit = (f"replication instance: N={s.instances_per_arm} fresh instances per arm, "
                 f"{s.ordering} (order seed {s.order_seed}; for {candidate}: {order})")
@@ -58,7 +58,7 @@ def protocol_lines(s: LatencySettings, candidate: str) -> list[str]:
             f"until the last two agree within {_pct(s.steady_fraction)}")
     arms = arm_values(
         [InstanceTimes(a, (), (1.0,) * s.repeats)
-         for a in sequence(s, candidate)], s)
+         for a in candidate_schedule(s, candidate)], s)
     k = interval_k(len(arms[0]), len(arms[1]), s.confidence)
     if s.decision_rule == DecisionRule.WELCH:
         decision = (f"Welch interval on log values ({s.decision_rule}), one-sided "

@@ -5,7 +5,7 @@ about 292 s and a 15 s one about 1,703 s; scoring one 15 s output on every model
 dimension took 1 h 50 min of two CPU cores), so the choice of instances per arm, warm-ups,
 measured requests and gated dimensions is made with this in view. `ref2va-accept plan` and
 `verify` print it; the budget check refuses a run that would pass a ceiling. The counts come from
-the same code the run uses: the latency protocol's instance sequence (replication.sequence), its
+the same code the run uses: the latency protocol's instance order (timing.candidate_schedule), its
 caching probe, and the quality gates' request counts (planning/_request_plan.py, which a test holds
 to the gates). Warm-ups are a range when the steady-state rule may ask for more than the minimum.
 
@@ -46,7 +46,7 @@ from ref2va_accept.planning._request_plan import (
     lossy_candidate_starts,
 )
 from ref2va_accept.planning._track_plan import TrackPlan, baseline_groups, gate_groups
-from ref2va_accept.timing import sequence
+from ref2va_accept.timing import candidate_schedule
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ def _latency_parts(plan: TrackPlan, candidate: str) -> tuple[Part, Part]:
     hosting = Part(1, Requests(least + settings.repeats, most + settings.repeats), 0,
                    Requests(least, most))
     b0, cand = Part(0, Requests(0, 0)), Part(0, Requests(0, 0))
-    for arm in sequence(settings, candidate):
+    for arm in candidate_schedule(settings, candidate):
         if arm == ArmRole.B0:
             b0 = b0 + Part(1, per_instance, 0, warm)
         else:

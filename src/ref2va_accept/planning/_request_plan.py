@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from ref2va_accept.campaign import DurationClass, duration_class
 from ref2va_accept.core import ArmRole
 from ref2va_accept.planning._track_plan import TrackPlan, baseline_groups, gate_groups, needs
-from ref2va_accept.timing import LatencySettings, sequence
+from ref2va_accept.timing import LatencySettings, candidate_schedule
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def latency_requests(protocol: LatencySettings, candidate: str) -> int:
 def latency_arm_requests(protocol: LatencySettings, candidate: str) -> tuple[int, int]:
     """(B0's, the candidate's) requests of latency_requests, apart: a shared B0 sends its part
     once per track."""
-    order = sequence(protocol, candidate)
+    order = candidate_schedule(protocol, candidate)
     per_instance = protocol.warmups + protocol.repeats
     b0 = sum(per_instance for arm in order if arm == ArmRole.B0)
     return b0, (len(order) * per_instance - b0) + protocol.caching_probe_requests
@@ -106,7 +106,7 @@ def latency_arm_requests(protocol: LatencySettings, candidate: str) -> tuple[int
 
 def latency_arm_starts(protocol: LatencySettings, candidate: str) -> tuple[int, int]:
     """(B0's, the candidate's) fresh instances of run_schedule for one candidate."""
-    order = sequence(protocol, candidate)
+    order = candidate_schedule(protocol, candidate)
     b0 = sum(1 for arm in order if arm == ArmRole.B0)
     return b0, len(order) - b0
 

@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from ref2va_accept.arms import scenario_item
 from ref2va_accept.campaign import TRACK_IDS, LoadedCampaign, duration_class, quality_class
 from ref2va_accept.core import ArmRole, CampaignError, Ref2VAError
-from ref2va_accept.judging import Baselines
+from ref2va_accept.judging import Baselines, LosslessGateRunner, LossyGateRunner
 from ref2va_accept.planning import TrackPlan, baseline_groups, gate_groups, hosts_gate
 from ref2va_accept.plugin.state import run_state
-
-if TYPE_CHECKING:
-    from ref2va_accept.judging import LosslessGateRunner, LossyGateRunner
 
 CAMPAIGN_ENV = "REF2VA_CAMPAIGN"
 DEFAULT_CAMPAIGN = Path("fixtures/campaigns/reference.yaml")
@@ -176,14 +172,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def gate_runner(plan: TrackPlan, baselines: Baselines) -> LosslessGateRunner | LossyGateRunner:
-    """The track's quality gate as the scenarios run it. Imported here: the lossy gate pulls in
-    the scoring stack (OpenCV, SciPy), which loading the plugin must not."""
+    """The track's quality gate as the scenarios run it (the lossy gate imports its scorers,
+    OpenCV and SciPy, only when it scores)."""
     if plan.quality == "lossless":
-        from ref2va_accept.judging import LosslessGateRunner  # noqa: PLC0415
-
         return LosslessGateRunner(baselines)
-    from ref2va_accept.judging import LossyGateRunner  # noqa: PLC0415
-
     return LossyGateRunner(baselines)
 
 

@@ -46,6 +46,7 @@ from ref2va_accept.evidence import (
     TrackVerdict,
 )
 from ref2va_accept.evidence.sanitize import Sanitizer
+from ref2va_accept.history import LedgerError, read_ledger, with_attempt
 from ref2va_accept.judging import (
     Baselines,
     GateInstances,
@@ -62,7 +63,6 @@ from ref2va_accept.planning import (
     plan_campaign,
     plan_run,
 )
-from ref2va_accept.record import LedgerError, read_ledger, with_attempt
 
 STATE = pytest.StashKey["RunState"]()
 

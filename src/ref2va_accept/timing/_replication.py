@@ -13,7 +13,7 @@ Two units of replication:
   differ from start to start, and this design's interval speaks of that.
   With `baseline_instances: shared`, a track's N B0 instances serve all its candidates: N blocks,
   each one instance of B0 and of every candidate, in an order the order seed draws per block
-  (`schedule`); with one candidate that is exactly the pair design.
+  (`latency_schedule`); with one candidate that is exactly the pair design.
 - request (explicit, labelled): the older AB/ABA/ABBA orderings, every measured request a value.
   With one or two instances per arm its interval speaks of variation inside an instance only.
 """
@@ -31,8 +31,9 @@ from ref2va_accept.timing._settings import LatencySettings
 from ref2va_accept.timing._stats import LatencyVerdict, interval_k, latency_verdict, t_quantile
 
 
-def sequence(settings: LatencySettings, candidate: str) -> list[str]:
-    """The arms of the instances, in the order they are started (ArmRole.B0 is B0)."""
+def candidate_schedule(settings: LatencySettings, candidate: str) -> list[str]:
+    """One candidate's latency schedule against its own B0: the arms of the instances, in the
+    order they are started (ArmRole.B0 is B0)."""
     if settings.ordering == "interleaved":
         pairs = settings.instances_per_arm or 0
         # A string seed is hashed with SHA-512 by random.Random: the same order on every host.
@@ -49,19 +50,21 @@ def sequence(settings: LatencySettings, candidate: str) -> list[str]:
     return [ArmRole.B0, candidate] if first_b0 else [candidate, ArmRole.B0]
 
 
-def schedule(settings: LatencySettings, track_id: str, candidates: Sequence[str]) -> list[str]:
-    """The arms of every latency instance of a track, in start order, for `candidates`.
+def latency_schedule(settings: LatencySettings, track_id: str, candidates: Sequence[str]
+                     ) -> list[str]:
+    """A track's latency schedule: the arms of every latency instance, in start order, for
+    `candidates`.
 
     B0 per candidate (`baseline_instances: per_candidate`, or the request design): each
-    candidate's own `sequence`, one candidate after the other. Shared: N blocks of B0 and every
-    candidate once, each block shuffled by a generator seeded from the order seed, the track and
-    the candidates; one candidate gives exactly its `sequence` (the pair design), so a shared
-    B0 with one candidate is the per-candidate design.
+    candidate's own `candidate_schedule`, one candidate after the other. Shared: N blocks of B0
+    and every candidate once, each block shuffled by a generator seeded from the order seed, the
+    track and the candidates; one candidate gives exactly its `candidate_schedule` (the pair
+    design), so a shared B0 with one candidate is the per-candidate design.
     """
     if settings.baseline_instances != "shared" or settings.replication != "instance":
-        return [arm for candidate in candidates for arm in sequence(settings, candidate)]
+        return [arm for c in candidates for arm in candidate_schedule(settings, c)]
     if len(candidates) == 1:
-        return sequence(settings, candidates[0])
+        return candidate_schedule(settings, candidates[0])
     if len(set(candidates)) != len(candidates) or ArmRole.B0 in candidates:
         raise ValueError(f"candidates must be distinct and not {ArmRole.B0.value!r}: "
                          f"{list(candidates)}")

@@ -15,7 +15,7 @@ class LatencySettings:
 
     replication: Unit
     instances_per_arm: int | None  # the instance design's N; None in the request design
-    # B0's instances serve one candidate each, or all the track's candidates (replication.schedule)
+    # B0's instances serve one candidate each, or all the track's candidates (latency_schedule)
     baseline_instances: Literal["per_candidate", "shared"]
     warmups: int  # the least per instance
     max_warmups: int  # the most per instance (= warmups without a steady-state rule)

@@ -1,10 +1,10 @@
-"""The campaign's record across runs: the ledger, runs merged side by side, and the blind
-review sheet.
+"""What a campaign keeps across its runs and reads from finished ones: the ledger, runs merged
+side by side, and the blind review sheet.
 
 The modules are private; the other stages import these names from here.
 """
 
-from ref2va_accept.record._ledger import (
+from ref2va_accept.history._ledger import (
     LEDGER_ENV,
     LEDGER_SCHEMA,
     LedgerError,
@@ -17,8 +17,8 @@ from ref2va_accept.record._ledger import (
     table_lines,
     with_attempt,
 )
-from ref2va_accept.record._merge import MergeInputError, MergeRefused, load_run, merge
-from ref2va_accept.record._review import ReviewError, ingest, pairs, write_review
+from ref2va_accept.history._merge import MergeInputError, MergeRefused, load_run, merge
+from ref2va_accept.history._review import ReviewError, ingest, pairs, write_review
 
 __all__ = [
     "LEDGER_ENV",

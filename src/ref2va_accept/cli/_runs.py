@@ -1,4 +1,4 @@
-"""`ref2va-accept`'s commands about a campaign's record and its runs: plan (the budget before a
+"""`ref2va-accept`'s commands about a campaign's runs: plan (the budget before a
 run), ledger (every attempt), merge (runs side by side, or a run's lanes), lanes (the split
 `./ref2va campaign` runs) and review (the blind review sheet and its ratings). cli/_main.py
 registers them with the others; errors and exit codes are cli/_main.py's."""
@@ -14,8 +14,7 @@ from typing import Any
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli._plan import run_plan
 from ref2va_accept.core import EXIT_OK, CampaignError
-from ref2va_accept.planning import campaign_lanes
-from ref2va_accept.record import (
+from ref2va_accept.history import (
     LEDGER_ENV,
     LedgerError,
     MergeRefused,
@@ -28,8 +27,9 @@ from ref2va_accept.record import (
     table_lines,
     write_review,
 )
+from ref2va_accept.planning import campaign_lanes
 
-__all__ = ["add_record_commands"]
+__all__ = ["add_run_commands"]
 
 def _ledger_of(args: argparse.Namespace) -> Path:
     if args.file is not None:
@@ -102,7 +102,7 @@ def _cmd_lanes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_record_commands(sub: Any) -> None:
+def add_run_commands(sub: Any) -> None:
     """The record's subcommands, on cli/_main.py's subparsers."""
     p = sub.add_parser("plan", help="a run's wall and logical-device hours against the "
                        "campaign's budget, before it starts (exit 1 when it would be refused)")

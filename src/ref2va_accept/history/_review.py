@@ -53,7 +53,7 @@ from ref2va_accept.evidence import (
     utc_now,
 )
 from ref2va_accept.evidence.sanitize import Sanitizer
-from ref2va_accept.record._review_pages import (
+from ref2va_accept.history._review_pages import (
     DIFFERENCES,
     PREFERRED,
     SIDES,

@@ -1,4 +1,4 @@
-"""The review sheet's pages (record/_review.py makes the sheet and ingests its ratings): the blind
+"""The review sheet's pages (history/_review.py makes the sheet and ingests its ratings): the blind
 page with its controls and form, and the unblinded results of the ratings ingested so far."""
 
 from __future__ import annotations

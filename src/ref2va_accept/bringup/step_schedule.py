@@ -289,8 +289,8 @@ def scorings(campaign: LoadedCampaign, track_5s: str | None, track_15s: str | No
     return tuple(found)
 
 
-def schedule(campaign: LoadedCampaign, policies: tuple[Path, ...] | None = None, *,
-             demonstrate: bool = True) -> BringupSchedule:
+def step_schedule(campaign: LoadedCampaign, policies: tuple[Path, ...] | None = None, *,
+                  demonstrate: bool = True) -> BringupSchedule:
     candidate, track_5s = cache_dit_candidate(campaign), _track(campaign, "5s")
     track_15s = _track(campaign, "15s")
     lossless = any(quality_class(t) == "lossless" for t in campaign.model.tracks)

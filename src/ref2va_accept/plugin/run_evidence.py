@@ -1,4 +1,4 @@
-"""Evidence: the session's run state, the `evidence` bundle fixture, the per-track verdict
+"""The run's evidence: the session's run state, the `evidence` bundle fixture, the per-track verdict
 fixture, checkpoints of evidence.json, and the run's end (verdicts, status, the campaign's
 ledger, scrub, `latest`).
 
@@ -20,12 +20,12 @@ from ref2va_accept.arms import scenario_item
 from ref2va_accept.campaign import quality_class
 from ref2va_accept.core import Ref2VAError, WriteFailed
 from ref2va_accept.evidence import WRITE_FAILED, EvidenceBundle, TrackVerdict, new_run_id
+from ref2va_accept.history import LEDGER_ENV, candidate_entries, ledger_path, read_ledger, run_entry
+from ref2va_accept.history import append as append_to_ledger
 from ref2va_accept.judging import judge
 from ref2va_accept.plugin import engines
 from ref2va_accept.plugin.selection import campaign_path, is_campaign_item
 from ref2va_accept.plugin.state import STATE, RunState, run_state
-from ref2va_accept.record import LEDGER_ENV, candidate_entries, ledger_path, read_ledger, run_entry
-from ref2va_accept.record import append as append_to_ledger
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
