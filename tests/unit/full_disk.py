@@ -1,9 +1,8 @@
 """A full disk without root or a tmpfs: ``safe_write._write`` (where every byte of a run's evidence
 goes to disk) replaced by one that writes only what still fits and then fails with ENOSPC.
 
-In-process: ``FullDisk(...).install(monkeypatch)``. In a subprocess: ``-p tests.unit.full_disk``
-with ``REF2VA_TEST_FULL_DISK`` set to ``free=BYTES`` and/or ``names=a,b`` (a test-only plugin,
-loaded only when named; the harness never reads the variable).
+``FullDisk(...).install(monkeypatch)``, in the test's own process: a pytest session run there
+(plugin_sessions.run_in_checkout) writes through it too.
 """
 
 from __future__ import annotations
@@ -17,8 +16,6 @@ from typing import BinaryIO
 import pytest
 
 from ref2va_accept.core import _safe_write as safe_write
-
-ENV = "REF2VA_TEST_FULL_DISK"
 
 
 @dataclass
@@ -62,26 +59,3 @@ class FullDisk:
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FullDisk:
         monkeypatch.setattr(safe_write, "_write", self.write)
         return self
-
-
-def from_env(text: str) -> FullDisk:
-    disk = FullDisk()
-    for part in filter(None, text.split(";")):
-        key, _, value = part.partition("=")
-        if key == "free":
-            disk.free = int(value)
-        elif key == "names":
-            disk.names = tuple(value.split(","))
-        elif key == "after":
-            disk.after = int(value)
-        elif key == "times":
-            disk.times = int(value)
-        else:
-            raise ValueError(f"{ENV}: unknown part {part!r}")
-    return disk
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    text = os.environ.get(ENV)
-    if text:
-        safe_write._write = from_env(text).write  # type: ignore[assignment]

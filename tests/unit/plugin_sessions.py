@@ -1,8 +1,16 @@
 """Pytest sessions run inside this process, as the harness's own tests start them: the judge's
-plugin on a scenario module written into a pytester folder (:func:`run_plugin`), and the
-checkout's own collection (:func:`collect_in_checkout`). A new interpreter costs seconds of
-start-up and imports; a session here costs none of them and starts no process (the fast tier
-refuses one: tests/conftest.py)."""
+plugin on a scenario module written into a pytester folder (:func:`run_plugin`), the checkout's
+own collection (:func:`collect_in_checkout`) and the checkout's own scenarios run as a user runs
+them (:func:`run_in_checkout`). A new interpreter costs seconds of start-up and imports; a session
+here costs none of them (the collection and the pytester sessions start no process at all: the
+fast tier refuses one, tests/conftest.py).
+
+What a session here shares with the test that starts it, and why that is safe: the plugin keeps
+its run's state in the session's stash (the engine registry, the run state), installs its
+SIGINT/SIGTERM handlers only over the defaults and restores them at the session's end, stops its
+engines and tells its reaper DONE before it returns; environment variables are set for the
+session only. A test whose subject is the process itself (signals, exit codes a shell sees,
+process groups, what a fresh interpreter reads at start) keeps `suite_runner.run_pytest`."""
 
 from __future__ import annotations
 
@@ -33,6 +41,64 @@ def run_plugin(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 @dataclass(frozen=True)
+class Session:
+    """What ``python -m pytest ARGS`` would have returned, as a subprocess.CompletedProcess has
+    it (so a test reads ``returncode``, ``stdout`` and ``stderr`` whichever way it ran)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def session_of(result: pytest.RunResult) -> Session:
+    """A pytester session's exit code and output, read as a subprocess's."""
+    return Session(int(result.ret), "\n".join(result.outlines), "\n".join(result.errlines))
+
+
+def _in_checkout(args: list[str], env: dict[str, str] | None,
+                 plugins: list[object]) -> tuple[int | pytest.ExitCode, str, str]:
+    """``pytest ARGS`` from the checkout's root, in this process: its exit code, standard output
+    and standard error."""
+    modules = set(sys.modules)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            patch.chdir(ROOT)
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            ret = pytest.main(args, plugins=plugins)
+    finally:
+        # Forgotten, as pytester forgets them: the test modules and conftests it imported
+        # (tests/quality/test_lossless.py is `test_lossless`, the name of many a pytester
+        # scenario); the judge's own modules stay loaded.
+        tests = ROOT / "tests"
+        for name in set(sys.modules) - modules:
+            file = getattr(sys.modules[name], "__file__", None)
+            if file and Path(file).is_relative_to(tests):
+                del sys.modules[name]
+    return ret, out.getvalue(), err.getvalue()
+
+
+def run_in_checkout(*args: str, env: dict[str, str] | None = None) -> Session:
+    """``python -m pytest ARGS`` from the checkout's root (its pytest.ini, conftest.py and
+    plugin), run in this process: the same session, engines and evidence as in a new
+    interpreter, without the seconds one takes to start and import the judge. No timeout
+    around it, as a subprocess had: the campaign's own start-up and request timeouts bound the
+    engines, and only a hang of the judge itself would go on."""
+    ret, out, err = _in_checkout(["-p", "no:benchmark", *args], env, [])
+    return Session(int(ret), out, err)
+
+
+def judge_5s_lossless(campaign: Path, evidence: Path, candidate: str, *extra: str) -> Session:
+    """The 5 s lossless track's quality and verdict scenarios, B0 and one candidate, as a user
+    runs them (`-rA`: every outcome in the summary), in this process."""
+    return run_in_checkout("tests/quality/test_lossless.py", "tests/verdicts", "-m",
+                           "lossless and 5s", "-k", f"baseline or {candidate}", "-rA",
+                           "--campaign", str(campaign), "--evidence-dir", str(evidence), *extra)
+
+
+@dataclass(frozen=True)
 class Collection:
     """What ``pytest --collect-only -q ARGS`` said from the checkout's root."""
 
@@ -40,6 +106,8 @@ class Collection:
     nodeids: list[str]
     out: str  # its standard output
     err: str  # its standard error
+    # Each collected test's marks, by node id, as -m reads them (its own and its parents').
+    marks: dict[str, frozenset[str]]
 
 
 def collect_in_checkout(*args: str, env: dict[str, str] | None = None) -> Collection:
@@ -51,29 +119,15 @@ def collect_in_checkout(*args: str, env: dict[str, str] | None = None) -> Collec
     class Collected:
         def __init__(self) -> None:
             self.nodeids: list[str] = []
+            self.marks: dict[str, frozenset[str]] = {}
 
         def pytest_collection_finish(self, session: pytest.Session) -> None:
             self.nodeids = [item.nodeid for item in session.items]
+            self.marks = {item.nodeid: frozenset(m.name for m in item.iter_markers())
+                          for item in session.items}
 
     collected = Collected()
-    modules = set(sys.modules)
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), \
-                contextlib.redirect_stderr(err):
-            patch.chdir(ROOT)
-            for name, value in (env or {}).items():
-                patch.setenv(name, value)
-            # (No gc.collect() at the end to find unraisable exceptions: nothing runs here.)
-            ret = pytest.main(["--collect-only", "-q", "-p", "no:benchmark", "-p",
-                               "no:unraisableexception", *args], plugins=[collected])
-    finally:
-        # Forgotten, as pytester forgets them: the test modules and conftests it imported
-        # (tests/quality/test_lossless.py is `test_lossless`, the name of many a pytester
-        # scenario); the judge's own modules stay loaded.
-        tests = ROOT / "tests"
-        for name in set(sys.modules) - modules:
-            file = getattr(sys.modules[name], "__file__", None)
-            if file and Path(file).is_relative_to(tests):
-                del sys.modules[name]
-    return Collection(ret, collected.nodeids, out.getvalue(), err.getvalue())
+    # (No gc.collect() at the end to find unraisable exceptions: nothing runs here.)
+    ret, out, err = _in_checkout(["--collect-only", "-q", "-p", "no:benchmark", "-p",
+                                  "no:unraisableexception", *args], env, [collected])
+    return Collection(ret, collected.nodeids, out, err, collected.marks)

@@ -1,4 +1,5 @@
-"""Running the suite itself as a user would, in a subprocess, on copies of the campaign."""
+"""Running the suite itself as a user would, on copies of the campaign: the copies, a session in a
+subprocess (:func:`run_pytest`) and reading what a run left (its evidence, its processes)."""
 
 from __future__ import annotations
 
@@ -23,18 +24,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_pytest(*args: str, cwd: Path = ROOT, timeout: float = 300,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest ARGS`` in a new interpreter: for the tests whose subject is that process
+    (signals, exit codes, process groups, what an interpreter reads at start); the others run
+    the session in their own process (plugin_sessions.run_in_checkout)."""
     return subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
-
-
-def judge_5s_lossless(campaign: Path, evidence: Path, candidate: str,
-                      *extra: str) -> subprocess.CompletedProcess[str]:
-    """The 5 s lossless track's quality and verdict scenarios, B0 and one candidate, as a user
-    runs them (`-rA`: every outcome in the summary)."""
-    return run_pytest("tests/quality/test_lossless.py", "tests/verdicts", "-m", "lossless and 5s",
-                      "-k", f"baseline or {candidate}", "-rA", "--campaign", str(campaign),
-                      "--evidence-dir", str(evidence), *extra, timeout=600)
 
 
 # Denoising steps of a cheap copy (campaign_variant(..., steps=CHEAP_STEPS)): a B0 5 s request in

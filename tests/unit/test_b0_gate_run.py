@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, run_pytest
+from tests.unit.plugin_sessions import run_in_checkout
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant
 
 
 def test_a_sessions_lossless_and_lossy_b0_gates_share_two_instances(tmp_path: Path) -> None:
     campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/quality", "-m", "5s", "-k", "baseline",
-                        "--campaign", str(campaign), "--evidence-dir", str(evidence),
-                        timeout=900)
+    result = run_in_checkout("tests/quality", "-m", "5s", "-k", "baseline",
+                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
     assert "2 passed" in result.stdout, result.stdout[-3000:]
     found = bundle(evidence)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, run_pytest, verdict_of
+from tests.unit.plugin_sessions import run_in_checkout
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, verdict_of
 
 
 def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
@@ -22,9 +23,9 @@ def test_nondeterministic_baseline_makes_the_track_inconclusive(tmp_path: Path) 
     campaign = campaign_variant(tmp_path / "c", profile_args={"fault": "nondeterministic"},
                                 steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/quality/test_lossless.py", "-m", "lossless and 5s",
-                        "-k", "baseline or lossless-text-kv", "--campaign", str(campaign),
-                        "--evidence-dir", str(evidence), timeout=600)
+    result = run_in_checkout("tests/quality/test_lossless.py", "-m", "lossless and 5s",
+                             "-k", "baseline or lossless-text-kv", "--campaign", str(campaign),
+                             "--evidence-dir", str(evidence))
     assert result.returncode == 1
     assert "INCONCLUSIVE" in result.stdout
     found = bundle(evidence)

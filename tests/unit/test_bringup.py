@@ -194,7 +194,9 @@ def test_a_bringup_that_stops_early_exits_3_and_its_page_says_where(
 # --- on the stand-in host -------------------------------------------------------------------------
 
 def _judge_env(env: dict[str, str]) -> dict[str, str]:
-    """The stand-in host's environment with the checkout importable, as a host's shell has it."""
+    """The stand-in host's environment with the checkout importable, as a host's shell has it.
+    (Its pytest sessions run in processes of their own: the stand-in host is PATH and
+    PYTHONPATH, which an interpreter reads as it starts.)"""
     return env | {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}:{env['PYTHONPATH']}"}
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,8 @@ from ref2va_accept.core import WriteFailed, append_line, atomic_write, write_new
 from ref2va_accept.evidence import WRITE_FAILED, EvidenceBundle, rebuild
 from ref2va_accept.evidence.sanitize import Sanitizer
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.full_disk import ENV, FullDisk
-from tests.unit.plugin_sessions import MARKS, run_plugin
+from tests.unit.full_disk import FullDisk
+from tests.unit.plugin_sessions import MARKS, run_in_checkout, run_plugin
 from tests.unit.suite_runner import CHEAP_STEPS, ROOT, campaign_variant
 
 pytest_plugins = ["pytester"]
@@ -191,18 +189,16 @@ def test_a_disk_full_for_everything_still_says_the_status_on_the_terminal(
     assert not _leftovers(run)
 
 
-# -- a real scenario in a subprocess ---------------------------------------------------------------
-def test_b0_smoke_with_its_mp4_refused_ends_failed_write(tmp_path: Path) -> None:
+# -- a real scenario, its session in this process -----------------------------------------------
+def test_b0_smoke_with_its_mp4_refused_ends_failed_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     evidence = tmp_path / "evidence"
     # The write fails, not the output.
     campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
-    env = {**os.environ, ENV: "names=.mp4",
-           "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.unit.full_disk", "-p", "no:cacheprovider",
-         "-p", "no:randomly", "tests/acceptance", "-m", "5s and lossless", "-k", "b0_returns",
-         "--campaign", str(campaign), "--evidence-dir", str(evidence)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    FullDisk(names=(".mp4",)).install(monkeypatch)
+    result = run_in_checkout("-p", "no:randomly", "tests/acceptance", "-m", "5s and lossless",
+                             "-k", "b0_returns", "--campaign", str(campaign),
+                             "--evidence-dir", str(evidence))
     output = result.stdout + result.stderr
     run = (evidence / "latest").resolve()
     said = [line for line in output.splitlines() if line.startswith("ref2va: cannot write")

@@ -23,6 +23,8 @@ from tests.unit.suite_runner import ROOT, bundle, run_pytest, tagged
 
 
 def _run(tmp_path: Path, campaign: Path, env: dict[str, str]) -> tuple[Any, dict[str, Any] | None]:
+    # A session in a process of its own: the stand-in host is PATH and PYTHONPATH (the packages
+    # the identity preflight finds), which an interpreter reads as it starts.
     evidence = tmp_path / "evidence"
     result = run_pytest("tests/acceptance", "-m", "5s and lossless", "-k", "b0", "-p",
                         "no:randomly", "--campaign", str(campaign), "--evidence-dir",

@@ -10,7 +10,8 @@ import yaml
 
 def test_a_run_records_the_preflight_and_a_drift_caps_every_verdict(tmp_path: Path) -> None:
     from ref2va_accept.campaign import freeze
-    from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, run_pytest
+    from tests.unit.plugin_sessions import run_in_checkout
+    from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant
 
     pin = {"python": "2.7.18", "torch": "2.13.0+cpu", "av": "18.1.0", "av_ffmpeg": "8.1.2"}
     campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
@@ -18,8 +19,8 @@ def test_a_run_records_the_preflight_and_a_drift_caps_every_verdict(tmp_path: Pa
     data["engine"]["source_pin"] = pin
     campaign.write_text(yaml.safe_dump(data, sort_keys=False))
     freeze(campaign)  # frozen: the identity alone must cap the verdicts
-    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                        "--campaign", str(campaign), "--evidence-dir", str(tmp_path / "ev"))
+    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                             "--campaign", str(campaign), "--evidence-dir", str(tmp_path / "ev"))
     assert result.returncode == 0, result.stdout[-3000:]
     run = bundle(tmp_path / "ev")
     assert run["campaign"]["freeze"]["state"] == "frozen"

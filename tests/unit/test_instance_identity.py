@@ -50,6 +50,8 @@ def test_a_track_run_gives_every_lifetime_its_own_id_log_and_audit(tmp_path: Pat
     # its own Arms (the counter used to restart in each, and audits overwrote each other).
     evidence = tmp_path / "evidence"
     campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
+    # In a subprocess: in this process (plugin_sessions.run_in_checkout) the run measured 3 to 5 s
+    # slower, three times out of three (issue 43), for a reason not found yet.
     result = run_pytest("tests/acceptance", "-m", "5s and lossless", "--campaign",
                         str(campaign), "--evidence-dir", str(evidence), timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]

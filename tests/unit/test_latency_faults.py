@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from ref2va_accept.campaign import freeze
+from tests.unit.plugin_sessions import run_in_checkout
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     bundle,
     campaign_variant,
-    run_pytest,
     tagged,
     verdict_of,
 )
@@ -54,9 +54,8 @@ def _perf(tmp_path: Path, candidate_args: dict[str, Any], b0_args: dict[str, Any
     faults' verdicts and reasons do not rest on the output or on the latency ratio."""
     campaign = _campaign(tmp_path / "c", candidate_args, b0_args, environment, steps)
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/perf", "tests/verdicts", "-m", "lossless and 5s",
-                        "--campaign", str(campaign), "--evidence-dir", str(evidence),
-                        timeout=900)
+    result = run_in_checkout("tests/perf", "tests/verdicts", "-m", "lossless and 5s",
+                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
     return result, bundle(evidence)
 
 

@@ -19,13 +19,12 @@ from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.history import _ledger as ledger
 from ref2va_accept.judging import judge_latency
 from tests.unit.latency_doubles import INSTANCE, latency_run
+from tests.unit.plugin_sessions import judge_5s_lossless, run_in_checkout
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,
     bundle,
     campaign_variant,
-    judge_5s_lossless,
-    run_pytest,
 )
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
@@ -208,8 +207,9 @@ def test_a_ledger_that_cannot_be_written_fails_the_run_in_one_line(tmp_path: Pat
     campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
     missing = tmp_path / "no-such-folder" / "c.ledger.jsonl"
-    result = run_pytest("tests/verdicts", "-m", "lossless and 5s", "--campaign", str(campaign),
-                        "--evidence-dir", str(evidence), "--ledger", str(missing), timeout=300)
+    result = run_in_checkout("tests/verdicts", "-m", "lossless and 5s", "--campaign",
+                             str(campaign), "--evidence-dir", str(evidence), "--ledger",
+                             str(missing))
     lines = (result.stdout + result.stderr).splitlines()
     # Said once as it happens, and the terminal summary names the run's status with it.
     said = [line for line in lines if line.startswith("ref2va: cannot write c.ledger.jsonl")]

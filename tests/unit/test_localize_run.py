@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from ref2va_accept.campaign import freeze
-from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_variant, judge_5s_lossless
+from tests.unit.plugin_sessions import judge_5s_lossless
+from tests.unit.suite_runner import CHEAP_STEPS, ROOT, bundle, campaign_variant
 
 
 def _with_planted(folder: Path, planted: str, **args: str) -> Path:

@@ -6,7 +6,8 @@ track. The reference candidates do for real what their profiles say, so the verd
 Lossless-text-kv is bit-exact and about 3x faster from compute it really skips (no declared
 device time in the reference campaign), so supported; reduction-order diverges from the first
 DiT output on: its quality gate, run first, decides it and no latency instance of it starts.
-Lossless-text-kv's verdict rests on measured latency, so this run is timed.
+Lossless-text-kv's verdict rests on measured latency, so this run is timed (and its session runs
+in a process of its own, sharing nothing with the test's).
 The track's third candidate, mislabelled-cache (Cache-DiT under a lossless label), fails on its
 enabled path and its outputs, not on its latency: it is deselected here (its verdict stays open)
 and judged on a 4-step copy in test_mislabelled_cache_run.py, outside the timed phase. (A B0

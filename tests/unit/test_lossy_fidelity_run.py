@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from tests.unit.suite_runner import bundle, campaign_variant, run_pytest
+from tests.unit.plugin_sessions import run_in_checkout
+from tests.unit.suite_runner import bundle, campaign_variant
 
 
 def _check(evidence: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
@@ -32,8 +33,8 @@ def test_frozen_psnr_minimum_fails_a_candidate_vbench_would_pass(tmp_path: Path)
     data["tracks"]["5s-lossy"]["lossy_gate"]["min_psnr_db"] = 40.0
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/quality/test_lossy.py", "-m", "lossy and 5s", "-k", "mild",
-                        "--campaign", str(path), "--evidence-dir", str(evidence), timeout=900)
+    result = run_in_checkout("tests/quality/test_lossy.py", "-m", "lossy and 5s", "-k", "mild",
+                             "--campaign", str(path), "--evidence-dir", str(evidence))
     assert result.returncode == 1, result.stdout[-3000:]
     check = _check(bundle(evidence), "cache-dit-mild", "lossy_gate")
     assert check["status"] == "fail" and check["reason"] == "quality_gate_failed"

@@ -5,6 +5,9 @@ aggressive reuses most steps and must break at least one, named with its number;
 (a still video) must break the model-based vbench.background_consistency, scored with the
 stand-in CLIP ViT-B/32 the campaign pins, labelled stand-in in the evidence and the report.
 B0's own spread is in the evidence before any candidate is judged.
+
+Its session runs in a process of its own: it loads the CLIP scorer into the judge's process, and
+the model's memory goes with that process instead of staying in an xdist worker.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.campaign import freeze
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, judge_5s_lossless
+from tests.unit.plugin_sessions import judge_5s_lossless
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant
 
 
 def _checks(evidence: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:

@@ -1,5 +1,8 @@
 """The plugin as a user drives it, in pytest sessions of their own with engines: evidence, and
-interruption (track selection by marks, which needs no engine: test_plugin_selection.py)."""
+interruption (track selection by marks, which needs no engine: test_plugin_selection.py).
+
+The sessions run in this process (plugin_sessions.run_in_checkout), except the two interrupted
+ones: a Ctrl-C and a SIGKILLed engine mid-request act on a session in a process of its own."""
 
 from __future__ import annotations
 
@@ -16,12 +19,12 @@ import yaml
 
 from ref2va_accept.evidence import rebuild
 from tests.unit.evidence_schema import read_bundle
+from tests.unit.plugin_sessions import run_in_checkout
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,
     campaign_variant,
     only_run,
-    run_pytest,
     tagged,
 )
 
@@ -29,8 +32,8 @@ from tests.unit.suite_runner import (
 def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
     evidence = tmp_path / "evidence"
     campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
-    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                        "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
     bundle = read_bundle(run)
@@ -102,8 +105,8 @@ def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path)
 
 
 def _run_5s_lossless(campaign: Path, evidence: Path) -> dict[str, object]:
-    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                     "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
     bundle: dict[str, object] = read_bundle(run)
@@ -141,8 +144,8 @@ def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(
 ) -> None:
     campaign = campaign_variant(tmp_path / "c", profile_args={"fault": "crash"}, steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                     "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 1
     assert "request failed (connection_lost)" in result.stdout
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
@@ -193,8 +196,8 @@ def test_hung_engine_times_out_is_killed_and_the_cleanup_is_flagged(tmp_path: Pa
     data["engine"]["shutdown_grace_s"] = 2
     campaign.write_text(yaml.safe_dump(data, sort_keys=False))
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                     "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 1
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
     bundle = read_bundle(run)
@@ -217,8 +220,8 @@ def test_engine_failing_to_start_is_one_line_and_its_log_tail_is_in_the_evidence
     data["engine"]["command"] = [sys.executable, str(script)]
     campaign.write_text(yaml.safe_dump(data, sort_keys=False))
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                        "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 1
     said = ("engine 5s-lossless.b0.1 exited with code 1 during start-up (before /health "
             "answered); log: logs/5s-lossless.b0.1.log")

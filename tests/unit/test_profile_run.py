@@ -9,15 +9,16 @@ import json
 from pathlib import Path
 
 from ref2va_accept.core import file_sha256
-from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, only_run, run_pytest
+from tests.unit.plugin_sessions import run_in_checkout
+from tests.unit.suite_runner import CHEAP_STEPS, bundle, campaign_variant, only_run
 
 
 def test_one_steady_request_profiled_apart_from_timing(tmp_path: Path) -> None:
     campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/profile", "-m", "profile and 5s and lossless", "-k",
-                        "baseline or lossless-text-kv", "--campaign", str(campaign),
-                        "--evidence-dir", str(evidence), timeout=600)
+    result = run_in_checkout("tests/profile", "-m", "profile and 5s and lossless", "-k",
+                             "baseline or lossless-text-kv", "--campaign", str(campaign),
+                             "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
     found, run = bundle(evidence), only_run(evidence)
     entry, candidate = found["profiles"]

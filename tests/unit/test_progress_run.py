@@ -1,21 +1,19 @@
 """Progress as the user sees it over real time: the TTY ticker thread redraws the request's line
 while it runs (it sleeps, the real clock is what it shows), and the plugin's plain lines in a
-pytest session of their own on a fake scenario whose request fails at once."""
+pytest session of their own on a fake scenario whose request fails at once (in this process,
+with pytester: plugin_sessions.run_plugin)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from ref2va_accept.arms import ProgressReporter, Terminal
 from ref2va_accept.planning import Progress
+from tests.unit.plugin_sessions import MARKS, Session, run_plugin, session_of
 from tests.unit.suite_runner import ROOT
 from tests.unit.terminal_doubles import (
     REQUEST,
@@ -25,6 +23,8 @@ from tests.unit.terminal_doubles import (
     screen,
     terminal_reporter,
 )
+
+pytest_plugins = ["pytester"]
 
 REFERENCE = ROOT / "fixtures/campaigns/reference.yaml"
 
@@ -87,21 +87,16 @@ def test_harness_own():
 '''
 
 
-def _run_fake(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    5s: x\n    15s: x\n"
-                                         "    lossless: x\n    lossy: x\n")
-    (tmp_path / "test_b0_output.py").write_text(FAKE_SCENARIO)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
-         "-p", "ref2va_accept.plugin", "--rootdir", str(tmp_path), "-c", "pytest.ini",
-         "test_b0_output.py", "--campaign", str(REFERENCE),
-         "--evidence-dir", str(tmp_path / "evidence"), *args],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+def _run_fake(pytester: pytest.Pytester, *args: str) -> Session:
+    pytester.makeini(MARKS)
+    pytester.makepyfile(test_b0_output=FAKE_SCENARIO)
+    return session_of(run_plugin(pytester, "-p", "no:randomly", "test_b0_output.py",
+                                 "--campaign", str(REFERENCE),
+                                 "--evidence-dir", str(pytester.path / "evidence"), *args))
 
 
-def test_plugin_reports_a_scenarios_requests_in_plain_lines(tmp_path: Path) -> None:
-    result = _run_fake(tmp_path, "-m", "5s and lossless")
+def test_plugin_reports_a_scenarios_requests_in_plain_lines(pytester: pytest.Pytester) -> None:
+    result = _run_fake(pytester, "-m", "5s and lossless")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = [line for line in result.stdout.splitlines() if line.startswith("[ref2va]")]
     assert lines[0].startswith("[ref2va] plan: 1 request (5s: 1) in 1 scenario; expected time "
@@ -115,10 +110,11 @@ def test_plugin_reports_a_scenarios_requests_in_plain_lines(tmp_path: Path) -> N
     assert "test_b0_output.py ." in result.stdout  # pytest's own line put back for its result
 
 
-def test_plugin_is_silent_under_q_and_for_the_harness_own_tests(tmp_path: Path) -> None:
-    quiet = _run_fake(tmp_path, "-q", "-m", "5s and lossless")
+def test_plugin_is_silent_under_q_and_for_the_harness_own_tests(
+        pytester: pytest.Pytester) -> None:
+    quiet = _run_fake(pytester, "-q", "-m", "5s and lossless")
     assert quiet.returncode == 0, quiet.stdout[-3000:]
     assert "passed" in quiet.stdout and "[ref2va]" not in quiet.stdout + quiet.stderr
-    own = _run_fake(tmp_path, "-k", "harness_own")
+    own = _run_fake(pytester, "-k", "harness_own")
     assert own.returncode == 0, own.stdout[-3000:]
     assert "1 passed" in own.stdout and "[ref2va]" not in own.stdout + own.stderr

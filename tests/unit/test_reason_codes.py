@@ -17,12 +17,12 @@ import yaml
 
 from ref2va_accept.campaign import freeze
 from ref2va_accept.core import CHECK_REASON_CATEGORIES, Reason
+from tests.unit.plugin_sessions import run_in_checkout
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,
     bundle,
     campaign_variant,
-    run_pytest,
     tagged,
     verdict_of,
 )
@@ -56,8 +56,8 @@ def _campaign(folder: Path, track: str, *, b0_args: dict[str, Any] | None = None
 
 def _run(tmp_path: Path, campaign: Path, *selection: str) -> tuple[Any, dict[str, Any]]:
     evidence = tmp_path / "evidence"
-    result = run_pytest(*selection, "--campaign", str(campaign), "--evidence-dir", str(evidence),
-                        timeout=600)
+    result = run_in_checkout(*selection, "--campaign", str(campaign), "--evidence-dir",
+                             str(evidence))
     found = bundle(evidence)
     assert tagged(found["run_id"]) == []  # nothing left behind by the fault
     return result, found

@@ -16,15 +16,16 @@ from ref2va_accept.evidence import (
     project,
     read_events,
 )
-from tests.unit.suite_runner import CHEAP_STEPS, campaign_variant, only_run, run_pytest
+from tests.unit.plugin_sessions import run_in_checkout
+from tests.unit.suite_runner import CHEAP_STEPS, campaign_variant, only_run
 
 
 def test_a_real_runs_bundle_reads_into_the_records_and_dumps_back_unchanged(
         tmp_path: Path) -> None:
     evidence = tmp_path / "evidence"
     campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
-    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                        "--campaign", str(campaign), "--evidence-dir", str(evidence))
+    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
     assert result.returncode == 0, result.stdout[-3000:]
     run = only_run(evidence)
     text = (run / EVIDENCE_FILE).read_text()

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.suite_runner import CHEAP_STEPS, campaign_variant, only_run, run_pytest
+from tests.unit.plugin_sessions import run_in_checkout
+from tests.unit.suite_runner import CHEAP_STEPS, campaign_variant, only_run
 
 HOST = "gpu-node-zq7x.corp-planted.example"
 USER = "zqplantuser"
@@ -43,9 +44,9 @@ def test_planted_identifiers_never_reach_the_evidence(tmp_path: Path) -> None:
                    "PYTHONWARNINGS": ",".join(IN_LOG)}
     campaign = campaign_variant(tmp_path / "c", environment=environment, steps=CHEAP_STEPS)
     evidence = tmp_path / "evidence"
-    result = run_pytest("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                        "--campaign", str(campaign), "--evidence-dir", str(evidence),
-                        env=ENVIRONMENT)
+    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                             "--campaign", str(campaign), "--evidence-dir", str(evidence),
+                             env=ENVIRONMENT)
     assert result.returncode == 0, result.stdout[-3000:]
     run = only_run(evidence)
     hits: list[str] = []

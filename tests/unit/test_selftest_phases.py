@@ -17,43 +17,23 @@ import pytest
 import yaml
 from _pytest.mark.expression import Expression
 
+from tests.unit.plugin_sessions import collect_in_checkout
 from tests.unit.suite_runner import CHEAP_STEPS, ROOT
 from tests.unit.wrapper_checkout import SCRIPT, fake_checkout
 
 pytest_plugins = ["pytester"]
 
-MARKS_PLUGIN = """
-import os
 
-def pytest_collection_finish(session):
-    with open(os.environ["REF2VA_MARKS_OUT"], "w") as out:
-        for item in session.items:
-            marks = sorted({m.name for m in item.iter_markers()})
-            out.write(item.nodeid + "\\t" + ",".join(marks) + "\\n")
-"""
-
-
-def _collected(tmp_path: Path, *args: str) -> dict[str, set[str]]:
+def _collected(*args: str) -> dict[str, frozenset[str]]:
     """Every test the arguments collect, with the marks pytest's -m reads (iter_markers)."""
-    (tmp_path / "ref2va_marks_plugin.py").write_text(MARKS_PLUGIN)
-    out = tmp_path / "marks.tsv"
-    env = {**os.environ, "REF2VA_MARKS_OUT": str(out),
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(tmp_path),
-                                                       os.environ.get("PYTHONPATH"))))}
-    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
-                             "ref2va_marks_plugin", *args], capture_output=True, text=True,
-                            cwd=ROOT, timeout=300, env=env)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    items = {}
-    for line in out.read_text().splitlines():
-        nodeid, _, marks = line.partition("\t")
-        items[nodeid] = set(filter(None, marks.split(",")))
-    listed = {line for line in result.stdout.splitlines() if "::" in line}
-    assert listed == set(items)  # what -q lists is what the plugin saw
-    return items
+    collection = collect_in_checkout(*args)
+    assert collection.ret == 0, collection.out[-2000:] + collection.err[-2000:]
+    listed = {line for line in collection.out.splitlines() if "::" in line}
+    assert listed == set(collection.marks)  # what -q lists is what the collection saw
+    return collection.marks
 
 
-def _selected(items: dict[str, set[str]], args: list[str]) -> set[str]:
+def _selected(items: dict[str, frozenset[str]], args: list[str]) -> set[str]:
     """What a phase's arguments select of one collection: its paths and its -m, evaluated as
     pytest evaluates it (one collection instead of one per phase: each takes seconds of CPU)."""
     paths: list[str] = []
@@ -83,10 +63,11 @@ def _phase(pattern: str) -> list[str]:
 def test_the_phases_run_exactly_the_serial_selftest(tmp_path: Path) -> None:
     serial = re.search(r"SELFTEST_PATHS=\(([^)]*)\)", SCRIPT)
     assert serial, "./ref2va names the serial selftest's paths in SELFTEST_PATHS"
-    items = _collected(tmp_path, *serial.group(1).split())
+    items = _collected(*serial.group(1).split())
     everything = set(items)
     timed = _selected(items, _phase(r"tests/unit -m timed"))
-    # The acceptance phase runs on the 4-step copy the script makes, as the script makes it.
+    # The acceptance phase runs on the 4-step copy the script makes, as the script makes it (the
+    # script's own command, in a process of its own).
     copy = subprocess.run([sys.executable, "-m", "tests.unit.suite_runner", "cheap-copy",
                            str(tmp_path / "c")], capture_output=True, text=True, cwd=ROOT,
                           check=True).stdout.strip()

@@ -1,6 +1,9 @@
 """Signals and leftovers (issue 13): the wrapper hands SIGTERM to pytest, a second Ctrl-C stops the
 engines at once and still ends with a report, and engines die with the judge even under SIGKILL,
-or the next run stops them and says so."""
+or the next run stops them and says so.
+
+Every session here runs in a process of its own: that process, its signals and its death are
+what is under test."""
 
 from __future__ import annotations
 
