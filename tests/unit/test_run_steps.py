@@ -14,7 +14,7 @@ from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, Verdict
 from ref2va_accept.engines import MemoryGuard, MemoryRelease, NoDeviceProbe, stopped_line
 from ref2va_accept.evidence import CheckResult, Cleanup, LedgerEntry, Leftover, ProcessRecord
 from ref2va_accept.judging import judge_tracks
-from ref2va_accept.planning import DiskCheck, DiskEstimate
+from ref2va_accept.planning import DiskEstimate, disk_record, disk_skipped_line
 from ref2va_accept.record import LEDGER_SCHEMA, with_attempt
 
 pytestmark = pytest.mark.fast
@@ -54,9 +54,8 @@ def test_a_clean_stop_passes_its_cleanup_check_and_a_dirty_one_fails_it() -> Non
 
 
 def test_a_skipped_disk_check_says_what_it_found() -> None:
-    result = DiskCheck(DiskEstimate((), 0), Path("evidence"), Path("evidence"), 10 * 10**9,
-                       skipped=True)
-    line = result.skipped_line("evidence")
+    result = disk_record(DiskEstimate((), 0), Path("evidence"), 10 * 10**9, skipped=True)
+    line = disk_skipped_line(result, "evidence")
     assert line.startswith("ref2va: disk check skipped (--ref2va-skip-disk-check): needs about")
     assert "10 GB free on the filesystem of evidence" in line
 

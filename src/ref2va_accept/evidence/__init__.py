@@ -6,12 +6,15 @@ The modules are private; the other stages import these names from here.
 
 from ref2va_accept.evidence._base import JsonNumber, Number, Record
 from ref2va_accept.evidence._budget_records import (
+    Authorization,
+    Budget,
     Difference,
     HumanEvaluation,
     LedgerEntry,
     Preference,
     Rating,
     RatingSummary,
+    Spent,
 )
 from ref2va_accept.evidence._bundle import (
     SCHEMA_PATH,
@@ -50,11 +53,13 @@ from ref2va_accept.evidence._host_records import (
     Cleanup,
     DeviceMemoryMeasured,
     DeviceMemoryNotApplicable,
+    Disk,
     IdentityRow,
     Leftover,
     Poll,
     ProcessRecord,
     StopStep,
+    TrackNeed,
 )
 from ref2va_accept.evidence._latency_records import (
     LatencyData,
@@ -122,10 +127,12 @@ __all__ = [
     "ArmComparison",
     "AudioComparisonRecord",
     "AudioStatsRecord",
+    "Authorization",
     "B0MediaCheck",
     "BaselineDeterminismData",
     "BaselineVariabilityCheck",
     "BaselineVariabilityData",
+    "Budget",
     "Bundle",
     "CheckResult",
     "Cleanup",
@@ -138,6 +145,7 @@ __all__ = [
     "DeviceMemoryNotApplicable",
     "DiffPicture",
     "Difference",
+    "Disk",
     "EnabledPathAuditCheck",
     "Event",
     "EventLog",
@@ -187,9 +195,11 @@ __all__ = [
     "Sample",
     "ScorerWeightsCheck",
     "ServerPeak",
+    "Spent",
     "Spread",
     "StepTime",
     "StopStep",
+    "TrackNeed",
     "TrackVerdict",
     "VerdictRecord",
     "bundle_text",

@@ -275,8 +275,8 @@ class TrackNeed(Record):
 
 
 class Disk(Record):
-    """The run's evidence size estimated before any engine started (planning.DiskCheck.to_dict),
-    against the free space of the evidence folder's filesystem."""
+    """The run's evidence size estimated before any engine started (built by
+    planning.check_disk), against the free space of the evidence folder's filesystem."""
 
     estimate_bytes: int = Field(ge=0)
     margin: Number = Field(ge=1)

@@ -59,6 +59,8 @@ from ref2va_accept.planning import (
     TrackPlan,
     check_budget,
     check_disk,
+    disk_refusal,
+    disk_skipped_line,
     plan_campaign,
     plan_run,
 )
@@ -270,13 +272,13 @@ class RunState:
         result = check_disk(plan_run(items, self.plans), self.plans, self.evidence_root,
                             skipped=skip)
         bundle = self.evidence()
-        bundle.set_section("disk", result.to_dict())
+        bundle.set_section("disk", result.json_dict())
         if result.fits:
             bundle.checkpoint()
             return None
-        line = result.refusal(str(self.evidence_root))
+        line = disk_refusal(result, str(self.evidence_root))
         if skip:
-            said = result.skipped_line(str(self.evidence_root))
+            said = disk_skipped_line(result, str(self.evidence_root))
             bundle.note(said)
             self._say(said)
             bundle.checkpoint()
@@ -299,7 +301,7 @@ class RunState:
         self.ledger_entries = tuple(earlier)
         result = check_budget(self.campaign, plans, earlier)
         bundle = self.evidence()
-        bundle.set_section("budget", result.to_dict())
+        bundle.set_section("budget", result.json_dict())
         refusal = result.refusal()
         if refusal is None:
             bundle.checkpoint()
