@@ -62,6 +62,7 @@ from ref2va_accept.evidence._host_records import (
     TrackNeed,
 )
 from ref2va_accept.evidence._latency_records import (
+    Futility,
     LatencyData,
     LatencyInstance,
     LatencyStopped,
@@ -153,6 +154,7 @@ __all__ = [
     "EvidenceLogError",
     "FidelityFigures",
     "FigureDelta",
+    "Futility",
     "GateError",
     "HumanEvaluation",
     "IdentityRow",

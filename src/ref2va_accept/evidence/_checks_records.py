@@ -251,7 +251,7 @@ class LocalizedFigures(PointRecord):
 
 
 class DiffPicture(Record):
-    """Where the output differs, binned (judging.localize.picture.DiffMap)."""
+    """Where the output differs, binned (built by judging.localize.diff_map)."""
 
     shape: list[int]
     rows: int
