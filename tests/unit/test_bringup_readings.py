@@ -22,11 +22,11 @@ from ref2va_accept.bringup.readings import (
     long_rows,
     mindiesd_row,
 )
-from ref2va_accept.bringup.rows import Row
 from ref2va_accept.bringup.schedule import CacheSteps
 from ref2va_accept.bringup.state import Bound, PolicyRun, ServerBounds, StopRecord
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.engines import Release
+from ref2va_accept.evidence import BringupRow
 from ref2va_accept.timing import Sample
 from tests.unit.suite_runner import ROOT
 
@@ -53,7 +53,7 @@ def _path(backend: str = "cache_dit", reused: list[int] | None = None, **more: A
     return {"cache": {"backend": backend, "reused_steps": reused or []}, **more}
 
 
-def _by_id(rows: list[Row]) -> dict[str, Row]:
+def _by_id(rows: list[BringupRow]) -> dict[str, BringupRow]:
     return {r.id: r for r in rows}
 
 

@@ -11,12 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.arms import Arms, Outcome
-from ref2va_accept.bringup.rows import Row
 from ref2va_accept.bringup.schedule import BringupSchedule
 from ref2va_accept.bringup.scoring import ScoringPrice
 from ref2va_accept.campaign import ArmSpec, LoadedCampaign
 from ref2va_accept.engines import IdleLevel, InstanceRegistry, Release, probe_for
-from ref2va_accept.evidence import CheckResult, Cleanup, EvidenceBundle, Number, Poll, Record
+from ref2va_accept.evidence import (
+    BringupRow,
+    CheckResult,
+    Cleanup,
+    EvidenceBundle,
+    Number,
+    Poll,
+    Record,
+)
 from ref2va_accept.planning import Arm, TrackPlan, plan_track
 from ref2va_contract.diagnostics import ENABLED_PATH_FILE, TEXT_ENCODER_TP_KEY
 from ref2va_contract.launch import PROJECT_ENV_PREFIX
@@ -226,7 +233,7 @@ class BringupState:
     bundle: EvidenceBundle
     plan: BringupSchedule
     registry: InstanceRegistry = field(default_factory=InstanceRegistry)
-    rows: dict[str, Row] = field(default_factory=dict)
+    rows: dict[str, BringupRow] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     policies: list[PolicyRun] = field(default_factory=list)
     idle: IdleLevel | None = None
@@ -259,7 +266,7 @@ class BringupState:
     def model(self) -> Any:
         return self.campaign.model
 
-    def put(self, row: Row) -> None:
+    def put(self, row: BringupRow) -> None:
         self.rows[row.id] = row
         log.info("bring-up: %s", row.line())
 

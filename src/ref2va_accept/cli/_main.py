@@ -207,7 +207,7 @@ def _cmd_bringup(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps({"folder": result.folder.name, "counts": result.counts(),
                                      "failure": result.failure, "exit_code": result.exit_code,
-                                     "rows": [r.to_dict() for r in result.rows]},
+                                     "rows": [r.json_dict() for r in result.rows]},
                                     indent=2) + "\n")
     else:
         sys.stdout.write("\n".join(bringup.summary_lines(result)) + "\n")

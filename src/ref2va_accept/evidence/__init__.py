@@ -50,6 +50,7 @@ from ref2va_accept.evidence._checks_records import (
     check_record,
 )
 from ref2va_accept.evidence._host_records import (
+    BringupRow,
     Cleanup,
     DeviceMemoryMeasured,
     DeviceMemoryNotApplicable,
@@ -133,6 +134,7 @@ __all__ = [
     "BaselineDeterminismData",
     "BaselineVariabilityCheck",
     "BaselineVariabilityData",
+    "BringupRow",
     "Budget",
     "Bundle",
     "CheckResult",

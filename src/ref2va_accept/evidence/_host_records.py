@@ -178,15 +178,19 @@ class IdentityRow(Record):
 
 
 class BringupRow(Record):
-    """One row of a host bring-up (bringup.rows.Row.to_dict)."""
+    """One row of a host bring-up (built by bringup.rows' confirmed, contradicted, measured
+    and not_checked)."""
 
     id: str
     kind: RowKind
     question: str
     status: RowStatus
-    seen: str
-    detail: str
+    seen: str  # the value seen on the host, or why nothing was seen
+    detail: str  # how it was checked, where to look
     data: dict[str, Any]
+
+    def line(self) -> str:
+        return f"{self.status.upper():<12} {self.id}: {self.seen}"
 
 
 class Bringup(Record):
