@@ -23,10 +23,14 @@ SHA_A, SHA_B = "a" * 64, "b" * 64
 
 
 def test_input_problems_fail_each_track_they_touch_once_on_b0() -> None:
-    problems = [InputProblem("5s-lossless", "image", "inputs/ref.png", SHA_A, SHA_B),
-                InputProblem("5s-lossy", "image", "inputs/ref.png", SHA_A, SHA_B),
-                InputProblem("5s-lossless", "audio", "inputs/ref.wav", SHA_A, None,
-                             "no such file")]
+    def problem(track: str, name: str, path: str, found: str | None,
+                unreadable: str | None = None) -> InputProblem:
+        return InputProblem(track=track, field=name, path=path, expected_sha256=SHA_A,
+                            found_sha256=found, unreadable=unreadable)
+
+    problems = [problem("5s-lossless", "image", "inputs/ref.png", SHA_B),
+                problem("5s-lossy", "image", "inputs/ref.png", SHA_B),
+                problem("5s-lossless", "audio", "inputs/ref.wav", None, "no such file")]
     checks = input_checks(problems)
     assert [(c.track, c.arm, c.name, c.status, c.reason) for c in checks] == [
         ("5s-lossless", ArmRole.B0, Check.INPUTS, CheckStatus.FAIL, Reason.PROTOCOL_DEVIATION),

@@ -50,7 +50,7 @@ class Steps(Judging):
             self.put(not_checked("mindiesd", f"the identity preflight did not read the imports: "
                                  f"{self.preflight_error}"))
             return
-        self.data["preflight"] = result.to_dict()
+        self.data["preflight"] = result.json_dict()
         fields = [r for r in result.rows if not r.field.startswith("import ")]
         unread = [r for r in fields if r.status == "not found"]
         if unread:

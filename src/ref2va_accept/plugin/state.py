@@ -334,7 +334,7 @@ class RunState:
             result = preflight(campaign)
         except IdentityToolMissing as exc:
             pytest.exit(f"ref2va preflight: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-        bundle.set_section("host_identity", result.to_dict())
+        bundle.set_section("host_identity", result.json_dict())
         for check in identity_checks(result, campaign.model.tracks):
             bundle.add_check(check)
         devices = campaign.model.devices
