@@ -361,8 +361,8 @@ def test_the_imports_stay_open_when_the_preflight_did_not_read_them() -> None:
 def _stop(instance: str, *, sigkill: bool = False, alive_after: int = 0,
           held_mb: float = 0.0) -> StopRecord:
     """One stop as Steps.stop records it: the audit's and the release's own records."""
-    from ref2va_accept.engines import Poll, Release
-    from ref2va_accept.evidence import Cleanup, ProcessRecord, StopStep
+    from ref2va_accept.engines import Release
+    from ref2va_accept.evidence import Cleanup, Poll, ProcessRecord, StopStep
 
     killed = [ProcessRecord(pid=7, name="vllm", status="zombie")] if sigkill else []
     problems = ["needed SIGKILL for 1 process"] if sigkill else []
@@ -372,7 +372,8 @@ def _stop(instance: str, *, sigkill: bool = False, alive_after: int = 0,
                     steps=[StopStep(action="SIGTERM main", at_s=0.0, waited_s=2.04,
                                     alive_after=alive_after)])
     release = Release(not held_mb, 120.0 if held_mb else 3.5, {3: held_mb} if held_mb else {},
-                      (Poll(1.0, True, {3: 100.0 + held_mb}, None),),
+                      (Poll(at_s=1.0, readable=True, used_mb={"3": 100.0 + held_mb},
+                            problem=None),),
                       "still held" if held_mb else None)
     return StopRecord.model_validate({"audit": audit.json_dict(), "release": release.to_dict()})
 

@@ -150,7 +150,7 @@ def _steps(work: Steps) -> None:
     if campaign.model.devices.kind != "none":
         work.step = "the idle device memory"
         work.idle = read_idle(work.probe(), campaign.model.devices.visible)
-        work.data["idle"] = work.idle.to_dict()
+        work.data["idle"] = work.idle.json_dict()
     for profile in plan.policies:
         work.step = f"B0 with {display(campaign, profile)}"
         first = not any(r.served for r in work.policies)

@@ -14,12 +14,13 @@ from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.bringup.schedule import BringupSchedule
 from ref2va_accept.bringup.scoring import ScoringPrice
 from ref2va_accept.campaign import ArmSpec, LoadedCampaign
-from ref2va_accept.engines import IdleLevel, InstanceRegistry, Release, probe_for
+from ref2va_accept.engines import InstanceRegistry, Release, probe_for
 from ref2va_accept.evidence import (
     BringupRow,
     CheckResult,
     Cleanup,
     EvidenceBundle,
+    IdleLevel,
     Number,
     Poll,
     Record,

@@ -196,7 +196,7 @@ class Steps(Judging):
             run.hbm_problem = snapshot.problem
             return
         run.hbm_loaded_mb = {str(d): round(snapshot.memory_used_mb.get(d, 0.0)
-                                           - self.idle.used_mb.get(d, 0.0), 1)
+                                           - self.idle.used_mb.get(str(d), 0.0), 1)
                              for d in self.model.devices.visible}
 
     def stop(self, engine: EngineInstance, run: PolicyRun | None) -> Release | None:

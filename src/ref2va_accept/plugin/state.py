@@ -391,7 +391,7 @@ class RunState:
 
     def _record_memory(self) -> None:
         if self.memory is not None and self.bundle is not None:
-            self.bundle.set_section("device_memory", self.memory.to_dict())
+            self.bundle.set_section("device_memory", self.memory.record().json_dict())
 
     # -- verdicts --------------------------------------------------------------------------------
     @property
