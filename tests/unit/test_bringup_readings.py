@@ -421,7 +421,7 @@ def test_the_page_shows_each_memory_policy_as_recorded() -> None:
     served = PolicyRun("b0.yaml", started=True, start_s=61.25, hbm_loaded_mb={"3": 2048.0},
                        request=Outcome(Sample("s1", "b0", "5s", "bringup", 0, 42, "t", ok=True,
                                               latency_s=12.34), {"video": {}}, ()),
-                       stop=stop.audit.json_dict())
+                       stop=stop.audit)
     refused = PolicyRun("legacy.yaml", start_error="exited 1", hbm_problem="probe unreadable")
     table = _policies_table([served.record(), refused.record()])
     assert ("<tr><td>b0.yaml</td><td>61.2 s</td><td>{&#x27;3&#x27;: 2048.0}</td>"

@@ -155,7 +155,7 @@ def _steps(work: Steps) -> None:
         work.step = f"B0 with {display(campaign, profile)}"
         first = not any(r.served for r in work.policies)
         work.policy(profile, first)
-        work.data["policies"] = [r.to_dict() for r in work.policies]
+        work.data["policies"] = [r.record().json_dict() for r in work.policies]
         work.bundle.checkpoint()
     work.step = "the Cache-DiT server"
     work.cache_dit()
@@ -174,7 +174,7 @@ def _finish(work: Steps, campaign: LoadedCampaign, cost_line: str, failure: str 
             signalled: int | None, elapsed_s: float) -> BringupResult:
     """The rows (every question once), the patch, the page and the evidence's end."""
     bundle = work.bundle
-    work.data["policies"] = [r.to_dict() for r in work.policies]
+    work.data["policies"] = [r.record().json_dict() for r in work.policies]
     work.data["elapsed_s"] = elapsed_s
     work.data["failure"] = failure
     why = (f"not reached: the bring-up did not finish ({failure})" if failure

@@ -66,7 +66,7 @@ class StopRecord(Record):
 
 
 class RequestSummary(Record):
-    """A memory-policy profile's request, as bringup.json records it (PolicyRun.to_dict)."""
+    """A memory-policy profile's request, as bringup.json records it (PolicyRun.record)."""
 
     ok: bool
     complete: bool
@@ -77,7 +77,7 @@ class RequestSummary(Record):
 
 
 class PolicyRecord(Record):
-    """One B0 memory-policy profile as bringup.json records it (PolicyRun.to_dict): what the
+    """One B0 memory-policy profile as bringup.json records it (PolicyRun.record): what the
     page shows."""
 
     profile: str
@@ -120,7 +120,7 @@ class PolicyRun:
     request: Outcome | None = None
     enabled_path: dict[str, Any] | None = None
     dump_folders: int = 0
-    stop: dict[str, Any] | None = None
+    stop: Cleanup | None = None  # the stop's audit
     release: Release | None = None
     tp_expected: int | None = None  # the profile's text-encoder-tp-size (None: it sets none)
 
@@ -134,26 +134,23 @@ class PolicyRun:
         value = (self.enabled_path or {}).get(TEXT_ENCODER_TP_KEY)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    def to_dict(self) -> dict[str, Any]:
-        outcome = self.request
-        return {
-            "profile": self.profile, "started": self.started,
-            "start_s": None if self.start_s is None else round(self.start_s, 3),
-            "start_error": self.start_error, "hbm_loaded_mb": self.hbm_loaded_mb,
-            "hbm_problem": self.hbm_problem,
-            "request": None if outcome is None else {
-                "ok": outcome.sample.ok, "complete": outcome.complete,
-                "latency_s": outcome.sample.latency_s, "sha256": outcome.sample.sha256,
-                "explain": outcome.explain(), "sample_id": outcome.sample.sample_id},
-            "enabled_path": self.enabled_path, "dump_folders": self.dump_folders,
-            "text_encoder_tp": {"profile": self.tp_expected, "server": self.tp_seen},
-            "stop": self.stop,
-            "release": None if self.release is None else self.release.to_dict(),
-        }
-
     def record(self) -> PolicyRecord:
         """As bringup.json records it, typed (the page reads it)."""
-        return PolicyRecord.model_validate(self.to_dict())
+        outcome = self.request
+        return PolicyRecord(
+            profile=self.profile, started=self.started,
+            start_s=None if self.start_s is None else round(self.start_s, 3),
+            start_error=self.start_error, hbm_loaded_mb=self.hbm_loaded_mb,
+            hbm_problem=self.hbm_problem,
+            request=None if outcome is None else RequestSummary(
+                ok=outcome.sample.ok, complete=outcome.complete,
+                latency_s=outcome.sample.latency_s, sha256=outcome.sample.sha256,
+                explain=outcome.explain(), sample_id=outcome.sample.sample_id),
+            enabled_path=self.enabled_path, dump_folders=self.dump_folders,
+            text_encoder_tp={"profile": self.tp_expected, "server": self.tp_seen},
+            stop=self.stop,
+            release=None if self.release is None else ReleaseRecord.model_validate(
+                self.release.to_dict()))
 
 
 

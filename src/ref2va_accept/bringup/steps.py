@@ -201,13 +201,12 @@ class Steps(Judging):
 
     def stop(self, engine: EngineInstance, run: PolicyRun | None) -> Release | None:
         audit = self.registry.stop(engine)  # the evidence records it (run_bringup subscribes)
-        stop = audit.json_dict()
         release = self.record_stop(audit, f"B0 {run.profile}" if run is not None
                                    else f"Cache-DiT ({self.plan.cache_dit})")
         if run is not None:
-            run.stop, run.release = stop, release
+            run.stop, run.release = audit, release
         else:
-            self.data.setdefault("cache_dit", {})["stop"] = stop
+            self.data.setdefault("cache_dit", {})["stop"] = audit.json_dict()
             if release is not None:
                 self.data["cache_dit"]["release"] = release.to_dict()
         return release
