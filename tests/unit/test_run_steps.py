@@ -9,10 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept.campaign import InputProblem, input_checks
+from ref2va_accept.campaign import input_checks
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, Verdict
 from ref2va_accept.engines import MemoryGuard, MemoryRelease, NoDeviceProbe, stopped_line
-from ref2va_accept.evidence import CheckResult, Cleanup, LedgerEntry, Leftover, ProcessRecord
+from ref2va_accept.evidence import (
+    CheckResult,
+    Cleanup,
+    InputProblem,
+    LedgerEntry,
+    Leftover,
+    ProcessRecord,
+)
 from ref2va_accept.judging import judge_tracks
 from ref2va_accept.planning import DiskEstimate, disk_record, disk_skipped_line
 from ref2va_accept.record import LEDGER_SCHEMA, with_attempt

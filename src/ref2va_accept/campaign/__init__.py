@@ -67,7 +67,6 @@ from ref2va_accept.campaign._tracks import (
     Track,
     TrackInputs,
 )
-from ref2va_accept.evidence import InputProblem  # built by input_problems
 
 __all__ = [
     "LOCK_SCHEMA",
@@ -85,7 +84,6 @@ __all__ = [
     "DurationClass",
     "EngineSpec",
     "FreezeStatus",
-    "InputProblem",
     "LaunchProfile",
     "LoadedCampaign",
     "LossyGate",
