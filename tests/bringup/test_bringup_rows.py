@@ -44,4 +44,4 @@ def test_row(bringup: BringupResult, row_id: str) -> None:
         if not bringup.finished:
             pytest.fail(f"not checked, and the bring-up did not finish: {row.seen}")
         pytest.skip(f"not checked: {row.seen}")
-    assert row.status != "contradicted", f"{row.question.question}: contradicted: {row.seen}"
+    assert row.status != "contradicted", f"{row.question}: contradicted: {row.seen}"

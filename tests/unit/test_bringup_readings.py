@@ -22,11 +22,11 @@ from ref2va_accept.bringup.readings import (
     long_rows,
     mindiesd_row,
 )
-from ref2va_accept.bringup.rows import Row
 from ref2va_accept.bringup.state import Bound, PolicyRun, ServerBounds, StopRecord
 from ref2va_accept.bringup.step_schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.engines import Release
+from ref2va_accept.evidence import BringupRow
 from ref2va_accept.timing import Sample
 from tests.unit.suite_runner import ROOT
 
@@ -53,7 +53,7 @@ def _path(backend: str = "cache_dit", reused: list[int] | None = None, **more: A
     return {"cache": {"backend": backend, "reused_steps": reused or []}, **more}
 
 
-def _by_id(rows: list[Row]) -> dict[str, Row]:
+def _by_id(rows: list[BringupRow]) -> dict[str, BringupRow]:
     return {r.id: r for r in rows}
 
 
@@ -361,8 +361,8 @@ def test_the_imports_stay_open_when_the_preflight_did_not_read_them() -> None:
 def _stop(instance: str, *, sigkill: bool = False, alive_after: int = 0,
           held_mb: float = 0.0) -> StopRecord:
     """One stop as Steps.stop records it: the audit's and the release's own records."""
-    from ref2va_accept.engines import Poll, Release
-    from ref2va_accept.evidence import Cleanup, ProcessRecord, StopStep
+    from ref2va_accept.engines import Release
+    from ref2va_accept.evidence import Cleanup, Poll, ProcessRecord, StopStep
 
     killed = [ProcessRecord(pid=7, name="vllm", status="zombie")] if sigkill else []
     problems = ["needed SIGKILL for 1 process"] if sigkill else []
@@ -372,7 +372,8 @@ def _stop(instance: str, *, sigkill: bool = False, alive_after: int = 0,
                     steps=[StopStep(action="SIGTERM main", at_s=0.0, waited_s=2.04,
                                     alive_after=alive_after)])
     release = Release(not held_mb, 120.0 if held_mb else 3.5, {3: held_mb} if held_mb else {},
-                      (Poll(1.0, True, {3: 100.0 + held_mb}, None),),
+                      (Poll(at_s=1.0, readable=True, used_mb={"3": 100.0 + held_mb},
+                            problem=None),),
                       "still held" if held_mb else None)
     return StopRecord.model_validate({"audit": audit.json_dict(), "release": release.to_dict()})
 
@@ -420,7 +421,7 @@ def test_the_page_shows_each_memory_policy_as_recorded() -> None:
     served = PolicyRun("b0.yaml", started=True, start_s=61.25, hbm_loaded_mb={"3": 2048.0},
                        request=Outcome(Sample("s1", "b0", "5s", "bringup", 0, 42, "t", ok=True,
                                               latency_s=12.34), {"video": {}}, ()),
-                       stop=stop.audit.json_dict())
+                       stop=stop.audit)
     refused = PolicyRun("legacy.yaml", start_error="exited 1", hbm_problem="probe unreadable")
     table = _policies_table([served.record(), refused.record()])
     assert ("<tr><td>b0.yaml</td><td>61.2 s</td><td>{&#x27;3&#x27;: 2048.0}</td>"

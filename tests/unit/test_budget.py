@@ -33,7 +33,8 @@ def test_one_5s_track_fits_a_fresh_budget_and_the_second_does_not() -> None:
     fresh = budget.check_budget(campaign, plans, [])
     assert fresh.refusal() is None and fresh.devices == 4
     assert fresh.planned_wall_s is not None and 3 < fresh.planned_wall_s[1] / 3600 < 5
-    assert "every engine start, stop, request and score priced" in "\n".join(fresh.lines())
+    said = "\n".join(budget.budget_lines(fresh))
+    assert "every engine start, stop, request and score priced" in said
     # Spent and planned add up: a second run of it would pass 16 wall-hours (and 64 device-h).
     again = budget.check_budget(campaign, plans, ledger_runs(15.2))
     line = again.refusal()
@@ -84,7 +85,7 @@ def test_without_preflight_medians_only_what_was_spent_can_refuse() -> None:
     plans = plan_campaign(campaign)
     unknown = budget.check_budget(campaign, plans, ledger_runs(3, devices=0))
     assert unknown.planned_wall_s is None and unknown.refusal() is None
-    assert any("not estimated" in line for line in unknown.lines())
+    assert any("not estimated" in line for line in budget.budget_lines(unknown))
     spent = budget.check_budget(campaign, plans, ledger_runs(10, 7, devices=0))
     assert spent.refusal() is not None and "17.00 wall-hours (spent 17.00) > 16" in spent.refusal()
 

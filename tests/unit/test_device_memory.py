@@ -12,7 +12,6 @@ from ref2va_accept.core import CampaignError, Check
 from ref2va_accept.engines import (
     REASON,
     DeviceSnapshot,
-    IdleLevel,
     MemoryGuard,
     MemoryRelease,
     parse_npu_smi_info,
@@ -20,7 +19,7 @@ from ref2va_accept.engines import (
     read_idle,
     wait_for_release,
 )
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import CheckResult, IdleLevel
 from ref2va_accept.judging import VALIDITY_REASONS, judge
 from ref2va_accept.timing import latency_verdict
 
@@ -78,7 +77,7 @@ def test_fixtures_read_as_expected() -> None:
 
 def test_idle_level_is_read_per_assigned_device() -> None:
     idle = read_idle(SequenceProbe(IDLE), ASSIGNED)
-    assert idle.used_mb == {0: 3398, 1: 2869, 2: 3402, 3: 2890} and idle.problem is None
+    assert idle.used_mb == {"0": 3398, "1": 2869, "2": 3402, "3": 2890} and idle.problem is None
     assert read_idle(SequenceProbe(IDLE), (0, 7)).used_mb is None
     unreadable = read_idle(SequenceProbe(UNREADABLE), ASSIGNED)
     assert unreadable.used_mb is None and "unreadable" in (unreadable.problem or "")
@@ -91,7 +90,7 @@ def test_busy_then_idle_within_the_bound_is_released() -> None:
                                clock=clock, sleep=clock.sleep)
     assert release.released and release.held_mb == {}
     assert release.waited_s == 10.0 and clock.slept == [5, 5]
-    assert [p.used_mb[3] for p in release.polls] == [31877, 31877, 2890]
+    assert [p.used_mb["3"] for p in release.polls] == [31877, 31877, 2890]
 
 
 def test_a_device_that_stays_busy_fails_naming_it_and_the_megabytes() -> None:
@@ -107,7 +106,7 @@ def test_a_device_that_stays_busy_fails_naming_it_and_the_megabytes() -> None:
 
 
 def test_within_tolerance_counts_as_idle() -> None:
-    idle = IdleLevel({0: 3000.0}, None)
+    idle = IdleLevel(used_mb={"0": 3000.0}, problem=None)
     near = DeviceSnapshot("npu", True, (0,), (), {0: 3400.0}, None, "x")
     far = DeviceSnapshot("npu", True, (0,), (), {0: 3600.0}, None, "x")
     clock = FakeClock()
@@ -141,8 +140,9 @@ def test_unreadable_then_idle_is_released() -> None:
 
 def test_without_an_idle_level_the_wait_fails_closed() -> None:
     clock = FakeClock()
-    release = wait_for_release(SequenceProbe(IDLE), ASSIGNED, IdleLevel(None, "probe down"),
-                               SPEC, clock=clock, sleep=clock.sleep)
+    down = IdleLevel(used_mb=None, problem="probe down")
+    release = wait_for_release(SequenceProbe(IDLE), ASSIGNED, down, SPEC, clock=clock,
+                               sleep=clock.sleep)
     assert not release.released and "idle level was never read (probe down)" in release.explain()
     assert clock.slept == []
 
@@ -163,7 +163,7 @@ def test_guard_turns_a_held_device_into_a_validity_check() -> None:
                           latency=latency_verdict([300, 298, 305], [140, 141, 139]))
     verdict = judge("5s-lossless", "lossless", "c1", [check, latency])
     assert verdict.verdict == "inconclusive" and REASON in verdict.reasons
-    record = guard.to_dict()
+    record = guard.record().json_dict()
     assert record["status"] == "measured" and len(record["waits"]) == 1
     assert len(record["waits"][0]["polls"]) == 25 and record["idle"]["used_mb"]["3"] == 2890
 
@@ -187,7 +187,7 @@ def test_kind_none_polls_nothing_and_claims_nothing() -> None:
     guard.read_idle()
     assert guard.after_stop("5s-lossy", "b0", "5s-lossy.b0.1") is None
     assert probe.calls == 0
-    assert guard.to_dict()["status"] == "not_applicable"
+    assert guard.record().status == "not_applicable"
 
 
 def _campaign(release: object) -> dict[str, object]:

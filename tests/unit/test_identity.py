@@ -253,7 +253,7 @@ def test_every_vllm_omni_field_matches_a_host_that_has_the_pinned_stack(tmp_path
         "python"}
     cann = next(r for r in result.rows if r.field == "cann")
     assert cann.source == "$ASCEND_TOOLKIT_HOME/aarch64-linux/ascend_toolkit_install.info"
-    assert str(tmp_path) not in json.dumps(result.to_dict())
+    assert str(tmp_path) not in json.dumps(result.json_dict())
 
 
 def test_drift_unfilled_and_not_found_are_each_named(tmp_path: Path) -> None:

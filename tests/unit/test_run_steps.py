@@ -9,13 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from ref2va_accept.campaign import InputProblem, input_checks
+from ref2va_accept.campaign import input_checks
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, Verdict
 from ref2va_accept.engines import MemoryGuard, MemoryRelease, NoDeviceProbe, stopped_line
-from ref2va_accept.evidence import CheckResult, Cleanup, LedgerEntry, Leftover, ProcessRecord
+from ref2va_accept.evidence import (
+    CheckResult,
+    Cleanup,
+    InputProblem,
+    LedgerEntry,
+    Leftover,
+    ProcessRecord,
+)
 from ref2va_accept.history import LEDGER_SCHEMA, with_attempt
 from ref2va_accept.judging import judge_tracks
-from ref2va_accept.planning import DiskCheck, DiskEstimate
+from ref2va_accept.planning import DiskEstimate, disk_record, disk_skipped_line
 
 pytestmark = pytest.mark.fast
 
@@ -23,10 +30,14 @@ SHA_A, SHA_B = "a" * 64, "b" * 64
 
 
 def test_input_problems_fail_each_track_they_touch_once_on_b0() -> None:
-    problems = [InputProblem("5s-lossless", "image", "inputs/ref.png", SHA_A, SHA_B),
-                InputProblem("5s-lossy", "image", "inputs/ref.png", SHA_A, SHA_B),
-                InputProblem("5s-lossless", "audio", "inputs/ref.wav", SHA_A, None,
-                             "no such file")]
+    def problem(track: str, name: str, path: str, found: str | None,
+                unreadable: str | None = None) -> InputProblem:
+        return InputProblem(track=track, field=name, path=path, expected_sha256=SHA_A,
+                            found_sha256=found, unreadable=unreadable)
+
+    problems = [problem("5s-lossless", "image", "inputs/ref.png", SHA_B),
+                problem("5s-lossy", "image", "inputs/ref.png", SHA_B),
+                problem("5s-lossless", "audio", "inputs/ref.wav", None, "no such file")]
     checks = input_checks(problems)
     assert [(c.track, c.arm, c.name, c.status, c.reason) for c in checks] == [
         ("5s-lossless", ArmRole.B0, Check.INPUTS, CheckStatus.FAIL, Reason.PROTOCOL_DEVIATION),
@@ -54,9 +65,8 @@ def test_a_clean_stop_passes_its_cleanup_check_and_a_dirty_one_fails_it() -> Non
 
 
 def test_a_skipped_disk_check_says_what_it_found() -> None:
-    result = DiskCheck(DiskEstimate((), 0), Path("evidence"), Path("evidence"), 10 * 10**9,
-                       skipped=True)
-    line = result.skipped_line("evidence")
+    result = disk_record(DiskEstimate((), 0), Path("evidence"), 10 * 10**9, skipped=True)
+    line = disk_skipped_line(result, "evidence")
     assert line.startswith("ref2va: disk check skipped (--ref2va-skip-disk-check): needs about")
     assert "10 GB free on the filesystem of evidence" in line
 

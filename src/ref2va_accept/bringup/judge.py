@@ -10,10 +10,11 @@ import statistics
 from ref2va_accept.bringup import probes, readings
 from ref2va_accept.bringup.patch import CampaignPatch, ScalarEdit, build
 from ref2va_accept.bringup.pricing import Pricing
-from ref2va_accept.bringup.rows import Row, confirmed, contradicted, measured, not_checked
+from ref2va_accept.bringup.rows import confirmed, contradicted, measured, not_checked
 from ref2va_accept.bringup.state import START_TOLERANCE, PolicyRun, cache_of
 from ref2va_accept.campaign import fill_points
 from ref2va_accept.core import Ref2VAError
+from ref2va_accept.evidence import BringupRow
 from ref2va_contract.diagnostics import ENABLED_PATH_FILE, TEXT_ENCODER_TP_KEY
 
 
@@ -301,7 +302,7 @@ def _policy_line(run: PolicyRun) -> str:
     return f"{run.profile}: started in {run.start_s:.1f} s, served, {tp}{hbm}{held}"
 
 
-def policy_row(runs: list[PolicyRun], chosen: PolicyRun | None) -> Row:
+def policy_row(runs: list[PolicyRun], chosen: PolicyRun | None) -> BringupRow:
     """tp_and_memory_policy: a profile that started, served and released its memory, on a
     server that reports the profile's text-encoder-tp-size."""
     seen = "; ".join(_policy_line(r) for r in runs)
@@ -321,7 +322,7 @@ def policy_row(runs: list[PolicyRun], chosen: PolicyRun | None) -> Row:
     return confirmed("tp_and_memory_policy", seen, f"chosen: {chosen.profile}")
 
 
-def start_row(starts: list[float], estimate: float | None) -> Row:
+def start_row(starts: list[float], estimate: float | None) -> BringupRow:
     """start_time: the median start of the memory-policy profiles against the campaign's
     estimate (within START_TOLERANCE), or measured when the campaign has none."""
     if not starts:

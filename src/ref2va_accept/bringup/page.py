@@ -45,7 +45,7 @@ def _rows_table(result: BringupResult) -> str:
         colour = _COLOURS[row.status]
         out.append(f"<tr id='{_e(row.id)}'><td class='status' style='color:{colour}'>"
                    f"{_e(row.status.replace('_', ' '))}</td><td><b>{_e(row.id)}</b><br>"
-                   f"{_e(row.question.question)}</td><td>{_e(row.question.kind)}</td>"
+                   f"{_e(row.question)}</td><td>{_e(row.kind)}</td>"
                    f"<td>{_e(row.seen)}</td><td>{_e(row.detail)}</td></tr>")
     out.append("</table>")
     return "".join(out)
@@ -98,7 +98,7 @@ def write_page(result: BringupResult, campaign: LoadedCampaign, bundle: Evidence
         "campaign": campaign.path.name, "run_id": bundle.run_id,
         "questions": len(QUESTIONS), "counts": result.counts(),
         "finished": result.finished, "exit_code": result.exit_code,
-        "rows": [row.to_dict() for row in result.rows],
+        "rows": [row.json_dict() for row in result.rows],
         "patch": None if patch is None else {
             "file": PATCH_FILE if diff else None, "apply_in": apply_in,
             "changes": patch.changes, "skipped": patch.skipped},

@@ -26,7 +26,7 @@ from typing import Any
 
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.bringup.patch import ScalarEdit
-from ref2va_accept.bringup.rows import Row, confirmed, contradicted, measured, not_checked
+from ref2va_accept.bringup.rows import confirmed, contradicted, measured, not_checked
 from ref2va_accept.bringup.scoring import measure
 from ref2va_accept.bringup.state import (
     POINT_FOR_PATH,
@@ -38,7 +38,7 @@ from ref2va_accept.bringup.state import (
 )
 from ref2va_accept.core import ArmRole, CheckStatus, Ref2VAError
 from ref2va_accept.engines import EngineInstance, Release, wait_for_release
-from ref2va_accept.evidence import Cleanup
+from ref2va_accept.evidence import BringupRow, Cleanup
 from ref2va_accept.judging import demonstrate
 from ref2va_accept.judging.localize import read_log
 from ref2va_accept.planning import fmt_bytes
@@ -182,7 +182,7 @@ class Pricing(BringupState):
             "scoring": [p.to_dict() for p in self.scoring_prices],
             "scoring_missing": dict(self.scoring_missing)}
 
-    def _stop_row(self) -> Row:
+    def _stop_row(self) -> BringupRow:
         if not self.stops:
             return not_checked("stop_time", "no engine was stopped", "`ref2va-accept bringup` "
                                "measures it once an engine starts")
@@ -200,7 +200,7 @@ class Pricing(BringupState):
             "stop_time", f"slowest stop {worst:.1f} s against the estimate {estimate:g} s "
             f"({off:.0%} off): {seen}")
 
-    def _capture_row(self) -> Row:
+    def _capture_row(self) -> BringupRow:
         if not self.plan.capture_requests:
             return not_checked("capture_overhead", "the campaign has no lossless track (no "
                                "localization pass to price) or no 5 s track")
@@ -229,7 +229,7 @@ class Pricing(BringupState):
                 else "not sent"
         return f"the request did not complete: {outcome.explain()[:200]}"
 
-    def _warmup_row(self) -> Row:
+    def _warmup_row(self) -> BringupRow:
         command = (f"pytest -m warmup_demonstration --warmup-steps "
                    f"{self.plan.demonstrations[0].steps if self.plan.demonstrations else 4} "
                    f"{_campaign_arg(self)}")
@@ -253,7 +253,7 @@ class Pricing(BringupState):
             return not_checked("warmup_steps", "; ".join(open_ + good), command)
         return confirmed("warmup_steps", "; ".join(good) + " (in the patch)")
 
-    def _scoring_row(self) -> Row:
+    def _scoring_row(self) -> BringupRow:
         if not self.plan.scorings:
             return not_checked("scoring_price", "the campaign has no lossy track: nothing is "
                                "scored")

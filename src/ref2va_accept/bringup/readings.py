@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ref2va_accept.arms import Outcome
-from ref2va_accept.bringup.rows import BOUND_HEADROOM, Row, confirmed, contradicted, not_checked
+from ref2va_accept.bringup.rows import BOUND_HEADROOM, confirmed, contradicted, not_checked
 from ref2va_accept.bringup.state import PolicyRun, ServerBounds, cache_of
 from ref2va_accept.bringup.step_schedule import CacheSteps
+from ref2va_accept.evidence import BringupRow
 from ref2va_contract.diagnostics import CACHE_DIT_PATH, ENABLED_PATH_FILE
 
 # A collective refused for its averaging op, however the backend words it: "ReduceOp.AVG",
@@ -43,7 +44,7 @@ def avg_refusal(*texts: str) -> str | None:
 # -- the Cache-DiT server ------------------------------------------------------------------------
 
 def cache_rows(runs: Mapping[str, Outcome], paths: Mapping[str, dict[str, Any] | None],
-               log_text: str, steps: CacheSteps | None) -> list[Row]:
+               log_text: str, steps: CacheSteps | None) -> list[BringupRow]:
     """cache_dit_avg, cache_dit_reset and lossless_no_cache from the Cache-DiT server's
     requests ("first", "second": identical; "lossless"), their enabled paths and its log."""
     first, second, lossless = (runs.get(k) for k in ("first", "second", "lossless"))
@@ -54,7 +55,7 @@ def cache_rows(runs: Mapping[str, Outcome], paths: Mapping[str, dict[str, Any] |
 
 
 def _avg_row(first: Outcome | None, path: dict[str, Any] | None, log_text: str,
-             asked: str) -> Row:
+             asked: str) -> BringupRow:
     if first is None:
         return not_checked("cache_dit_avg", "the first Cache-DiT request was not sent")
     if not first.sample.ok:
@@ -83,7 +84,7 @@ def _avg_row(first: Outcome | None, path: dict[str, Any] | None, log_text: str,
 
 
 def _reset_row(first: Outcome | None, second: Outcome | None,
-               paths: Mapping[str, dict[str, Any] | None], asked: str) -> Row:
+               paths: Mapping[str, dict[str, Any] | None], asked: str) -> BringupRow:
     if first is None or second is None or not (first.complete and second.complete):
         said = "; ".join(o.explain() for o in (first, second) if o is not None) or "not sent"
         return not_checked("cache_dit_reset", "the two identical requests did not both "
@@ -104,7 +105,7 @@ def _reset_row(first: Outcome | None, second: Outcome | None,
 
 
 def _lossless_row(lossless: Outcome | None, path: dict[str, Any] | None,
-                  plain: dict[str, Any] | None) -> Row:
+                  plain: dict[str, Any] | None) -> BringupRow:
     if lossless is None or not lossless.complete:
         return not_checked("lossless_no_cache", "the quality=lossless request did not "
                            "complete: " + (lossless.explain() if lossless else "not sent"))
@@ -139,7 +140,7 @@ def _message(detail: str) -> str:
 
 
 def bad_audio_row(status: int | None, detail: str, failure: str | None,
-                  sent_s: float = SHORT_AUDIO_S) -> Row:
+                  sent_s: float = SHORT_AUDIO_S) -> BringupRow:
     """bad_audio_400 from the answer to a `sent_s` reference audio: HTTP 400 in H3's words,
     naming its [2, 15] s bound and the duration it read."""
     said = _message(detail)
@@ -175,7 +176,7 @@ def bad_audio_row(status: int | None, detail: str, failure: str | None,
 
 # -- B0's dumps and the 15 s request --------------------------------------------------------------
 
-def dump_owner_row(run: PolicyRun | None) -> Row:
+def dump_owner_row(run: PolicyRun | None) -> BringupRow:
     if run is None or not run.served:
         return not_checked("dump_owner", "no B0 request completed")
     path = run.enabled_path
@@ -193,7 +194,7 @@ def dump_owner_row(run: PolicyRun | None) -> Row:
 
 
 def dump_time_row(run: PolicyRun | None, long: Outcome | None, long_path: dict[str, Any] | None,
-                  bounds: ServerBounds, has_15s: bool, scale: float) -> Row:
+                  bounds: ServerBounds, has_15s: bool, scale: float) -> BringupRow:
     """dump_time: a completed B0 request with its points inside the server bound, from the
     15 s request when the campaign has one (its own dump measured, or the 5 s one scaled by
     frames); never from an estimate."""
@@ -233,7 +234,7 @@ def dump_time_row(run: PolicyRun | None, long: Outcome | None, long_path: dict[s
 
 
 def long_rows(long: Outcome | None, client_s: float | None, bounds: ServerBounds,
-              has_15s: bool) -> list[Row]:
+              has_15s: bool) -> list[BringupRow]:
     """wave_timeout and first_15s_bound from the untimed 15 s request, against the client
     timeout and the server bound as the server saw it."""
     rows = ("wave_timeout", "first_15s_bound")
@@ -282,7 +283,7 @@ def long_rows(long: Outcome | None, client_s: float | None, bounds: ServerBounds
 
 # -- MindIE-SD -------------------------------------------------------------------------------------
 
-def mindiesd_row(seen: str) -> Row:
+def mindiesd_row(seen: str) -> BringupRow:
     """The mindiesd row from the preflight's `import mindiesd` where the server runs, worded as
     vLLM-Omni 0.30.0's NPU platform behaves (platforms/npu/platform.py): with MindIE-SD
     installed, selecting FLASH_ATTN imports it at start-up; absent, FLASH_ATTN is chosen anyway

@@ -9,8 +9,10 @@ A row that was not checked never counts as confirmed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
+
+from ref2va_accept.evidence import BringupRow
 
 RowStatus = Literal["confirmed", "contradicted", "measured", "not_checked"]
 ROW_STATUSES: tuple[RowStatus, ...] = ("contradicted", "not_checked", "measured", "confirmed")
@@ -118,44 +120,31 @@ QUESTION_IDS = tuple(q.id for q in QUESTIONS)
 _BY_ID = {q.id: q for q in QUESTIONS}
 
 
-@dataclass(frozen=True)
-class Row:
-    id: str
-    status: RowStatus
-    seen: str  # the value seen on the host, or why nothing was seen
-    detail: str = ""  # how it was checked, where to look
-    data: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def question(self) -> Question:
-        return _BY_ID[self.id]
-
-    def line(self) -> str:
-        return f"{self.status.upper():<12} {self.id}: {self.seen}"
-
-    def to_dict(self) -> dict[str, Any]:
-        q = self.question
-        return {"id": self.id, "kind": q.kind, "question": q.question, "status": self.status,
-                "seen": self.seen, "detail": self.detail, "data": self.data}
+def _row(row_id: str, status: RowStatus, seen: str, detail: str, data: dict[str, Any]
+         ) -> BringupRow:
+    """The evidence's row for one question of the catalogue, with its kind and wording."""
+    q = _BY_ID[row_id]
+    return BringupRow(id=row_id, kind=q.kind, question=q.question, status=status, seen=seen,
+                      detail=detail, data=data)
 
 
-def confirmed(row_id: str, seen: str, detail: str = "", **data: Any) -> Row:
-    return Row(row_id, "confirmed", seen, detail, data)
+def confirmed(row_id: str, seen: str, detail: str = "", **data: Any) -> BringupRow:
+    return _row(row_id, "confirmed", seen, detail, data)
 
 
-def contradicted(row_id: str, seen: str, detail: str = "", **data: Any) -> Row:
-    return Row(row_id, "contradicted", seen, detail, data)
+def contradicted(row_id: str, seen: str, detail: str = "", **data: Any) -> BringupRow:
+    return _row(row_id, "contradicted", seen, detail, data)
 
 
-def measured(row_id: str, seen: str, detail: str = "", **data: Any) -> Row:
-    return Row(row_id, "measured", seen, detail, data)
+def measured(row_id: str, seen: str, detail: str = "", **data: Any) -> BringupRow:
+    return _row(row_id, "measured", seen, detail, data)
 
 
-def not_checked(row_id: str, why: str, detail: str = "", **data: Any) -> Row:
-    return Row(row_id, "not_checked", why, detail, data)
+def not_checked(row_id: str, why: str, detail: str = "", **data: Any) -> BringupRow:
+    return _row(row_id, "not_checked", why, detail, data)
 
 
-def complete(rows: dict[str, Row], missing_because: str) -> list[Row]:
+def complete(rows: dict[str, BringupRow], missing_because: str) -> list[BringupRow]:
     """Every question once, in the catalogue's order; one never answered is not_checked."""
     unknown = set(rows) - set(QUESTION_IDS)
     if unknown:

@@ -22,7 +22,7 @@ from typing import Any
 from ref2va_accept.bringup.cost import price
 from ref2va_accept.bringup.page import write_page
 from ref2va_accept.bringup.patch import CampaignPatch
-from ref2va_accept.bringup.rows import Row, complete, not_checked
+from ref2va_accept.bringup.rows import complete, not_checked
 from ref2va_accept.bringup.state import PolicyRecord
 from ref2va_accept.bringup.step_schedule import display, step_schedule
 from ref2va_accept.bringup.steps import Steps
@@ -37,7 +37,7 @@ from ref2va_accept.bringup.stopping import (
 )
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.engines import read_idle
-from ref2va_accept.evidence import EvidenceBundle, new_run_id
+from ref2va_accept.evidence import BringupRow, EvidenceBundle, new_run_id
 from ref2va_accept.evidence.sanitize import Sanitizer
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class BringupResult:
     """What one bring-up saw, its rows, and where it wrote them."""
 
     folder: Path
-    rows: list[Row]
+    rows: list[BringupRow]
     data: dict[str, Any]
     patch: CampaignPatch | None = None
     patch_file: Path | None = None
@@ -58,7 +58,7 @@ class BringupResult:
     signalled: int | None = None  # the stop signal that interrupted it
 
     @property
-    def contradicted(self) -> list[Row]:
+    def contradicted(self) -> list[BringupRow]:
         return [r for r in self.rows if r.status == "contradicted"]
 
     @property
@@ -150,12 +150,12 @@ def _steps(work: Steps) -> None:
     if campaign.model.devices.kind != "none":
         work.step = "the idle device memory"
         work.idle = read_idle(work.probe(), campaign.model.devices.visible)
-        work.data["idle"] = work.idle.to_dict()
+        work.data["idle"] = work.idle.json_dict()
     for profile in plan.policies:
         work.step = f"B0 with {display(campaign, profile)}"
         first = not any(r.served for r in work.policies)
         work.policy(profile, first)
-        work.data["policies"] = [r.to_dict() for r in work.policies]
+        work.data["policies"] = [r.record().json_dict() for r in work.policies]
         work.bundle.checkpoint()
     work.step = "the Cache-DiT server"
     work.cache_dit()
@@ -174,7 +174,7 @@ def _finish(work: Steps, campaign: LoadedCampaign, cost_line: str, failure: str 
             signalled: int | None, elapsed_s: float) -> BringupResult:
     """The rows (every question once), the patch, the page and the evidence's end."""
     bundle = work.bundle
-    work.data["policies"] = [r.to_dict() for r in work.policies]
+    work.data["policies"] = [r.record().json_dict() for r in work.policies]
     work.data["elapsed_s"] = elapsed_s
     work.data["failure"] = failure
     why = (f"not reached: the bring-up did not finish ({failure})" if failure
@@ -193,7 +193,7 @@ def _finish(work: Steps, campaign: LoadedCampaign, cost_line: str, failure: str 
         log.exception("bring-up: no patch")
     write_page(result, campaign, bundle, patch_base(campaign), cost_line)
     bundle.set_section("bringup", {"campaign": campaign.path.name,
-                                   "rows": [r.to_dict() for r in rows], "failure": failure})
+                                   "rows": [r.json_dict() for r in rows], "failure": failure})
     if failure is not None:
         bundle.note(f"bring-up: {failure}")
     bundle.finish("interrupted" if signalled is not None

@@ -11,12 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.arms import Arms, Outcome
-from ref2va_accept.bringup.rows import Row
 from ref2va_accept.bringup.scoring import ScoringPrice
 from ref2va_accept.bringup.step_schedule import BringupSchedule
 from ref2va_accept.campaign import ArmSpec, LoadedCampaign
-from ref2va_accept.engines import IdleLevel, InstanceRegistry, Release, probe_for
-from ref2va_accept.evidence import CheckResult, Cleanup, EvidenceBundle, Number, Poll, Record
+from ref2va_accept.engines import InstanceRegistry, Release, probe_for
+from ref2va_accept.evidence import (
+    BringupRow,
+    CheckResult,
+    Cleanup,
+    EvidenceBundle,
+    IdleLevel,
+    Number,
+    Poll,
+    Record,
+)
 from ref2va_accept.planning import Arm, TrackPlan, plan_track
 from ref2va_contract.diagnostics import ENABLED_PATH_FILE, TEXT_ENCODER_TP_KEY
 from ref2va_contract.launch import PROJECT_ENV_PREFIX
@@ -58,7 +66,7 @@ class StopRecord(Record):
 
 
 class RequestSummary(Record):
-    """A memory-policy profile's request, as bringup.json records it (PolicyRun.to_dict)."""
+    """A memory-policy profile's request, as bringup.json records it (PolicyRun.record)."""
 
     ok: bool
     complete: bool
@@ -69,7 +77,7 @@ class RequestSummary(Record):
 
 
 class PolicyRecord(Record):
-    """One B0 memory-policy profile as bringup.json records it (PolicyRun.to_dict): what the
+    """One B0 memory-policy profile as bringup.json records it (PolicyRun.record): what the
     page shows."""
 
     profile: str
@@ -112,7 +120,7 @@ class PolicyRun:
     request: Outcome | None = None
     enabled_path: dict[str, Any] | None = None
     dump_folders: int = 0
-    stop: dict[str, Any] | None = None
+    stop: Cleanup | None = None  # the stop's audit
     release: Release | None = None
     tp_expected: int | None = None  # the profile's text-encoder-tp-size (None: it sets none)
 
@@ -126,26 +134,23 @@ class PolicyRun:
         value = (self.enabled_path or {}).get(TEXT_ENCODER_TP_KEY)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    def to_dict(self) -> dict[str, Any]:
-        outcome = self.request
-        return {
-            "profile": self.profile, "started": self.started,
-            "start_s": None if self.start_s is None else round(self.start_s, 3),
-            "start_error": self.start_error, "hbm_loaded_mb": self.hbm_loaded_mb,
-            "hbm_problem": self.hbm_problem,
-            "request": None if outcome is None else {
-                "ok": outcome.sample.ok, "complete": outcome.complete,
-                "latency_s": outcome.sample.latency_s, "sha256": outcome.sample.sha256,
-                "explain": outcome.explain(), "sample_id": outcome.sample.sample_id},
-            "enabled_path": self.enabled_path, "dump_folders": self.dump_folders,
-            "text_encoder_tp": {"profile": self.tp_expected, "server": self.tp_seen},
-            "stop": self.stop,
-            "release": None if self.release is None else self.release.to_dict(),
-        }
-
     def record(self) -> PolicyRecord:
         """As bringup.json records it, typed (the page reads it)."""
-        return PolicyRecord.model_validate(self.to_dict())
+        outcome = self.request
+        return PolicyRecord(
+            profile=self.profile, started=self.started,
+            start_s=None if self.start_s is None else round(self.start_s, 3),
+            start_error=self.start_error, hbm_loaded_mb=self.hbm_loaded_mb,
+            hbm_problem=self.hbm_problem,
+            request=None if outcome is None else RequestSummary(
+                ok=outcome.sample.ok, complete=outcome.complete,
+                latency_s=outcome.sample.latency_s, sha256=outcome.sample.sha256,
+                explain=outcome.explain(), sample_id=outcome.sample.sample_id),
+            enabled_path=self.enabled_path, dump_folders=self.dump_folders,
+            text_encoder_tp={"profile": self.tp_expected, "server": self.tp_seen},
+            stop=self.stop,
+            release=None if self.release is None else ReleaseRecord.model_validate(
+                self.release.to_dict()))
 
 
 
@@ -226,7 +231,7 @@ class BringupState:
     bundle: EvidenceBundle
     plan: BringupSchedule
     registry: InstanceRegistry = field(default_factory=InstanceRegistry)
-    rows: dict[str, Row] = field(default_factory=dict)
+    rows: dict[str, BringupRow] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     policies: list[PolicyRun] = field(default_factory=list)
     idle: IdleLevel | None = None
@@ -259,7 +264,7 @@ class BringupState:
     def model(self) -> Any:
         return self.campaign.model
 
-    def put(self, row: Row) -> None:
+    def put(self, row: BringupRow) -> None:
         self.rows[row.id] = row
         log.info("bring-up: %s", row.line())
 

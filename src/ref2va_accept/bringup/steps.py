@@ -50,7 +50,7 @@ class Steps(Judging):
             self.put(not_checked("mindiesd", f"the identity preflight did not read the imports: "
                                  f"{self.preflight_error}"))
             return
-        self.data["preflight"] = result.to_dict()
+        self.data["preflight"] = result.json_dict()
         fields = [r for r in result.rows if not r.field.startswith("import ")]
         unread = [r for r in fields if r.status == "not found"]
         if unread:
@@ -196,18 +196,17 @@ class Steps(Judging):
             run.hbm_problem = snapshot.problem
             return
         run.hbm_loaded_mb = {str(d): round(snapshot.memory_used_mb.get(d, 0.0)
-                                           - self.idle.used_mb.get(d, 0.0), 1)
+                                           - self.idle.used_mb.get(str(d), 0.0), 1)
                              for d in self.model.devices.visible}
 
     def stop(self, engine: EngineInstance, run: PolicyRun | None) -> Release | None:
         audit = self.registry.stop(engine)  # the evidence records it (run_bringup subscribes)
-        stop = audit.json_dict()
         release = self.record_stop(audit, f"B0 {run.profile}" if run is not None
                                    else f"Cache-DiT ({self.plan.cache_dit})")
         if run is not None:
-            run.stop, run.release = stop, release
+            run.stop, run.release = audit, release
         else:
-            self.data.setdefault("cache_dit", {})["stop"] = stop
+            self.data.setdefault("cache_dit", {})["stop"] = audit.json_dict()
             if release is not None:
                 self.data["cache_dit"]["release"] = release.to_dict()
         return release

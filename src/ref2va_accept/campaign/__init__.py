@@ -33,12 +33,7 @@ from ref2va_accept.campaign._h3_limits import (
     MIN_REFERENCE_AUDIO_S,
     probe_audio,
 )
-from ref2va_accept.campaign._input_pins import (
-    InputProblem,
-    input_checks,
-    input_problems,
-    problem_lines,
-)
+from ref2va_accept.campaign._input_pins import input_checks, input_problems, problem_lines
 from ref2va_accept.campaign._launch_profile import ArgValue, LaunchProfile, load_profile
 from ref2va_accept.campaign._loaded import LoadedCampaign, load_campaign, unfilled_fields
 from ref2va_accept.campaign._lock import (
@@ -89,7 +84,6 @@ __all__ = [
     "DurationClass",
     "EngineSpec",
     "FreezeStatus",
-    "InputProblem",
     "LaunchProfile",
     "LoadedCampaign",
     "LossyGate",

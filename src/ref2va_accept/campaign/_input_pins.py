@@ -12,46 +12,13 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ref2va_accept.campaign._loaded import LoadedCampaign
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, file_sha256, is_placeholder
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import CheckResult, InputProblem
 
 INPUT_FIELDS = ("prompt", "reference_image", "reference_audio")
-
-
-@dataclass(frozen=True)
-class InputProblem:
-    """One track's input whose file is absent, unreadable or not the pinned bytes."""
-
-    track: str
-    field: str
-    path: str  # relative to the campaign, as pinned
-    expected: str
-    found: str | None  # the file's sha256; None when it could not be read
-    unreadable: str | None = None  # why it could not be read
-
-    def line(self, tracks: Sequence[str] = ()) -> str:
-        """One line: the track (or `tracks`, sharing the same problem), the field, the path, and
-        both full hashes (or why the file could not be read)."""
-        tracks = tuple(tracks) or (self.track,)
-        named = f"track{'s' if len(tracks) > 1 else ''} {', '.join(tracks)}"
-        where = f"{named}: inputs.{self.field}: {self.path}"
-        if self.found is None:
-            return f"{where}: {self.unreadable}; pinned sha256 {self.expected}"
-        return f"{where}: pinned sha256 {self.expected}, found {self.found}"
-
-    @property
-    def _same(self) -> tuple[str, str, str, str | None, str | None]:
-        return (self.field, self.path, self.expected, self.found, self.unreadable)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"track": self.track, "field": self.field, "path": self.path,
-                "expected_sha256": self.expected, "found_sha256": self.found,
-                "unreadable": self.unreadable}
 
 
 def _read(path: Path) -> tuple[str | None, str | None]:
@@ -84,8 +51,10 @@ def input_problems(campaign: LoadedCampaign) -> list[InputProblem]:
                 hashes[path] = _read(path)
             found, why = hashes[path]
             if found != pinned.sha256:
-                problems.append(InputProblem(track_id, name, posixpath.normpath(pinned.path),
-                                             pinned.sha256, found, why))
+                problems.append(InputProblem(track=track_id, field=name,
+                                             path=posixpath.normpath(pinned.path),
+                                             expected_sha256=pinned.sha256, found_sha256=found,
+                                             unreadable=why))
     return problems
 
 
@@ -93,7 +62,9 @@ def problem_lines(problems: Sequence[InputProblem]) -> list[str]:
     """One line per distinct problem; tracks sharing an input (and its problem) share a line."""
     grouped: dict[tuple[str, str, str, str | None, str | None], list[InputProblem]] = {}
     for problem in problems:
-        grouped.setdefault(problem._same, []).append(problem)
+        same = (problem.field, problem.path, problem.expected_sha256, problem.found_sha256,
+                problem.unreadable)
+        grouped.setdefault(same, []).append(problem)
     return [same[0].line([p.track for p in same]) for same in grouped.values()]
 
 
@@ -103,5 +74,5 @@ def input_checks(problems: Sequence[InputProblem]) -> list[CheckResult]:
     return [CheckResult(track_id, ArmRole.B0, Check.INPUTS, CheckStatus.FAIL,
                         Reason.PROTOCOL_DEVIATION,
                         "; ".join(p.line() for p in problems if p.track == track_id),
-                        {"inputs": [p.to_dict() for p in problems if p.track == track_id]})
+                        {"inputs": [p.json_dict() for p in problems if p.track == track_id]})
             for track_id in dict.fromkeys(p.track for p in problems)]

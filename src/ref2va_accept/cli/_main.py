@@ -82,7 +82,7 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
     result = preflight(load_campaign(args.campaign),
                        HostProbes(vllm_omni_wheel=args.vllm_omni_wheel))
     if args.json:
-        sys.stdout.write(json.dumps({"campaign": str(args.campaign)} | result.to_dict(),
+        sys.stdout.write(json.dumps({"campaign": str(args.campaign)} | result.json_dict(),
                                     indent=2) + "\n")
     else:
         sys.stdout.write(result.table() + "\n")
@@ -207,7 +207,7 @@ def _cmd_bringup(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps({"folder": result.folder.name, "counts": result.counts(),
                                      "failure": result.failure, "exit_code": result.exit_code,
-                                     "rows": [r.to_dict() for r in result.rows]},
+                                     "rows": [r.json_dict() for r in result.rows]},
                                     indent=2) + "\n")
     else:
         sys.stdout.write("\n".join(bringup.summary_lines(result)) + "\n")

@@ -23,6 +23,7 @@ from ref2va_accept.planning import (
     PassFigures,
     Prices,
     TrackPlan,
+    budget_lines,
     check_budget,
     pass_seconds,
     plan_campaign,
@@ -121,7 +122,7 @@ def run_plan(args: argparse.Namespace) -> int:
     scored = list(dict.fromkeys(p.duration for p in everything.values() if p.quality == "lossy"))
     shown_prices = price_lines(prices, durations, scored, everything, localized)
     if args.json:
-        print(json.dumps({**result.to_dict(), "refused": result.refusal(),
+        print(json.dumps({**result.json_dict(), "refused": result.refusal(),
                           "prices": shown_prices[1:],
                           "search": None if searched is None else searched.to_dict() | {
                               "what_if": [{"price": k.label, "now": k.now,
@@ -133,7 +134,7 @@ def run_plan(args: argparse.Namespace) -> int:
         return EXIT_PROBLEM if result.refusal() else EXIT_OK
     print(f"{args.campaign}: {', '.join(plans)}")
     print("\n".join(shown_prices))
-    print("\n".join(result.lines()))
+    print("\n".join(budget_lines(result)))
     if searched is not None:
         print("\n".join(search_lines(searched, result.wall_ceiling_h, result.device_ceiling_h,
                                      table)))

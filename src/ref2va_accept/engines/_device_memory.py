@@ -22,7 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ref2va_accept.core import Check, CheckStatus, Reason
 from ref2va_accept.engines._devices import DeviceProbe, DeviceSnapshot, probe_for
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import (
+    CheckResult,
+    DeviceMemoryMeasured,
+    DeviceMemoryNotApplicable,
+    IdleLevel,
+    MemoryWait,
+    Poll,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,31 +52,9 @@ class MemoryRelease(BaseModel):
     tolerance_mb: float = Field(default=512, ge=0)
 
 
-@dataclass(frozen=True)
-class Poll:
-    """One look at the devices: seconds since the stop, used MB per device, or why unreadable."""
-
-    at_s: float
-    readable: bool
-    used_mb: dict[int, float]
-    problem: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"at_s": round(self.at_s, 3), "readable": self.readable,
-                "used_mb": {str(k): v for k, v in self.used_mb.items()},
-                "problem": self.problem}
-
-
-@dataclass(frozen=True)
-class IdleLevel:
-    """Used MB per assigned device before the first instance; None when it could not be read."""
-
-    used_mb: dict[int, float] | None
-    problem: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"used_mb": None if self.used_mb is None
-                else {str(k): v for k, v in self.used_mb.items()}, "problem": self.problem}
+def by_name(used_mb: dict[int, float]) -> dict[str, float]:
+    """MB per device keyed as the evidence keys them: the device's number as a string."""
+    return {str(d): mb for d, mb in used_mb.items()}
 
 
 @dataclass(frozen=True)
@@ -79,7 +64,7 @@ class Release:
     released: bool
     waited_s: float
     held_mb: dict[int, float]
-    polls: tuple[Poll, ...]
+    polls: tuple[Poll, ...]  # each as the evidence records it (at_s rounded to ms)
     problem: str | None
 
     def explain(self) -> str:
@@ -92,8 +77,8 @@ class Release:
 
     def to_dict(self) -> dict[str, Any]:
         return {"released": self.released, "waited_s": round(self.waited_s, 3),
-                "held_mb": {str(k): v for k, v in self.held_mb.items()},
-                "problem": self.problem, "polls": [p.to_dict() for p in self.polls]}
+                "held_mb": by_name(self.held_mb),
+                "problem": self.problem, "polls": [p.json_dict() for p in self.polls]}
 
 
 def _used(snapshot: DeviceSnapshot, devices: Sequence[int]) -> tuple[dict[int, float], str | None]:
@@ -109,8 +94,8 @@ def _used(snapshot: DeviceSnapshot, devices: Sequence[int]) -> tuple[dict[int, f
 def read_idle(probe: DeviceProbe, devices: Sequence[int]) -> IdleLevel:
     used, problem = _used(probe.snapshot(), devices)
     if problem:
-        return IdleLevel(None, problem)
-    return IdleLevel(used, None)
+        return IdleLevel(used_mb=None, problem=problem)
+    return IdleLevel(used_mb=by_name(used), problem=None)
 
 
 def wait_for_release(probe: DeviceProbe, devices: Sequence[int], idle: IdleLevel,
@@ -123,15 +108,18 @@ def wait_for_release(probe: DeviceProbe, devices: Sequence[int], idle: IdleLevel
         # Without an idle level there is nothing to return to: fail closed, poll once for the
         # record.
         used, problem = _used(probe.snapshot(), devices)
-        polls.append(Poll(0.0, problem is None, used, problem))
+        polls.append(Poll(at_s=0.0, readable=problem is None, used_mb=by_name(used),
+                          problem=problem))
         return Release(False, 0.0, {}, tuple(polls),
                        f"the idle level was never read ({idle.problem})")
+    level = idle.used_mb
     while True:
         now = clock() - start
         used, problem = _used(probe.snapshot(), devices)
-        polls.append(Poll(now, problem is None, used, problem))
-        held = {d: round(used[d] - idle.used_mb[d], 1) for d in devices
-                if d in used and used[d] - idle.used_mb[d] > spec.tolerance_mb}
+        polls.append(Poll(at_s=round(now, 3), readable=problem is None, used_mb=by_name(used),
+                          problem=problem))
+        held = {d: round(used[d] - level[str(d)], 1) for d in devices
+                if d in used and used[d] - level[str(d)] > spec.tolerance_mb}
         if problem is None and not held:
             return Release(True, now, {}, tuple(polls), None)
         if now >= spec.timeout_s:
@@ -150,7 +138,7 @@ class MemoryGuard:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     idle: IdleLevel | None = None
-    waits: list[dict[str, Any]] = field(default_factory=list)
+    waits: list[MemoryWait] = field(default_factory=list)
 
     @classmethod
     def for_devices(cls, kind: Literal["none", "npu", "cuda"], visible: Sequence[int],
@@ -166,30 +154,35 @@ class MemoryGuard:
         """Before the first instance; later calls keep the first reading."""
         if self.applicable and self.idle is None:
             self.idle = read_idle(self.probe, self.devices)
-            log.info("device idle level: %s", self.idle.to_dict())
+            log.info("device idle level: %s", self.idle.json_dict())
 
     def after_stop(self, track: str, arm: str, instance: str) -> CheckResult | None:
         """Wait for release after one instance; None when there is nothing to poll."""
         if not self.applicable:
             return None
         idle = self.idle if self.idle is not None else IdleLevel(
-            None, "no idle reading was taken before the first instance")
+            used_mb=None, problem="no idle reading was taken before the first instance")
         release = wait_for_release(self.probe, self.devices, idle, self.spec,
                                    clock=self.clock, sleep=self.sleep)
-        self.waits.append({"instance": instance, "arm": arm} | release.to_dict())
+        self.waits.append(MemoryWait(instance=instance, arm=arm, released=release.released,
+                                     waited_s=round(release.waited_s, 3),
+                                     held_mb=by_name(release.held_mb), problem=release.problem,
+                                     polls=list(release.polls)))
         data = {"instance": instance, "waited_s": round(release.waited_s, 3),
-                "held_mb": {str(k): v for k, v in release.held_mb.items()}}
+                "held_mb": by_name(release.held_mb)}
         if release.released:
             return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, CheckStatus.PASS, None,
                                release.explain(), data)
         return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, CheckStatus.FAIL, REASON,
                            f"after {instance}: {release.explain()}", data)
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> DeviceMemoryMeasured | DeviceMemoryNotApplicable:
+        """The evidence's `device_memory`: the idle level and every wait, or why none."""
         if not self.applicable:
-            return {"status": "not_applicable", "kind": self.kind,
-                    "reason": "no accelerator is assigned: nothing holds device memory"}
-        return {"status": "measured", "kind": self.kind, "devices": list(self.devices),
-                "timeout_s": self.spec.timeout_s, "poll_s": self.spec.poll_s,
-                "tolerance_mb": self.spec.tolerance_mb,
-                "idle": self.idle.to_dict() if self.idle else None, "waits": self.waits}
+            return DeviceMemoryNotApplicable(
+                status="not_applicable", kind=self.kind,
+                reason="no accelerator is assigned: nothing holds device memory")
+        return DeviceMemoryMeasured(status="measured", kind=self.kind, devices=list(self.devices),
+                                    timeout_s=self.spec.timeout_s, poll_s=self.spec.poll_s,
+                                    tolerance_mb=self.spec.tolerance_mb, idle=self.idle,
+                                    waits=list(self.waits))

@@ -42,8 +42,9 @@ class Spent(Record):
 
 
 class Budget(Record):
-    """The run against the campaign's budget before any engine started (planning.BudgetCheck):
-    ceilings with their authorizations, what earlier runs spent, what this run plans."""
+    """The run against the campaign's budget before any engine started (built by
+    planning.check_budget): ceilings with their authorizations, what earlier runs spent, what this
+    run plans."""
 
     wall_ceiling_h: Number
     device_ceiling_h: Number
@@ -54,6 +55,14 @@ class Budget(Record):
     devices: int
     over: list[str]
     unpriced: list[str]
+
+    def refusal(self) -> str | None:
+        """The line that refuses the run, when it would pass a ceiling (None: it may start)."""
+        if not self.over:
+            return None
+        return ("ref2va: the budget would be passed: " + "; ".join(self.over)
+                + " (record an authorization under budget.authorizations: by, at, wall_hours, "
+                "device_hours)")
 
 
 class LedgerEntry(OpenRecord):

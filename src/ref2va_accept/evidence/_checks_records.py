@@ -11,7 +11,7 @@ gate's figures in `_media_records`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import AfterValidator, Field, TypeAdapter, WithJsonSchema
@@ -208,14 +208,25 @@ class DeviceMemoryReleaseData(Record):
 
 
 class InputProblem(Record):
-    """A track input that is missing or not its pinned bytes (campaign.InputProblem)."""
+    """A track input that is missing or not its pinned bytes (built by
+    campaign.input_problems)."""
 
     track: str
     field: str
-    path: str
+    path: str  # relative to the campaign, as pinned
     expected_sha256: str
-    found_sha256: str | None
-    unreadable: str | None
+    found_sha256: str | None  # None when the file could not be read
+    unreadable: str | None  # why it could not be read
+
+    def line(self, tracks: Sequence[str] = ()) -> str:
+        """One line: the track (or `tracks`, sharing the same problem), the field, the path, and
+        both full hashes (or why the file could not be read)."""
+        tracks = tuple(tracks) or (self.track,)
+        named = f"track{'s' if len(tracks) > 1 else ''} {', '.join(tracks)}"
+        where = f"{named}: inputs.{self.field}: {self.path}"
+        if self.found_sha256 is None:
+            return f"{where}: {self.unreadable}; pinned sha256 {self.expected_sha256}"
+        return f"{where}: pinned sha256 {self.expected_sha256}, found {self.found_sha256}"
 
 
 class InputsData(Record):
@@ -251,7 +262,7 @@ class LocalizedFigures(PointRecord):
 
 
 class DiffPicture(Record):
-    """Where the output differs, binned (judging.localize.picture.DiffMap)."""
+    """Where the output differs, binned (built by judging.localize.diff_map)."""
 
     shape: list[int]
     rows: int

@@ -178,15 +178,19 @@ class IdentityRow(Record):
 
 
 class BringupRow(Record):
-    """One row of a host bring-up (bringup.rows.Row.to_dict)."""
+    """One row of a host bring-up (built by bringup.rows' confirmed, contradicted, measured
+    and not_checked)."""
 
     id: str
     kind: RowKind
     question: str
     status: RowStatus
-    seen: str
-    detail: str
+    seen: str  # the value seen on the host, or why nothing was seen
+    detail: str  # how it was checked, where to look
     data: dict[str, Any]
+
+    def line(self) -> str:
+        return f"{self.status.upper():<12} {self.id}: {self.seen}"
 
 
 class Bringup(Record):
@@ -199,12 +203,35 @@ class Bringup(Record):
 
 
 class HostIdentity(Record):
-    """The identity preflight: each engine.source_pin field beside the host's value
-    (campaign.identity.Preflight.to_dict)."""
+    """The identity preflight: each engine.source_pin field beside the host's value (built by
+    campaign.identity.preflight)."""
 
     engine_kind: EngineKind
-    ok: bool
+    ok: bool  # every row a match
     rows: list[IdentityRow]
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def problems(self) -> list[IdentityRow]:
+        return [row for row in self.rows if row.status != "match"]
+
+    def table(self) -> str:
+        head = ("field", "frozen", "host", "status")
+        body = [(r.field, r.frozen, r.host if r.host is not None else "-", r.status)
+                for r in self.rows]
+        widths = [max(len(line[i]) for line in [head, *body]) for i in range(4)]
+        lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip()
+                 for line in [head, *body]]
+        lines += [f"{r.field}: {r.source}" for r in self.rows if r.status == "not found"]
+        return "\n".join(lines)
+
+    def detail(self) -> str:
+        """One line naming every field that is not a match, with frozen and host values."""
+        return "; ".join(f"{r.field}: {r.status}, frozen {r.frozen!r}, host "
+                         + (repr(r.host) if r.host is not None else f"unknown ({r.source})")
+                         for r in self.problems())
 
 
 class Poll(Record):
@@ -275,8 +302,8 @@ class TrackNeed(Record):
 
 
 class Disk(Record):
-    """The run's evidence size estimated before any engine started (planning.DiskCheck.to_dict),
-    against the free space of the evidence folder's filesystem."""
+    """The run's evidence size estimated before any engine started (built by
+    planning.check_disk), against the free space of the evidence folder's filesystem."""
 
     estimate_bytes: int = Field(ge=0)
     margin: Number = Field(ge=1)

@@ -29,7 +29,7 @@ from ref2va_accept.core import (
     Unit,
     Verdict,
 )
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import CheckResult, Futility
 from ref2va_accept.judging._gates import GateResult
 from ref2va_accept.judging._latency_run import (
     GateHost,
@@ -142,8 +142,8 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
     verdict = interval_verdict(times, settings)
     stopped = ""
     if futile is not None:
-        data["futility"] = {"stopped_after_position": futile[0],
-                            "own_instances_not_started": futile[1]}
+        data["futility"] = Futility(stopped_after_position=futile[0],
+                                    own_instances_not_started=futile[1]).json_dict()
         stopped = (f"; stopped after instance #{futile[0]} with {futile[1]} own instance(s) "
                    "not started: no values they could measure make it supported")
         if verdict.verdict is not Verdict.FAILED:

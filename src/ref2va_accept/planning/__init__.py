@@ -4,7 +4,7 @@ on the host, the budget, the disk it needs, lanes, and the protocol's calibratio
 The modules are private; the other stages import these names from here.
 """
 
-from ref2va_accept.planning._budget import BudgetCheck, budget_entry, check_budget, device_count
+from ref2va_accept.planning._budget import budget_entry, budget_lines, check_budget, device_count
 from ref2va_accept.planning._calibration import Noise
 from ref2va_accept.planning._calibration_cells import (
     claim,
@@ -32,9 +32,11 @@ from ref2va_accept.planning._cost import (
 )
 from ref2va_accept.planning._disk import (
     DTYPE_BYTES,
-    DiskCheck,
     DiskEstimate,
     check_disk,
+    disk_record,
+    disk_refusal,
+    disk_skipped_line,
     fmt_bytes,
 )
 from ref2va_accept.planning._lanes import campaign_lanes, split_lanes, track_weights
@@ -92,8 +94,6 @@ __all__ = [
     "PREFIX",
     "SCENARIOS",
     "Arm",
-    "BudgetCheck",
-    "DiskCheck",
     "DiskEstimate",
     "InputFile",
     "LosslessContract",
@@ -109,6 +109,7 @@ __all__ = [
     "WorkUnit",
     "baseline_groups",
     "budget_entry",
+    "budget_lines",
     "campaign_costs",
     "campaign_lanes",
     "candidate_cost",
@@ -122,6 +123,9 @@ __all__ = [
     "design_label",
     "device_count",
     "device_seconds",
+    "disk_record",
+    "disk_refusal",
+    "disk_skipped_line",
     "fmt_bytes",
     "fmt_duration",
     "format_cells",

@@ -21,16 +21,15 @@ estimated. ``ref2va-accept plan`` prints the same figures without running.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ref2va_accept.campaign import LoadedCampaign
-from ref2va_accept.evidence import Bundle, LedgerEntry
+from ref2va_accept.evidence import Authorization, Budget, Bundle, LedgerEntry, Spent
 from ref2va_accept.planning._cost import campaign_costs, device_seconds, total_seconds, unpriced
 from ref2va_accept.planning._prices import Prices, unpriced_text
 from ref2va_accept.planning._track_plan import TrackPlan
 
-__all__ = ["BudgetCheck", "budget_entry", "check_budget", "device_count"]
+__all__ = ["budget_entry", "budget_lines", "check_budget", "device_count"]
 
 
 def device_count(campaign: LoadedCampaign) -> int:
@@ -48,69 +47,32 @@ def budget_entry(bundle: Bundle, devices: int) -> dict[str, Any]:
             "device_s": round(sum(lifetimes) * devices, 3), "devices": devices}
 
 
-@dataclass(frozen=True)
-class Spent:
-    runs: int
-    wall_s: float
-    device_s: float
-
-
 def spent(entries: Iterable[LedgerEntry]) -> Spent:
     runs = [e for e in entries if e.kind == "run"]
-    return Spent(len(runs), sum(float(e.wall_s or 0) for e in runs),
-                 sum(float(e.device_s or 0) for e in runs))
+    return Spent(runs=len(runs), wall_s=sum(float(e.wall_s or 0) for e in runs),
+                 device_s=sum(float(e.device_s or 0) for e in runs))
 
 
-@dataclass(frozen=True)
-class BudgetCheck:
-    wall_ceiling_h: float
-    device_ceiling_h: float
-    authorizations: tuple[dict[str, Any], ...]
-    spent: Spent
-    planned_wall_s: tuple[float, float] | None  # (at the target ratio, upper bound); None: unknown
-    devices: int
-    over: tuple[str, ...]  # what this run would pass, in words
-    unpriced: tuple[str, ...] = ()  # the campaign fields a price is missing from
-    # logical-device seconds (at the target ratio, upper): the instances' time on the devices,
-    # scoring's only where it occupies an accelerator
-    planned_device_s: tuple[float, float] | None = None
-
-    def refusal(self) -> str | None:
-        if not self.over:
-            return None
-        return ("ref2va: the budget would be passed: " + "; ".join(self.over)
-                + " (record an authorization under budget.authorizations: by, at, wall_hours, "
-                "device_hours)")
-
-    def lines(self) -> list[str]:
-        plan = self.planned_wall_s
-        device = self.planned_device_s
-        wall_left = self.wall_ceiling_h - self.spent.wall_s / 3600
-        device_left = self.device_ceiling_h - self.spent.device_s / 3600
-        return [
-            f"ceilings: {self.wall_ceiling_h:g} wall-hours, {self.device_ceiling_h:g} "
-            f"logical-device-hours ({len(self.authorizations)} authorization(s) included)",
-            f"spent by {self.spent.runs} earlier run(s) (ledger): "
-            f"{self.spent.wall_s / 3600:.2f} wall-h, {self.spent.device_s / 3600:.2f} device-h",
-            ("planned for this run: not estimated (the campaign freezes no "
-             f"{unpriced_text(self.unpriced) or 'price'})") if plan is None or device is None else
-            (f"planned for this run: {plan[0] / 3600:.2f}-{plan[1] / 3600:.2f} wall-h, "
-             f"{device[0] / 3600:.2f}-{device[1] / 3600:.2f} device-h (at the target ratio - no "
-             f"candidate faster than B0; {self.devices} logical devices; every engine start, "
-             "stop, request and score priced)"),
-            f"left before this run: {wall_left:.2f} wall-h, {device_left:.2f} device-h",
-            *(f"over: {o}" for o in self.over)]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"wall_ceiling_h": self.wall_ceiling_h, "device_ceiling_h": self.device_ceiling_h,
-                "authorizations": list(self.authorizations),
-                "spent_before": {"runs": self.spent.runs, "wall_s": self.spent.wall_s,
-                                 "device_s": self.spent.device_s},
-                "planned_wall_s": list(self.planned_wall_s) if self.planned_wall_s else None,
-                "planned_device_s": (list(self.planned_device_s) if self.planned_device_s
-                                     else None),
-                "devices": self.devices, "over": list(self.over),
-                "unpriced": list(self.unpriced)}
+def budget_lines(check: Budget) -> list[str]:
+    """The budget check in words, as `ref2va-accept plan` prints it."""
+    plan = check.planned_wall_s
+    device = check.planned_device_s
+    before = check.spent_before
+    wall_left = check.wall_ceiling_h - before.wall_s / 3600
+    device_left = check.device_ceiling_h - before.device_s / 3600
+    return [
+        f"ceilings: {check.wall_ceiling_h:g} wall-hours, {check.device_ceiling_h:g} "
+        f"logical-device-hours ({len(check.authorizations)} authorization(s) included)",
+        f"spent by {before.runs} earlier run(s) (ledger): "
+        f"{before.wall_s / 3600:.2f} wall-h, {before.device_s / 3600:.2f} device-h",
+        ("planned for this run: not estimated (the campaign freezes no "
+         f"{unpriced_text(check.unpriced) or 'price'})") if plan is None or device is None else
+        (f"planned for this run: {plan[0] / 3600:.2f}-{plan[1] / 3600:.2f} wall-h, "
+         f"{device[0] / 3600:.2f}-{device[1] / 3600:.2f} device-h (at the target ratio - no "
+         f"candidate faster than B0; {check.devices} logical devices; every engine start, "
+         "stop, request and score priced)"),
+        f"left before this run: {wall_left:.2f} wall-h, {device_left:.2f} device-h",
+        *(f"over: {o}" for o in check.over)]
 
 
 def planned_seconds(plans: Mapping[str, TrackPlan], prices: Prices
@@ -122,11 +84,12 @@ def planned_seconds(plans: Mapping[str, TrackPlan], prices: Prices
 
 
 def check_budget(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
-          entries: Sequence[LedgerEntry]) -> BudgetCheck:
-    """This run (its selected tracks' plans) against the ceilings and what earlier runs spent."""
+          entries: Sequence[LedgerEntry]) -> Budget:
+    """This run (its selected tracks' plans) against the ceilings and what earlier runs spent,
+    as the evidence's `budget` records it (its `refusal` says whether the run may start)."""
     budget = campaign.model.budget
     authorizations = budget.authorizations or []
-    granted = tuple(a.model_dump() for a in authorizations)
+    granted = [Authorization(**a.model_dump()) for a in authorizations]
     wall_ceiling = budget.max_wall_hours + sum(a.wall_hours for a in authorizations)
     device_ceiling = budget.max_logical_device_hours + sum(a.device_hours for a in authorizations)
     before = spent(entries)
@@ -148,6 +111,9 @@ def check_budget(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan],
                     + (f" + planned at most {device_plan[1] / 3600:.2f}" if device_plan
                        else "")
                     + f") > {device_ceiling:g}")
-    missing = tuple(unpriced(campaign_costs(plans, prices))) if plan is None else ()
-    return BudgetCheck(wall_ceiling, device_ceiling, granted, before, plan, devices, tuple(over),
-                       missing, device_plan)
+    missing = list(unpriced(campaign_costs(plans, prices))) if plan is None else []
+    return Budget(wall_ceiling_h=wall_ceiling, device_ceiling_h=device_ceiling,
+                  authorizations=granted, spent_before=before,
+                  planned_wall_s=None if plan is None else list(plan),
+                  planned_device_s=None if device_plan is None else list(device_plan),
+                  devices=devices, over=over, unpriced=missing)

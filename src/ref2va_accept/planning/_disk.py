@@ -39,11 +39,11 @@ from __future__ import annotations
 import itertools
 import math
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from ref2va_accept.evidence import Disk, TrackNeed
 from ref2va_accept.planning._request_plan import Plan
 from ref2va_accept.planning._track_plan import TrackPlan
 from ref2va_accept.tensors.comparison import dit_step
@@ -136,23 +136,6 @@ def largest_point_bytes(plan: TrackPlan) -> int:
 
 
 @dataclass(frozen=True)
-class TrackNeed:
-    track: str
-    requests: int
-    dump_requests: int
-    mp4_bytes: int  # all of the track's MP4s
-    dump_bytes: int  # all of its dumps
-    bounded_points: tuple[str, ...]  # unfilled shapes, bounded from the track's shape
-    localize_bytes: int = 0  # the localization passes' MP4s and points, every candidate failing
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"track": self.track, "requests": self.requests,
-                "dump_requests": self.dump_requests, "mp4_bytes": self.mp4_bytes,
-                "dump_bytes": self.dump_bytes, "bounded_points": list(self.bounded_points),
-                "localize_bytes": self.localize_bytes}
-
-
-@dataclass(frozen=True)
 class DiskEstimate:
     tracks: tuple[TrackNeed, ...]
     record_bytes: int
@@ -167,12 +150,18 @@ class DiskEstimate:
         return math.ceil(self.estimate_bytes * MARGIN)
 
     def parts(self) -> str:
-        mp4 = sum(t.mp4_bytes for t in self.tracks)
-        dumps = sum(t.dump_bytes for t in self.tracks)
-        passes = sum(t.localize_bytes for t in self.tracks)
-        return (f"MP4s {fmt_bytes(mp4)}, comparison-point dumps {fmt_bytes(dumps)}, "
-                + (f"localization passes {fmt_bytes(passes)}, " if passes else "")
-                + f"logs and records {fmt_bytes(self.record_bytes)}")
+        return parts(self.tracks, self.record_bytes)
+
+
+def parts(tracks: Iterable[TrackNeed], record_bytes: int) -> str:
+    """The need in words, by kind: MP4s, dumps, localization passes, logs and records."""
+    tracks = list(tracks)
+    mp4 = sum(t.mp4_bytes for t in tracks)
+    dumps = sum(t.dump_bytes for t in tracks)
+    passes = sum(t.localize_bytes for t in tracks)
+    return (f"MP4s {fmt_bytes(mp4)}, comparison-point dumps {fmt_bytes(dumps)}, "
+            + (f"localization passes {fmt_bytes(passes)}, " if passes else "")
+            + f"logs and records {fmt_bytes(record_bytes)}")
 
 
 def estimate(run: Plan, plans: Mapping[str, TrackPlan]) -> DiskEstimate:
@@ -188,9 +177,11 @@ def estimate(run: Plan, plans: Mapping[str, TrackPlan]) -> DiskEstimate:
     for track, count in requests.items():
         plan = plans[track]
         per_dump, bounded = dump_bytes(plan)
-        needs.append(TrackNeed(track, count, dumps[track], count * mp4_bytes(plan),
-                               dumps[track] * per_dump, bounded if dumps[track] else (),
-                               passes[track] * pass_bytes(plan)))
+        needs.append(TrackNeed(track=track, requests=count, dump_requests=dumps[track],
+                               mp4_bytes=count * mp4_bytes(plan),
+                               dump_bytes=dumps[track] * per_dump,
+                               bounded_points=list(bounded) if dumps[track] else [],
+                               localize_bytes=passes[track] * pass_bytes(plan)))
     total = sum(requests.values())
     return DiskEstimate(tuple(needs), RECORD_BASE + total * RECORD_PER_REQUEST)
 
@@ -204,43 +195,33 @@ def free_bytes(folder: Path) -> tuple[Path, int]:
     return probe, shutil.disk_usage(probe).free
 
 
-@dataclass(frozen=True)
-class DiskCheck:
-    estimate: DiskEstimate
-    folder: Path  # the evidence folder as given
-    probed: Path  # where the free space was read
-    free_bytes: int
-    skipped: bool  # --ref2va-skip-disk-check: compared and recorded, never refused
+def disk_record(need: DiskEstimate, folder: Path, free: int, *, skipped: bool = False) -> Disk:
+    """The estimate against `free` bytes where the evidence folder `folder` goes, as the
+    evidence's `disk` records it (`skipped`: --ref2va-skip-disk-check, compared and recorded,
+    never refused)."""
+    return Disk(estimate_bytes=need.estimate_bytes, margin=MARGIN, need_bytes=need.need_bytes,
+                free_bytes=free, fits=need.need_bytes <= free, skipped=skipped,
+                folder=str(folder), record_bytes=need.record_bytes, tracks=list(need.tracks))
 
-    @property
-    def fits(self) -> bool:
-        return self.estimate.need_bytes <= self.free_bytes
 
-    def refusal(self, shown: str) -> str:
-        """The one line that refuses the run; `shown` is how the evidence folder is named."""
-        need = self.estimate
-        return (f"ref2va: disk check: {shown} needs about {fmt_bytes(need.need_bytes)} for this "
-                f"run's evidence (estimate {fmt_bytes(need.estimate_bytes)} x margin {MARGIN}: "
-                f"{need.parts()}) but its filesystem has {fmt_bytes(self.free_bytes)} free; "
-                "free space, choose another --evidence-dir, or pass --ref2va-skip-disk-check")
+def disk_refusal(disk: Disk, shown: str) -> str:
+    """The one line that refuses the run; `shown` is how the evidence folder is named."""
+    return (f"ref2va: disk check: {shown} needs about {fmt_bytes(disk.need_bytes)} for this "
+            f"run's evidence (estimate {fmt_bytes(disk.estimate_bytes)} x margin {disk.margin}: "
+            f"{parts(disk.tracks, disk.record_bytes)}) but its filesystem has "
+            f"{fmt_bytes(disk.free_bytes)} free; free space, choose another --evidence-dir, or "
+            "pass --ref2va-skip-disk-check")
 
-    def skipped_line(self, shown: str) -> str:
-        """The note of a check that was skipped (--ref2va-skip-disk-check): what it found."""
-        return (f"ref2va: disk check skipped (--ref2va-skip-disk-check): needs about "
-                f"{fmt_bytes(self.estimate.need_bytes)}, {fmt_bytes(self.free_bytes)} free on "
-                f"the filesystem of {shown}")
 
-    def to_dict(self) -> dict[str, Any]:
-        need = self.estimate
-        return {"estimate_bytes": need.estimate_bytes, "margin": MARGIN,
-                "need_bytes": need.need_bytes, "free_bytes": self.free_bytes,
-                "fits": self.fits, "skipped": self.skipped, "folder": str(self.folder),
-                "record_bytes": need.record_bytes,
-                "tracks": [t.to_dict() for t in need.tracks]}
+def disk_skipped_line(disk: Disk, shown: str) -> str:
+    """The note of a check that was skipped (--ref2va-skip-disk-check): what it found."""
+    return (f"ref2va: disk check skipped (--ref2va-skip-disk-check): needs about "
+            f"{fmt_bytes(disk.need_bytes)}, {fmt_bytes(disk.free_bytes)} free on "
+            f"the filesystem of {shown}")
 
 
 def check_disk(run: Plan, plans: Mapping[str, TrackPlan], folder: Path, *,
-          skipped: bool = False) -> DiskCheck:
+          skipped: bool = False) -> Disk:
     """The run's estimated need against the free space where its evidence goes."""
-    probed, free = free_bytes(folder)
-    return DiskCheck(estimate(run, plans), folder, probed, free, skipped)
+    _, free = free_bytes(folder)
+    return disk_record(estimate(run, plans), folder, free, skipped=skipped)

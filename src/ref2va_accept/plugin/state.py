@@ -60,6 +60,8 @@ from ref2va_accept.planning import (
     TrackPlan,
     check_budget,
     check_disk,
+    disk_refusal,
+    disk_skipped_line,
     plan_campaign,
     plan_run,
 )
@@ -270,13 +272,13 @@ class RunState:
         result = check_disk(plan_run(items, self.plans), self.plans, self.evidence_root,
                             skipped=skip)
         bundle = self.evidence()
-        bundle.set_section("disk", result.to_dict())
+        bundle.set_section("disk", result.json_dict())
         if result.fits:
             bundle.checkpoint()
             return None
-        line = result.refusal(str(self.evidence_root))
+        line = disk_refusal(result, str(self.evidence_root))
         if skip:
-            said = result.skipped_line(str(self.evidence_root))
+            said = disk_skipped_line(result, str(self.evidence_root))
             bundle.note(said)
             self._say(said)
             bundle.checkpoint()
@@ -299,7 +301,7 @@ class RunState:
         self.ledger_entries = tuple(earlier)
         result = check_budget(self.campaign, plans, earlier)
         bundle = self.evidence()
-        bundle.set_section("budget", result.to_dict())
+        bundle.set_section("budget", result.json_dict())
         refusal = result.refusal()
         if refusal is None:
             bundle.checkpoint()
@@ -332,7 +334,7 @@ class RunState:
             result = preflight(campaign)
         except IdentityToolMissing as exc:
             pytest.exit(f"ref2va preflight: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-        bundle.set_section("host_identity", result.to_dict())
+        bundle.set_section("host_identity", result.json_dict())
         for check in identity_checks(result, campaign.model.tracks):
             bundle.add_check(check)
         devices = campaign.model.devices
@@ -389,7 +391,7 @@ class RunState:
 
     def _record_memory(self) -> None:
         if self.memory is not None and self.bundle is not None:
-            self.bundle.set_section("device_memory", self.memory.to_dict())
+            self.bundle.set_section("device_memory", self.memory.record().json_dict())
 
     # -- verdicts --------------------------------------------------------------------------------
     @property

@@ -10,13 +10,12 @@ from ref2va_accept.core import CheckStatus
 from ref2va_accept.evidence import (
     Bundle,
     CheckResult,
-    DiffPicture,
     EvidenceBundle,
     LocalizationCheck,
     LocalizedFigures,
     check_record,
 )
-from ref2va_accept.judging.localize.picture import DiffMap, svg
+from ref2va_accept.judging.localize.picture import svg
 
 
 def _figure_rows(figures: LocalizedFigures) -> str:
@@ -30,13 +29,6 @@ def _figure_rows(figures: LocalizedFigures) -> str:
                 ("largest ULP", figures.max_ulp))
     return "".join(f"<tr><th>{label}</th><td>{html.escape(str(value))}</td></tr>"
                    for label, value in labelled)
-
-
-def _diff_map(picture: DiffPicture) -> DiffMap:
-    return DiffMap(tuple(picture.shape), picture.rows, picture.cols, tuple(picture.row_edges),
-                   tuple(picture.col_edges),
-                   tuple(tuple(float(v) for v in row) for row in picture.share),
-                   picture.differing)
 
 
 def localization_check(check: LocalizationCheck | CheckResult) -> LocalizationCheck:
@@ -85,7 +77,7 @@ def panel(check: LocalizationCheck | CheckResult) -> str:
     if data.picture is not None:
         parts.append(f"<p>where it differs: {html.escape(str(data.picture_of))}; rows "
                      "are every axis but the last (tokens, frames x positions), columns the "
-                     "last (features, channels)</p>" + svg(_diff_map(data.picture),
+                     "last (features, channels)</p>" + svg(data.picture,
                                                            rows_label="rows",
                                                            cols_label="columns"))
     parts.append("</div>")

@@ -16,7 +16,6 @@ the Python version and the folders CANN may live in. A tool the pin needs but th
 """
 
 from ref2va_accept.campaign.identity.host_check import (
-    Preflight,
     compare,
     identity_checks,
     preflight,
@@ -49,13 +48,37 @@ from ref2va_accept.campaign.identity.probes import (
     read_host,
     run_tool,
 )
-from ref2va_accept.evidence import IdentityRow  # built by compare and import_rows
+from ref2va_accept.evidence import (  # built by compare, import_rows and preflight
+    HostIdentity,
+    IdentityRow,
+)
 
 __all__ = [
-    "CANN_DEFAULT_ROOTS", "CANN_ENV_VARS", "DISTRIBUTIONS", "TOOL_TIMEOUT_S", "HostProbes",
-    "HostValue", "IdentityRow", "IdentityToolMissing", "InstalledMetadata", "MetadataSource",
-    "Preflight", "Runner", "SourcePin", "Status", "VllmOmniSource", "compare", "flatten_pin",
-    "identity_checks", "parse_cann_install_info", "parse_key_values", "parse_npu_smi_board",
-    "parse_tool_version", "pin_violations", "preflight", "read_host", "run_tool",
+    "CANN_DEFAULT_ROOTS",
+    "CANN_ENV_VARS",
+    "DISTRIBUTIONS",
+    "TOOL_TIMEOUT_S",
+    "HostIdentity",
+    "HostProbes",
+    "HostValue",
+    "IdentityRow",
+    "IdentityToolMissing",
+    "InstalledMetadata",
+    "MetadataSource",
+    "Runner",
+    "SourcePin",
+    "Status",
+    "VllmOmniSource",
+    "compare",
+    "flatten_pin",
+    "identity_checks",
+    "parse_cann_install_info",
+    "parse_key_values",
+    "parse_npu_smi_board",
+    "parse_tool_version",
+    "pin_violations",
+    "preflight",
+    "read_host",
+    "run_tool",
     "vllm_omni_origin",
 ]

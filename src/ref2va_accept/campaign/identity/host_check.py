@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, is_placeholder
-from ref2va_accept.evidence import CheckResult, IdentityRow
+from ref2va_accept.engines import EngineKindName
+from ref2va_accept.evidence import CheckResult, HostIdentity, IdentityRow
 
 if TYPE_CHECKING:
     from ref2va_accept.campaign._loaded import LoadedCampaign
@@ -19,44 +19,16 @@ from ref2va_accept.campaign.identity.probes import HostProbes, HostValue, read_h
 
 log = logging.getLogger(__name__)
 
-@dataclass(frozen=True)
-class Preflight:
-    kind: str
-    rows: tuple[IdentityRow, ...]
-
-    @property
-    def ok(self) -> bool:
-        return all(row.status == "match" for row in self.rows)
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
-
-    def problems(self) -> list[IdentityRow]:
-        return [row for row in self.rows if row.status != "match"]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"engine_kind": self.kind, "ok": self.ok,
-                "rows": [row.json_dict() for row in self.rows]}
-
-    def table(self) -> str:
-        head = ("field", "frozen", "host", "status")
-        body = [(r.field, r.frozen, r.host if r.host is not None else "-", r.status)
-                for r in self.rows]
-        widths = [max(len(line[i]) for line in [head, *body]) for i in range(4)]
-        lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip()
-                 for line in [head, *body]]
-        lines += [f"{r.field}: {r.source}" for r in self.rows if r.status == "not found"]
-        return "\n".join(lines)
-
-    def detail(self) -> str:
-        """One line naming every field that is not a match, with frozen and host values."""
-        return "; ".join(f"{r.field}: {r.status}, frozen {r.frozen!r}, host "
-                         + (repr(r.host) if r.host is not None else f"unknown ({r.source})")
-                         for r in self.problems())
+def identity(kind: EngineKindName, rows: Iterable[IdentityRow]) -> HostIdentity:
+    """The preflight's result as the evidence's `host_identity` records it: ok when every row
+    is a match."""
+    rows = list(rows)
+    return HostIdentity(engine_kind=kind, ok=all(row.status == "match" for row in rows),
+                        rows=rows)
 
 
-def compare(kind: str, frozen: Mapping[str, str], host: Mapping[str, HostValue]) -> Preflight:
+def compare(kind: EngineKindName, frozen: Mapping[str, str], host: Mapping[str, HostValue]
+            ) -> HostIdentity:
     rows: list[IdentityRow] = []
     for name, value in frozen.items():
         seen = host.get(name, HostValue(None, "no probe"))
@@ -71,7 +43,7 @@ def compare(kind: str, frozen: Mapping[str, str], host: Mapping[str, HostValue])
             status = "DRIFT"
         rows.append(IdentityRow(field=name, frozen=value, host=seen.value, status=status,
                                 source=seen.source))
-    return Preflight(kind, tuple(rows))
+    return identity(kind, rows)
 
 
 # Pinned packages that must also import in the server's environment, by their module name.
@@ -91,7 +63,7 @@ def import_rows(frozen: Mapping[str, str], probes: HostProbes) -> tuple[Identity
     return tuple(rows)
 
 
-def preflight(campaign: LoadedCampaign, probes: HostProbes | None = None) -> Preflight:
+def preflight(campaign: LoadedCampaign, probes: HostProbes | None = None) -> HostIdentity:
     """Compare the campaign's pin with the host; raises IdentityToolMissing for a missing tool."""
     engine = campaign.model.engine
     probes = probes if probes is not None else HostProbes()
@@ -100,12 +72,12 @@ def preflight(campaign: LoadedCampaign, probes: HostProbes | None = None) -> Pre
     frozen = flatten_pin(engine.source_pin)
     host = read_host(engine.kind, frozen, probes, campaign.model.devices.visible)
     result = compare(engine.kind, frozen, host)
-    result = Preflight(result.kind, result.rows + import_rows(frozen, probes))
+    result = identity(result.engine_kind, [*result.rows, *import_rows(frozen, probes)])
     log.info("host identity: %s", "all match" if result.ok else result.detail())
     return result
 
 
-def identity_checks(result: Preflight, track_ids: Iterable[str]) -> list[CheckResult]:
+def identity_checks(result: HostIdentity, track_ids: Iterable[str]) -> list[CheckResult]:
     """One `host_identity` check per track, on B0 so that it counts for every candidate.
 
     A field that is not a match makes the run not evaluable (`protocol_deviation`): numbers

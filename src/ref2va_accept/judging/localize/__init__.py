@@ -5,7 +5,7 @@ the named module's output differs (picture.py); ``ref2va-accept localize`` (cli)
 from a finished run's evidence."""
 
 from ref2va_accept.judging.localize.capture import Call, Digest, Divergence, divergence, read_log
-from ref2va_accept.judging.localize.picture import DiffMap, diff_map, svg
+from ref2va_accept.judging.localize.picture import diff_map, svg
 from ref2va_accept.judging.localize.result import Localization, Target, target_of
 from ref2va_accept.judging.localize.runner import (
     LocalizationPass,
@@ -16,7 +16,7 @@ from ref2va_accept.judging.localize.runner import (
 )
 
 __all__ = [
-    "Call", "DiffMap", "Digest", "Divergence", "Localization", "LocalizationPass", "Target",
+    "Call", "Digest", "Divergence", "Localization", "LocalizationPass", "Target",
     "diff_map", "divergence", "equal_before", "failed_gate",
     "localize", "read_log", "svg", "target_of", "wants_pass",
 ]

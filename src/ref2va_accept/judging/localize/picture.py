@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ref2va_accept.evidence import DiffPicture
 from ref2va_accept.tensors.dtypes import DTYPES
 from ref2va_accept.tensors.files import open_unbuffered, read_into, single_tensor
 
@@ -26,29 +25,13 @@ COL_BINS = 48
 CHUNK_ELEMENTS = 1 << 20
 
 
-@dataclass(frozen=True)
-class DiffMap:
-    shape: tuple[int, ...]
-    rows: int
-    cols: int
-    row_edges: tuple[int, ...]  # bin i covers rows [edges[i], edges[i+1])
-    col_edges: tuple[int, ...]
-    share: tuple[tuple[float, ...], ...]  # [row bin][col bin] share of differing elements
-    differing: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "rows": self.rows, "cols": self.cols,
-                "row_edges": list(self.row_edges), "col_edges": list(self.col_edges),
-                "share": [[round(v, 6) for v in row] for row in self.share],
-                "differing": self.differing}
-
-
 def _edges(length: int, bins: int) -> np.ndarray:
     return np.linspace(0, length, min(bins, max(length, 1)) + 1).round().astype(np.int64)
 
 
-def diff_map(a: Path, b: Path) -> DiffMap | None:
-    """The grid of two single-tensor files of the same dtype and shape (None otherwise)."""
+def diff_map(a: Path, b: Path) -> DiffPicture | None:
+    """The grid of two single-tensor files of the same dtype and shape (None otherwise), as the
+    localization check's `picture` records it: each share rounded to 6 decimals."""
     info_a, info_b = single_tensor(a), single_tensor(b)
     if (info_a.dtype, info_a.shape) != (info_b.dtype, info_b.shape):
         return None
@@ -76,9 +59,11 @@ def diff_map(a: Path, b: Path) -> DiffMap | None:
             done += step
     sizes = np.outer(np.diff(row_edges), np.diff(col_edges)).clip(min=1)
     share = counts / sizes
-    return DiffMap(shape, rows, cols, tuple(int(e) for e in row_edges),
-                   tuple(int(e) for e in col_edges),
-                   tuple(tuple(float(v) for v in row) for row in share), int(counts.sum()))
+    return DiffPicture(shape=list(shape), rows=rows, cols=cols,
+                       row_edges=[int(e) for e in row_edges],
+                       col_edges=[int(e) for e in col_edges],
+                       share=[[round(float(v), 6) for v in row] for row in share],
+                       differing=int(counts.sum()))
 
 
 def _colour(share: float) -> str:
@@ -90,7 +75,7 @@ def _colour(share: float) -> str:
     return f"rgb(200,{g},{g})"
 
 
-def svg(picture: DiffMap, *, rows_label: str = "rows", cols_label: str = "columns",
+def svg(picture: DiffPicture, *, rows_label: str = "rows", cols_label: str = "columns",
         cell: int = 8) -> str:
     """An inline SVG of the grid, with its axes and a legend in the title of each cell."""
     nrows, ncols = len(picture.share), len(picture.share[0]) if picture.share else 0

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ref2va_accept.core import Check, CheckStatus
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import CheckResult, DiffPicture
 from ref2va_accept.judging.localize.capture import Divergence
-from ref2va_accept.judging.localize.picture import DiffMap
 from ref2va_accept.tensors.comparison import dit_step
 from ref2va_contract.diagnostics import CAPTURE_DIT, CAPTURE_ENCODERS
 
@@ -77,7 +76,7 @@ class Localization:
     # the named module's output (else the pictured point), B0 against the candidate
     figures: dict[str, Any] | None = None
     inputs_equal: bool | None = None
-    picture: DiffMap | None = None
+    picture: DiffPicture | None = None
     picture_of: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
 
@@ -100,7 +99,7 @@ class Localization:
             "sentence": self.sentence,
             "level1": _parting_dict(self.level1), "level2": _parting_dict(self.level2),
             "figures": self.figures, "inputs_equal": self.inputs_equal,
-            "picture": self.picture.to_dict() if self.picture else None,
+            "picture": self.picture.json_dict() if self.picture else None,
             "picture_of": self.picture_of, "requests": self.requests,
         }
 
