@@ -154,7 +154,7 @@ def _cmd_verdict(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise Ref2VAError(str(exc)) from None
     if args.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(result.json_dict(), indent=2) + "\n")
         return EXIT_OK  # the verdict is data, not an exit status
     interval = result.interval
 
