@@ -103,7 +103,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     result = probe(args.file)
     problems = check_media(result, expect)
     if args.json:
-        payload = result.to_dict() | {
+        payload = result.json_dict() | {
             "complete": not problems,
             "problems": [{"code": p.code, "message": p.message} for p in problems],
         }
