@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from ref2va_accept import tensors
 from ref2va_accept.cli import main
 from ref2va_accept.core import TensorFileError
+from ref2va_accept.evidence import PointRecord
 from ref2va_accept.judging import compare_decoded_mp4
 from ref2va_accept.tensors import (
     DTYPES,
@@ -69,7 +70,7 @@ def _pair(root: Path, dtype: str, a: np.ndarray, b: np.ndarray, name: str = "t"
             write_tensor_file(root / "b.safetensors", {name: b}, dtypes={name: dtype}))
 
 
-def _compare(dtype: str, a: np.ndarray, b: np.ndarray, chunk: int) -> tensors.PointComparison:
+def _compare(dtype: str, a: np.ndarray, b: np.ndarray, chunk: int) -> PointRecord:
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(streaming, "CHUNK_BYTES", chunk):
         result = compare_tensor_files(*_pair(Path(tmp), dtype, a, b))
     assert len(result.points) == 1
@@ -175,13 +176,13 @@ def test_nan_compares_by_bit_pattern() -> None:
     assert compare_arrays("n", nan, nan.copy()).equal
     point = compare_arrays("n", nan, other_payload)
     assert point.status == "differs" and math.isnan(point.max_abs_diff or 0.0)
-    assert point.to_dict()["max_abs_diff"] == "nan"
-    json.dumps(point.to_dict(), allow_nan=False)
+    assert point.json_dict()["max_abs_diff"] == "nan"
+    json.dumps(point.json_dict(), allow_nan=False)
 
 
 def test_infinities_are_reported_not_crashed_on() -> None:
     point = compare_arrays("i", np.array([np.inf, 1.0]), np.array([-np.inf, 1.0]))
-    assert point.max_abs_diff == math.inf and point.to_dict()["max_abs_diff"] == "inf"
+    assert point.max_abs_diff == math.inf and point.json_dict()["max_abs_diff"] == "inf"
 
 
 def test_dtype_and_shape_mismatch(folder: Path) -> None:

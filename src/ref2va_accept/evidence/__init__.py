@@ -43,9 +43,11 @@ from ref2va_accept.evidence._checks_records import (
     LosslessGateData,
     LossyGateCheck,
     NoData,
+    PointRecord,
     ScorerWeightsCheck,
     check_record,
 )
+from ref2va_accept.evidence._closed_sets import PointStatus
 from ref2va_accept.evidence._host_records import (
     Cleanup,
     DeviceMemoryMeasured,
@@ -176,6 +178,8 @@ __all__ = [
     "OperatorDelta",
     "OperatorTime",
     "OperatorTotal",
+    "PointRecord",
+    "PointStatus",
     "Poll",
     "Preference",
     "Profile",
