@@ -394,7 +394,7 @@ class Arms:
                 "sample_id": sample.sample_id, "file": sample.media_file, "probe": media,
                 "problems": [{"code": p.code, "message": p.message} for p in problems],
             })
-        record = sample.to_dict() | {"request": request.describe()}
+        record = sample.to_dict() | {"request": request.describe().json_dict()}
         if diagnostics is not None:
             record["dump_dir"] = self.evidence.relative(diagnostics.dump_dir)
         self.evidence.add_sample(record)

@@ -38,6 +38,9 @@ __all__ = [
 
 
 class ReferenceFile(Record):
+    """A reference file as the request sent it, by size and hash (timing.ReferenceFile holds
+    its bytes, to send)."""
+
     filename: str
     mime: str
     bytes: int
@@ -45,7 +48,8 @@ class ReferenceFile(Record):
 
 
 class RequestRecord(Record):
-    """The request as sent (timing.GenerationRequest.describe: file contents by hash)."""
+    """The request as sent (timing.GenerationRequest.describe builds it: file contents by
+    hash)."""
 
     fields: dict[str, str]
     references: list[ReferenceFile]
