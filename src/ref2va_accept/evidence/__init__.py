@@ -43,7 +43,6 @@ from ref2va_accept.evidence._checks_records import (
     LosslessGateData,
     LossyGateCheck,
     NoData,
-    PointRecord,
     ScorerWeightsCheck,
     check_record,
 )
@@ -92,6 +91,7 @@ from ref2va_accept.evidence._media_records import (
     NotCompared,
     VideoStream,
 )
+from ref2va_accept.evidence._point_records import PointRecord
 from ref2va_accept.evidence._profile_records import (
     MEMORY_DEFINITIONS,
     Allocation,

@@ -11,22 +11,19 @@ gate's figures in `_media_records`.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
-    ConfigDict,
     Field,
     TypeAdapter,
     WithJsonSchema,
-    field_serializer,
 )
 
 from ref2va_accept.core import CHECK_REASON_CATEGORIES, Check, CheckStatus, Reason
 from ref2va_accept.evidence._base import JsonNumber, Number, Record, Timestamp
-from ref2va_accept.evidence._closed_sets import DeviceKind, PartingKind, PointStatus
+from ref2va_accept.evidence._closed_sets import DeviceKind, PartingKind
 from ref2va_accept.evidence._host_records import IdentityRow
 from ref2va_accept.evidence._latency_records import LatencyData, LatencyStopped
 from ref2va_accept.evidence._media_records import (
@@ -35,6 +32,7 @@ from ref2va_accept.evidence._media_records import (
     ScoreRecord,
     WeightRecord,
 )
+from ref2va_accept.evidence._point_records import PointRecord
 
 __all__ = [
     "CHECK_ADAPTER",
@@ -93,70 +91,6 @@ class MediaCheckData(Record):
 class CleanupCheckData(Record):
     instance: str
     stop_s: Number
-
-
-class PointRecord(Record):
-    """One comparison point, A (B0) against B (the candidate), as the bit-exact comparison
-    finds it (tensors.compare_dumps and judging's MP4 points build it with `of`).
-
-    `elements`, `differing` and `fraction` describe an element-wise comparison; they are 0 when
-    none was possible (missing on a side, dtype or shape mismatch), and `status` says why. A
-    non-finite `max_abs_diff` is written as the string "nan", "inf" or "-inf"."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    status: PointStatus
-    equal: bool
-    dtype_a: str | None
-    dtype_b: str | None
-    shape_a: tuple[int, ...] | None
-    shape_b: tuple[int, ...] | None
-    elements: int
-    differing: int
-    fraction: Number
-    first_index: tuple[int, ...] | None
-    max_abs_diff: JsonNumber | None
-    max_ulp: int | None
-
-    @field_serializer("max_abs_diff")
-    def _strict_json(self, value: float | str | None) -> float | str | None:
-        # Strict JSON has no NaN or Infinity; the evidence keeps them readable as strings.
-        if isinstance(value, float) and not math.isfinite(value):
-            return str(value)
-        return value
-
-    @classmethod
-    def of(cls, name: str, status: PointStatus, dtype_a: str | None, dtype_b: str | None,
-           shape_a: tuple[int, ...] | None, shape_b: tuple[int, ...] | None,
-           elements: int = 0, differing: int = 0, fraction: float = 0.0,
-           first_index: tuple[int, ...] | None = None,
-           max_abs_diff: JsonNumber | None = None,
-           max_ulp: int | None = None) -> PointRecord:
-        """The record of one compared point (`equal` follows from `status`)."""
-        return cls(name=name, status=status, equal=status == "equal", dtype_a=dtype_a,
-                   dtype_b=dtype_b, shape_a=shape_a, shape_b=shape_b, elements=elements,
-                   differing=differing, fraction=fraction, first_index=first_index,
-                   max_abs_diff=max_abs_diff, max_ulp=max_ulp)
-
-    def summary(self) -> str:
-        """One line: ``name: equal`` or what differs, where first, and by how much."""
-        if self.status == "equal":
-            return f"{self.name}: equal"
-        if self.status == "missing_in_a":
-            return f"{self.name}: MISSING in A"
-        if self.status == "missing_in_b":
-            return f"{self.name}: MISSING in B"
-        if self.status == "dtype_mismatch":
-            return f"{self.name}: DTYPE MISMATCH {self.dtype_a} vs {self.dtype_b}"
-        if self.status == "shape_mismatch":
-            return f"{self.name}: SHAPE MISMATCH {self.shape_a} vs {self.shape_b}"
-        percent = 100.0 * self.fraction
-        share = f"{percent:.2f}%" if percent >= 0.01 else f"{percent:.2g}%"
-        diff = self.max_abs_diff
-        shown = f"{diff:.2g}" if isinstance(diff, int | float) else str(diff)
-        return (f"{self.name}: DIFFERS {self.differing}/{self.elements} elements ({share}), "
-                f"first at {self.first_index}, max |diff| {shown}, max ULP {self.max_ulp}")
 
 
 class UnobservedRequest(Record):
