@@ -172,6 +172,13 @@ class NotCompared(Record):
 
 
 class AudioStatsRecord(Record):
+    """One arm's soundtrack (quality.audio_stats): `samples` per channel; `loudness_lufs`
+    BS.1770-4 integrated (-inf when every block is gated out); `peak_dbfs` the sample peak, not
+    the true peak (-inf for digital silence); `clipping_ratio` of samples (all channels) at
+    full scale; `silence_ratio` of 20 ms frames below -60 dBFS."""
+
+    model_config = ConfigDict(frozen=True)
+
     sample_rate: JsonNumber
     channels: JsonNumber
     samples: JsonNumber
@@ -184,7 +191,13 @@ class AudioStatsRecord(Record):
 
 
 class AudioComparisonRecord(Record):
-    """A candidate's audio against B0's (quality.audio.AudioComparison.to_dict)."""
+    """A candidate's audio against B0's (quality.compare_audio), with the scorers' version and
+    ids: `lag_samples` > 0 when the candidate arrives later, `lag_peak_correlation` normalized
+    (about -1: an inverted copy), `compared_samples` per channel after alignment and truncation,
+    `mrstft` the mean over resolutions of spectral convergence + log-magnitude L1, the
+    loudness and length differences candidate - baseline (length before alignment)."""
+
+    model_config = ConfigDict(frozen=True)
 
     scorer_version: str
     length_slack_samples: int

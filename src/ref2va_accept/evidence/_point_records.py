@@ -4,9 +4,7 @@ status, dtypes, shapes and how the bytes differ, built by the comparison itself
 
 from __future__ import annotations
 
-import math
-
-from pydantic import ConfigDict, field_serializer
+from pydantic import ConfigDict
 
 from ref2va_accept.evidence._base import JsonNumber, Number, Record
 from ref2va_accept.evidence._closed_sets import PointStatus
@@ -37,13 +35,6 @@ class PointRecord(Record):
     first_index: tuple[int, ...] | None
     max_abs_diff: JsonNumber | None
     max_ulp: int | None
-
-    @field_serializer("max_abs_diff")
-    def _strict_json(self, value: float | str | None) -> float | str | None:
-        # Strict JSON has no NaN or Infinity; the evidence keeps them readable as strings.
-        if isinstance(value, float) and not math.isfinite(value):
-            return str(value)
-        return value
 
     @classmethod
     def of(cls, name: str, status: PointStatus, dtype_a: str | None, dtype_b: str | None,
