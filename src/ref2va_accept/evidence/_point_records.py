@@ -27,12 +27,13 @@ class PointRecord(Record):
     equal: bool
     dtype_a: str | None
     dtype_b: str | None
-    shape_a: tuple[int, ...] | None
-    shape_b: tuple[int, ...] | None
+    # Lists, as JSON reads them back (the report shows them so); summary() shows tuples.
+    shape_a: list[int] | None
+    shape_b: list[int] | None
     elements: int
     differing: int
     fraction: Number
-    first_index: tuple[int, ...] | None
+    first_index: list[int] | None
     max_abs_diff: JsonNumber | None
     max_ulp: int | None
 
@@ -45,9 +46,10 @@ class PointRecord(Record):
            max_ulp: int | None = None) -> PointRecord:
         """The record of one compared point (`equal` follows from `status`)."""
         return cls(name=name, status=status, equal=status == "equal", dtype_a=dtype_a,
-                   dtype_b=dtype_b, shape_a=shape_a, shape_b=shape_b, elements=elements,
-                   differing=differing, fraction=fraction, first_index=first_index,
-                   max_abs_diff=max_abs_diff, max_ulp=max_ulp)
+                   dtype_b=dtype_b, shape_a=_listed(shape_a), shape_b=_listed(shape_b),
+                   elements=elements, differing=differing, fraction=fraction,
+                   first_index=_listed(first_index), max_abs_diff=max_abs_diff,
+                   max_ulp=max_ulp)
 
     def summary(self) -> str:
         """One line: ``name: equal`` or what differs, where first, and by how much."""
@@ -60,10 +62,19 @@ class PointRecord(Record):
         if self.status == "dtype_mismatch":
             return f"{self.name}: DTYPE MISMATCH {self.dtype_a} vs {self.dtype_b}"
         if self.status == "shape_mismatch":
-            return f"{self.name}: SHAPE MISMATCH {self.shape_a} vs {self.shape_b}"
+            return (f"{self.name}: SHAPE MISMATCH {_tupled(self.shape_a)} vs "
+                    f"{_tupled(self.shape_b)}")
         percent = 100.0 * self.fraction
         share = f"{percent:.2f}%" if percent >= 0.01 else f"{percent:.2g}%"
         diff = self.max_abs_diff
         shown = f"{diff:.2g}" if isinstance(diff, int | float) else str(diff)
         return (f"{self.name}: DIFFERS {self.differing}/{self.elements} elements ({share}), "
-                f"first at {self.first_index}, max |diff| {shown}, max ULP {self.max_ulp}")
+                f"first at {_tupled(self.first_index)}, max |diff| {shown}, max ULP {self.max_ulp}")
+
+
+def _listed(values: tuple[int, ...] | None) -> list[int] | None:
+    return None if values is None else list(values)
+
+
+def _tupled(values: list[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(values)

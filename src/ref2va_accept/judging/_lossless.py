@@ -315,8 +315,9 @@ def judge_unobserved(track: str, candidate: str, contract: LosslessContract, wat
 def _describe(point: PointRecord) -> str:
     if point.status != "differs":
         return point.status.replace("_", " ")
+    first = None if point.first_index is None else tuple(point.first_index)
     return (f"{point.differing}/{point.elements} elements differ, first at "
-            f"{point.first_index}, max |diff| {point.max_abs_diff:.3g}, max ULP {point.max_ulp}")
+            f"{first}, max |diff| {point.max_abs_diff:.3g}, max ULP {point.max_ulp}")
 
 
 def run_baseline(arms: Arms, runs: GateRuns | None = None) -> Baseline:

@@ -181,9 +181,8 @@ def compare_arrays(name: str, a: npt.NDArray[Any], b: npt.NDArray[Any]) -> Point
     stream = StreamingComparison(name, dtype_a)
     stream.add(a.reshape(1, -1), b.reshape(1, -1))
     flat = stream.result()
-    first = flat.first_index
-    if first is not None:
-        first = tuple(int(i) for i in np.unravel_index(first[1], shape_a))
+    first = None if flat.first_index is None else tuple(
+        int(i) for i in np.unravel_index(flat.first_index[1], shape_a))
     return PointRecord.of(name, flat.status, dtype_a, dtype_b, shape_a, shape_b, flat.elements,
                            flat.differing, flat.fraction, first, flat.max_abs_diff, flat.max_ulp)
 
