@@ -29,8 +29,10 @@ def latency_check(track: str, arm: str, *, ratio: float, lower: float, upper: fl
     check = next(c for c in judge_latency(track, arm, runs, INSTANCE)
                  if c.name is Check.LATENCY_RATIO)
     assert check.latency is not None, check
-    decided = replace(check.latency, ratio_of_medians=ratio, verdict=Verdict(verdict),
-                      interval=replace(check.latency.interval, lower=lower, upper=upper))
+    interval = check.latency.interval.model_copy(update={"lower": lower, "upper": upper})
+    decided = check.latency.model_copy(update={"ratio_of_medians": ratio,
+                                               "verdict": Verdict(verdict),
+                                               "interval": interval})
     return replace(check, latency=decided)
 
 

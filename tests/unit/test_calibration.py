@@ -302,7 +302,7 @@ def test_the_shipped_campaigns_freeze_the_calibrated_rule_and_verdict_defaults_t
     # ... and gives what the campaign's own rule gives on the same values.
     assert default == latency_verdict([301.2, 298.0, 305.5], [140.0, 151.0, 139.0],
                                       s.target_ratio, s.confidence, single_instance=True,
-                                      rule=s.decision_rule).to_dict()
+                                      rule=s.decision_rule).json_dict()
 
 
 def test_a_missing_campaign_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -160,7 +160,7 @@ def _supported(candidate: str, p: float) -> list[CheckResult]:
     from ref2va_accept.timing import latency_verdict
 
     latency = latency_verdict([300.0, 310.0, 295.0], [120.0, 124.0, 118.0], rule="welch-log/1")
-    latency = dataclasses.replace(latency, p_value=p)
+    latency = latency.model_copy(update={"p_value": p})
     return [CheckResult(TRACK, candidate, Check.LATENCY_RATIO, "pass", None, "", {},
                         latency)]
 

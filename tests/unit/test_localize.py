@@ -120,12 +120,12 @@ def test_level_one_starts_after_the_last_equal_step(point: str, equal: list[str]
 
 def _table(first: str | None, *points: tuple[str, bool]) -> dict[str, Any]:
     """A lossless gate's table as the gate writes it: every point compared, in order."""
-    from ref2va_accept.tensors import PointComparison
+    from ref2va_accept.evidence import PointRecord
 
-    compared = [PointComparison(name, "equal" if equal else "differs", "float32", "float32",
-                                (2,), (2,), 2, 0 if equal else 1, 0.0 if equal else 0.5)
+    compared = [PointRecord.of(name, "equal" if equal else "differs", "float32", "float32",
+                               (2,), (2,), 2, 0 if equal else 1, 0.0 if equal else 0.5)
                 for name, equal in points]
-    return {"seed": 42, "points": [p.to_dict() for p in compared], "first_divergence": first}
+    return {"seed": 42, "points": [p.json_dict() for p in compared], "first_divergence": first}
 
 
 def test_the_equal_points_are_read_from_the_gates_table() -> None:

@@ -23,7 +23,7 @@ def _outcome(media: dict[str, object] | None) -> Outcome:
 
 
 def test_the_decoded_shape_of_each_mp4_point_is_read_from_the_probe(tmp_path: Path) -> None:
-    media = probe(write_mp4(tmp_path / "a.mp4", frames=12, size=(64, 48))).to_dict()
+    media = probe(write_mp4(tmp_path / "a.mp4", frames=12, size=(64, 48))).json_dict()
     found = _outcome(media)
     assert lossless._mp4_shape(found, "mp4.video") == [12, 48, 64, 3]
     channels, samples = lossless._mp4_shape(found, "mp4.audio") or [0, 0]
@@ -32,7 +32,7 @@ def test_the_decoded_shape_of_each_mp4_point_is_read_from_the_probe(tmp_path: Pa
 
 
 def test_no_shape_without_the_stream_or_the_probe(tmp_path: Path) -> None:
-    silent = probe(write_mp4(tmp_path / "v.mp4", frames=6, audio=False)).to_dict()
+    silent = probe(write_mp4(tmp_path / "v.mp4", frames=6, audio=False)).json_dict()
     assert lossless._mp4_shape(_outcome(silent), "mp4.video") == [6, 48, 64, 3]
     assert lossless._mp4_shape(_outcome(silent), "mp4.audio") is None
     assert lossless._mp4_shape(_outcome(None), "mp4.video") is None

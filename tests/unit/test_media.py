@@ -144,7 +144,7 @@ def test_aac_priming_is_already_dropped_and_padding_is_under_one_frame(
 def test_to_dict_is_json_ready_and_names_the_file_by_basename(
     good_mp4: Path, good_probe: MediaProbe
 ) -> None:
-    text = json.dumps(good_probe.to_dict())
+    text = json.dumps(good_probe.json_dict())
     record = json.loads(text)
     assert record["name"] == "good.mp4"
     assert record["video"]["frames_decoded"] == FRAMES
@@ -274,7 +274,7 @@ def test_other_video_codec_fails_video_codec(tmp_path: Path) -> None:
 
 def test_probe_from_other_container_fails_not_mp4(good_probe: MediaProbe) -> None:
     # probe() itself refuses non-MP4 demuxers; this guards probes loaded back from evidence.
-    foreign = dataclasses.replace(good_probe, container="matroska,webm")
+    foreign = good_probe.model_copy(update={"container": "matroska,webm"})
     assert codes(check_media(foreign)) == {"not_mp4"}
 
 

@@ -86,7 +86,7 @@ def test_identical_signals_score_perfect_without_crashing() -> None:
 
 def test_to_dict_is_strict_json_with_infinities_as_strings() -> None:
     x = noise()
-    record = compare_audio(arm(x), arm(x)).to_dict()
+    record = compare_audio(arm(x), arm(x)).json_dict()
     text = json.dumps(record, allow_nan=False)
     assert json.loads(text)["si_sdr_db"] == "inf"
     assert record["scorer_version"] == AUDIO_SCORER_VERSION == "1"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import math
@@ -289,7 +288,7 @@ def test_check_comparable_flags_fps_size_frames_and_codec(tmp_path: Path) -> Non
     assert any("resolution" in p for p in size)
     assert any("pixel format" in p for p in codec)
     assert a.video is not None
-    other = dataclasses.replace(a, video=dataclasses.replace(a.video, codec="hevc"))
+    other = a.model_copy(update={"video": a.video.model_copy(update={"codec": "hevc"})})
     assert any("video codec" in p for p in check_comparable(a, other))
 
 
@@ -304,8 +303,8 @@ def test_check_comparable_names_the_encoder_options_that_differ(tmp_path: Path) 
     assert problems[0].startswith("encoder settings differ: a.mp4 vs b.mp4: ")
     assert "qp 0 vs 12" in problems[0]
     assert b.video is not None
-    other = dataclasses.replace(b, video=dataclasses.replace(b.video, encoder_settings=None,
-                                                             colour="space 1, range 2"))
+    other = b.model_copy(update={"video": b.video.model_copy(
+        update={"encoder_settings": None, "colour": "space 1, range 2"})})
     problems = check_comparable(a, other)
     assert any("colour description differs" in p for p in problems)
     assert any("b.mp4 carries no x264 options, a.mp4 does" in p for p in problems)

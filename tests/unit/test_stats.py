@@ -100,7 +100,7 @@ def test_hand_worked_n3(candidate: list[float], verdict: str) -> None:
 
 def test_verdict_reports_raw_numbers_and_note() -> None:
     result = latency_verdict(BASE, [140.0, 145.0, 139.0])
-    payload = json.loads(json.dumps(result.to_dict()))
+    payload = json.loads(json.dumps(result.json_dict()))
     assert payload["baseline"] == BASE and payload["candidate"] == [140.0, 145.0, 139.0]
     assert payload["ratio_of_medians"] == pytest.approx(140 / 300)
     assert payload["ratio_of_means"] == pytest.approx(424 / 903)
@@ -109,7 +109,7 @@ def test_verdict_reports_raw_numbers_and_note() -> None:
     assert several.note == "unit: request (every measured request a sample)"
     instance = latency_verdict(BASE, [140.0, 145.0, 139.0], unit="instance", instances_per_arm=3)
     assert instance.unit == "instance" and "3 fresh instances per arm" in instance.note
-    assert instance.to_dict()["unit"] == "instance"
+    assert instance.json_dict()["unit"] == "instance"
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
@@ -275,7 +275,7 @@ def test_welch_needs_two_values_per_arm_and_some_spread() -> None:
 def test_welch_decides_both_ways() -> None:
     fast = stats.latency_verdict([300.0, 310.0, 295.0], [120.0, 124.0, 118.0],
                                  rule=DecisionRule.WELCH, confidence=0.955)
-    assert fast.verdict == "supported" and fast.to_dict()["rule"] == "welch-log/1"
+    assert fast.verdict == "supported" and fast.json_dict()["rule"] == "welch-log/1"
     slow = stats.latency_verdict([300.0, 310.0, 295.0], [200.0, 210.0, 190.0],
                                  rule=DecisionRule.WELCH, confidence=0.955)
     assert slow.verdict == "failed"

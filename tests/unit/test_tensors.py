@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from ref2va_accept import tensors
 from ref2va_accept.cli import main
 from ref2va_accept.core import TensorFileError
+from ref2va_accept.evidence import PointRecord
 from ref2va_accept.judging import compare_decoded_mp4
 from ref2va_accept.tensors import (
     DTYPES,
@@ -69,7 +70,7 @@ def _pair(root: Path, dtype: str, a: np.ndarray, b: np.ndarray, name: str = "t"
             write_tensor_file(root / "b.safetensors", {name: b}, dtypes={name: dtype}))
 
 
-def _compare(dtype: str, a: np.ndarray, b: np.ndarray, chunk: int) -> tensors.PointComparison:
+def _compare(dtype: str, a: np.ndarray, b: np.ndarray, chunk: int) -> PointRecord:
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(streaming, "CHUNK_BYTES", chunk):
         result = compare_tensor_files(*_pair(Path(tmp), dtype, a, b))
     assert len(result.points) == 1
@@ -107,7 +108,7 @@ def test_any_single_flipped_bit_is_found_and_located(dtype: str, data: st.DataOb
     point = _compare(dtype, array, _flip(array, element, bit), chunk)
     assert point.status == "differs"
     assert (point.differing, point.elements) == (1, array.size)
-    assert point.first_index == tuple(int(i) for i in np.unravel_index(element, array.shape))
+    assert point.first_index == list(int(i) for i in np.unravel_index(element, array.shape))
     assert (point.max_ulp is not None and point.max_ulp > 0) or dtype in FLOATS
     assert point.max_abs_diff is not None
 
@@ -157,7 +158,7 @@ def test_in_memory_arrays_follow_the_same_rules(dtype: str, data: st.DataObject)
     element = data.draw(st.integers(0, array.size - 1))
     point = compare_arrays("x", array, _flip(array, element, 0))
     assert (point.status, point.differing) == ("differs", 1)
-    assert point.first_index == tuple(int(i) for i in np.unravel_index(element, array.shape))
+    assert point.first_index == list(int(i) for i in np.unravel_index(element, array.shape))
 
 
 # ------------------------------------------------------------------------------- semantics
@@ -165,7 +166,7 @@ def test_in_memory_arrays_follow_the_same_rules(dtype: str, data: st.DataObject)
 
 def test_negative_zero_differs_from_zero_at_ulp_zero() -> None:
     point = compare_arrays("z", np.zeros(4, np.float32), np.array([0, 0, -0.0, 0], np.float32))
-    assert (point.status, point.differing, point.first_index) == ("differs", 1, (2,))
+    assert (point.status, point.differing, point.first_index) == ("differs", 1, [2])
     assert (point.max_ulp, point.max_abs_diff) == (0, 0.0)
 
 
@@ -175,13 +176,13 @@ def test_nan_compares_by_bit_pattern() -> None:
     assert compare_arrays("n", nan, nan.copy()).equal
     point = compare_arrays("n", nan, other_payload)
     assert point.status == "differs" and math.isnan(point.max_abs_diff or 0.0)
-    assert point.to_dict()["max_abs_diff"] == "nan"
-    json.dumps(point.to_dict(), allow_nan=False)
+    assert point.json_dict()["max_abs_diff"] == "nan"
+    json.dumps(point.json_dict(), allow_nan=False)
 
 
 def test_infinities_are_reported_not_crashed_on() -> None:
     point = compare_arrays("i", np.array([np.inf, 1.0]), np.array([-np.inf, 1.0]))
-    assert point.max_abs_diff == math.inf and point.to_dict()["max_abs_diff"] == "inf"
+    assert point.max_abs_diff == math.inf and point.json_dict()["max_abs_diff"] == "inf"
 
 
 def test_dtype_and_shape_mismatch(folder: Path) -> None:
@@ -193,7 +194,7 @@ def test_dtype_and_shape_mismatch(folder: Path) -> None:
     assert (points["x"].status, points["x"].dtype_a, points["x"].dtype_b) == (
         "dtype_mismatch", "F32", "F16")
     assert (points["y"].status, points["y"].shape_a, points["y"].shape_b) == (
-        "shape_mismatch", (2, 3), (3, 2))
+        "shape_mismatch", [2, 3], [3, 2])
 
 
 def test_bf16_bit_patterns_are_not_read_as_u16(folder: Path) -> None:
@@ -212,12 +213,12 @@ def test_a_difference_in_the_last_element_across_several_chunks(folder: Path,
     b[9, 99] = np.nextafter(b[9, 99], np.float32(np.inf))
     b[3, 50] = -b[3, 50]
     point = compare_tensor_files(*_pair(folder, "F32", a, b)).points[0]
-    assert (point.differing, point.first_index) == (2, (3, 50))
+    assert (point.differing, point.first_index) == (2, [3, 50])
     assert point.max_abs_diff == 2 * 350.0
     c = a.copy()
     c[9, 99] += 1
     point = compare_tensor_files(*_pair(folder, "F32", a, c)).points[0]
-    assert (point.differing, point.first_index, point.max_abs_diff) == (1, (9, 99), 1.0)
+    assert (point.differing, point.first_index, point.max_abs_diff) == (1, [9, 99], 1.0)
 
 
 def test_patched_chunk_size_is_the_one_read_with(folder: Path, monkeypatch: Any) -> None:
@@ -253,7 +254,7 @@ def test_streaming_along_samples_finds_the_row_major_first() -> None:
     for start in range(0, 10, 4):
         stream.add(a[:, start:start + 4], b[:, start:start + 4])
     point = stream.result()
-    assert (point.shape_a, point.differing, point.first_index) == ((2, 10), 2, (0, 7))
+    assert (point.shape_a, point.differing, point.first_index) == ([2, 10], 2, [0, 7])
 
 
 def test_streaming_bf16_takes_bit_patterns() -> None:
@@ -261,7 +262,7 @@ def test_streaming_bf16_takes_bit_patterns() -> None:
     a = np.array([[0x3F80, 0x3F80]], np.uint16)  # 1.0 in bf16
     stream.add(a, a + np.array([[0, 1]], np.uint16))
     point = stream.result()
-    assert (point.dtype_a, point.first_index, point.max_ulp) == ("BF16", (0, 1), 1)
+    assert (point.dtype_a, point.first_index, point.max_ulp) == ("BF16", [0, 1], 1)
     assert point.max_abs_diff == 2.0 ** -7
 
 
@@ -502,7 +503,7 @@ def test_identical_mp4s_decode_equal(mp4s: dict[str, Path]) -> None:
     assert [(p.name, p.status) for p in result.points] == [
         ("mp4.video", "equal"), ("mp4.audio", "equal")]
     video, audio = result.points
-    assert video.shape_a == (12, 32, 32, 3) and video.dtype_a == "U8"
+    assert video.shape_a == [12, 32, 32, 3] and video.dtype_a == "U8"
     assert audio.shape_a is not None and audio.shape_a[0] == 2 and audio.dtype_a == "F32"
 
 
@@ -517,7 +518,7 @@ def test_one_changed_frame_is_located(mp4s: dict[str, Path]) -> None:
 def test_a_different_frame_count_is_a_shape_mismatch(mp4s: dict[str, Path]) -> None:
     video = compare_decoded_mp4(mp4s["a"], mp4s["short"]).points[0]
     assert (video.status, video.shape_a, video.shape_b) == (
-        "shape_mismatch", (12, 32, 32, 3), (10, 32, 32, 3))
+        "shape_mismatch", [12, 32, 32, 3], [10, 32, 32, 3])
 
 
 def test_a_missing_audio_stream_is_reported_missing(mp4s: dict[str, Path]) -> None:

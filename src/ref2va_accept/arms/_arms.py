@@ -386,15 +386,15 @@ class Arms:
             sample = replace(sample, media_file=self.evidence.relative(path))
             try:
                 probed = probe(path)
-                media = probed.to_dict()
+                media = probed.json_dict()
                 problems = check_media(probed, plan.expectation)
             except MediaError as exc:
-                problems = [MediaProblem("unreadable", str(exc))]
+                problems = [MediaProblem(code="unreadable", message=str(exc))]
             self.evidence.add_media({
                 "sample_id": sample.sample_id, "file": sample.media_file, "probe": media,
                 "problems": [{"code": p.code, "message": p.message} for p in problems],
             })
-        record = sample.to_dict() | {"request": request.describe()}
+        record = sample.to_dict() | {"request": request.describe().json_dict()}
         if diagnostics is not None:
             record["dump_dir"] = self.evidence.relative(diagnostics.dump_dir)
         self.evidence.add_sample(record)

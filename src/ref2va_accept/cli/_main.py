@@ -103,7 +103,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     result = probe(args.file)
     problems = check_media(result, expect)
     if args.json:
-        payload = result.to_dict() | {
+        payload = result.json_dict() | {
             "complete": not problems,
             "problems": [{"code": p.code, "message": p.message} for p in problems],
         }
@@ -154,7 +154,7 @@ def _cmd_verdict(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise Ref2VAError(str(exc)) from None
     if args.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(result.json_dict(), indent=2) + "\n")
         return EXIT_OK  # the verdict is data, not an exit status
     interval = result.interval
 

@@ -72,7 +72,7 @@ def whole(scored: ScoredVideo, path: Path, expected: int | None,
 
 
 class _Audio(AudioStatsRecord):
-    """The soundtrack's stats (quality.audio.AudioStats.to_dict), decoded."""
+    """The soundtrack's stats (quality.audio_stats), decoded."""
 
     status: Literal["ok"]
 
@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         try:
             soundtrack = decode_audio(video)
-            payload["audio"] = {"status": "ok", **audio_stats(soundtrack).to_dict()}
+            payload["audio"] = {"status": "ok", **audio_stats(soundtrack).json_dict()}
         except MediaError as exc:  # the video scores stand; the broken soundtrack is a problem
             payload["audio"] = {"status": "error", "detail": str(exc)}
             code = EXIT_PROBLEM
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             if soundtrack is not None:
                 try:
                     payload["audio_comparison"] = compare_audio(
-                        soundtrack, decode_audio(args.baseline)).to_dict()
+                        soundtrack, decode_audio(args.baseline)).json_dict()
                 except (MediaError, ValueError) as exc:
                     payload["audio_comparison"] = {"status": "error", "detail": str(exc)}
                     code = EXIT_PROBLEM

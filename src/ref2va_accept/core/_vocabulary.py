@@ -77,7 +77,7 @@ class LatencyDecisionReason(StrEnum):
 
 
 class IntervalReason(StrEnum):
-    """Why the latency interval gave its verdict (`stats.LatencyVerdict.reasons`, written as
+    """Why the latency interval gave its verdict (`timing.latency_verdict`'s `reasons`, written as
     `data.interval.reasons`); not reason codes of the vocabulary (docs/protocol.md)."""
 
     UPPER_AT_OR_BELOW_TARGET = "interval_upper_at_or_below_target"  # supported

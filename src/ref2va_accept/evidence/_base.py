@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 __all__ = ["JsonNumber", "Number", "OpenRecord", "Record", "Sha256", "Timestamp"]
 
@@ -34,9 +35,21 @@ class OpenRecord(Record):
 
 # A number as its writer gave it: an int stays an int (3 is written back as 3, not 3.0).
 Number: TypeAlias = Annotated[int | float, WithJsonSchema({"type": "number"})]
-# A figure its writer spells out when JSON cannot hold it (json_number: "inf", "-inf", "nan").
+
+
+def _spelt_out(value: int | float | str) -> int | float | str:
+    # Strict JSON has no NaN or Infinity: "nan", "inf", "-inf" keep them unambiguous where a
+    # null would read as "missing".
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+# A figure its writer spells out when JSON cannot hold it (json_number: "inf", "-inf", "nan"):
+# a record built with a non-finite float writes it as that string.
 JsonNumber: TypeAlias = Annotated[
     int | float | Literal["inf", "-inf", "nan"],
+    PlainSerializer(_spelt_out, when_used="json"),
     WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]})]
 Timestamp: TypeAlias = Annotated[
     str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")]

@@ -19,7 +19,7 @@ from ref2va_accept.core import (
 )
 
 if TYPE_CHECKING:
-    from ref2va_accept.timing import LatencyVerdict
+    from ref2va_accept.evidence._latency_records import LatencyInterval
 
 # Every status a check may have (the evidence schema's test reads it).
 CHECK_STATUSES: tuple[CheckStatus, ...] = tuple(CheckStatus)
@@ -42,7 +42,7 @@ class CheckResult:
     reason: Reason | None = None
     detail: str = ""
     data: dict[str, Any] = field(default_factory=dict)
-    latency: LatencyVerdict | None = None
+    latency: LatencyInterval | None = None
 
     def __post_init__(self) -> None:
         where = f"check {self.track}/{self.arm}/{self.name}"
@@ -71,7 +71,7 @@ class CheckResult:
         data = self.data
         if self.latency is not None:
             data = {**data, "verdict": self.latency.verdict.value,
-                    "interval": self.latency.to_dict()}
+                    "interval": self.latency.json_dict()}
         return {
             "track": self.track, "arm": str(self.arm), "name": self.name.value,
             "status": self.status.value,

@@ -14,11 +14,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
-from pydantic import AfterValidator, Field, TypeAdapter, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    Field,
+    TypeAdapter,
+    WithJsonSchema,
+)
 
 from ref2va_accept.core import CHECK_REASON_CATEGORIES, Check, CheckStatus, Reason
 from ref2va_accept.evidence._base import JsonNumber, Number, Record, Timestamp
-from ref2va_accept.evidence._closed_sets import DeviceKind, PartingKind, PointStatus
+from ref2va_accept.evidence._closed_sets import DeviceKind, PartingKind
 from ref2va_accept.evidence._host_records import IdentityRow
 from ref2va_accept.evidence._latency_records import LatencyData, LatencyStopped
 from ref2va_accept.evidence._media_records import (
@@ -27,6 +32,7 @@ from ref2va_accept.evidence._media_records import (
     ScoreRecord,
     WeightRecord,
 )
+from ref2va_accept.evidence._point_records import PointRecord
 
 __all__ = [
     "CHECK_ADAPTER",
@@ -85,24 +91,6 @@ class MediaCheckData(Record):
 class CleanupCheckData(Record):
     instance: str
     stop_s: Number
-
-
-class PointRecord(Record):
-    """One comparison point, B0 (a) against the candidate (b) (tensors.PointComparison)."""
-
-    name: str
-    status: PointStatus
-    equal: bool
-    dtype_a: str | None
-    dtype_b: str | None
-    shape_a: list[int] | None
-    shape_b: list[int] | None
-    elements: int
-    differing: int
-    fraction: Number
-    first_index: list[int] | None
-    max_abs_diff: JsonNumber | None
-    max_ulp: int | None
 
 
 class UnobservedRequest(Record):

@@ -28,7 +28,7 @@ __all__ = [
 
 EngineKind: TypeAlias = Literal["reference", "vllm-omni"]  # engines.EngineKindName
 DeviceKind: TypeAlias = Literal["none", "npu", "cuda"]  # campaign.schema Devices.kind
-PointStatus: TypeAlias = Literal[  # tensors.comparison.Status
+PointStatus: TypeAlias = Literal[  # tensors.Status is this set
     "equal", "differs", "missing_in_a", "missing_in_b", "dtype_mismatch", "shape_mismatch"]
 ScoreKind: TypeAlias = Literal["vbench", "proxy", "fidelity", "consistency"]  # quality Kind
 ScoreStatus: TypeAlias = Literal["ok", "open", "error"]  # quality.registry.ScoreStatus

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from ref2va_accept.core import Check, DecisionRule, IntervalReason, Unit, Verdict
 from ref2va_accept.evidence._base import Number, Record
@@ -38,6 +38,9 @@ __all__ = [
 
 
 class ReferenceFile(Record):
+    """A reference file as the request sent it, by size and hash (timing.ReferenceFile holds
+    its bytes, to send)."""
+
     filename: str
     mime: str
     bytes: int
@@ -45,7 +48,8 @@ class ReferenceFile(Record):
 
 
 class RequestRecord(Record):
-    """The request as sent (timing.GenerationRequest.describe: file contents by hash)."""
+    """The request as sent (timing.GenerationRequest.describe builds it: file contents by
+    hash)."""
 
     fields: dict[str, str]
     references: list[ReferenceFile]
@@ -107,7 +111,11 @@ class WarmupRule(Record):
 
 
 class Spread(Record):
-    """An arm's relative spread (sd / mean) between and within instances (timing.Spread)."""
+    """An arm's relative spread (standard deviation over mean) between and within instances
+    (timing.spread): between the per-instance values (None below two instances), within the
+    instances' steady windows, pooled (None if none has two values)."""
+
+    model_config = ConfigDict(frozen=True)
 
     between_instances: Number | None
     within_instance: Number | None
@@ -131,7 +139,11 @@ class Futility(Record):
 
 
 class RatioInterval(Record):
-    """The interval for the candidate/B0 ratio (timing.RatioInterval.to_dict)."""
+    """An interval for the candidate/B0 latency ratio, one-sided at `confidence` at each end:
+    the distribution-free rank interval (Lehmann/Moses, `k`), or the Welch interval on log
+    values (`df`, `se_log`, set for that rule only; k is 0 there) (timing.ratio_interval)."""
+
+    model_config = ConfigDict(frozen=True)
 
     rule: DecisionRule
     k: int
@@ -141,12 +153,17 @@ class RatioInterval(Record):
     n_candidate: int
     confidence: Number
     one_sided_each_end: bool
-    ratios: list[Number]
-    df: Number | None = None  # Welch rule only
-    se_log: Number | None = None  # Welch rule only
+    ratios: tuple[Number, ...]
+    df: Number | None = None  # Welch-Satterthwaite degrees of freedom (Welch rule only)
+    se_log: Number | None = None  # standard error of the log ratio (Welch rule only)
 
 
 class TailClaim(Record):
+    """A percentile an arm's sample may claim (timing.tail_claims); value None (null) below
+    the early-stopping floor (`required` samples)."""
+
+    model_config = ConfigDict(frozen=True)
+
     arm: str
     percentile: Number
     value: Number | None
@@ -155,20 +172,23 @@ class TailClaim(Record):
 
 
 class LatencyInterval(Record):
-    """The latency check's typed result (timing.LatencyVerdict.to_dict)."""
+    """The latency interval's verdict for one track and candidate, with every number it rests
+    on (timing.latency_verdict): the latency check's typed result."""
+
+    model_config = ConfigDict(frozen=True)
 
     verdict: Verdict
-    reasons: list[IntervalReason]
+    reasons: tuple[IntervalReason, ...]
     target: Number
     rule: DecisionRule
-    p_value: Number | None
+    p_value: Number | None  # of "ratio >= target" under the rule (timing's p_value)
     confidence: Number
     interval: RatioInterval
     ratio_of_medians: Number
     ratio_of_means: Number
-    baseline: list[Number]
-    candidate: list[Number]
-    tails: list[TailClaim]
+    baseline: tuple[Number, ...]
+    candidate: tuple[Number, ...]
+    tails: tuple[TailClaim, ...]
     note: str
     unit: Unit
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import ConfigDict
+
 from ref2va_accept.evidence._base import JsonNumber, Number, Record
 from ref2va_accept.evidence._closed_sets import GateDecision, ScoreKind, ScoreStatus
 
@@ -33,6 +35,13 @@ __all__ = [
 
 
 class VideoStream(Record):
+    """An MP4's video stream as decoding found it (media.probe): `duration_s` is
+    frames_decoded / fps; `profile`, `colour` (the colour description, which decides the
+    YUV->RGB conversion every metric sees) and `encoder_settings` (the options string x264 writes
+    into its first SEI, when there is one) are what two arms must share to be compared."""
+
+    model_config = ConfigDict(frozen=True)
+
     codec: str
     width: int
     height: int
@@ -48,6 +57,11 @@ class VideoStream(Record):
 
 
 class AudioStream(Record):
+    """An MP4's audio stream as decoding found it (media.probe): `duration_s` is
+    samples_decoded / sample_rate."""
+
+    model_config = ConfigDict(frozen=True)
+
     codec: str
     sample_rate: int
     channels: int
@@ -58,7 +72,10 @@ class AudioStream(Record):
 
 
 class MediaProbe(Record):
-    """What decoding an MP4 found (media.MediaProbe.to_dict)."""
+    """What decoding an MP4 found (media.probe); `name` is the basename only: evidence bundles
+    must not leak the host's directory layout."""
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
     size_bytes: int
@@ -66,10 +83,14 @@ class MediaProbe(Record):
     container: str
     video: VideoStream | None
     audio: AudioStream | None
-    decode_errors: list[str]
+    decode_errors: tuple[str, ...]
 
 
 class MediaProblem(Record):
+    """A problem a probe shows against what was expected of it (media.check_media)."""
+
+    model_config = ConfigDict(frozen=True)
+
     code: str
     message: str
 
@@ -151,6 +172,13 @@ class NotCompared(Record):
 
 
 class AudioStatsRecord(Record):
+    """One arm's soundtrack (quality.audio_stats): `samples` per channel; `loudness_lufs`
+    BS.1770-4 integrated (-inf when every block is gated out); `peak_dbfs` the sample peak, not
+    the true peak (-inf for digital silence); `clipping_ratio` of samples (all channels) at
+    full scale; `silence_ratio` of 20 ms frames below -60 dBFS."""
+
+    model_config = ConfigDict(frozen=True)
+
     sample_rate: JsonNumber
     channels: JsonNumber
     samples: JsonNumber
@@ -163,7 +191,13 @@ class AudioStatsRecord(Record):
 
 
 class AudioComparisonRecord(Record):
-    """A candidate's audio against B0's (quality.audio.AudioComparison.to_dict)."""
+    """A candidate's audio against B0's (quality.compare_audio), with the scorers' version and
+    ids: `lag_samples` > 0 when the candidate arrives later, `lag_peak_correlation` normalized
+    (about -1: an inverted copy), `compared_samples` per channel after alignment and truncation,
+    `mrstft` the mean over resolutions of spectral convergence + log-magnitude L1, the
+    loudness and length differences candidate - baseline (length before alignment)."""
+
+    model_config = ConfigDict(frozen=True)
 
     scorer_version: str
     length_slack_samples: int

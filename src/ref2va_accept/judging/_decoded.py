@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ref2va_accept.evidence import PointRecord
 from ref2va_accept.media import iter_audio_chunks, iter_video_frames, open_mp4
-from ref2va_accept.tensors import DumpComparison, PointComparison, Status, StreamingComparison
+from ref2va_accept.tensors import DumpComparison, Status, StreamingComparison
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def _streams(path: Path) -> tuple[bool, int | None]:
         container.close()
 
 
-def _video_point(path_a: Path, path_b: Path) -> PointComparison:
+def _video_point(path_a: Path, path_b: Path) -> PointRecord:
     stream = StreamingComparison("mp4.video", "U8")
     frames_a, frames_b = iter_video_frames(path_a), iter_video_frames(path_b)
     count = [0, 0]
@@ -62,7 +63,7 @@ def _video_point(path_a: Path, path_b: Path) -> PointComparison:
             stream.add(frame_a[None], frame_b[None])
     shapes = [(count[s], *frame_shape[s]) for s in (0, 1)]
     if shapes[0] == shapes[1] and count[0] == 0:
-        return PointComparison("mp4.video", "equal", "U8", "U8", shapes[0], shapes[1])
+        return PointRecord.of("mp4.video", "equal", "U8", "U8", shapes[0], shapes[1])
     return stream.result(shapes[0], shapes[1])
 
 
@@ -104,20 +105,20 @@ def compare_decoded_mp4(a_path: str | os.PathLike[str],
     """
     path_a, path_b = Path(a_path), Path(b_path)
     (video_a, channels_a), (video_b, channels_b) = _streams(path_a), _streams(path_b)
-    points: list[PointComparison] = []
+    points: list[PointRecord] = []
     if video_a and video_b:
         points.append(_video_point(path_a, path_b))
     else:
         status: Status = "missing_in_a" if not video_a else "missing_in_b"
-        points.append(PointComparison("mp4.video", status, None, None, None, None))
+        points.append(PointRecord.of("mp4.video", status, None, None, None, None))
     if channels_a is None or channels_b is None:
         status = "missing_in_a" if channels_a is None else "missing_in_b"
-        points.append(PointComparison("mp4.audio", status, None, None, None, None))
+        points.append(PointRecord.of("mp4.audio", status, None, None, None, None))
     elif channels_a != channels_b:
         # Count both sides' samples anyway, so that the report shows both true shapes.
         length_a = sum(c.shape[1] for c in _audio_chunks(path_a))
         length_b = sum(c.shape[1] for c in _audio_chunks(path_b))
-        points.append(PointComparison("mp4.audio", "shape_mismatch", "F32", "F32",
+        points.append(PointRecord.of("mp4.audio", "shape_mismatch", "F32", "F32",
                                       (channels_a, length_a), (channels_b, length_b)))
     else:
         stream = StreamingComparison("mp4.audio", "F32", axis=1)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from ref2va_accept.arms import Arms
@@ -109,8 +108,8 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
         "sequence": [r.arm for r in runs], "instances": [r.to_dict() for r in runs],
         "warmup_rule": {"min": settings.warmups, "max": settings.max_warmups,
                         "steady_fraction": settings.steady_fraction},
-        "b0_spread": spread(b0_times, settings).to_dict(),
-        "candidate_spread": spread([t for t in times if t.arm != ArmRole.B0], settings).to_dict()}
+        "b0_spread": spread(b0_times, settings).json_dict(),
+        "candidate_spread": spread([t for t in times if t.arm != ArmRole.B0], settings).json_dict()}
 
     def latency_fail(reason: Reason, detail: str) -> list[CheckResult]:
         checks.append(CheckResult(track_id, candidate, Check.LATENCY_RATIO, CheckStatus.FAIL,
@@ -147,8 +146,9 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
         stopped = (f"; stopped after instance #{futile[0]} with {futile[1]} own instance(s) "
                    "not started: no values they could measure make it supported")
         if verdict.verdict is not Verdict.FAILED:
-            verdict = replace(verdict, verdict=Verdict.INCONCLUSIVE,
-                              reasons=(IntervalReason.SUPPORTED_OUT_OF_REACH,))
+            verdict = verdict.model_copy(update={
+                "verdict": Verdict.INCONCLUSIVE,
+                "reasons": (IntervalReason.SUPPORTED_OUT_OF_REACH,)})
     data["baseline_s"], data["candidate_s"] = list(verdict.baseline), list(verdict.candidate)
     # The verdict is the check's own typed result (the evidence writes it as data["verdict"] and
     # data["interval"]); the check passes in the sense that the protocol ran to a decision.

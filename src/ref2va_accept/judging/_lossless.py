@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.core import ArmRole, Check, CheckStatus, MediaError, Reason, TensorFileError
-from ref2va_accept.evidence import CheckResult, MediaProbe
+from ref2va_accept.evidence import CheckResult, MediaProbe, PointRecord
 from ref2va_accept.judging._b0_gate import GateRuns
 from ref2va_accept.judging._decoded import compare_decoded_mp4
 from ref2va_accept.judging._gate_run import GateOnInstance, record, reference_run
@@ -33,7 +33,6 @@ from ref2va_accept.judging._verdicts import GateChecks
 from ref2va_accept.planning import LosslessContract
 from ref2va_accept.tensors import (
     DumpComparison,
-    PointComparison,
     Status,
     compare_dumps,
     point_file,
@@ -111,7 +110,7 @@ def _mp4_shape(outcome: Outcome, name: str) -> list[int] | None:
 
 def compare(reference: Outcome, other: Outcome, contract: LosslessContract) -> DumpComparison:
     """Every contract point of two requests, in the contract's (pipeline) order."""
-    found: dict[str, PointComparison] = {}
+    found: dict[str, PointRecord] = {}
     if contract.diagnostics and reference.dump_dir and other.dump_dir:
         for point in compare_dumps(reference.dump_dir, other.dump_dir,
                                    contract.diagnostics).points:
@@ -125,11 +124,11 @@ def compare(reference: Outcome, other: Outcome, contract: LosslessContract) -> D
 
 
 def _not_compared(name: str, reference: Outcome, other: Outcome, contract: LosslessContract
-                  ) -> PointComparison:
+                  ) -> PointRecord:
     status: Status = "missing_in_b"
     if not _holds(reference, name, contract):
         status = "missing_in_a"
-    return PointComparison(name, status, None, None, None, None)
+    return PointRecord.of(name, status, None, None, None, None)
 
 
 def _holds(outcome: Outcome, name: str, contract: LosslessContract) -> bool:
@@ -138,7 +137,7 @@ def _holds(outcome: Outcome, name: str, contract: LosslessContract) -> bool:
     return outcome.dump_dir is not None and point_file(outcome.dump_dir, name).is_file()
 
 
-def compare_mp4(a: Path, b: Path, names: Sequence[str]) -> dict[str, PointComparison]:
+def compare_mp4(a: Path, b: Path, names: Sequence[str]) -> dict[str, PointRecord]:
     try:
         decoded = compare_decoded_mp4(a, b)
     except MediaError as exc:
@@ -214,7 +213,7 @@ def judge_baseline(
     # Watched against unobserved must be compared, not skipped when a file does not decode.
     differing += [f"{name} (unobserved: not compared)" for name in _MP4_POINTS
                   if name not in watched_mp4]
-    data = {"seed": first.sample.seed, "points": [p.to_dict() for p in between.points]}
+    data = {"seed": first.sample.seed, "points": [p.json_dict() for p in between.points]}
     if differing:
         check = CheckResult(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
                             Reason.BASELINE_NONDETERMINISTIC,
@@ -251,7 +250,7 @@ def judge_gate(track: str, candidate: str, contract: LosslessContract, baseline:
     checks: list[CheckResult] = []
     missing = contract_problems(watched, contract)
     comparison = compare(baseline.watched, watched, contract)
-    table = {"seed": watched.sample.seed, "points": [p.to_dict() for p in comparison.points],
+    table = {"seed": watched.sample.seed, "points": [p.json_dict() for p in comparison.points],
              "first_divergence": comparison.first_divergence}
     uncompared = [f"{p.name}: not compared ({p.status.replace('_', ' ')})"
                   for p in comparison.points if p.status in ("missing_in_a", "missing_in_b")]
@@ -313,11 +312,12 @@ def judge_unobserved(track: str, candidate: str, contract: LosslessContract, wat
          else "decoded output identical watched and unobserved"))
 
 
-def _describe(point: PointComparison) -> str:
+def _describe(point: PointRecord) -> str:
     if point.status != "differs":
         return point.status.replace("_", " ")
+    first = None if point.first_index is None else tuple(point.first_index)
     return (f"{point.differing}/{point.elements} elements differ, first at "
-            f"{point.first_index}, max |diff| {point.max_abs_diff:.3g}, max ULP {point.max_ulp}")
+            f"{first}, max |diff| {point.max_abs_diff:.3g}, max ULP {point.max_ulp}")
 
 
 def run_baseline(arms: Arms, runs: GateRuns | None = None) -> Baseline:

@@ -372,7 +372,7 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
     except Ref2VAError as exc:
         out["fidelity"] = {"error": str(exc)}
     try:
-        out["audio"] = compare_audio_files(candidate, baseline).to_dict()
+        out["audio"] = compare_audio_files(candidate, baseline).json_dict()
     except (Ref2VAError, ValueError) as exc:
         out["audio"] = {"error": str(exc)}
     return out

@@ -164,7 +164,7 @@ def _lossy_pair(rule: dict[str, Any], seed: int | None, scored: Path, timed: Pat
     except (Ref2VAError, ValueError) as exc:
         return entry | {"identical": False, "error": str(exc)}, [f"not comparable: {exc}"]
     figures = {"psnr_db": video.psnr_db, "ssim_mean": video.ssim_mean,
-               "audio_snr_db": audio.snr_db}
+               "audio_snr_db": float(audio.snr_db)}
     shown = {k: v if math.isfinite(v) else str(v) for k, v in figures.items()}
     return entry | {"identical": False, **shown}, _beyond(rule, figures)
 

@@ -46,7 +46,7 @@ from ref2va_accept.evidence import (
 )
 
 if TYPE_CHECKING:
-    from ref2va_accept.timing import LatencyVerdict
+    from ref2va_accept.evidence import LatencyInterval
 
 # When a check is recorded several times, the most severe status is its summary.
 _PRECEDENCE: dict[CheckStatus, int] = {CheckStatus.FAIL: 3, CheckStatus.OPEN: 2,
@@ -120,7 +120,7 @@ class Classification:
     open_checks: tuple[Check, ...]
     summary: dict[Check, CheckStatus]
     found: tuple[Reason, ...]  # the validity (caps included) and defect reasons, in that order
-    latency: LatencyVerdict | None = None
+    latency: LatencyInterval | None = None
 
     @property
     def verdict(self) -> Verdict:
@@ -178,7 +178,7 @@ def classify(checks: Sequence[CheckResult], required: Sequence[Check] = (),
         + [c.name for c in opened])
 
     def step(at: Step, reasons: Iterable[Reason], deciding: Iterable[CheckResult],
-             latency: LatencyVerdict | None = None) -> Classification:
+             latency: LatencyInterval | None = None) -> Classification:
         return Classification(at, _dedupe(reasons), tuple(deciding), open_checks, summary,
                               found, latency)
 

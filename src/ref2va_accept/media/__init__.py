@@ -32,18 +32,16 @@ from ref2va_accept.media.expectations import (
     audio_video_tolerance_s,
     check_media,
 )
-from ref2va_accept.media.probing import AudioStreamInfo, MediaProbe, VideoStreamInfo, probe
+from ref2va_accept.media.probing import MediaProbe, probe
 
 __all__ = [
     "AAC_FRAME_SAMPLES",
     "FPS_TOLERANCE",
-    "AudioStreamInfo",
     "DecodedAudio",
     "FrameCount",
     "MediaExpectation",
     "MediaProbe",
     "MediaProblem",
-    "VideoStreamInfo",
     "audio_video_tolerance_s",
     "av_reason",
     "check_media",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ref2va_accept.evidence import MediaProbe, MediaProblem, VideoStream
 from ref2va_accept.media.container import is_mp4_family, one_line
-from ref2va_accept.media.probing import MediaProbe, VideoStreamInfo
 
 AAC_FRAME_SAMPLES = 1024
 FPS_TOLERANCE = 1e-3
@@ -36,12 +36,6 @@ class MediaExpectation:
     audio: bool = True
     video_codec: str = "h264"
     audio_codec: str = "aac"
-
-
-@dataclass(frozen=True)
-class MediaProblem:
-    code: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -103,39 +97,44 @@ def audio_video_tolerance_s(sample_rate: int, fps: float) -> float:
 
 
 def _check_video(
-    video: VideoStreamInfo, expect: MediaExpectation | None, problems: list[MediaProblem]
+    video: VideoStream, expect: MediaExpectation | None, problems: list[MediaProblem]
 ) -> None:
     codec = expect.video_codec if expect is not None else "h264"
     if video.codec != codec:
         problems.append(
-            MediaProblem("video_codec", f"expected video codec {codec}, found {video.codec}")
+            MediaProblem(code="video_codec",
+                         message=f"expected video codec {codec}, found {video.codec}")
         )
     if expect is not None and video.frames_decoded != expect.num_frames:
         problems.append(
             MediaProblem(
-                "frame_count",
-                f"expected {expect.num_frames} frames, decoded {video.frames_decoded}",
+                code="frame_count",
+                message=f"expected {expect.num_frames} frames, decoded {video.frames_decoded}",
             )
         )
     elif video.frames_decoded < 1:
-        problems.append(MediaProblem("frame_count", "expected at least 1 frame, decoded 0"))
+        problems.append(MediaProblem(code="frame_count",
+                                     message="expected at least 1 frame, decoded 0"))
     elif video.frames_declared is not None and video.frames_declared != video.frames_decoded:
         # A header promising more frames than decode yields is a truncated or damaged mdat.
         problems.append(
             MediaProblem(
-                "frame_count",
-                f"header declares {video.frames_declared} frames, decoded {video.frames_decoded}",
+                code="frame_count",
+                message=(f"header declares {video.frames_declared} frames, "
+                         f"decoded {video.frames_decoded}"),
             )
         )
     if expect is None:
         return
     if abs(video.fps - expect.fps) > FPS_TOLERANCE:
-        problems.append(MediaProblem("fps", f"expected {expect.fps:g} fps, found {video.fps:g}"))
+        problems.append(MediaProblem(code="fps",
+                                     message=f"expected {expect.fps:g} fps, found {video.fps:g}"))
     if (video.width, video.height) != (expect.width, expect.height):
         problems.append(
             MediaProblem(
-                "resolution",
-                f"expected {expect.width}x{expect.height}, found {video.width}x{video.height}",
+                code="resolution",
+                message=(f"expected {expect.width}x{expect.height}, "
+                         f"found {video.width}x{video.height}"),
             )
         )
 
@@ -148,31 +147,33 @@ def _check_audio(
         if audio is not None:
             problems.append(
                 MediaProblem(
-                    "unexpected_audio_stream",
-                    f"expected no audio stream, found {audio.codec} {audio.sample_rate} Hz",
+                    code="unexpected_audio_stream",
+                    message=f"expected no audio stream, found {audio.codec} {audio.sample_rate} Hz",
                 )
             )
         return
     if audio is None:
-        problems.append(MediaProblem("no_audio_stream", "expected an AAC audio stream, found none"))
+        problems.append(MediaProblem(code="no_audio_stream",
+                                     message="expected an AAC audio stream, found none"))
         return
     codec = expect.audio_codec if expect is not None else "aac"
     if audio.codec != codec:
         problems.append(
-            MediaProblem("audio_codec", f"expected audio codec {codec}, found {audio.codec}")
+            MediaProblem(code="audio_codec",
+                         message=f"expected audio codec {codec}, found {audio.codec}")
         )
     if expect is not None and audio.sample_rate != expect.sample_rate:
         problems.append(
             MediaProblem(
-                "audio_sample_rate",
-                f"expected {expect.sample_rate} Hz audio, found {audio.sample_rate} Hz",
+                code="audio_sample_rate",
+                message=f"expected {expect.sample_rate} Hz audio, found {audio.sample_rate} Hz",
             )
         )
     if expect is not None and audio.channels != expect.channels:
         problems.append(
             MediaProblem(
-                "audio_channels",
-                f"expected {expect.channels} audio channels, found {audio.channels}"
+                code="audio_channels",
+                message=f"expected {expect.channels} audio channels, found {audio.channels}"
                 f" ({audio.layout or 'unknown layout'})",
             )
         )
@@ -184,8 +185,8 @@ def _check_audio(
     if abs(gap) > tolerance:
         problems.append(
             MediaProblem(
-                "audio_duration",
-                f"expected audio as long as the video ({video.duration_s:.4f} s"
+                code="audio_duration",
+                message=f"expected audio as long as the video ({video.duration_s:.4f} s"
                 f" +/- {tolerance:.4f} s), found {audio.duration_s:.4f} s"
                 f" ({audio.samples_decoded} samples)",
             )
@@ -203,15 +204,17 @@ def check_media(probe: MediaProbe, expect: MediaExpectation | None = None) -> li
     problems: list[MediaProblem] = []
     if not is_mp4_family(probe.container):
         problems.append(
-            MediaProblem("not_mp4", f"expected an MP4 container, found '{probe.container}'")
+            MediaProblem(code="not_mp4",
+                         message=f"expected an MP4 container, found '{probe.container}'")
         )
     problems.extend(
-        MediaProblem("decode_error", f"expected a clean decode, got {one_line(error)}")
+        MediaProblem(code="decode_error", message=f"expected a clean decode, got {one_line(error)}")
         for error in probe.decode_errors
     )
     if probe.video is None:
         problems.append(
-            MediaProblem("no_video_stream", "expected an H.264 video stream, found none")
+            MediaProblem(code="no_video_stream",
+                         message="expected an H.264 video stream, found none")
         )
     else:
         _check_video(probe.video, expect, problems)

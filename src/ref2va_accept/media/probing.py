@@ -15,7 +15,7 @@ encoder/decoder) on a stereo 32 kHz stream encoded from exactly N samples:
   but the decoder still returns the whole last frame, so the decoded count is ceil(N / 1024) * 1024:
   N plus 0..1023 samples of padding (N = 165333 decodes to 165888; N = 102400 decodes to 102400).
 
-So ``AudioStreamInfo.samples_decoded`` is the plain decoded count and subtracts nothing: the
+So ``AudioStream.samples_decoded`` is the plain decoded count and subtracts nothing: the
 priming is already gone, and subtracting it again would make a correct file look 1024 samples
 short. A file muxed without an edit list would instead show the 1024 priming samples (and a
 different ``start_time``); both cases stay inside
@@ -24,21 +24,19 @@ nothing more.
 
 A file that is not an MP4 makes :func:`probe` raise :class:`MediaError` (see
 :func:`ref2va_accept.media.container.open_mp4`); ``check_media`` still reports ``not_mp4`` for a
-:class:`MediaProbe` that was built some other way (for example loaded back from evidence).
+probe (an `evidence.MediaProbe`) built some other way (for example loaded back from evidence).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import av
 
 from ref2va_accept.core import file_sha256
+from ref2va_accept.evidence import AudioStream, MediaProbe, VideoStream
 from ref2va_accept.media.container import (
     av_reason,
     open_mp4,
@@ -50,57 +48,9 @@ from ref2va_accept.media.container import (
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "AudioStreamInfo",
     "MediaProbe",
-    "VideoStreamInfo",
     "probe",
 ]
-
-
-@dataclass(frozen=True)
-class VideoStreamInfo:
-    codec: str
-    width: int
-    height: int
-    fps: float
-    pix_fmt: str | None
-    frames_decoded: int
-    frames_declared: int | None
-    duration_s: float  # frames_decoded / fps
-    start_time_s: float | None
-    # Encoder settings two arms must share to be compared: the codec profile, the colour
-    # description (it decides the YUV->RGB conversion every metric sees), and the options string
-    # x264 writes into its first SEI ("x264 core 165: cabac=1 ref=3 ..."), when there is one.
-    profile: str | None = None
-    colour: str | None = None
-    encoder_settings: str | None = None
-
-
-@dataclass(frozen=True)
-class AudioStreamInfo:
-    codec: str
-    sample_rate: int
-    channels: int
-    layout: str | None
-    samples_decoded: int
-    duration_s: float  # samples_decoded / sample_rate
-    start_time_s: float | None
-
-
-@dataclass(frozen=True)
-class MediaProbe:
-    name: str  # basename only: evidence bundles must not leak the host's directory layout
-    size_bytes: int
-    sha256: str
-    container: str
-    video: VideoStreamInfo | None
-    audio: AudioStreamInfo | None
-    decode_errors: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        record = dataclasses.asdict(self)
-        record["decode_errors"] = list(self.decode_errors)
-        return record
 
 
 def probe(path: str | os.PathLike[str]) -> MediaProbe:
@@ -161,7 +111,7 @@ def probe(path: str | os.PathLike[str]) -> MediaProbe:
         if video_stream is not None:
             ctx = video_stream.codec_context
             fps = stream_fps(video_stream)
-            video = VideoStreamInfo(
+            video = VideoStream(
                 codec=ctx.name,
                 width=ctx.width,
                 height=ctx.height,
@@ -181,7 +131,7 @@ def probe(path: str | os.PathLike[str]) -> MediaProbe:
             actx = audio_stream.codec_context
             rate = actx.sample_rate or 0
             layout = actx.layout
-            audio = AudioStreamInfo(
+            audio = AudioStream(
                 codec=actx.name,
                 sample_rate=rate,
                 channels=layout.nb_channels if layout is not None else 0,

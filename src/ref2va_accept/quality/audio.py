@@ -21,12 +21,9 @@ infinite by definition (identical signals) are +inf, never a crash or a clamp.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +31,7 @@ from scipy import fft as sp_fft
 from scipy import signal as sp_signal
 
 from ref2va_accept.core import MediaError
+from ref2va_accept.evidence import AudioComparisonRecord, AudioStatsRecord
 from ref2va_accept.media import AAC_FRAME_SAMPLES, DecodedAudio, decode_audio
 from ref2va_accept.quality.loudness import Biquad, integrated_loudness, k_weighting
 
@@ -81,8 +79,6 @@ __all__ = [
     "SCORER_SILENCE",
     "SCORER_SI_SDR",
     "SCORER_SNR",
-    "AudioComparison",
-    "AudioStats",
     "Biquad",
     "DecodedAudio",
     "audio_stats",
@@ -94,64 +90,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class AudioStats:
-    sample_rate: int
-    channels: int
-    samples: int  # per channel
-    duration_s: float
-    start_time_s: float | None
-    loudness_lufs: float  # BS.1770-4 integrated; -inf when every block is gated out
-    peak_dbfs: float  # sample peak, not true peak; -inf for digital silence
-    clipping_ratio: float  # samples (all channels) with |x| >= CLIP_LEVEL
-    silence_ratio: float  # 20 ms frames whose RMS over all channels is below -60 dBFS
-
-    def to_dict(self) -> dict[str, Any]:
-        return {key: _json_number(value) for key, value in dataclasses.asdict(self).items()}
-
-
-@dataclass(frozen=True)
-class AudioComparison:
-    candidate: AudioStats
-    baseline: AudioStats
-    lag_samples: int  # > 0: the candidate arrives later
-    lag_ms: float
-    lag_peak_correlation: float  # normalized; about -1 means an inverted copy
-    compared_samples: int  # per channel, after alignment and truncation
-    snr_db: float
-    si_sdr_db: float
-    lsd_db: float
-    mrstft: float  # mean over resolutions of spectral convergence + log-magnitude L1
-    mrstft_spectral_convergence: float
-    mrstft_log_magnitude: float
-    loudness_diff_lu: float  # candidate - baseline
-    length_mismatch_samples: int  # candidate - baseline, before alignment
-    length_within_aac_slack: bool
-    start_time_diff_s: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"scorer_version": AUDIO_SCORER_VERSION,
-                                  "length_slack_samples": AAC_LENGTH_SLACK_SAMPLES}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            record[field.name] = (value.to_dict() if isinstance(value, AudioStats)
-                                  else _json_number(value))
-        record["scorers"] = {
-            "lag_samples": SCORER_LAG, "snr_db": SCORER_SNR, "si_sdr_db": SCORER_SI_SDR,
-            "lsd_db": SCORER_LSD, "mrstft": SCORER_MRSTFT, "loudness_diff_lu": SCORER_LOUDNESS,
-            "length_mismatch_samples": SCORER_LENGTH, "peak_dbfs": SCORER_PEAK,
-            "clipping_ratio": SCORER_CLIPPING, "silence_ratio": SCORER_SILENCE,
-        }
-        return record
-
-
-def _json_number(value: Any) -> Any:
-    # JSON has no inf/nan; strings keep them unambiguous where a null would read as "missing".
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
-
-
 # --- per-arm statistics -----------------------------------------------------------------------
 
 
@@ -161,7 +99,7 @@ def _db(ratio: float) -> float:
     return 10 * math.log10(ratio)
 
 
-def audio_stats(audio: DecodedAudio) -> AudioStats:
+def audio_stats(audio: DecodedAudio) -> AudioStatsRecord:
     """Loudness, sample peak, clipping and silence of one arm's soundtrack."""
     x = audio.samples.astype(np.float64)
     n = x.shape[1]
@@ -177,7 +115,7 @@ def audio_stats(audio: DecodedAudio) -> AudioStats:
         mean_square = (usable * usable).reshape(x.shape[0], frames, -1).mean(axis=(0, 2))
         threshold = 10 ** (SILENCE_DBFS / 10)  # on mean square: RMS below -60 dBFS
         silence = float(np.mean(mean_square < threshold))
-    return AudioStats(
+    return AudioStatsRecord(
         sample_rate=audio.sample_rate,
         channels=audio.channels,
         samples=n,
@@ -285,7 +223,7 @@ def _loudness_diff(candidate: float, baseline: float) -> float:
     return candidate - baseline
 
 
-def compare_audio(candidate: DecodedAudio, baseline: DecodedAudio) -> AudioComparison:
+def compare_audio(candidate: DecodedAudio, baseline: DecodedAudio) -> AudioComparisonRecord:
     """Compare a candidate's soundtrack with B0's for the same seed.
 
     Raises ValueError (one line) when sample rates or channel counts differ: no metric here is
@@ -323,7 +261,9 @@ def compare_audio(candidate: DecodedAudio, baseline: DecodedAudio) -> AudioCompa
     start_diff = (candidate.start_time_s - baseline.start_time_s
                   if candidate.start_time_s is not None and baseline.start_time_s is not None
                   else None)
-    return AudioComparison(
+    return AudioComparisonRecord(
+        scorer_version=AUDIO_SCORER_VERSION,
+        length_slack_samples=AAC_LENGTH_SLACK_SAMPLES,
         candidate=cand_stats,
         baseline=base_stats,
         lag_samples=lag,
@@ -336,15 +276,22 @@ def compare_audio(candidate: DecodedAudio, baseline: DecodedAudio) -> AudioCompa
         mrstft=convergence + log_magnitude,
         mrstft_spectral_convergence=convergence,
         mrstft_log_magnitude=log_magnitude,
-        loudness_diff_lu=_loudness_diff(cand_stats.loudness_lufs, base_stats.loudness_lufs),
+        loudness_diff_lu=_loudness_diff(float(cand_stats.loudness_lufs),
+                                        float(base_stats.loudness_lufs)),
         length_mismatch_samples=mismatch,
         length_within_aac_slack=within_slack,
         start_time_diff_s=start_diff,
+        scorers={
+            "lag_samples": SCORER_LAG, "snr_db": SCORER_SNR, "si_sdr_db": SCORER_SI_SDR,
+            "lsd_db": SCORER_LSD, "mrstft": SCORER_MRSTFT, "loudness_diff_lu": SCORER_LOUDNESS,
+            "length_mismatch_samples": SCORER_LENGTH, "peak_dbfs": SCORER_PEAK,
+            "clipping_ratio": SCORER_CLIPPING, "silence_ratio": SCORER_SILENCE,
+        },
     )
 
 
 def compare_audio_files(candidate_path: str | os.PathLike[str],
-                        baseline_path: str | os.PathLike[str]) -> AudioComparison:
+                        baseline_path: str | os.PathLike[str]) -> AudioComparisonRecord:
     """Decode both files and compare them; every failure is one :class:`MediaError` line."""
     candidate, baseline = decode_audio(candidate_path), decode_audio(baseline_path)
     try:

@@ -15,8 +15,8 @@ The package, by seam:
 - :mod:`.files`: safetensors headers parsed and validated with ``json`` and ``struct`` (no torch,
   no ``safetensors`` package, never a whole multi-GiB file in memory), dump folders, raw reads,
   and writing files for fixtures and benchmarks;
-- :mod:`.comparison`: the result records (:class:`PointComparison`, :class:`DumpComparison`)
-  and the explanation of differing elements;
+- :mod:`.comparison`: the per-dump result (:class:`DumpComparison`, its points the evidence's
+  ``PointRecord``) and the explanation of differing elements;
 - :mod:`.command`: ``ref2va-accept compare-tensors``, in a track's frozen order or the
   documented pipeline order;
 - :mod:`.streaming`: the chunked comparison of stored tensors (:func:`compare_dumps`,
@@ -29,7 +29,6 @@ The package, by seam:
 
 from ref2va_accept.tensors.comparison import (
     DumpComparison,
-    PointComparison,
     Status,
     in_order,
     pipeline_order,
@@ -57,7 +56,6 @@ __all__ = [
     "DUMP_SUFFIX",
     "MAX_HEADER_BYTES",
     "DumpComparison",
-    "PointComparison",
     "Status",
     "StreamingComparison",
     "TensorInfo",

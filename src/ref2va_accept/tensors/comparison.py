@@ -1,4 +1,5 @@
-"""What a bit-exact comparison finds: the per-point and per-dump records, and their explanation.
+"""What a bit-exact comparison finds: the per-dump result (its points are the evidence's
+`PointRecord`s), the pipeline order of points, and the explanation of differing elements.
 
 A point is equal only with equal dtype, equal shape and equal bytes. When bytes differ,
 :class:`DiffStats` explains how: how many elements, where the first one is, how far apart in
@@ -11,97 +12,36 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, TypeAlias
 
 import numpy as np
 
+from ref2va_accept.evidence import PointRecord, PointStatus
 from ref2va_accept.tensors.dtypes import DTYPES, max_ulp, values_of
 
 __all__ = [
     "DiffStats",
     "DumpComparison",
-    "PointComparison",
     "Status",
     "in_order",
     "mismatch",
     "pipeline_order",
 ]
 
-Status = Literal[
-    "equal", "differs", "missing_in_a", "missing_in_b", "dtype_mismatch", "shape_mismatch"
-]
-
-
-def _json_float(value: float | None) -> float | str | None:
-    # Strict JSON has no NaN or Infinity; the report keeps them readable as strings.
-    if value is None or math.isfinite(value):
-        return value
-    return str(value)
-
-
-@dataclass(frozen=True)
-class PointComparison:
-    """One comparison point, A against B.
-
-    ``elements``, ``differing`` and ``fraction`` describe an element-wise comparison; they are 0
-    when none was possible (missing on a side, dtype or shape mismatch), and ``status`` says why.
-    """
-
-    name: str
-    status: Status
-    dtype_a: str | None
-    dtype_b: str | None
-    shape_a: tuple[int, ...] | None
-    shape_b: tuple[int, ...] | None
-    elements: int = 0
-    differing: int = 0
-    fraction: float = 0.0
-    first_index: tuple[int, ...] | None = None
-    max_abs_diff: float | None = None
-    max_ulp: int | None = None
-
-    @property
-    def equal(self) -> bool:
-        return self.status == "equal"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; a non-finite ``max_abs_diff`` is the string ``"nan"`` or ``"inf"``."""
-        return {
-            "name": self.name, "status": self.status, "equal": self.equal,
-            "dtype_a": self.dtype_a, "dtype_b": self.dtype_b,
-            "shape_a": None if self.shape_a is None else list(self.shape_a),
-            "shape_b": None if self.shape_b is None else list(self.shape_b),
-            "elements": self.elements, "differing": self.differing, "fraction": self.fraction,
-            "first_index": None if self.first_index is None else list(self.first_index),
-            "max_abs_diff": _json_float(self.max_abs_diff), "max_ulp": self.max_ulp,
-        }
-
-    def summary(self) -> str:
-        """One line: ``name: equal`` or what differs, where first, and by how much."""
-        if self.status == "equal":
-            return f"{self.name}: equal"
-        if self.status == "missing_in_a":
-            return f"{self.name}: MISSING in A"
-        if self.status == "missing_in_b":
-            return f"{self.name}: MISSING in B"
-        if self.status == "dtype_mismatch":
-            return f"{self.name}: DTYPE MISMATCH {self.dtype_a} vs {self.dtype_b}"
-        if self.status == "shape_mismatch":
-            return f"{self.name}: SHAPE MISMATCH {self.shape_a} vs {self.shape_b}"
-        percent = 100.0 * self.fraction
-        share = f"{percent:.2f}%" if percent >= 0.01 else f"{percent:.2g}%"
-        return (f"{self.name}: DIFFERS {self.differing}/{self.elements} elements ({share}), "
-                f"first at {self.first_index}, max |diff| {self.max_abs_diff:.2g}, "
-                f"max ULP {self.max_ulp}")
+# The statuses a point can have: the evidence's closed set, which the records use too.
+Status: TypeAlias = PointStatus
 
 
 @dataclass(frozen=True)
 class DumpComparison:
-    points: tuple[PointComparison, ...]  # in the order compared
+    """The points of two dumps compared, in the order compared, and the first that differs
+    (compare-tensors --json writes it; the gates record the points in their own data)."""
+
+    points: tuple[PointRecord, ...]  # in the order compared
     first_divergence: str | None  # the first point, in that order, that is not equal
 
     @classmethod
-    def of(cls, points: Iterable[PointComparison]) -> DumpComparison:
+    def of(cls, points: Iterable[PointRecord]) -> DumpComparison:
         compared = tuple(points)
         return cls(compared, next((p.name for p in compared if not p.equal), None))
 
@@ -113,7 +53,7 @@ class DumpComparison:
         return {
             "equal": self.equal,
             "first_divergence": self.first_divergence,
-            "points": [p.to_dict() for p in self.points],
+            "points": [p.json_dict() for p in self.points],
         }
 
 
@@ -166,7 +106,7 @@ def in_order(names: Iterable[str], order: Sequence[str] | None = None) -> list[s
 
 
 def mismatch(point: str, dtype_a: str, dtype_b: str, shape_a: tuple[int, ...],
-             shape_b: tuple[int, ...]) -> PointComparison | None:
+             shape_b: tuple[int, ...]) -> PointRecord | None:
     """The point's record when dtypes or shapes already differ; None when bytes must decide."""
     status: Status | None = None
     if dtype_a != dtype_b:
@@ -175,7 +115,7 @@ def mismatch(point: str, dtype_a: str, dtype_b: str, shape_a: tuple[int, ...],
         status = "shape_mismatch"
     if status is None:
         return None
-    return PointComparison(point, status, dtype_a, dtype_b, shape_a, shape_b)
+    return PointRecord.of(point, status, dtype_a, dtype_b, shape_a, shape_b)
 
 
 class DiffStats:
@@ -217,14 +157,14 @@ class DiffStats:
         return int(where[0])
 
     def result(self, point: str, shape: tuple[int, ...],
-               first: int | tuple[int, ...] | None) -> PointComparison:
+               first: int | tuple[int, ...] | None) -> PointRecord:
         """The point's record once every chunk is in; ``first`` flat or already unravelled."""
         elements = math.prod(shape)
         if self.differing == 0:
-            return PointComparison(point, "equal", self.dtype, self.dtype, shape, shape, elements)
+            return PointRecord.of(point, "equal", self.dtype, self.dtype, shape, shape, elements)
         if isinstance(first, int):
             first = tuple(int(i) for i in np.unravel_index(first, shape))
-        return PointComparison(
+        return PointRecord.of(
             point, "differs", self.dtype, self.dtype, shape, shape, elements, self.differing,
             self.differing / elements, first, self.max_abs_diff, self.max_ulp,
         )

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ref2va_accept.evidence import PointRecord
 from ref2va_accept.tensors.comparison import (
     DiffStats,
     DumpComparison,
-    PointComparison,
     in_order,
     mismatch,
     pipeline_order,
@@ -70,7 +70,7 @@ class _Buffers:
 def _compare_stored(
     point: str, a: TensorInfo, b: TensorInfo, handle_a: io.FileIO, handle_b: io.FileIO,
     names: tuple[str, str], buffers: _Buffers,
-) -> PointComparison:
+) -> PointRecord:
     """Compare one tensor stored in two open files, bytes first, values only where bytes differ."""
     mismatched = mismatch(point, a.dtype, b.dtype, a.shape, b.shape)
     if mismatched is not None:
@@ -98,12 +98,12 @@ def _compare_stored(
     return stats.result(point, a.shape, first)
 
 
-def _missing(point: str, a: TensorInfo | None, b: TensorInfo | None) -> PointComparison:
+def _missing(point: str, a: TensorInfo | None, b: TensorInfo | None) -> PointRecord:
     # Absent on both sides reads as missing_in_a: the point is still reported, never skipped.
     if a is None:
-        return PointComparison(point, "missing_in_a", None, None if b is None else b.dtype,
+        return PointRecord.of(point, "missing_in_a", None, None if b is None else b.dtype,
                                None, None if b is None else b.shape)
-    return PointComparison(point, "missing_in_b", a.dtype, None, a.shape, None)
+    return PointRecord.of(point, "missing_in_b", a.dtype, None, a.shape, None)
 
 
 def compare_tensor_files(
@@ -114,7 +114,7 @@ def compare_tensor_files(
     path_a, path_b = Path(a), Path(b)
     header_a, header_b = read_header(path_a), read_header(path_b)
     names = in_order(header_a.keys() | header_b.keys(), order)
-    points: list[PointComparison] = []
+    points: list[PointRecord] = []
     buffers = _Buffers()
     with open_unbuffered(path_a) as handle_a, open_unbuffered(path_b) as handle_b:
         for name in names:
@@ -141,7 +141,7 @@ def compare_dumps(
     found_a, found_b = dump_points(folder_a), dump_points(folder_b)
     if points is None:
         points = sorted(found_a | found_b, key=pipeline_order)
-    results: list[PointComparison] = []
+    results: list[PointRecord] = []
     buffers = _Buffers()
     for point in points:
         if "/" in point or "\\" in point or point in {"", ".", ".."}:
@@ -171,7 +171,7 @@ def _same_bytes(a: memoryview, b: memoryview) -> bool:
     return bool(np.array_equal(bulk_a, bulk_b)) and a[head:].tobytes() == b[head:].tobytes()
 
 
-def compare_arrays(name: str, a: npt.NDArray[Any], b: npt.NDArray[Any]) -> PointComparison:
+def compare_arrays(name: str, a: npt.NDArray[Any], b: npt.NDArray[Any]) -> PointRecord:
     """Compare two in-memory arrays with the same strict semantics as the files."""
     dtype_a, dtype_b = dtype_name(a.dtype), dtype_name(b.dtype)
     shape_a, shape_b = tuple(int(d) for d in a.shape), tuple(int(d) for d in b.shape)
@@ -181,10 +181,9 @@ def compare_arrays(name: str, a: npt.NDArray[Any], b: npt.NDArray[Any]) -> Point
     stream = StreamingComparison(name, dtype_a)
     stream.add(a.reshape(1, -1), b.reshape(1, -1))
     flat = stream.result()
-    first = flat.first_index
-    if first is not None:
-        first = tuple(int(i) for i in np.unravel_index(first[1], shape_a))
-    return PointComparison(name, flat.status, dtype_a, dtype_b, shape_a, shape_b, flat.elements,
+    first = None if flat.first_index is None else tuple(
+        int(i) for i in np.unravel_index(flat.first_index[1], shape_a))
+    return PointRecord.of(name, flat.status, dtype_a, dtype_b, shape_a, shape_b, flat.elements,
                            flat.differing, flat.fraction, first, flat.max_abs_diff, flat.max_ulp)
 
 
@@ -254,19 +253,19 @@ class StreamingComparison:
         return (*rest[: self.axis], self._length[side], *rest[self.axis:])
 
     def result(self, shape_a: tuple[int, ...] | None = None,
-               shape_b: tuple[int, ...] | None = None) -> PointComparison:
+               shape_b: tuple[int, ...] | None = None) -> PointRecord:
         """The point so far; shapes given by the caller (e.g. frame counts) override the seen."""
         seen_a, seen_b = self._shape(0), self._shape(1)
         shape_a = seen_a if shape_a is None else tuple(shape_a)
         shape_b = seen_b if shape_b is None else tuple(shape_b)
         if self._dtypes[0] != self._dtypes[1]:
-            return PointComparison(self.name, "dtype_mismatch", self._dtypes[0], self._dtypes[1],
+            return PointRecord.of(self.name, "dtype_mismatch", self._dtypes[0], self._dtypes[1],
                                    shape_a, shape_b)
         if shape_a != shape_b or not self._comparable:
-            return PointComparison(self.name, "shape_mismatch", self.dtype, self.dtype,
+            return PointRecord.of(self.name, "shape_mismatch", self.dtype, self.dtype,
                                    shape_a, shape_b)
         if shape_a is None:  # nothing was added: an empty point
-            return PointComparison(self.name, "equal", self.dtype, self.dtype, None, None)
+            return PointRecord.of(self.name, "equal", self.dtype, self.dtype, None, None)
         if seen_a is not None and seen_a != shape_a:
             raise ValueError(f"{self.name}: shape {shape_a} given, but chunks of {seen_a} seen")
         return self._stats.result(self.name, shape_a, self._first)

@@ -28,7 +28,6 @@ from ref2va_accept.timing._replication import (
 )
 from ref2va_accept.timing._settings import LatencySettings
 from ref2va_accept.timing._stats import (
-    LatencyVerdict,
     early_stopping_min_queries,
     interval_k,
     latency_verdict,
@@ -44,7 +43,6 @@ __all__ = [
     "GenerationRequest",
     "InstanceTimes",
     "LatencySettings",
-    "LatencyVerdict",
     "ReferenceFile",
     "Sample",
     "TimedClient",

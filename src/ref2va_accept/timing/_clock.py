@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from ref2va_accept.evidence import RequestRecord
 from ref2va_contract.api import (
     HEALTH_ROUTE,
     INFERENCE_TIME_HEADER,
@@ -79,16 +80,16 @@ class GenerationRequest:
     def field(self, name: str) -> str | None:
         return next((v for k, v in self.fields if k == name), None)
 
-    def describe(self) -> dict[str, Any]:
-        """JSON-ready description for the evidence (file contents by hash, not bytes)."""
-        return {
+    def describe(self) -> RequestRecord:
+        """The request as the evidence records it (file contents by hash, not bytes)."""
+        return RequestRecord.model_validate({
             "fields": dict(self.fields),
             "references": [
                 {"filename": r.filename, "mime": r.mime, "bytes": len(r.content),
                  "sha256": hashlib.sha256(r.content).hexdigest()}
                 for r in self.references
             ],
-        }
+        })
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ref2va_accept.core import ArmRole, DecisionRule, LatencyDecisionReason, Unit, Verdict
+from ref2va_accept.evidence import LatencyInterval, Spread
 from ref2va_accept.timing._settings import LatencySettings
-from ref2va_accept.timing._stats import LatencyVerdict, interval_k, latency_verdict, t_quantile
+from ref2va_accept.timing._stats import interval_k, latency_verdict, t_quantile
 
 
 def candidate_schedule(settings: LatencySettings, candidate: str) -> list[str]:
@@ -134,19 +135,6 @@ def _relative_sd(values: Sequence[float]) -> float | None:
     return statistics.stdev(values) / statistics.fmean(values)
 
 
-@dataclass(frozen=True)
-class Spread:
-    """An arm's relative spread (standard deviation over mean) between and within instances."""
-
-    between_instances: float | None  # of the per-instance values; None below two instances
-    within_instance: float | None  # pooled over instances' steady windows; None if none has two
-    instances: int
-
-    def to_dict(self) -> dict[str, float | int | None]:
-        return {"between_instances": self.between_instances,
-                "within_instance": self.within_instance, "instances": self.instances}
-
-
 def spread(instances: Sequence[InstanceTimes], settings: LatencySettings) -> Spread:
     measured = [i for i in instances if i.measured]
     between = _relative_sd([i.value for i in measured])
@@ -157,7 +145,7 @@ def spread(instances: Sequence[InstanceTimes], settings: LatencySettings) -> Spr
         if relative is not None:
             variances.append(relative ** 2)
     within = math.sqrt(statistics.fmean(variances)) if variances else None
-    return Spread(between, within, len(measured))
+    return Spread(between_instances=between, within_instance=within, instances=len(measured))
 
 
 def drift(instances: Sequence[InstanceTimes], settings: LatencySettings) -> float | None:
@@ -180,7 +168,7 @@ class Decision:
 
     reason: LatencyDecisionReason | None
     drift: float | None
-    verdict: LatencyVerdict | None
+    verdict: LatencyInterval | None
 
 
 def not_evaluable(instances: Sequence[InstanceTimes], settings: LatencySettings
@@ -196,7 +184,7 @@ def not_evaluable(instances: Sequence[InstanceTimes], settings: LatencySettings
 
 
 def interval_verdict(instances: Sequence[InstanceTimes], settings: LatencySettings
-                     ) -> LatencyVerdict:
+                     ) -> LatencyInterval:
     """The ratio interval's verdict on the arms' values (one per instance or per request)."""
     baseline, candidate = arm_values(instances, settings)
     single = settings.replication == Unit.REQUEST and settings.ordering != "ABBA"

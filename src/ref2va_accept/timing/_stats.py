@@ -10,10 +10,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
 
 from ref2va_accept.core import (
     DEFAULT_CONFIDENCE,
@@ -25,6 +23,7 @@ from ref2va_accept.core import (
     Verdict,
     enum_member,
 )
+from ref2va_accept.evidence import LatencyInterval, RatioInterval, TailClaim
 
 
 @lru_cache(maxsize=256)
@@ -75,35 +74,17 @@ def interval_k(n_baseline: int, n_candidate: int, confidence: float = DEFAULT_CO
     return k
 
 
-@dataclass(frozen=True)
-class RatioInterval:
-    """An interval for the candidate/baseline latency ratio, one-sided at `confidence` at each
-    end: the distribution-free rank interval (Lehmann/Moses, `k`), or the Welch interval on log
-    values (`df`, `se_log`; k is 0 there)."""
-
-    lower: float | None
-    upper: float | None
-    k: int
-    n_baseline: int
-    n_candidate: int
-    confidence: float
-    ratios: tuple[float, ...]
-    rule: DecisionRule = DecisionRule.RANK
-    df: float | None = None  # Welch-Satterthwaite degrees of freedom (Welch rule)
-    se_log: float | None = None  # standard error of the log ratio (Welch rule)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "rule", enum_member(DecisionRule, self.rule, "decision rule"))
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "rule": self.rule.value, "k": self.k, "lower": self.lower, "upper": self.upper,
-            "n_baseline": self.n_baseline, "n_candidate": self.n_candidate,
-            "confidence": self.confidence, "one_sided_each_end": True,
-            "ratios": list(self.ratios)}
-        if self.rule is DecisionRule.WELCH:
-            out["df"], out["se_log"] = self.df, self.se_log
-        return out
+def _interval(lower: float | None, upper: float | None, k: int, base: Sequence[float],
+              cand: Sequence[float], confidence: float, ratios: Sequence[float],
+              rule: DecisionRule, welch: tuple[float | None, float | None] | None = None
+              ) -> RatioInterval:
+    """The interval's record: one-sided at `confidence` at each end; the Welch rule's degrees of
+    freedom and standard error of the log ratio (`welch`) are set for that rule only, so the
+    rank rule's record carries neither."""
+    extra = {} if welch is None else {"df": welch[0], "se_log": welch[1]}
+    return RatioInterval(rule=rule, k=k, lower=lower, upper=upper, n_baseline=len(base),
+                         n_candidate=len(cand), confidence=confidence, one_sided_each_end=True,
+                         ratios=tuple(ratios), **extra)
 
 
 def _check_latencies(arm: str, values: Sequence[float]) -> tuple[float, ...]:
@@ -127,9 +108,9 @@ def ratio_interval(baseline: Sequence[float], candidate: Sequence[float],
     ratios = tuple(sorted(c / b for c in cand for b in base))
     k = interval_k(len(base), len(cand), confidence)
     if k == 0:
-        return RatioInterval(None, None, 0, len(base), len(cand), confidence, ratios)
-    return RatioInterval(ratios[k - 1], ratios[len(ratios) - k], k, len(base), len(cand),
-                         confidence, ratios)
+        return _interval(None, None, 0, base, cand, confidence, ratios, DecisionRule.RANK)
+    return _interval(ratios[k - 1], ratios[len(ratios) - k], k, base, cand, confidence, ratios,
+                     DecisionRule.RANK)
 
 
 def welch_terms(log_baseline: Sequence[float], log_candidate: Sequence[float]
@@ -166,12 +147,12 @@ def welch_log_interval(baseline: Sequence[float], candidate: Sequence[float],
     ratios = tuple(sorted(c / b for c in cand for b in base))
     terms = welch_terms([math.log(b) for b in base], [math.log(c) for c in cand])
     if terms is None:
-        return RatioInterval(None, None, 0, len(base), len(cand), confidence, ratios,
-                             DecisionRule.WELCH)
+        return _interval(None, None, 0, base, cand, confidence, ratios, DecisionRule.WELCH,
+                         welch=(None, None))
     diff, se, df = terms
     half = t_quantile(confidence, df) * se
-    return RatioInterval(math.exp(diff - half), math.exp(diff + half), 0, len(base), len(cand),
-                         confidence, ratios, DecisionRule.WELCH, df, se)
+    return _interval(math.exp(diff - half), math.exp(diff + half), 0, base, cand, confidence,
+                     ratios, DecisionRule.WELCH, welch=(df, se))
 
 
 def interval_for(rule: DecisionRule, baseline: Sequence[float], candidate: Sequence[float],
@@ -255,21 +236,6 @@ def early_stopping_min_queries(percentile: float, confidence: float = 0.99,
     return _min_passing(1, percentile, tolerance, confidence) + 1
 
 
-@dataclass(frozen=True)
-class TailClaim:
-    """A percentile the sample may claim; value None (null) below the early-stopping floor."""
-
-    percentile: float
-    value: float | None
-    samples: int
-    required: int
-    arm: str = "candidate"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"arm": self.arm, "percentile": self.percentile, "value": self.value,
-                "samples": self.samples, "required": self.required}
-
-
 def _early_stopping_estimate(ordered: Sequence[float], percentile: float, confidence: float,
                              tolerance: float) -> float:
     # LoadGen's estimate: with t the largest count such that n >= h_min(t) + t, the t-th largest
@@ -290,7 +256,8 @@ def tail_claims(samples: Sequence[float], percentiles: Sequence[float] = (0.90, 
         required = early_stopping_min_queries(percentile, confidence, tolerance)
         value = (_early_stopping_estimate(ordered, percentile, confidence, tolerance)
                  if len(ordered) >= required else None)
-        claims.append(TailClaim(percentile, value, len(ordered), required, arm))
+        claims.append(TailClaim(arm=arm, percentile=percentile, value=value,
+                                 samples=len(ordered), required=required))
     return claims
 
 
@@ -310,50 +277,11 @@ def unit_note(unit: Unit, single_instance: bool, instances_per_arm: int | None) 
     return f"{base}; {SINGLE_INSTANCE_NOTE}" if single_instance else base
 
 
-@dataclass(frozen=True)
-class LatencyVerdict:
-    """The interval verdict for one track and candidate, with every number it rests on."""
-
-    verdict: Verdict
-    reasons: tuple[IntervalReason, ...]
-    target: float
-    interval: RatioInterval
-    ratio_of_medians: float
-    ratio_of_means: float
-    baseline: tuple[float, ...]
-    candidate: tuple[float, ...]
-    tails: tuple[TailClaim, ...]
-    note: str
-    unit: Unit = Unit.REQUEST
-    p_value: float | None = None  # of "ratio >= target" under the rule (stats.p_value)
-
-    def __post_init__(self) -> None:
-        # Members of the vocabulary, given as members or their strings.
-        object.__setattr__(self, "verdict", enum_member(Verdict, self.verdict, "latency verdict"))
-        object.__setattr__(self, "reasons", tuple(enum_member(IntervalReason, r, "interval reason")
-                                                  for r in self.reasons))
-        object.__setattr__(self, "unit", enum_member(Unit, self.unit, "unit"))
-
-    @property
-    def rule(self) -> DecisionRule:
-        return self.interval.rule
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict.value, "reasons": [r.value for r in self.reasons],
-                "target": self.target, "rule": self.rule.value, "p_value": self.p_value,
-                "confidence": self.interval.confidence, "interval": self.interval.to_dict(),
-                "ratio_of_medians": self.ratio_of_medians,
-                "ratio_of_means": self.ratio_of_means,
-                "baseline": list(self.baseline), "candidate": list(self.candidate),
-                "tails": [t.to_dict() for t in self.tails], "note": self.note,
-                "unit": self.unit.value}
-
-
 def latency_verdict(baseline: Sequence[float], candidate: Sequence[float],
                     target: float = DEFAULT_TARGET_RATIO, confidence: float = DEFAULT_CONFIDENCE,
                     *, single_instance: bool = True, unit: Unit = Unit.REQUEST,
                     instances_per_arm: int | None = None,
-                    rule: DecisionRule = DEFAULT_DECISION_RULE) -> LatencyVerdict:
+                    rule: DecisionRule = DEFAULT_DECISION_RULE) -> LatencyInterval:
     """supported: upper <= target; failed: lower > target; inconclusive otherwise."""
     if not (math.isfinite(target) and target > 0):
         raise ValueError(f"target ratio {target!r} is not a positive finite number")
@@ -372,11 +300,12 @@ def latency_verdict(baseline: Sequence[float], candidate: Sequence[float],
     else:
         verdict, reason = Verdict.INCONCLUSIVE, IntervalReason.SPANS_TARGET
     tails = (*tail_claims(base, arm="baseline"), *tail_claims(cand, arm="candidate"))
-    return LatencyVerdict(
-        verdict=verdict, reasons=(reason,), target=target, interval=interval,
-        ratio_of_medians=statistics.median(cand) / statistics.median(base),
+    return LatencyInterval(
+        verdict=verdict, reasons=(reason,), target=target, rule=interval.rule,
+        p_value=p_value(rule, base, cand, target), confidence=interval.confidence,
+        interval=interval, ratio_of_medians=statistics.median(cand) / statistics.median(base),
         ratio_of_means=statistics.fmean(cand) / statistics.fmean(base),
         baseline=base, candidate=cand, tails=tails,
-        note=unit_note(unit, single_instance, instances_per_arm), unit=unit,
-        p_value=p_value(rule, base, cand, target),
+        note=unit_note(unit, single_instance, instances_per_arm),
+        unit=enum_member(Unit, unit, "unit"),
     )

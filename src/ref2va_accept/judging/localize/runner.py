@@ -308,7 +308,7 @@ class LocalizationPass:
     # -- figures and pictures --------------------------------------------------------------------
     def _show(self, a: Path, b: Path, label: str) -> None:
         """The figures and the picture of one tensor, B0's file against the candidate's."""
-        self.result.figures = {**compare_tensor_files(a, b).points[0].to_dict(), "name": label}
+        self.result.figures = {**compare_tensor_files(a, b).points[0].json_dict(), "name": label}
         self.result.picture = diff_map(a, b)
         self.result.picture_of = label
 
