@@ -28,7 +28,7 @@ import pytest
 
 from benchmarks.support import ROOT, Ratio, median, median_of
 from ref2va_accept.quality import score_video
-from ref2va_accept.quality.audio import audio_stats, decode_audio
+from ref2va_accept.quality._audio import audio_stats, decode_audio
 
 WIDTH, HEIGHT, FPS, FRAMES, RATE = 1344, 768, 24, 362, 32000
 GIB = float(1 << 30)
@@ -37,7 +37,7 @@ _CHILD = """
 import json, resource, sys
 sys.path.insert(0, sys.argv[2])
 from ref2va_accept.quality import score_video
-from ref2va_accept.quality.audio import audio_stats, decode_audio
+from ref2va_accept.quality._audio import audio_stats, decode_audio
 score_video(sys.argv[1])
 audio_stats(decode_audio(sys.argv[1]))
 print(json.dumps({"peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))

@@ -36,7 +36,7 @@ import numpy as np
 from PIL import Image
 
 from ref2va_accept.cli import default_paths
-from ref2va_accept.quality.pipeline import score_video
+from ref2va_accept.quality._pipeline import score_video
 
 # Each measured pass: key (for --passes), label, weights names, whether it takes the reference
 # image.

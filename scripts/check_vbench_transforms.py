@@ -1,6 +1,6 @@
 """Check the judge's VBench preprocessing against transforms built with torchvision.
 
-The judge reimplements VBench's input transforms in plain torch (``quality/models.py``) so that it
+The judge reimplements VBench's input transforms in plain torch (``quality/_models.py``) so that it
 needs no torchvision. This script builds each transform the way VBench's source defines it
 (``vbench/utils.py``: ``dino_transform``, ``clip_transform``; ``vbench/imaging_quality.py``:
 ``transform(mode='longer')``; ``vbench2_beta_i2v/utils.py``: ``dino_transform_internet``,
@@ -86,7 +86,7 @@ def main() -> int:
         return 2
     from PIL import Image  # noqa: PLC0415
 
-    from ref2va_accept.quality import models  # noqa: PLC0415
+    from ref2va_accept.quality import _models as models  # noqa: PLC0415
 
     frame_tf, image_tf = vbench_transforms(torchvision)
     rng = np.random.default_rng(0)

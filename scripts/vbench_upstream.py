@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ref2va_accept.quality.weight_names import VBENCH_LAYOUT
+from ref2va_accept.quality._weight_names import VBENCH_LAYOUT
 
 # scripts/vbench_env.sh installs the judge there too: the cache layout is the judge's own.
 LAYOUT = VBENCH_LAYOUT

@@ -16,7 +16,7 @@ import pytest
 
 from ref2va_accept.bringup import QUESTION_IDS, BringupResult, run_bringup
 from ref2va_accept.evidence import new_run_id
-from ref2va_accept.plugin.selection import campaign_path
+from ref2va_accept.plugin._selection import campaign_path
 
 pytestmark = pytest.mark.bringup
 

@@ -19,7 +19,7 @@ from engine.reference.faults import FaultPlan, FaultyGenerator, resolve_fault, w
 from engine.reference.profile import load_profile
 from engine.reference.torch_generator import TorchGenerator
 from ref2va_accept.judging.localize import Target, divergence, read_log
-from ref2va_accept.judging.localize.judgement import NotSeen, captured
+from ref2va_accept.judging.localize._judgement import NotSeen, captured
 from ref2va_contract.diagnostics import (
     ACCEPTANCE_FIELD,
     CAPTURE_LOG_FILE,

@@ -24,7 +24,7 @@ pytest.importorskip("safetensors")
 
 from engine import module_capture  # noqa: E402
 from engine.vllm_omni.request_block import DiagnosticsRefused  # noqa: E402
-from ref2va_accept.judging.localize.capture import divergence, read_log  # noqa: E402
+from ref2va_accept.judging.localize._capture import divergence, read_log  # noqa: E402
 from ref2va_contract.diagnostics import (  # noqa: E402
     ACCEPTANCE_FIELD,
     CAPTURE_DIR,

@@ -23,7 +23,7 @@ pytest.importorskip("safetensors")
 from engine.module_capture import CaptureRequest, ModuleCapture  # noqa: E402
 from engine.vllm_omni.hooks import ENCODER_BLOCKS, ENCODER_ROOTS  # noqa: E402
 from engine.vllm_omni.watch import capture_roots  # noqa: E402
-from ref2va_accept.judging.localize.capture import divergence, read_log  # noqa: E402
+from ref2va_accept.judging.localize._capture import divergence, read_log  # noqa: E402
 from ref2va_contract.diagnostics import (  # noqa: E402
     CAPTURE_REPORT_KEY,
     DUMP_SUFFIX,

@@ -12,6 +12,6 @@ def _raise(*_args: object, **_kwargs: object) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from ref2va_accept.bringup import steps
+    from ref2va_accept.bringup import _steps as steps
 
     steps.preflight = _raise  # type: ignore[assignment]

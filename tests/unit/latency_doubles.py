@@ -73,7 +73,7 @@ class _Config:
 def run_state(campaign: str = "reference", order_seed: int | None = None):  # type: ignore[no-untyped-def]
     """A RunState (run id "r") on fixtures/campaigns/<campaign>.yaml, its order seed drawn
     unless given."""
-    from ref2va_accept.plugin.state import RunState
+    from ref2va_accept.plugin._state import RunState
 
     return RunState(_Config(order_seed), "r", ROOT / "evidence",  # type: ignore[arg-type]
                     ROOT / "fixtures" / "campaigns" / f"{campaign}.yaml")

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from ref2va_accept.quality.weight_names import WEIGHT_DIMENSIONS
+from ref2va_accept.quality._weight_names import WEIGHT_DIMENSIONS
 from ref2va_contract.launch import DECLARED_TIME_ENV, DECLARED_TIME_FLAGS
 from tests.unit.evidence_schema import read_bundle
 

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from ref2va_accept.bringup import QUESTION_IDS, BringupResult, price, step_schedule
-from ref2va_accept.bringup.patch import PatchError, set_scalar
-from ref2va_accept.bringup.rows import complete, confirmed, contradicted
-from ref2va_accept.bringup.step_schedule import CacheSteps
+from ref2va_accept.bringup._patch import PatchError, set_scalar
+from ref2va_accept.bringup._rows import complete, confirmed, contradicted
+from ref2va_accept.bringup._step_schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from tests.unit.evidence_schema import schema_errors
@@ -171,7 +171,7 @@ def test_a_bringup_that_stops_early_exits_3_and_its_page_says_where(
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("npu-smi printed nothing")
 
-    monkeypatch.setattr("ref2va_accept.bringup.steps.preflight", broken)
+    monkeypatch.setattr("ref2va_accept.bringup._steps.preflight", broken)
     campaign = bringup_campaign(tmp_path)
     code = main(["bringup", str(campaign), "--evidence-dir", str(tmp_path / "ev"), "--run-id",
                  "bringup-early"])

@@ -14,14 +14,14 @@ import yaml
 
 from ref2va_accept.arms import Outcome
 from ref2va_accept.bringup import step_schedule
-from ref2va_accept.bringup.judge import Judging
-from ref2va_accept.bringup.patch import PatchError, ScalarEdit, build, set_value
-from ref2va_accept.bringup.scoring import STANDINS_FOLDER, measure, resolve
-from ref2va_accept.bringup.state import PolicyRun, StopRecord
+from ref2va_accept.bringup._judge import Judging
+from ref2va_accept.bringup._patch import PatchError, ScalarEdit, build, set_value
+from ref2va_accept.bringup._scoring import STANDINS_FOLDER, measure, resolve
+from ref2va_accept.bringup._state import PolicyRun, StopRecord
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.core import Check, CheckStatus, Reason
 from ref2va_accept.evidence import CheckResult
-from ref2va_accept.quality.weight_names import VBENCH_LAYOUT
+from ref2va_accept.quality._weight_names import VBENCH_LAYOUT
 from ref2va_accept.timing import Sample
 from tests.unit.standin_host import bringup_campaign
 from tests.unit.suite_runner import ROOT

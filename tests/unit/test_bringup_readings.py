@@ -12,9 +12,9 @@ import yaml
 
 from ref2va_accept.arms import Outcome
 from ref2va_accept.bringup import QUESTIONS, step_schedule
-from ref2va_accept.bringup.judge import Judging, policy_row
-from ref2va_accept.bringup.probes import ffprobe_duration, h3_duration
-from ref2va_accept.bringup.readings import (
+from ref2va_accept.bringup._judge import Judging, policy_row
+from ref2va_accept.bringup._probes import ffprobe_duration, h3_duration
+from ref2va_accept.bringup._readings import (
     bad_audio_row,
     cache_rows,
     dump_owner_row,
@@ -22,8 +22,8 @@ from ref2va_accept.bringup.readings import (
     long_rows,
     mindiesd_row,
 )
-from ref2va_accept.bringup.state import Bound, PolicyRun, ServerBounds, StopRecord
-from ref2va_accept.bringup.step_schedule import CacheSteps
+from ref2va_accept.bringup._state import Bound, PolicyRun, ServerBounds, StopRecord
+from ref2va_accept.bringup._step_schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.engines import Release
 from ref2va_accept.evidence import BringupRow
@@ -413,8 +413,8 @@ def test_a_stop_that_needed_sigkill_or_left_memory_held_contradicts_its_rows() -
 @pytest.mark.fast
 def test_the_page_shows_each_memory_policy_as_recorded() -> None:
     from ref2va_accept.arms import Outcome
-    from ref2va_accept.bringup.page import _policies_table
-    from ref2va_accept.bringup.state import PolicyRun
+    from ref2va_accept.bringup._page import _policies_table
+    from ref2va_accept.bringup._state import PolicyRun
     from ref2va_accept.timing import Sample
 
     stop = _stop("a")
@@ -453,7 +453,7 @@ def test_the_server_reports_its_text_encoder_tp_size() -> None:
 
 
 def test_the_start_time_is_held_to_the_campaigns_estimate() -> None:
-    from ref2va_accept.bringup.judge import start_row
+    from ref2va_accept.bringup._judge import start_row
 
     near = start_row([560.0, 640.0, 610.0], 600.0)
     assert (near.status, near.seen) == ("confirmed", "median start 610.0 s against the "

@@ -32,7 +32,7 @@ from ref2va_accept.campaign import (
 )
 from ref2va_accept.core import CampaignError, FreezeError
 from ref2va_accept.planning import plan_track
-from ref2va_accept.quality.weight_names import WEIGHT_DIMENSIONS, WEIGHT_NAMES
+from ref2va_accept.quality._weight_names import WEIGHT_DIMENSIONS, WEIGHT_NAMES
 
 pytestmark = pytest.mark.fast
 
@@ -402,7 +402,7 @@ def test_unknown_scorer_weights_name_is_refused_naming_the_known_ones(tmp_path: 
 
 
 def test_scorer_weights_are_found_in_vbench_cache_layout(tmp_path: Path) -> None:
-    from ref2va_accept.quality.weight_names import VBENCH_LAYOUT
+    from ref2va_accept.quality._weight_names import VBENCH_LAYOUT
 
     data = _campaign()
     data["scorer_weights_dir"] = "cache"
@@ -425,7 +425,7 @@ def test_scorer_weights_are_found_in_vbench_cache_layout(tmp_path: Path) -> None
 
 
 def test_weight_names_are_what_the_vbench_dimensions_read() -> None:
-    from ref2va_accept.quality.vbench import MODEL_DIMENSIONS
+    from ref2va_accept.quality._vbench import MODEL_DIMENSIONS
 
     read: dict[str, set[str]] = {}
     for dimension, (names, _) in MODEL_DIMENSIONS.items():

@@ -21,7 +21,7 @@ from ref2va_accept.core import CampaignError, Check, Reason
 from ref2va_accept.evidence import CheckResult
 from ref2va_accept.judging import OPEN, decide, declared_time, judge
 from ref2va_accept.quality import relative_errors
-from ref2va_accept.quality.registry import ok_score, scorer
+from ref2va_accept.quality._registry import ok_score, scorer
 from tests.unit.suite_runner import campaign_variant
 
 pytestmark = pytest.mark.fast

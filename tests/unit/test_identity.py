@@ -30,7 +30,7 @@ from ref2va_accept.campaign.identity import (
     read_host,
     vllm_omni_origin,
 )
-from ref2va_accept.campaign.identity.host_check import import_rows
+from ref2va_accept.campaign.identity._host_check import import_rows
 from ref2va_accept.cli import _main as cli
 from ref2va_accept.core import CampaignError, Check
 from ref2va_accept.evidence import CheckResult

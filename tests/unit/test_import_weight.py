@@ -31,7 +31,7 @@ def test_importing_media_loads_neither_opencv_nor_scipy() -> None:
     # Unit-test sessions import media; OpenCV and scipy belong where scoring happens.
     assert _heavy_modules_after_import("ref2va_accept.media") == []
     # The probe can see a heavy import: loudness needs scipy.
-    assert "scipy" in _heavy_modules_after_import("ref2va_accept.quality.loudness")
+    assert "scipy" in _heavy_modules_after_import("ref2va_accept.quality._loudness")
 
 
 def test_loading_the_plugin_imports_neither_opencv_nor_scipy() -> None:

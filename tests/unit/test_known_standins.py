@@ -21,9 +21,9 @@ from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.history import merge, table_lines
 from ref2va_accept.judging import _lossy as lossy
 from ref2va_accept.judging import judge
-from ref2va_accept.quality import known_standins
-from ref2va_accept.quality.registry import SCORERS, WeightIdentity, ok_score, weight_identity
-from ref2va_accept.quality.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
+from ref2va_accept.quality import _known_standins as known_standins
+from ref2va_accept.quality._registry import SCORERS, WeightIdentity, ok_score, weight_identity
+from ref2va_accept.quality._weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
 from ref2va_accept.report import verdict_table_html
 from tests.unit.run_folders import finished_run
 from tests.unit.suite_runner import ROOT, campaign_variant
@@ -80,7 +80,7 @@ def test_an_unreadable_list_recognises_nothing_and_says_so(
     (tmp_path / known_standins.WRITTEN_LIST).write_text("{not json")
     weights = tmp_path / "w.pth"
     weights.write_bytes(b"x")
-    with caplog.at_level(logging.WARNING, logger="ref2va_accept.quality.known_standins"):
+    with caplog.at_level(logging.WARNING, logger="ref2va_accept.quality._known_standins"):
         assert known_standins.stand_in_name(file_sha256(weights), weights) is None
     assert "ref2va-standins.json: not a list of stand-ins" in caplog.text
     # Writing into that folder replaces it with a list that names what was written.
@@ -254,8 +254,8 @@ def test_every_view_of_a_verdict_labels_stand_in_scores(tmp_path: Path) -> None:
 
 
 def test_the_terminal_summary_labels_stand_in_scores(tmp_path: Path) -> None:
-    from ref2va_accept.plugin.reporting import pytest_terminal_summary
-    from ref2va_accept.plugin.state import STATE
+    from ref2va_accept.plugin._reporting import pytest_terminal_summary
+    from ref2va_accept.plugin._state import STATE
 
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run-a", Sanitizer((), ()))
     bundle.verdicts = [

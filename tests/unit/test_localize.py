@@ -130,7 +130,7 @@ def _table(first: str | None, *points: tuple[str, bool]) -> dict[str, Any]:
 
 def test_the_equal_points_are_read_from_the_gates_table() -> None:
     from ref2va_accept.evidence import LosslessGateData
-    from ref2va_accept.judging.localize.runner import equal_before
+    from ref2va_accept.judging.localize._runner import equal_before
 
     table = LosslessGateData.model_validate(_table(
         "dit.step025", ("cond.text", True), ("dit.step000", True), ("dit.step025", False),
@@ -168,7 +168,7 @@ def test_only_a_bit_exact_failure_asks_for_the_pass() -> None:
 
 def test_plan_prices_the_pass_at_its_worst_case() -> None:
     from ref2va_accept.campaign import load_campaign
-    from ref2va_accept.judging.localize.price import pass_cost
+    from ref2va_accept.judging.localize._price import pass_cost
     from ref2va_accept.planning import Prices, plan_campaign
     from tests.unit.suite_runner import ROOT
 
@@ -190,7 +190,7 @@ def test_plan_prices_the_pass_at_its_worst_case() -> None:
 
 
 def test_the_disk_check_sizes_a_pass_per_lossless_candidate_gate() -> None:
-    from ref2va_accept.judging.localize import runner
+    from ref2va_accept.judging.localize import _runner as runner
     from ref2va_accept.planning import Plan, WorkUnit
     from ref2va_accept.planning import _disk as disk
 

@@ -14,8 +14,8 @@ import pytest
 
 from ref2va_accept.core import LocalizeError
 from ref2va_accept.judging.localize import Target, divergence
-from ref2va_accept.judging.localize.capture import Call, Digest
-from ref2va_accept.judging.localize.judgement import (
+from ref2va_accept.judging.localize._capture import Call, Digest
+from ref2va_accept.judging.localize._judgement import (
     NotSeen,
     at_stage_start,
     captured,

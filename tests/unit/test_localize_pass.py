@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from ref2va_accept.arms import Outcome
-from ref2va_accept.judging.localize import Localization, runner
-from ref2va_accept.judging.localize.runner import LocalizationPass
+from ref2va_accept.judging.localize import Localization
+from ref2va_accept.judging.localize import _runner as runner
+from ref2va_accept.judging.localize._runner import LocalizationPass
 from ref2va_accept.tensors import write_tensor_file
 from ref2va_accept.timing import Sample
 from ref2va_contract.diagnostics import (

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.judging.localize.price import pass_cost, request_share
-from ref2va_accept.judging.localize.runner import REQUESTS, STARTS
+from ref2va_accept.judging.localize._price import pass_cost, request_share
+from ref2va_accept.judging.localize._runner import REQUESTS, STARTS
 from ref2va_accept.planning import LosslessContract, Prices, TrackPlan, plan_campaign
-from ref2va_accept.tensors.comparison import dit_step
+from ref2va_accept.tensors._comparison import dit_step
 from tests.unit.suite_runner import ROOT
 
 pytestmark = pytest.mark.fast

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from ref2va_accept import quality
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.judging import _lossy as lossy
-from ref2va_accept.quality import pipeline
-from ref2va_accept.quality.registry import SCORERS, ScorerError, ok_score
+from ref2va_accept.quality._registry import SCORERS, ScorerError, ok_score
 
 pytestmark = pytest.mark.fast
 
@@ -36,7 +36,7 @@ def test_a_scorer_error_puts_every_dimension_in_error_and_the_gate_open(
     def broken(*_: Any, **__: Any) -> Any:
         raise ScorerError("b0.mp4: unknown weights name(s) clip_vitl14_laion")
 
-    monkeypatch.setattr(pipeline, "score_video", broken)
+    monkeypatch.setattr(quality, "score_video", broken)
     arms, outcome = _arms_and_outcome(tmp_path)
     scores = lossy._score(arms, outcome)  # returns; nothing raised
     assert {s.scorer.id for s in scores} == {i for i, info in SCORERS.items()
@@ -53,6 +53,6 @@ def test_a_scorer_error_puts_every_dimension_in_error_and_the_gate_open(
 def test_a_video_that_scores_is_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The same path without a failure gives the scorer's values, untouched.
     scored = [ok_score(SCORERS[i], 0.5) for i in GATED]
-    monkeypatch.setattr(pipeline, "score_video", lambda *_, **__: scored)
+    monkeypatch.setattr(quality, "score_video", lambda *_, **__: scored)
     arms, outcome = _arms_and_outcome(tmp_path)
     assert lossy._score(arms, outcome) == tuple(scored)

@@ -62,7 +62,7 @@ def test_a_session_without_campaign_scenarios_makes_no_run_folder_nor_report(
 CAMPAIGN_SCENARIO = '''
 import pytest
 
-from ref2va_accept.plugin.engines import REGISTRY
+from ref2va_accept.plugin._engines import REGISTRY
 
 pytestmark = pytest.mark.acceptance
 

@@ -1,4 +1,4 @@
-"""What a profiled request's Chrome traces say (profiles/chrome.py, folders.py): operators by self
+"""What a profiled request's Chrome traces say (profiles/_chrome.py, folders.py): operators by self
 time with their shapes, communication and the step's split, host-device copies, memory with
 definitions, and which ranks produced one."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from ref2va_accept.evidence import MEMORY_DEFINITIONS
 from ref2va_accept.profiles import ProfileReadError, read_profiles
-from ref2va_accept.profiles.chrome import read_chrome_trace
+from ref2va_accept.profiles._chrome import read_chrome_trace
 
 pytestmark = pytest.mark.fast
 

@@ -1,4 +1,4 @@
-"""B0 beside a candidate (profiles/compare.py): which operators got faster or slower, which are
+"""B0 beside a candidate (profiles/_compare.py): which operators got faster or slower, which are
 gone or new, how communication, copies, the step's split and memory moved; per rank, over the
 ranks both profiled only. Planted: an arm against itself moves nothing; a rank only one arm has
 is named and left out; no common rank compares nothing."""

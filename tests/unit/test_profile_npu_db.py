@@ -1,4 +1,4 @@
-"""torch_npu's database export, read per rank (profiles/npu_db.py, folders.py): written by
+"""torch_npu's database export, read per rank (profiles/_npu_db.py, folders.py): written by
 scripts/npu_profile_db.py from the same timeline as the text fixtures, it gives the same figures
 as the text export of the same profile; a database cut short, not SQLite, or without a table or a
 column is one clear line and an open profile, never a traceback; a table the export leaves out
@@ -15,8 +15,8 @@ import pytest
 
 from ref2va_accept.evidence import RankProfile
 from ref2va_accept.profiles import ProfileReadError, read_profiles
-from ref2va_accept.profiles.npu_db import read_npu_db
-from ref2va_accept.profiles.npu_text import read_npu_text
+from ref2va_accept.profiles._npu_db import read_npu_db
+from ref2va_accept.profiles._npu_text import read_npu_text
 from tests.npu_fixtures import load, text
 
 pytestmark = pytest.mark.fast

@@ -1,4 +1,4 @@
-"""torch_npu's analysed text output, read per rank (profiles/npu_text.py, folders.py): on profiles
+"""torch_npu's analysed text output, read per rank (profiles/_npu_text.py, folders.py): on profiles
 in its exact formats (scripts/npu_profile_fixtures.py says where each column comes from), for one
 and four ranks, with a rank missing, a file cut short, a column not known, communication-heavy
 and offload-heavy steps, profiler level 0 and an older CANN. A bad or partial profile is one
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ref2va_accept.profiles import read_profiles
-from ref2va_accept.profiles.npu_text import read_npu_text
+from ref2va_accept.profiles._npu_text import read_npu_text
 from tests.npu_fixtures import COMMITTED, text
 
 pytestmark = pytest.mark.fast

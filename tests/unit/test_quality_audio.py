@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pytest
 
 from ref2va_accept.core import MediaError
-from ref2va_accept.quality.audio import (
+from ref2va_accept.quality._audio import (
     AAC_LENGTH_SLACK_SAMPLES,
     AUDIO_SCORER_IDS,
     AUDIO_SCORER_VERSION,

@@ -1,6 +1,6 @@
 """VBench dimensions: exact flicker, the formulas by hand, open checks, fake networks.
 
-The fakes stand in for the networks quality/loaders.py builds from VBench's checkpoint files (those
+The fakes stand in for the networks quality/_loaders.py builds from VBench's checkpoint files (those
 loaders are tested on stand-in checkpoints in test_scorer_checkpoints.py), so that each formula can
 be checked by hand."""
 
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from ref2va_accept.quality import score_frames
-from ref2va_accept.quality.models import load_model
-from ref2va_accept.quality.registry import Score
-from ref2va_accept.quality.vbench import (
+from ref2va_accept.quality._models import load_model
+from ref2va_accept.quality._registry import Score
+from ref2va_accept.quality._vbench import (
     clamped_cosine,
     consistency_score,
     dynamic_interval,
@@ -134,7 +134,7 @@ def _script(module: torch.nn.Module, path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _fake_networks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ref2va_accept.quality import loaders
+    from ref2va_accept.quality import _loaders as loaders
 
     real = loaders.build_network
 
@@ -182,7 +182,7 @@ def test_i2v_subject_with_fake_extractor(tmp_path: Path) -> None:
 def test_resized_frames_stay_float_as_in_vbench() -> None:
     # VBench resizes torch.Tensor(frames), a float tensor: bicubic overshoot past 0..255 is kept
     # and nothing is rounded (scripts/check_vbench_transforms.py compares with torchvision).
-    from ref2va_accept.quality import models
+    from ref2va_accept.quality import _models as models
 
     frame = np.zeros((32, 48, 3), np.uint8)
     frame[:, 24:] = 255  # a hard edge
@@ -196,7 +196,7 @@ def test_resized_frames_stay_float_as_in_vbench() -> None:
 
 
 def test_i2v_transforms_crop_to_224_and_take_the_reference_at_its_own_size() -> None:
-    from ref2va_accept.quality import models
+    from ref2va_accept.quality import _models as models
 
     assert tuple(models.dino_i2v_input(np.zeros((64, 112, 3), np.uint8)).shape) == (1, 3, 224, 224)
     assert tuple(models.dreamsim_input(np.zeros((64, 112, 3), np.uint8)).shape) == (1, 3, 224, 224)

@@ -24,8 +24,8 @@ from ref2va_accept.quality import (
     score_frames,
     score_video,
 )
-from ref2va_accept.quality.registry import Score, ok_score, open_score, scorer
-from ref2va_accept.quality.scoring import aggregate_relative_error
+from ref2va_accept.quality._registry import Score, ok_score, open_score, scorer
+from ref2va_accept.quality._scoring import aggregate_relative_error
 
 pytestmark = pytest.mark.fast
 
@@ -124,7 +124,7 @@ def test_resize_short_side_is_a_box_average(height: int, width: int,
                                             expected: tuple[int, int]) -> None:
     import cv2
 
-    from ref2va_accept.quality.imageops import resize_short_side
+    from ref2va_accept.quality._imageops import resize_short_side
 
     rng = np.random.default_rng(height)
     frame = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
@@ -211,7 +211,7 @@ def test_relative_error_is_two_sided() -> None:
 
 def test_relative_error_of_equal_infinities_is_zero() -> None:
     # A reference-consistency PSNR can be inf on both arms (frame 0 equals the reference).
-    from ref2va_accept.quality.scoring import relative_error
+    from ref2va_accept.quality._scoring import relative_error
 
     assert relative_error(math.inf, math.inf) == 0.0
     assert relative_error(math.inf, 30.0) == math.inf
@@ -494,7 +494,7 @@ def _exif_rotated_jpeg(path: Path) -> np.ndarray:
 def test_reference_image_is_read_as_vbench_reads_it_without_exif_rotation(tmp_path: Path) -> None:
     import cv2
 
-    from ref2va_accept.quality.consistency import load_reference_image
+    from ref2va_accept.quality._consistency import load_reference_image
 
     path = tmp_path / "portrait.jpg"
     stored = _exif_rotated_jpeg(path)
@@ -539,7 +539,7 @@ def _flicker(frames: Sequence[np.ndarray]) -> float:
 
 
 def test_a_bt709_tag_selects_the_decode_matrix_and_every_score_records_it(tmp_path: Path) -> None:
-    from ref2va_accept.media.decoding import decoder_record, iter_video_frames
+    from ref2va_accept.media._decoding import decoder_record, iter_video_frames
 
     tagged, plain = tmp_path / "bt709.mp4", tmp_path / "untagged.mp4"
     _tagged_clip(tagged, bt709=True)

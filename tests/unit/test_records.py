@@ -85,15 +85,15 @@ def _literal(owner: Any, name: str) -> set[Any]:
 
 
 def test_the_closed_sets_are_those_of_the_modules_that_write_them() -> None:
-    from ref2va_accept.bringup import rows
+    from ref2va_accept.bringup import _rows as rows
     from ref2va_accept.campaign import DeviceSpec
-    from ref2va_accept.campaign.identity import pin
+    from ref2va_accept.campaign.identity import _pin as pin
     from ref2va_accept.engines import _kinds as engine_kinds
     from ref2va_accept.engines import _leftovers as leftovers
     from ref2va_accept.judging import _lossy as lossy
-    from ref2va_accept.judging.localize import capture
-    from ref2va_accept.quality import registry
-    from ref2va_accept.tensors import comparison
+    from ref2va_accept.judging.localize import _capture as capture
+    from ref2va_accept.quality import _registry as registry
+    from ref2va_accept.tensors import _comparison as comparison
     from ref2va_accept.timing import LatencySettings
 
     assert set(get_args(records.EngineKind)) == set(get_args(engine_kinds.EngineKindName))

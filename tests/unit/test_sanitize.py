@@ -182,7 +182,7 @@ def test_sanitized_json_stays_valid(sanitizer: Sanitizer) -> None:
 
 
 def test_report_environment_table_is_an_allowlist() -> None:
-    from ref2va_accept.plugin.reporting import pytest_metadata
+    from ref2va_accept.plugin._reporting import pytest_metadata
 
     metadata = {"Python": "3.11.7", "Platform": "Linux", "Packages": {"pytest": "8"},
                 "Plugins": {"html": "4"}, "GIT_URL": "https://u:t@h/r.git", "NODE_NAME": "n1",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ref2va_accept.evidence.sanitize import Sanitizer
-from ref2va_accept.evidence.sanitize.identifiers import environment_values, gather
+from ref2va_accept.evidence.sanitize._identifiers import environment_values, gather
 
 
 def test_environment_values_are_found_by_name_and_shape() -> None:

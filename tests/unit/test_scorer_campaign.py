@@ -18,8 +18,8 @@ from ref2va_accept.cli import main
 from ref2va_accept.core import FreezeError
 from ref2va_accept.planning import plan_track
 from ref2va_accept.quality import score_frames
-from ref2va_accept.quality.standins import make_standins
-from ref2va_accept.quality.weight_names import VBENCH_LAYOUT
+from ref2va_accept.quality._standins import make_standins
+from ref2va_accept.quality._weight_names import VBENCH_LAYOUT
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 # Large scorer models: the selftest runs these after the timed self-tests (./ref2va).
@@ -115,7 +115,7 @@ def test_a_track_runs_the_models_of_the_dimensions_it_gates_only(tmp_path: Path)
 
 def test_a_stand_in_the_campaign_does_not_declare_is_labelled_in_every_score(
         tmp_path: Path, clip_standins: Path) -> None:
-    from ref2va_accept.quality.known_standins import WRITTEN_LIST
+    from ref2va_accept.quality._known_standins import WRITTEN_LIST
 
     shutil.copytree(clip_standins, tmp_path / "cache")
     made = tmp_path / "cache" / VBENCH_LAYOUT["clip_vitb32"]
@@ -162,7 +162,7 @@ def test_a_clip_stand_in_names_no_path_of_this_machine(clip_standins: Path) -> N
     clone elsewhere wrote other bytes and failed the pin; the stand-in keeps none of them."""
     import zipfile
 
-    from ref2va_accept.quality.libraries import submodule
+    from ref2va_accept.quality._libraries import submodule
 
     path = clip_standins / VBENCH_LAYOUT["clip_vitb32"]
     with zipfile.ZipFile(path) as archive:

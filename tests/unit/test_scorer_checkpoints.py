@@ -1,5 +1,5 @@
-"""VBench's models from checkpoint files in their official formats (quality/loaders.py), on seeded
-stand-ins (quality/standins.py): built by the libraries, checked by `scorers check`, scored, and
+"""VBench's models from checkpoint files in their official formats (quality/_loaders.py), on seeded
+stand-ins (quality/_standins.py): built by the libraries, checked by `scorers check`, scored, and
 refused with one clear reason when the file, its format, its pin or its library is wrong."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import yaml
 
 from ref2va_accept.cli import check_weights, default_paths, dimension_rows, main
 from ref2va_accept.quality import score_frames
-from ref2va_accept.quality.libraries import submodule
-from ref2va_accept.quality.registry import ScorerError
-from ref2va_accept.quality.standins import make_standins
-from ref2va_accept.quality.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
+from ref2va_accept.quality._libraries import submodule
+from ref2va_accept.quality._registry import ScorerError
+from ref2va_accept.quality._standins import make_standins
+from ref2va_accept.quality._weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
 
 # Large scorer models: the selftest runs these after the timed self-tests (./ref2va).
 pytestmark = pytest.mark.heavy
@@ -68,7 +68,7 @@ def test_standins_are_laid_out_as_vbench_cache_and_built_by_the_libraries(cache:
 def test_standins_are_the_bytes_whose_hashes_ship_and_are_recognised_without_a_campaign(
         cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from ref2va_accept.core import tree_sha256
-    from ref2va_accept.quality.known_standins import SHIPPED, WRITTEN_LIST
+    from ref2va_accept.quality._known_standins import SHIPPED, WRITTEN_LIST
 
     for name in CPU_NAMES:
         assert tree_sha256(cache / VBENCH_LAYOUT[name]) == SHIPPED[name], name
@@ -91,7 +91,7 @@ def test_standins_are_the_bytes_whose_hashes_ship_and_are_recognised_without_a_c
 
 def test_a_campaign_that_pins_a_stand_in_without_declaring_it_is_not_ready(
         cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from ref2va_accept.quality.known_standins import SHIPPED
+    from ref2va_accept.quality._known_standins import SHIPPED
 
     data = yaml.safe_load(Path("fixtures/campaigns/reference.yaml").read_text())
     data["scorer_weights_dir"] = str(cache)

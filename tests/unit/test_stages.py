@@ -1,6 +1,7 @@
 """The judge's stages: the import contract (import-linter, pyproject.toml) holds, fails on a
-planted upward import; no stage imports another stage's private module (its face is the
-boundary), which a planted one shows; and the docs' module map is the code's."""
+planted upward import; every module of a stage is private and no stage imports another stage's
+private module (its face is the boundary), each shown on a planted one; and the docs' module map
+is the code's."""
 
 from __future__ import annotations
 
@@ -66,6 +67,33 @@ def test_a_planted_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     assert done.returncode != 0, done.stdout
     assert "ref2va_accept.core is not allowed to import ref2va_accept.judging" in done.stdout
     assert "ref2va_accept.core._hashing -> ref2va_accept.judging" in done.stdout
+
+
+def public_modules(judge: Path) -> list[str]:
+    """The modules of a stage (or of a stage's subpackage) whose names are public. The convention:
+    every module is private (``_budget.py``), and the package's face (``__init__.py``) is where
+    its names live for the other stages; ``__main__.py`` is Python's."""
+    return sorted(str(p.relative_to(judge)) for p in judge.rglob("*.py")
+                  if len(p.relative_to(judge).parts) > 1 and not p.name.startswith("_"))
+
+
+@pytest.mark.fast
+def test_every_module_of_a_stage_is_private() -> None:
+    assert public_modules(JUDGE) == []
+
+
+@pytest.mark.fast
+def test_a_planted_public_module_is_found(tmp_path: Path) -> None:
+    judge = tmp_path / "ref2va_accept"
+    (judge / "planning" / "_inner").mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py", "_budget.py", "_inner/__init__.py",
+                 "_inner/_part.py"):
+        (judge / "planning" / name).write_text("")
+    (judge / "__init__.py").write_text("")
+    assert public_modules(judge) == []
+    (judge / "planning" / "budget.py").write_text("")  # planted
+    (judge / "planning" / "_inner" / "part.py").write_text("")  # planted
+    assert public_modules(judge) == ["planning/_inner/part.py", "planning/budget.py"]
 
 
 @pytest.mark.fast

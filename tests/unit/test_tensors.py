@@ -29,8 +29,10 @@ from ref2va_accept.tensors import (
     compare_dumps,
     compare_tensor_files,
     read_header,
-    streaming,
     write_tensor_file,
+)
+from ref2va_accept.tensors import (
+    _streaming as streaming,
 )
 from tests.media_samples import write_mp4
 

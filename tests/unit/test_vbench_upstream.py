@@ -1,6 +1,6 @@
 """Our model-based VBench scores against upstream VBench's own code, to 1e-6 relative.
 
-The same frames and the same stand-in checkpoints (quality/standins.py) go through the judge's
+The same frames and the same stand-in checkpoints (quality/_standins.py) go through the judge's
 scorers here and through VBench 0.1.5's dimension functions (scripts/vbench_upstream.py) in the
 environment scripts/vbench_env.sh builds, since VBench needs torchvision, which does not load
 beside the judge's CPU torch. MUSIQ (pyiqa) needs it too, so the judge's imaging_quality is
@@ -29,8 +29,8 @@ import pytest
 
 from ref2va_accept.cli import default_paths
 from ref2va_accept.quality import score_frames
-from ref2va_accept.quality.consistency import load_reference_image
-from ref2va_accept.quality.standins import make_standins
+from ref2va_accept.quality._consistency import load_reference_image
+from ref2va_accept.quality._standins import make_standins
 
 ROOT = Path(__file__).resolve().parents[2]
 RELATIVE = 1e-6
@@ -144,7 +144,7 @@ from PIL import Image
 from ref2va_accept.core._hashing import tree_sha256
 from ref2va_accept.quality import score_frames
 from ref2va_accept.cli._scorers_check import default_paths
-from ref2va_accept.quality.consistency import load_reference_image
+from ref2va_accept.quality._consistency import load_reference_image
 pngs = sorted(Path(sys.argv[2]).glob("*.png"))
 frames = [np.array(Image.open(p).convert("RGB")) for p in pngs]
 paths = default_paths(Path(sys.argv[1]))

@@ -156,7 +156,7 @@ class Outcome:
         """The engine's answer "stopped once the capture was whole" to a request that asked for
         it (ref2va_contract.diagnostics: its status, its message opening with the marker). Only
         what the engine says: whether the capture really is whole, the localization pass checks
-        (judging.localize.judgement.stopped_whole)."""
+        (judging.localize._judgement.stopped_whole)."""
         return (not self.sample.ok and self.sample.status == CAPTURE_STOPPED_STATUS
                 and f"{CAPTURE_STOPPED_MARKER}: " in (self.sample.detail or ""))
 

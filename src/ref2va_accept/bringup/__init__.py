@@ -8,10 +8,10 @@ so `plan` can show its cost before it runs.
 
 from __future__ import annotations
 
-from ref2va_accept.bringup.cost import BringupCost, price
-from ref2va_accept.bringup.rows import QUESTION_IDS, QUESTIONS
-from ref2va_accept.bringup.runner import BringupResult, run_bringup, summary_lines
-from ref2va_accept.bringup.step_schedule import BringupSchedule, step_schedule
+from ref2va_accept.bringup._cost import BringupCost, price
+from ref2va_accept.bringup._rows import QUESTION_IDS, QUESTIONS
+from ref2va_accept.bringup._runner import BringupResult, run_bringup, summary_lines
+from ref2va_accept.bringup._step_schedule import BringupSchedule, step_schedule
 
 __all__ = ["QUESTIONS", "QUESTION_IDS", "BringupCost", "BringupResult", "BringupSchedule", "price",
            "run_bringup", "step_schedule", "summary_lines"]

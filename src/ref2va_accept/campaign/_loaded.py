@@ -20,8 +20,7 @@ from ref2va_accept.campaign._launch_profile import LaunchProfile, load_profile_a
 from ref2va_accept.campaign._schema import ArmSpec, Campaign
 from ref2va_accept.campaign._tracks import PinnedFile
 from ref2va_accept.core import ArmRole, CampaignError, is_placeholder
-from ref2va_accept.quality.known_standins import stand_in_name
-from ref2va_accept.quality.weight_names import VBENCH_LAYOUT
+from ref2va_accept.quality import VBENCH_LAYOUT, stand_in_name
 from ref2va_contract.launch import DECLARED_TIME_ENV, DECLARED_TIME_FLAGS
 
 

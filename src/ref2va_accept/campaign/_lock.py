@@ -34,7 +34,7 @@ from ref2va_accept.core import (
     is_placeholder,
     tree_sha256,
 )
-from ref2va_accept.quality.known_standins import stand_in_name
+from ref2va_accept.quality import stand_in_name
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from ref2va_accept.core import (
     ArmRole,
 )
 from ref2va_accept.engines import EngineKindName, MemoryRelease, engine_kind
-from ref2va_accept.quality.weight_names import WEIGHT_NAMES, unknown_weight_message
+from ref2va_accept.quality import WEIGHT_NAMES, unknown_weight_message
 from ref2va_contract.launch import DECLARED_TIME_ENV
 
 LOCK_SCHEMA = "ref2va-lock/1"
@@ -305,7 +305,7 @@ class Campaign(StrictModel):
     protocol: Protocol
     budget: Budget
     # Model files of the VBench scorers by name (dino_vitb16, clip_vitb32, ...:
-    # quality/weight_names.py), on the host's disk; a scorer whose weights are absent leaves its
+    # quality/_weight_names.py), on the host's disk; a scorer whose weights are absent leaves its
     # dimension open. A name no scorer reads is refused here, not found out at B0's first score.
     scorer_weights: dict[str, ScorerWeights] = {}
     # VBench's cache folder (~/.cache/vbench, or $VBENCH_CACHE_DIR), as VBench's own downloads

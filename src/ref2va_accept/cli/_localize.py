@@ -34,7 +34,7 @@ from ref2va_accept.evidence import (
     read_bundle_file,
 )
 from ref2va_accept.evidence.sanitize import Sanitizer
-from ref2va_accept.judging.localize.runner import LocalizationPass, equal_before
+from ref2va_accept.judging.localize import LocalizationPass, equal_before
 from ref2va_accept.planning import plan_campaign
 
 

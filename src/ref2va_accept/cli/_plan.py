@@ -2,7 +2,7 @@
 price it uses with where it comes from, the declared search with its what-if table, the
 localization pass a lossless failure adds and the host's bring-up. cli/_runs.py registers it.
 
-The localization pass is priced by judging/localize/price.py (`pass_cost`); planning sits below
+The localization pass is priced by judging/localize/_price.py (`pass_cost`); planning sits below
 judging, so the search is handed a pricer that calls it (`pass_pricer`)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ref2va_accept.bringup import step_schedule
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.core import EXIT_OK, EXIT_PROBLEM, CampaignError
 from ref2va_accept.history import read_ledger
-from ref2va_accept.judging.localize.price import pass_cost
+from ref2va_accept.judging.localize import pass_cost
 from ref2va_accept.planning import (
     Arm,
     PassFigures,
@@ -40,7 +40,7 @@ WHAT_IF_WARMUP_STEPS = 4
 
 
 def pass_pricer(devices: int) -> Any:
-    """One localization pass of a track, as judging/localize/price.py prices it (its starts and
+    """One localization pass of a track, as judging/localize/_price.py prices it (its starts and
     plain requests; the search adds the stops and the capture overhead)."""
 
     def price(plan: TrackPlan, prices: Prices) -> PassFigures:

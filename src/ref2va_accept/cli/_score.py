@@ -28,10 +28,16 @@ from ref2va_accept.evidence import (
 )
 from ref2va_accept.media import FrameCount, open_mp4, probe
 from ref2va_accept.planning import plan_option
-from ref2va_accept.quality.audio import audio_stats, compare_audio, decode_audio
-from ref2va_accept.quality.fidelity import compare_videos
-from ref2va_accept.quality.pipeline import ScoredVideo, score_video_counted
-from ref2va_accept.quality.scoring import check_comparable, relative_errors
+from ref2va_accept.quality import (
+    ScoredVideo,
+    audio_stats,
+    check_comparable,
+    compare_audio,
+    compare_videos,
+    decode_audio,
+    relative_errors,
+    score_video_counted,
+)
 from ref2va_accept.report import audio_comparison_text, number
 
 __all__ = ["run"]
@@ -85,7 +91,7 @@ class _NotMeasured(Record):
 
 
 class _RelativeError(Record):
-    """One dimension against the baseline (quality.scoring.RelativeError.to_dict)."""
+    """One dimension against the baseline (quality._scoring.RelativeError.to_dict)."""
 
     dimension: str
     scorer: str

@@ -4,7 +4,7 @@
   model-based dimension, each file it needs, found or missing, its sha256 against the pin, built
   and run once (quality/check.py). Exit 0 only when every dimension is ready.
 - ``scorers standins DIR [--names N,...] [--force]``: seeded stand-in checkpoints in the official
-  formats, laid out as VBench's cache (quality/standins.py), and the campaign lines that pin them.
+  formats, laid out as VBench's cache (quality/_standins.py), and the campaign lines that pin them.
 - ``scorers standins --campaign C [--force]``: the stand-ins a campaign marks, written where it
   reads them and checked against its pins (exit 1 naming each that differs).
 """
@@ -24,8 +24,7 @@ from ref2va_accept.cli._scorers_check import (
     resolve_device,
 )
 from ref2va_accept.core import EXIT_OK, EXIT_PROBLEM, Ref2VAError
-from ref2va_accept.quality.registry import ScorerError
-from ref2va_accept.quality.weight_names import WEIGHT_NAMES
+from ref2va_accept.quality import WEIGHT_NAMES, ScorerError
 
 __all__ = ["add_scorer_commands"]
 
@@ -94,8 +93,7 @@ def _line(check: Any) -> str:
 def _campaign_standins(campaign_path: Path, force: bool) -> int:
     """The stand-ins a campaign marks `stand_in: true`, written where it reads them, each checked
     against its pin: exit 0 when every one matches, 1 naming each that does not."""
-    from ref2va_accept.quality.standins import make_standins  # noqa: PLC0415
-    from ref2va_accept.quality.weight_names import VBENCH_LAYOUT  # noqa: PLC0415
+    from ref2va_accept.quality import VBENCH_LAYOUT, make_standins  # noqa: PLC0415
 
     campaign = load_campaign(campaign_path)
     names = sorted(campaign.scorer_stand_ins())
@@ -132,8 +130,7 @@ def _campaign_standins(campaign_path: Path, force: bool) -> int:
 
 
 def _cmd_standins(args: argparse.Namespace) -> int:
-    from ref2va_accept.quality.registry import ScorerError  # noqa: PLC0415
-    from ref2va_accept.quality.standins import make_standins  # noqa: PLC0415
+    from ref2va_accept.quality import ScorerError, make_standins  # noqa: PLC0415
 
     if args.campaign is not None:
         if args.folder is not None or args.names:

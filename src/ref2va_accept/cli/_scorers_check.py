@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ref2va_accept.quality.registry import ScorerError
-from ref2va_accept.quality.weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
+from ref2va_accept.quality import VBENCH_LAYOUT, WEIGHT_NAMES, ScorerError
 
 if TYPE_CHECKING:
-    from ref2va_accept.quality import models
+    from ref2va_accept.quality import LoadedModel
 
 __all__ = ["FileCheck", "check_weights", "dimension_rows", "resolve_device"]
 
@@ -56,11 +55,11 @@ class FileCheck:
 
 def resolve_device(device: str) -> str:
     """'cpu', or 'npu' (torch_npu must import and see a device); 'auto' picks npu when it can;
-    npu:N or cuda:N as a campaign's scoring.device names it (models.prepare_device)."""
+    npu:N or cuda:N as a campaign's scoring.device names it (prepare_device)."""
     if device == "cpu":
         return "cpu"
     if ":" in device:
-        from ref2va_accept.quality.models import prepare_device  # noqa: PLC0415
+        from ref2va_accept.quality import prepare_device  # noqa: PLC0415
 
         prepare_device(device)
         return device
@@ -83,31 +82,38 @@ def _sample_frame() -> Any:
     return np.random.default_rng(0).integers(0, 256, (256, 448, 3), dtype=np.uint8)
 
 
-def _forward(model: models.LoadedModel) -> str:
+def _forward(model: LoadedModel) -> str:
     # The scorers' models load OpenCV: only when a weights file is checked, not with the CLI.
-    from ref2va_accept.quality import models  # noqa: PLC0415
+    from ref2va_accept.quality import (  # noqa: PLC0415
+        amt_input,
+        clip_input,
+        dino_input,
+        dreamsim_input,
+        musiq_input,
+        raft_input,
+    )
 
     frame = _sample_frame()
     started = time.perf_counter()
     name = model.name
     if name == "dino_vitb16":
-        out = model(models.dino_input(frame))
+        out = model(dino_input(frame))
     elif name in ("clip_vitb32", "clip_vitl14"):
-        out = model(models.clip_input(frame))
+        out = model(clip_input(frame))
     elif name == "laion_aesthetic":
         import torch  # noqa: PLC0415
 
         feature = np.random.default_rng(1).standard_normal((1, 768)).astype(np.float32)
         out = model(torch.from_numpy(feature / np.linalg.norm(feature)))
     elif name == "musiq_spaq":
-        out = model(models.musiq_input(frame))
+        out = model(musiq_input(frame))
     elif name == "dreamsim":
-        out = model(models.dreamsim_input(frame))
+        out = model(dreamsim_input(frame))
     elif name == "raft":
-        (a, _), (b, _) = models.raft_input(frame), models.raft_input(frame[:, ::-1].copy())
+        (a, _), (b, _) = raft_input(frame), raft_input(frame[:, ::-1].copy())
         out = model(a, b)
     else:
-        (a, _), (b, _) = models.amt_input(frame), models.amt_input(frame[::-1].copy())
+        (a, _), (b, _) = amt_input(frame), amt_input(frame[::-1].copy())
         out = model(a, b)
     if not np.all(np.isfinite(out)):
         raise ScorerError(f"{name}: its forward pass gave non-finite values")
@@ -119,7 +125,7 @@ def check_weights(paths: Mapping[str, Path], pins: Mapping[str, str],
                   stand_ins: frozenset[str] = frozenset(), *, device: str = "cpu",
                   names: tuple[str, ...] = WEIGHT_NAMES) -> dict[str, FileCheck]:
     """One :class:`FileCheck` per weights name: found, hashed, pinned, built, run once."""
-    from ref2va_accept.quality import models  # noqa: PLC0415
+    from ref2va_accept.quality import load_model  # noqa: PLC0415
 
     checks: dict[str, FileCheck] = {}
     for name in names:
@@ -134,7 +140,7 @@ def check_weights(paths: Mapping[str, Path], pins: Mapping[str, str],
             check.problem = f"missing: {path}"
             continue
         try:
-            model = models.load_model(name, path, stand_in=check.stand_in, device=device)
+            model = load_model(name, path, stand_in=check.stand_in, device=device)
             check.sha256, check.library = model.identity.sha256, model.library
             check.stand_in = model.identity.stand_in
             if check.pin is not None and check.pin.lower() != check.sha256:
@@ -159,7 +165,7 @@ def check_weights(paths: Mapping[str, Path], pins: Mapping[str, str],
 
 def dimension_rows(checks: Mapping[str, FileCheck]) -> list[tuple[str, bool, list[FileCheck]]]:
     """(dimension, ready, the checks of its files) for every model-based dimension."""
-    from ref2va_accept.quality.vbench import MODEL_DIMENSIONS  # noqa: PLC0415
+    from ref2va_accept.quality import MODEL_DIMENSIONS  # noqa: PLC0415
 
     rows = []
     for dimension, (names, _) in MODEL_DIMENSIONS.items():

@@ -2,7 +2,7 @@
 
 Points are reported in pipeline order: a campaign track's frozen ``comparison_points`` order with
 ``--campaign CAMPAIGN --track T`` (its diagnostics points, each reported even when both sides
-lack it), else the documented order of :func:`~ref2va_accept.tensors.comparison.pipeline_order`.
+lack it), else the documented order of :func:`~ref2va_accept.tensors._comparison.pipeline_order`.
 The first divergence is the first point in that order that is not equal.
 """
 
@@ -14,9 +14,13 @@ import sys
 from pathlib import Path
 
 from ref2va_accept.core import EXIT_OK, EXIT_PROBLEM, TensorFileError
-from ref2va_accept.tensors.comparison import DumpComparison, in_order
-from ref2va_accept.tensors.files import dump_points
-from ref2va_accept.tensors.streaming import compare_dumps, compare_tensor_files
+from ref2va_accept.tensors import (
+    DumpComparison,
+    compare_dumps,
+    compare_tensor_files,
+    dump_points,
+    in_order,
+)
 
 __all__ = ["add_arguments", "run"]
 

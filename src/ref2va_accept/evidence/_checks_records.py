@@ -233,7 +233,7 @@ class WarmupDemonstrationData(Record):
 
 class DivergenceRecord(Record):
     """Where the candidate's capture log first parts from B0's, as the evidence records it
-    (judging.localize.capture.Divergence, its calls named by their labels)."""
+    (judging.localize._capture.Divergence, its calls named by their labels)."""
 
     kind: PartingKind
     module: str | None
@@ -275,7 +275,7 @@ class LocalizeRequest(Record):
 
 
 class LocalizationData(Record):
-    """What the localization pass found (judging.localize.result.Localization.to_dict)."""
+    """What the localization pass found (judging.localize._result.Localization.to_dict)."""
 
     point: str
     seed: int | None

@@ -31,10 +31,10 @@ DeviceKind: TypeAlias = Literal["none", "npu", "cuda"]  # campaign.schema Device
 PointStatus: TypeAlias = Literal[  # tensors.Status is this set
     "equal", "differs", "missing_in_a", "missing_in_b", "dtype_mismatch", "shape_mismatch"]
 ScoreKind: TypeAlias = Literal["vbench", "proxy", "fidelity", "consistency"]  # quality Kind
-ScoreStatus: TypeAlias = Literal["ok", "open", "error"]  # quality.registry.ScoreStatus
-# campaign.identity.pin
+ScoreStatus: TypeAlias = Literal["ok", "open", "error"]  # quality._registry.ScoreStatus
+# campaign.identity._pin
 IdentityStatus: TypeAlias = Literal["match", "DRIFT", "unfilled", "not found"]
-PartingKind: TypeAlias = Literal[  # judging.localize.capture.Kind
+PartingKind: TypeAlias = Literal[  # judging.localize._capture.Kind
     "differs", "inputs_differ", "not_run", "uncovered", "only_in_candidate", "order", "none"]
 RowStatus: TypeAlias = Literal["confirmed", "contradicted", "measured", "not_checked"]
 RowKind: TypeAlias = Literal["guess", "risk"]  # bringup.rows.Kind

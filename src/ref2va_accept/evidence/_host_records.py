@@ -77,7 +77,7 @@ class Order(Record):
 
 
 class Campaign(Record):
-    """The campaign the run judged, and its freeze state (plugin.state.RunState.evidence)."""
+    """The campaign the run judged, and its freeze state (plugin._state.RunState.evidence)."""
 
     name: str
     file: str

@@ -108,7 +108,7 @@ class Media(Record):
 
 
 class WeightRecord(Record):
-    """A weights file that made model-based scores (quality.registry.WeightIdentity)."""
+    """A weights file that made model-based scores (quality._registry.WeightIdentity)."""
 
     name: str
     sha256: str
@@ -117,7 +117,7 @@ class WeightRecord(Record):
 
 
 class ScoreRecord(Record):
-    """One score of one output (quality.registry.Score.to_dict)."""
+    """One score of one output (quality._registry.Score.to_dict)."""
 
     dimension: str
     kind: ScoreKind
@@ -152,7 +152,7 @@ class FidelityGate(Record):
 
 
 class FidelityFigures(Record):
-    """Fidelity of a candidate's video to B0's (quality.fidelity.FidelityReport.to_dict)."""
+    """Fidelity of a candidate's video to B0's (quality._fidelity.FidelityReport.to_dict)."""
 
     frames: int
     psnr_db: JsonNumber

@@ -1,7 +1,7 @@
 """Bit-exact comparison of decoded MP4 output: the `mp4.video` and `mp4.audio` points.
 
 Both files are decoded in lockstep, frame by frame, so a 15 s 1344x768 video is never held whole;
-the comparison semantics are those of the tensors package (tensors.streaming.StreamingComparison).
+the comparison semantics are those of the tensors package (tensors._streaming.StreamingComparison).
 """
 
 from __future__ import annotations

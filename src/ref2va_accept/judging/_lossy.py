@@ -38,8 +38,16 @@ from ref2va_accept.judging._gates import BaselineGateRunner
 from ref2va_accept.judging._verdicts import GateChecks
 from ref2va_accept.media import probe
 from ref2va_accept.planning import hosted_gate_warmups
-from ref2va_accept.quality.registry import SCORERS, Score, ScorerError, WeightIdentity, error_score
-from ref2va_accept.quality.scoring import RelativeError, check_comparable, relative_errors
+from ref2va_accept.quality import (
+    SCORERS,
+    RelativeError,
+    Score,
+    ScorerError,
+    WeightIdentity,
+    check_comparable,
+    error_score,
+    relative_errors,
+)
 
 if TYPE_CHECKING:
     from ref2va_accept.engines import EngineInstance
@@ -69,7 +77,7 @@ def _score(arms: Arms, outcome: Outcome) -> tuple[Score, ...]:
         return ()
     plan = arms.plan
     scoring = plan.lossy
-    from ref2va_accept.quality.pipeline import score_video  # noqa: PLC0415 - OpenCV, torch
+    from ref2va_accept.quality import score_video  # noqa: PLC0415 - OpenCV, torch
     try:
         return tuple(score_video(outcome.media_path,
                                  reference_image=plan.inputs.reference_image.path,
@@ -364,8 +372,7 @@ def _error_dict(error: RelativeError, threshold: float,
 
 def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
     """Fidelity (with its per-frame curves) and audio against B0, for the evidence."""
-    from ref2va_accept.quality.audio import compare_audio_files  # noqa: PLC0415 - scipy
-    from ref2va_accept.quality.fidelity import compare_videos  # noqa: PLC0415 - OpenCV
+    from ref2va_accept.quality import compare_audio_files, compare_videos  # noqa: PLC0415
     out: dict[str, Any] = {}
     try:
         out["fidelity"] = compare_videos(candidate, baseline).to_dict()  # curves included

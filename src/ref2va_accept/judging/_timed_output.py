@@ -156,8 +156,7 @@ def _lossy_pair(rule: dict[str, Any], seed: int | None, scored: Path, timed: Pat
     if _identical(scored, timed):
         return entry | {"identical": True}, []
     # Imported here: fidelity pulls in the scoring stack, which a lossless track never needs.
-    from ref2va_accept.quality.audio import compare_audio_files  # noqa: PLC0415
-    from ref2va_accept.quality.fidelity import compare_videos  # noqa: PLC0415
+    from ref2va_accept.quality import compare_audio_files, compare_videos  # noqa: PLC0415
     try:
         video = compare_videos(timed, scored)
         audio = compare_audio_files(timed, scored)

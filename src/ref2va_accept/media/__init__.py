@@ -1,12 +1,12 @@
 """Read, probe, check and decode the judged MP4 files.
 
-- :mod:`~ref2va_accept.media.container`: open an MP4 (one-line errors naming the file by basename)
+- :mod:`~ref2va_accept.media._container`: open an MP4 (one-line errors naming the file by basename)
   and read what its streams declare.
-- :mod:`~ref2va_accept.media.probing`: decode everything once and record the counts found
+- :mod:`~ref2va_accept.media._probing`: decode everything once and record the counts found
   (:class:`MediaProbe`), including what AAC priming and padding look like through PyAV.
-- :mod:`~ref2va_accept.media.expectations`: the problems a probe shows against a
+- :mod:`~ref2va_accept.media._expectations`: the problems a probe shows against a
   :class:`MediaExpectation` (:class:`MediaProblem`).
-- :mod:`~ref2va_accept.media.decoding`: video frames as RGB and audio as float32, streamed, for the
+- :mod:`~ref2va_accept.media._decoding`: video frames as RGB and audio as float32, streamed, for the
   metrics and the bit-exact comparisons.
 
 This package needs PyAV and numpy only: importing it never loads OpenCV or scipy.
@@ -14,16 +14,17 @@ This package needs PyAV and numpy only: importing it never loads OpenCV or scipy
 
 from __future__ import annotations
 
-from ref2va_accept.media.container import av_reason, open_mp4, x264_settings
-from ref2va_accept.media.decoding import (
+from ref2va_accept.media._container import av_reason, open_mp4, x264_settings
+from ref2va_accept.media._decoding import (
     DecodedAudio,
     decode_audio,
     decode_frames,
+    decoder_record,
     iter_audio_chunks,
     iter_video_frames,
     keep_frame_buffers,
 )
-from ref2va_accept.media.expectations import (
+from ref2va_accept.media._expectations import (
     AAC_FRAME_SAMPLES,
     FPS_TOLERANCE,
     FrameCount,
@@ -32,7 +33,7 @@ from ref2va_accept.media.expectations import (
     audio_video_tolerance_s,
     check_media,
 )
-from ref2va_accept.media.probing import MediaProbe, probe
+from ref2va_accept.media._probing import MediaProbe, probe
 
 __all__ = [
     "AAC_FRAME_SAMPLES",
@@ -47,6 +48,7 @@ __all__ = [
     "check_media",
     "decode_audio",
     "decode_frames",
+    "decoder_record",
     "iter_audio_chunks",
     "iter_video_frames",
     "keep_frame_buffers",

@@ -46,7 +46,7 @@ from pathlib import Path
 from ref2va_accept.evidence import Disk, TrackNeed
 from ref2va_accept.planning._request_plan import Plan
 from ref2va_accept.planning._track_plan import TrackPlan
-from ref2va_accept.tensors.comparison import dit_step
+from ref2va_accept.tensors import dit_step
 
 MARGIN = 1.25
 MP4_BYTES_PER_PIXEL = 0.5

@@ -351,7 +351,7 @@ def _host_gates(items: Sequence[ScenarioItem], plans: Mapping[str, TrackPlan],
                 planned: dict[str, tuple[WorkUnit, ...]], groups: Mapping[str, tuple[str, ...]]
                 ) -> None:
     """A candidate whose quality and perf scenarios are both collected has its gate on its
-    first latency instance (hosts_gate; as plugin/selection.py sets it): its quality scenario
+    first latency instance (hosts_gate; as plugin/_selection.py sets it): its quality scenario
     starts no instance of its own, sends hosted_gate_requests, and runs the whole latency
     schedule its candidates share (so it carries that schedule's units)."""
     perf = [i for i in items if (i.file, i.function) == _PERF and i.candidate is not None

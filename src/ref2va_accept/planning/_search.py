@@ -8,7 +8,7 @@ reach (its gate and all but one of its latency instances, where the futility sto
 sits at the target (its whole protocol). The worst case takes each direction at its costliest
 outcome; the mix weighs the three by the campaign's `outcome_mix`, so the expected number of
 localization passes is gate_failed times the lossless directions. A pass is priced by
-judging/localize/price.py (handed in by the caller: planning sits below judging), plus the stop
+judging/localize/_price.py (handed in by the caller: planning sits below judging), plus the stop
 after each of its starts and its capture overhead (`protocol.capture_overhead`): while that is
 unpriced the pass's requests are taken at a plain request's price and every figure that includes
 one is said as "at least", never as a worst case.
@@ -44,7 +44,7 @@ from ref2va_accept.planning._track_plan import TrackPlan
 
 @dataclass(frozen=True)
 class PassFigures:
-    """One localization pass on one track, as judging/localize/price.py prices it: its starts,
+    """One localization pass on one track, as judging/localize/_price.py prices it: its starts,
     its requests and their seconds (starts at the start price, requests at a plain request's;
     None while a price is missing)."""
 
@@ -53,7 +53,7 @@ class PassFigures:
     wall_s: float | None
 
 
-# One track's pass, priced at these prices (judging/localize/price.py, through the caller).
+# One track's pass, priced at these prices (judging/localize/_price.py, through the caller).
 PassPricer = Callable[[TrackPlan, Prices], PassFigures]
 
 

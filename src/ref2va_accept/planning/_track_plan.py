@@ -28,7 +28,7 @@ from ref2va_accept.campaign import (
 )
 from ref2va_accept.core import ArmRole, CampaignError, QualityClass
 from ref2va_accept.media import MediaExpectation
-from ref2va_accept.quality.weight_names import WEIGHT_DIMENSIONS
+from ref2va_accept.quality import WEIGHT_DIMENSIONS
 from ref2va_accept.timing import ClientTimeouts, LatencySettings
 
 

@@ -21,8 +21,8 @@ from ref2va_accept.judging import Baselines
 __all__ = ["Baselines"]
 
 pytest_plugins = [
-    "ref2va_accept.plugin.selection",
-    "ref2va_accept.plugin.engines",
-    "ref2va_accept.plugin.run_evidence",
-    "ref2va_accept.plugin.reporting",
+    "ref2va_accept.plugin._selection",
+    "ref2va_accept.plugin._engines",
+    "ref2va_accept.plugin._run_evidence",
+    "ref2va_accept.plugin._reporting",
 ]

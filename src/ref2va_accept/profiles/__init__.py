@@ -3,16 +3,16 @@ torch_npu's analysed output on the 910C, text or database), which ranks profiled
 and B0 beside a candidate. Nothing here judges: a profile is evidence beside a verdict.
 """
 
-from ref2va_accept.profiles.compare import compare
-from ref2va_accept.profiles.files import ProfileReadError
-from ref2va_accept.profiles.folders import (
+from ref2va_accept.profiles._compare import compare
+from ref2va_accept.profiles._files import ProfileReadError
+from ref2va_accept.profiles._folders import (
     ProfilesRead,
     analyse_command,
     find_profiles,
     metadata_ranks,
     read_profiles,
 )
-from ref2va_accept.profiles.text import profile_lines
+from ref2va_accept.profiles._text import profile_lines
 
 __all__ = [
     "ProfileReadError",

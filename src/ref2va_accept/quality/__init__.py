@@ -14,54 +14,132 @@ from typing import TYPE_CHECKING
 from ref2va_accept.core import load_name
 
 if TYPE_CHECKING:
-    from ref2va_accept.quality.fidelity import FidelityReport, compare_frames, compare_videos
-    from ref2va_accept.quality.pipeline import score_frames, score_video
-    from ref2va_accept.quality.registry import (
+    from ref2va_accept.quality._audio import (
+        audio_stats,
+        compare_audio,
+        compare_audio_files,
+        decode_audio,
+    )
+    from ref2va_accept.quality._fidelity import FidelityReport, compare_frames, compare_videos
+    from ref2va_accept.quality._known_standins import stand_in_name
+    from ref2va_accept.quality._models import (
+        LoadedModel,
+        amt_input,
+        clip_input,
+        dino_input,
+        dreamsim_input,
+        load_model,
+        musiq_input,
+        prepare_device,
+        raft_input,
+    )
+    from ref2va_accept.quality._pipeline import (
+        ScoredVideo,
+        score_frames,
+        score_video,
+        score_video_counted,
+    )
+    from ref2va_accept.quality._registry import (
         SCORERS,
         Score,
         ScorerError,
         ScorerInfo,
         WeightIdentity,
+        error_score,
     )
-    from ref2va_accept.quality.scoring import (
+    from ref2va_accept.quality._scoring import (
         RelativeError,
         aggregate_relative_error,
         check_comparable,
         relative_errors,
     )
+    from ref2va_accept.quality._standins import make_standins
+    from ref2va_accept.quality._vbench import MODEL_DIMENSIONS
+    from ref2va_accept.quality._weight_names import (
+        VBENCH_LAYOUT,
+        WEIGHT_DIMENSIONS,
+        WEIGHT_NAMES,
+        unknown_weight_message,
+    )
 
 _WHERE = {
-    "FidelityReport": "fidelity",
-    "RelativeError": "scoring",
-    "SCORERS": "registry",
-    "Score": "registry",
-    "ScorerError": "registry",
-    "ScorerInfo": "registry",
-    "WeightIdentity": "registry",
-    "aggregate_relative_error": "scoring",
-    "check_comparable": "scoring",
-    "compare_frames": "fidelity",
-    "compare_videos": "fidelity",
-    "relative_errors": "scoring",
-    "score_frames": "pipeline",
-    "score_video": "pipeline",
+    "raft_input": "_models",
+    "musiq_input": "_models",
+    "load_model": "_models",
+    "dreamsim_input": "_models",
+    "dino_input": "_models",
+    "clip_input": "_models",
+    "amt_input": "_models",
+    "LoadedModel": "_models",
+    "unknown_weight_message": "_weight_names",
+    "stand_in_name": "_known_standins",
+    "score_video_counted": "_pipeline",
+    "prepare_device": "_models",
+    "make_standins": "_standins",
+    "error_score": "_registry",
+    "decode_audio": "_audio",
+    "compare_audio_files": "_audio",
+    "compare_audio": "_audio",
+    "audio_stats": "_audio",
+    "WEIGHT_NAMES": "_weight_names",
+    "WEIGHT_DIMENSIONS": "_weight_names",
+    "VBENCH_LAYOUT": "_weight_names",
+    "ScoredVideo": "_pipeline",
+    "MODEL_DIMENSIONS": "_vbench",
+    "FidelityReport": "_fidelity",
+    "RelativeError": "_scoring",
+    "SCORERS": "_registry",
+    "Score": "_registry",
+    "ScorerError": "_registry",
+    "ScorerInfo": "_registry",
+    "WeightIdentity": "_registry",
+    "aggregate_relative_error": "_scoring",
+    "check_comparable": "_scoring",
+    "compare_frames": "_fidelity",
+    "compare_videos": "_fidelity",
+    "relative_errors": "_scoring",
+    "score_frames": "_pipeline",
+    "score_video": "_pipeline",
 }
 
 __all__ = [
+    "MODEL_DIMENSIONS",
     "SCORERS",
+    "VBENCH_LAYOUT",
+    "WEIGHT_DIMENSIONS",
+    "WEIGHT_NAMES",
     "FidelityReport",
+    "LoadedModel",
     "RelativeError",
     "Score",
+    "ScoredVideo",
     "ScorerError",
     "ScorerInfo",
     "WeightIdentity",
     "aggregate_relative_error",
+    "amt_input",
+    "audio_stats",
     "check_comparable",
+    "clip_input",
+    "compare_audio",
+    "compare_audio_files",
     "compare_frames",
     "compare_videos",
+    "decode_audio",
+    "dino_input",
+    "dreamsim_input",
+    "error_score",
+    "load_model",
+    "make_standins",
+    "musiq_input",
+    "prepare_device",
+    "raft_input",
     "relative_errors",
     "score_frames",
     "score_video",
+    "score_video_counted",
+    "stand_in_name",
+    "unknown_weight_message",
 ]
 
 

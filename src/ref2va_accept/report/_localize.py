@@ -15,7 +15,7 @@ from ref2va_accept.evidence import (
     LocalizedFigures,
     check_record,
 )
-from ref2va_accept.judging.localize.picture import svg
+from ref2va_accept.judging.localize import svg
 
 
 def _figure_rows(figures: LocalizedFigures) -> str:

@@ -24,25 +24,30 @@ The package, by seam:
   (:class:`StreamingComparison`, :func:`compare_arrays`).
 
 ``CHUNK_BYTES`` is re-exported for reading; it is read at call time from
-:mod:`ref2va_accept.tensors.streaming`, so patch it there.
+:mod:`ref2va_accept.tensors._streaming`, so patch it there.
 """
 
-from ref2va_accept.tensors.comparison import (
+from ref2va_accept.tensors._comparison import (
     DumpComparison,
     Status,
+    dit_step,
     in_order,
     pipeline_order,
 )
-from ref2va_accept.tensors.dtypes import DTYPES
-from ref2va_accept.tensors.files import (
+from ref2va_accept.tensors._dtypes import DTYPES
+from ref2va_accept.tensors._files import (
     DUMP_SUFFIX,
     MAX_HEADER_BYTES,
     TensorInfo,
+    dump_points,
+    open_unbuffered,
     point_file,
     read_header,
+    read_into,
+    single_tensor,
     write_tensor_file,
 )
-from ref2va_accept.tensors.streaming import (
+from ref2va_accept.tensors._streaming import (
     CHUNK_BYTES,
     StreamingComparison,
     compare_arrays,
@@ -62,9 +67,14 @@ __all__ = [
     "compare_arrays",
     "compare_dumps",
     "compare_tensor_files",
+    "dit_step",
+    "dump_points",
     "in_order",
+    "open_unbuffered",
     "pipeline_order",
     "point_file",
     "read_header",
+    "read_into",
+    "single_tensor",
     "write_tensor_file",
 ]

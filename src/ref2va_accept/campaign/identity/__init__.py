@@ -15,19 +15,19 @@ the Python version and the folders CANN may live in. A tool the pin needs but th
 (npu-smi, ffmpeg, ffprobe) is `IdentityToolMissing`, raised before any server starts.
 """
 
-from ref2va_accept.campaign.identity.host_check import (
+from ref2va_accept.campaign.identity._host_check import (
     compare,
     identity_checks,
     preflight,
 )
-from ref2va_accept.campaign.identity.parsers import (
+from ref2va_accept.campaign.identity._parsers import (
     parse_cann_install_info,
     parse_key_values,
     parse_npu_smi_board,
     parse_tool_version,
     vllm_omni_origin,
 )
-from ref2va_accept.campaign.identity.pin import (
+from ref2va_accept.campaign.identity._pin import (
     IdentityToolMissing,
     SourcePin,
     Status,
@@ -35,7 +35,7 @@ from ref2va_accept.campaign.identity.pin import (
     flatten_pin,
     pin_violations,
 )
-from ref2va_accept.campaign.identity.probes import (
+from ref2va_accept.campaign.identity._probes import (
     CANN_DEFAULT_ROOTS,
     CANN_ENV_VARS,
     DISTRIBUTIONS,

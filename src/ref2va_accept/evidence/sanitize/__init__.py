@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.core import WriteFailed, atomic_write
-from ref2va_accept.evidence.sanitize import patterns
-from ref2va_accept.evidence.sanitize.identifiers import Identifiers, gather, normal_address
+from ref2va_accept.evidence.sanitize import _patterns as patterns
+from ref2va_accept.evidence.sanitize._identifiers import Identifiers, gather, normal_address
 
 __all__ = ["COMMON_WORDS", "LABELS", "TEXT_SUFFIXES", "Identifiers", "Sanitizer"]
 

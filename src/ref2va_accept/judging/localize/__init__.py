@@ -4,10 +4,11 @@ captured in both arms (judgement.py), its result and target (result.py), with a 
 the named module's output differs (picture.py); ``ref2va-accept localize`` (cli) runs it again
 from a finished run's evidence."""
 
-from ref2va_accept.judging.localize.capture import Call, Digest, Divergence, divergence, read_log
-from ref2va_accept.judging.localize.picture import diff_map, svg
-from ref2va_accept.judging.localize.result import Localization, Target, target_of
-from ref2va_accept.judging.localize.runner import (
+from ref2va_accept.judging.localize._capture import Call, Digest, Divergence, divergence, read_log
+from ref2va_accept.judging.localize._picture import diff_map, svg
+from ref2va_accept.judging.localize._price import pass_cost
+from ref2va_accept.judging.localize._result import Localization, Target, target_of
+from ref2va_accept.judging.localize._runner import (
     LocalizationPass,
     equal_before,
     failed_gate,
@@ -16,7 +17,20 @@ from ref2va_accept.judging.localize.runner import (
 )
 
 __all__ = [
-    "Call", "Digest", "Divergence", "Localization", "LocalizationPass", "Target",
-    "diff_map", "divergence", "equal_before", "failed_gate",
-    "localize", "read_log", "svg", "target_of", "wants_pass",
+    "Call",
+    "Digest",
+    "Divergence",
+    "Localization",
+    "LocalizationPass",
+    "Target",
+    "diff_map",
+    "divergence",
+    "equal_before",
+    "failed_gate",
+    "localize",
+    "pass_cost",
+    "read_log",
+    "svg",
+    "target_of",
+    "wants_pass",
 ]
