@@ -1,5 +1,5 @@
 """From what a bring-up saw to its rows and its patch: each judgement reads the state the
-steps filled (state.py) and puts the rows it answers."""
+steps filled (_state.py) and puts the rows it answers."""
 
 from __future__ import annotations
 

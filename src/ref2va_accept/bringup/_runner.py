@@ -6,7 +6,7 @@ answers every question of `rows.QUESTIONS` with a row, and writes `bringup.json`
 sample, log and dump of its engines). Each step records what it saw before the next starts; a
 step that fails (an engine that does not start, a request refused) leaves the rows that depend
 on it `not_checked`, naming the failure, and the steps that do not depend on it still run. A step
-that raises stops the bring-up there, and a stop signal interrupts it (stopping.py): its engines
+that raises stops the bring-up there, and a stop signal interrupts it (_stopping.py): its engines
 are stopped in upstream's order, the rows it had not reached are `not_checked` naming where it
 stopped, the page is written, and it exits with its own code.
 """

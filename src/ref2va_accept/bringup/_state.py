@@ -1,5 +1,5 @@
 """A bring-up's state: what each step saw (policies, requests, imports), its rows so far,
-and the helpers the steps (steps.py) and the judgements (judge.py, readings.py) share."""
+and the helpers the steps (_steps.py) and the judgements (_judge.py, _readings.py) share."""
 
 from __future__ import annotations
 
@@ -249,7 +249,7 @@ class BringupState:
     launch_env: dict[str, str] | None = None  # B0's launch environment (Steps.launch_environment)
     stops: list[StopRecord] = field(default_factory=list)
     patch_inputs: PatchInputs = field(default_factory=PatchInputs)
-    # the prices (pricing.py): the capture requests (by level) and the server that sent them,
+    # the prices (_pricing.py): the capture requests (by level) and the server that sent them,
     # why a level was not measured, the demonstration per duration class (its check, or why it
     # did not run) and the scoring prices (and, per duration class, why none)
     capture_runs: dict[str, Outcome] = field(default_factory=dict)

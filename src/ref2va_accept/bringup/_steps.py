@@ -1,6 +1,6 @@
 """The bring-up's steps: each starts what `step_schedule` lists, records what it saw before the next
 starts and puts the rows it answers at once (the judgements that need several steps run last,
-judge.py)."""
+_judge.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from ref2va_accept.timing import ReferenceFile, TimedClient
 
 class Steps(Judging):
     """The steps: each starts what `step_schedule` lists and records what it saw (the prices'
-    own steps are pricing.py's)."""
+    own steps are _pricing.py's)."""
 
     # -- steps -----------------------------------------------------------------------------------
     def host(self) -> None:

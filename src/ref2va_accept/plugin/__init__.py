@@ -1,16 +1,16 @@
 """The harness's pytest plugin, one module per concern, each with its own hooks and fixtures:
 
-  selection     the campaign (--campaign, $REF2VA_CAMPAIGN), per-track parametrization and
-                marks, the scenario order (acceptance, quality, perf, profile, verdicts last;
-                profile only when -m names it), the candidates each track's latency schedule
-                covers, `campaign`, `track`
-  engines       the session's engine registry (in `config.stash`), `arms`, `baselines`,
-                `latency_schedules`, SIGTERM
-  run_evidence  the run state, the `evidence` bundle, `track_verdict`, checkpoints, the run's
-                end (verdicts, status, the campaign's ledger, scrub, `latest`)
-  reporting     live progress, the HTML report of a campaign run, the terminal verdict table
+  _selection     the campaign (--campaign, $REF2VA_CAMPAIGN), per-track parametrization and
+                 marks, the scenario order (acceptance, quality, perf, profile, verdicts last;
+                 profile only when -m names it), the candidates each track's latency schedule
+                 covers, `campaign`, `track`
+  _engines       the session's engine registry (in `config.stash`), `arms`, `baselines`,
+                 `latency_schedules`, SIGTERM
+  _run_evidence  the run state, the `evidence` bundle, `track_verdict`, checkpoints, the run's
+                 end (verdicts, status, the campaign's ledger, scrub, `latest`)
+  _reporting     live progress, the HTML report of a campaign run, the terminal verdict table
 
-`state` holds what they share (the RunState in the stash). The root conftest.py loads this
+`_state` holds what they share (the RunState in the stash). The root conftest.py loads this
 package (`pytest_plugins`), which loads the four modules.
 """
 

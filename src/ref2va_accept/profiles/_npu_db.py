@@ -4,7 +4,7 @@ With ``export_type=["db"]`` torch_npu's analysis leaves in ``ASCEND_PROFILER_OUT
 ``ascend_pytorch_profiler_<N>.db`` (CANN msprof's ``msprof_*.db`` moved and renamed, plus
 torch_npu's tables) and ``analysis.db`` (communication and step analysis). Times are ns, sizes
 bytes, strings ids into ``STRING_IDS(id, value)``; blocks and figures are npu_text's, built by the
-same functions (npu_parts.py):
+same functions (_npu_parts.py):
 
 - ``TASK`` (startNs, endNs) joined on globalTaskId with ``COMPUTE_TASK_INFO`` (name, opType,
   taskType: the accelerator core, shapes quoted as in kernel_details.csv), the kernels, each in

@@ -1,7 +1,7 @@
 """What the two torch_npu readers share: the device tasks, copies and step splits they read
 (whatever the export), and how each block of a :class:`RankProfile` is built from them, once.
 
-The text export (npu_text.py) and the database export (npu_db.py) hold the same facts in
+The text export (_npu_text.py) and the database export (_npu_db.py) hold the same facts in
 different places; each reader turns its files into these parts, and the figures come out of the
 same functions, so one profile read from either export gives the same record.
 """

@@ -1,5 +1,5 @@
-"""Host identity: the structured `engine.source_pin` (pin.py), the parsers (parsers.py) and probes
-(probes.py) that read it on the host, and the preflight (host_check.py) that compares the two
+"""Host identity: the structured `engine.source_pin` (_pin.py), the parsers (_parsers.py) and probes
+(_probes.py) that read it on the host, and the preflight (_host_check.py) that compares the two
 before any engine starts.
 
 A campaign's numbers mean something only for the software stack that produced them. The pin

@@ -1,7 +1,7 @@
 """The localization pass: on a bit-exact failure, the first module where a lossless candidate
-parts from B0 (runner.py), read from the engines' capture logs (capture.py), named only from calls
-captured in both arms (judgement.py), its result and target (result.py), with a picture of where
-the named module's output differs (picture.py); ``ref2va-accept localize`` (cli) runs it again
+parts from B0 (_runner.py), read from the engines' capture logs (_capture.py), named only from calls
+captured in both arms (_judgement.py), its result and target (_result.py), with a picture of where
+the named module's output differs (_picture.py); ``ref2va-accept localize`` (cli) runs it again
 from a finished run's evidence."""
 
 from ref2va_accept.judging.localize._capture import Call, Digest, Divergence, divergence, read_log

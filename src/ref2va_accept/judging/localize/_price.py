@@ -3,10 +3,10 @@
 It runs only after a lossless candidate fails on bit-exactness, so its cost is a worst case:
 every candidate of every lossless track failing, each pass taking its three starts and four
 requests (runner.STARTS, runner.REQUESTS: the most it takes whatever it finds, since it never
-goes a stage back, judgement.py) at the campaign's frozen prices
+goes a stage back, _judgement.py) at the campaign's frozen prices
 (``protocol.expected_start_s`` / ``expected_request_s``).
 
-Each request stops once its capture is written (runner.py, ``capture.stop``): it runs the
+Each request stops once its capture is written (_runner.py, ``capture.stop``): it runs the
 denoise up to the step of the gate's first divergence (a ``dit.stepNNN`` point; level 2 to the
 step level 1 found, never later), none of it for a ``cond.*`` point, and a later point (latents,
 decoded output, MP4) takes no request at all. A request is priced, as ``plan`` prices a cheap

@@ -95,7 +95,7 @@ LEVEL2_FACTOR = 32
 DISK_MARGIN = 1.25
 # At most, per localized candidate: B0 (level 1), the candidate (levels 1 and 2), B0 (level 2).
 # Inputs that already differ at the first module hooked in a stage end the pass open (see
-# judgement.py) instead of sending it a stage back, so these bounds hold whatever it finds.
+# _judgement.py) instead of sending it a stage back, so these bounds hold whatever it finds.
 REQUESTS = 4
 STARTS = 3
 
