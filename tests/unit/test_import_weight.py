@@ -38,7 +38,7 @@ def test_loading_the_plugin_imports_neither_opencv_nor_scipy() -> None:
     # A fresh interpreter: this session has imported them already.
     code = ("import sys\n"
             "import ref2va_accept.plugin\n"
-            "for name in ('selection', 'engines', 'run_evidence', 'reporting', 'state'):\n"
+            "for name in ('_selection', '_engines', '_run_evidence', '_reporting', '_state'):\n"
             "    __import__('ref2va_accept.plugin.' + name)\n"
             "print(sorted(m for m in ('cv2', 'scipy', 'torch') if m in sys.modules))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
