@@ -100,7 +100,7 @@ def test_a_nan_relative_error_is_open_never_zero_or_broken() -> None:
     info = scorer("vbench.temporal_flickering")
     errors = relative_errors([ok_score(info, math.nan)], [ok_score(info, 0.98)],
                              normalized=False)
-    single = next(e for e in errors if e.scorer_id == "vbench.temporal_flickering")
+    single = next(e for e in errors if e.scorer == "vbench.temporal_flickering")
     assert single.status == "open" and single.error is None
     assert "not a number" in single.detail
     assert all(e.error is None or not math.isnan(e.error) for e in errors)

@@ -266,7 +266,7 @@ def test_i2v_dimensions_aggregate_as_vbench_plus_plus_i2v_total() -> None:
 def test_proxies_and_vbench_aggregate_separately() -> None:
     cand = [_s("vbench.temporal_flickering", 0.9), _s("proxy.subject_consistency.ssim", 0.5)]
     base = [_s("vbench.temporal_flickering", 0.9), _s("proxy.subject_consistency.ssim", 0.6)]
-    aggs = {e.scorer_id: e for e in relative_errors(cand, base, normalized=False)
+    aggs = {e.scorer: e for e in relative_errors(cand, base, normalized=False)
             if e.dimension == "aggregate"}
     assert aggs["vbench.aggregate"].error == 0.0
     assert aggs["proxy.aggregate"].error == pytest.approx(0.1 / 0.6)

@@ -25,6 +25,7 @@ __all__ = [
     "MediaProbe",
     "MediaProblem",
     "NotCompared",
+    "RelativeError",
     "ScoreRecord",
     "VideoStream",
     "WeightRecord",
@@ -130,17 +131,27 @@ class ScoreRecord(Record):
     extra: dict[str, Any]
 
 
-class GateError(Record):
-    """One gated dimension of one seed, candidate against B0 (judging._error_dict)."""
+class RelativeError(Record):
+    """One dimension (or one kind's ``aggregate``) of a candidate against B0, e = |c - b| / |b|
+    on the (normalised, when asked) scores (quality.relative_errors): ``open`` with no error when
+    either side is open or in error, or the two were scored by different scorers."""
 
-    scorer: str
-    dimension: str
+    model_config = ConfigDict(frozen=True)
+
+    scorer: str  # "vbench.aggregate" / "proxy.aggregate" for an aggregate
+    dimension: str  # "aggregate" for an aggregate
     kind: ScoreKind
     candidate: Number | None
     baseline: Number | None
     error: Number | None
     status: Literal["ok", "open"]
     detail: str
+
+
+class GateError(RelativeError):
+    """One gated dimension of one seed as the lossy gate judged it (judging.gate_error): its
+    relative error, the threshold, the decision and the weights files that made the score."""
+
     threshold: Number
     gate: GateDecision
     weights: list[WeightRecord] | None = None

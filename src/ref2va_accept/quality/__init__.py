@@ -48,7 +48,6 @@ if TYPE_CHECKING:
         error_score,
     )
     from ref2va_accept.quality._scoring import (
-        RelativeError,
         aggregate_relative_error,
         check_comparable,
         relative_errors,
@@ -87,7 +86,6 @@ _WHERE = {
     "ScoredVideo": "_pipeline",
     "MODEL_DIMENSIONS": "_vbench",
     "FidelityReport": "_fidelity",
-    "RelativeError": "_scoring",
     "SCORERS": "_registry",
     "Score": "_registry",
     "ScorerError": "_registry",
@@ -110,7 +108,6 @@ __all__ = [
     "WEIGHT_NAMES",
     "FidelityReport",
     "LoadedModel",
-    "RelativeError",
     "Score",
     "ScoredVideo",
     "ScorerError",

@@ -13,16 +13,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ref2va_accept.core import Ref2VAError, tree_sha256
+from ref2va_accept.evidence import ScoreKind, ScoreStatus
 from ref2va_accept.quality._known_standins import stand_in_name
 
 __all__ = [
     "SCORERS",
     "Kind",
     "Score",
-    "ScoreStatus",
     "ScorerError",
     "ScorerInfo",
     "WeightIdentity",
@@ -34,8 +34,8 @@ __all__ = [
     "weight_identity",
 ]
 
-Kind = Literal["vbench", "proxy", "fidelity", "consistency"]
-ScoreStatus = Literal["ok", "open", "error"]
+# The evidence's closed sets, which the records that carry a score's kind and status name.
+Kind = ScoreKind
 
 
 class ScorerError(Ref2VAError):

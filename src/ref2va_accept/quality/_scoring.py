@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
+from ref2va_accept.evidence import RelativeError
 from ref2va_accept.media import MediaProbe
-from ref2va_accept.quality._registry import Kind, Score, json_number
+from ref2va_accept.quality._registry import Kind, Score
 
 __all__ = [
     "DIMENSION_WEIGHTS",
     "I2V_DIMENSIONS",
     "NORMALIZE_RANGE",
-    "RelativeError",
     "aggregate_relative_error",
     "check_comparable",
     "normalize",
@@ -53,25 +52,6 @@ DIMENSION_WEIGHTS: dict[str, float] = {"dynamic_degree": 0.5, "camera_motion": 0
 # quality score (the other dimensions) and the I2V score, each a weighted mean of its own.
 I2V_DIMENSIONS = frozenset({"i2v_subject", "i2v_background", "camera_motion"})
 _AGGREGATED_KINDS: tuple[Kind, ...] = ("vbench", "proxy")
-
-
-@dataclass(frozen=True)
-class RelativeError:
-    dimension: str  # "aggregate" for an aggregate
-    scorer_id: str  # "vbench.aggregate" / "proxy.aggregate" for an aggregate
-    kind: Kind
-    normalized: bool
-    candidate: float | None
-    baseline: float | None
-    error: float | None
-    status: Literal["ok", "open"]
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dimension": self.dimension, "scorer": self.scorer_id, "kind": self.kind,
-                "normalized": self.normalized, "candidate": json_number(self.candidate),
-                "baseline": json_number(self.baseline), "error": json_number(self.error),
-                "status": self.status, "detail": self.detail}
 
 
 def normalize(dimension: str, value: float, kind: Kind) -> float:
@@ -132,8 +112,9 @@ def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Scor
         if why:
             problems.append(f"{i}: {why}")
     if problems or not ids:
-        return RelativeError("aggregate", name, kind, normalized, None, None, None, "open",
-                             "; ".join(problems) or f"no {kind} dimensions")
+        return RelativeError(scorer=name, dimension="aggregate", kind=kind, candidate=None,
+                             baseline=None, error=None, status="open",
+                             detail="; ".join(problems) or f"no {kind} dimensions")
     parts = [part for part in ([i for i in ids if cand[i].dimension not in I2V_DIMENSIONS],
                                [i for i in ids if cand[i].dimension in I2V_DIMENSIONS]) if part]
     agg_c = math.fsum(_weighted_mean(cand, part, normalized) for part in parts) / len(parts)
@@ -141,8 +122,9 @@ def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Scor
     detail = (f"weighted mean of {len(ids)} dimensions" if len(parts) == 1 else
               f"mean of the quality score ({len(parts[0])} dimensions) and the I2V score "
               f"({len(parts[1])} dimensions), VBench++'s I2V total")
-    return RelativeError("aggregate", name, kind, normalized, agg_c, agg_b,
-                         relative_error(agg_c, agg_b), "ok", detail)
+    return RelativeError(scorer=name, dimension="aggregate", kind=kind, candidate=agg_c,
+                         baseline=agg_b, error=relative_error(agg_c, agg_b), status="ok",
+                         detail=detail)
 
 
 def _weighted_mean(scores: dict[str, Score], ids: Sequence[str], normalized: bool) -> float:
@@ -164,14 +146,16 @@ def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,
         assert ref is not None
         why = _why_open(c, b)
         if why:
-            out.append(RelativeError(ref.dimension, scorer_id, ref.kind, normalized,
-                                     c.value if c else None, b.value if b else None, None,
-                                     "open", why))
+            out.append(RelativeError(scorer=scorer_id, dimension=ref.dimension, kind=ref.kind,
+                                     candidate=c.value if c else None,
+                                     baseline=b.value if b else None, error=None,
+                                     status="open", detail=why))
             continue
         assert c is not None and b is not None
         vc, vb = _value(c, normalized), _value(b, normalized)
-        out.append(RelativeError(ref.dimension, scorer_id, ref.kind, normalized, vc, vb,
-                                 relative_error(vc, vb), "ok"))
+        out.append(RelativeError(scorer=scorer_id, dimension=ref.dimension, kind=ref.kind,
+                                 candidate=vc, baseline=vb, error=relative_error(vc, vb),
+                                 status="ok", detail=""))
     for kind in _AGGREGATED_KINDS:
         if any(s.kind == kind for s in (*candidate, *baseline)):
             out.append(aggregate_relative_error(candidate, baseline, kind=kind,
@@ -184,9 +168,10 @@ def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,
 def _open_if_nan(error: RelativeError) -> RelativeError:
     if error.error is None or not math.isnan(error.error):
         return error
-    return replace(error, error=None, status="open",
-                   detail=f"relative error is not a number (candidate {error.candidate!r}, "
-                          f"B0 {error.baseline!r})")
+    return error.model_copy(update={
+        "error": None, "status": "open",
+        "detail": f"relative error is not a number (candidate {error.candidate!r}, "
+                  f"B0 {error.baseline!r})"})
 
 
 def _settings_diff(a: str | None, b: str | None, name_a: str, name_b: str) -> str:
