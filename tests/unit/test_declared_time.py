@@ -138,7 +138,7 @@ def test_a_scoring_device_this_machine_lacks_puts_every_model_dimension_in_error
     weights = tmp_path / "ViT-B-32.pt"
     weights.write_bytes(b"not loaded: the device is refused first")
     frames = [np.zeros((16, 16, 3), np.uint8)] * 3
-    scores = {s.scorer.id: s for s in score_frames(frames, fps=24.0,
+    scores = {s.scorer: s for s in score_frames(frames, fps=24.0,
                                                    weights={"clip_vitb32": weights},
                                                    include_proxies=False, device=device)}
     background = scores["vbench.background_consistency"]

@@ -131,7 +131,7 @@ def _audio_rows(shown: _Shown) -> list[str]:
 def _text(payload: dict[str, object], scored: ScoredVideo) -> str:
     shown = _Shown.model_validate(payload)
     rows = [f"{'scorer':<42} {'kind':<12} {'status':<6} value"]
-    rows += [f"{s.scorer.id:<42} {s.kind:<12} {s.status:<6} "
+    rows += [f"{s.scorer:<42} {s.kind:<12} {s.status:<6} "
              + (f"{s.value:.6f}" if s.value is not None else s.detail) for s in scored.scores]
     if shown.partial is not None:
         rows.append(shown.partial)
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     scored = score_video_counted(video, reference_image=args.reference, weights=weights)
     partial = whole(scored, video, expected, args.allow_partial)
     payload: dict[str, object] = {"video": video.name,
-                                  "scores": [s.to_dict() for s in scored.scores],
+                                  "scores": [s.json_dict() for s in scored.scores],
                                   "frames_decoded": scored.frames_decoded,
                                   "frames_declared": scored.frames_declared,
                                   "frames_expected": expected}
@@ -191,12 +191,12 @@ def run(args: argparse.Namespace) -> int:
             base_partial = whole(base, Path(args.baseline), expected, args.allow_partial)
             if base_partial is not None:
                 payload["baseline_partial"] = base_partial
-            payload["baseline_scores"] = [s.to_dict() for s in base.scores]
+            payload["baseline_scores"] = [s.json_dict() for s in base.scores]
             payload["normalized"] = args.normalized
             payload["relative_errors"] = [
                 e.json_dict() for e in relative_errors(scored.scores, base.scores,
                                                        normalized=args.normalized)]
-            payload["fidelity"] = compare_videos(video, args.baseline).to_dict()
+            payload["fidelity"] = compare_videos(video, args.baseline).json_dict()
             if soundtrack is not None:
                 try:
                     payload["audio_comparison"] = compare_audio(

@@ -109,16 +109,34 @@ class Media(Record):
 
 
 class WeightRecord(Record):
-    """A weights file that made model-based scores (quality._registry.WeightIdentity)."""
+    """A weights file that made model-based scores (quality's weight_identity): its basename (the
+    evidence must not leak the host's directory layout) and sha256; a seeded stand-in in the
+    official format (not the real model) says so, and whether the campaign declared it
+    (`stand_in: true`) or it was recognised by its bytes alone."""
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
     sha256: str
     stand_in: bool | None = None
     declared: bool | None = None
 
+    @classmethod
+    def of(cls, name: str, sha256: str, *, stand_in: bool = False,
+           declared: bool = False) -> WeightRecord:
+        """A real file records its name and sha256 only; a stand-in both flags."""
+        if not stand_in:
+            return cls(name=name, sha256=sha256)
+        return cls(name=name, sha256=sha256, stand_in=True, declared=declared)
+
 
 class ScoreRecord(Record):
-    """One score of one output (quality._registry.Score.to_dict)."""
+    """One score of one output, naming the scorer that made it (quality's ok_score, open_score,
+    error_score): `kind` at top level, so that no report can show a proxy under a VBench
+    heading; `value` None unless the status is ok; `extra` the scorer's own figures, as JSON
+    holds them."""
+
+    model_config = ConfigDict(frozen=True)
 
     dimension: str
     kind: ScoreKind
@@ -163,7 +181,11 @@ class FidelityGate(Record):
 
 
 class FidelityFigures(Record):
-    """Fidelity of a candidate's video to B0's (quality._fidelity.FidelityReport.to_dict)."""
+    """Fidelity of a candidate's video to B0's, frame by frame (quality.compare_videos): the
+    video's PSNR from the mean MSE over frames (inf only when every frame is identical), the
+    per-frame PSNR (inf where identical) and SSIM curves, their minima and the SSIM mean."""
+
+    model_config = ConfigDict(frozen=True)
 
     frames: int
     psnr_db: JsonNumber

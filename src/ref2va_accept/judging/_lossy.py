@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.core import ArmRole, Check, CheckStatus, MediaError, Reason, Ref2VAError
-from ref2va_accept.evidence import CheckResult, GateError, RelativeError, WeightRecord
+from ref2va_accept.evidence import (
+    CheckResult,
+    GateError,
+    RelativeError,
+    ScoreRecord,
+    WeightRecord,
+)
 from ref2va_accept.judging._b0_gate import GateRuns
 from ref2va_accept.judging._gate_run import GateOnInstance, record, reference_run
 from ref2va_accept.judging._gates import BaselineGateRunner
@@ -40,9 +46,7 @@ from ref2va_accept.media import probe
 from ref2va_accept.planning import hosted_gate_warmups
 from ref2va_accept.quality import (
     SCORERS,
-    Score,
     ScorerError,
-    WeightIdentity,
     check_comparable,
     error_score,
     relative_errors,
@@ -59,7 +63,7 @@ log = logging.getLogger(__name__)
 class ScoredOutcome:
     seed: int
     outcome: Outcome
-    scores: tuple[Score, ...]
+    scores: tuple[ScoreRecord, ...]
 
 
 # Per candidate, seed and dimension: what the gate decided.
@@ -71,7 +75,7 @@ WITHIN, BROKEN, OPEN = "within", "broken", "open"
 _VIDEO_SCORERS = tuple(info for info in SCORERS.values() if info.kind != "fidelity")
 
 
-def _score(arms: Arms, outcome: Outcome) -> tuple[Score, ...]:
+def _score(arms: Arms, outcome: Outcome) -> tuple[ScoreRecord, ...]:
     if not outcome.complete or outcome.media_path is None:
         return ()
     plan = arms.plan
@@ -120,15 +124,15 @@ def _gated_errors(errors: Sequence[RelativeError], gate: LossyGate) -> list[Rela
     return chosen
 
 
-def _errors(candidate: Sequence[Score], baseline: Sequence[Score], gate: LossyGate
+def _errors(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], gate: LossyGate
             ) -> list[RelativeError]:
-    gated = [s for s in candidate if s.scorer.id in gate.gated]
-    base = [s for s in baseline if s.scorer.id in gate.gated]
+    gated = [s for s in candidate if s.scorer in gate.gated]
+    base = [s for s in baseline if s.scorer in gate.gated]
     # The aggregate is over the gated dimensions only: the frozen reduced set.
     return _gated_errors(relative_errors(gated, base, normalized=gate.normalized), gate)
 
 
-def _spread(candidate: Sequence[Score], baseline: Sequence[Score], gate: LossyGate
+def _spread(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], gate: LossyGate
             ) -> list[tuple[RelativeError, bool]]:
     """Every dimension's relative error (recorded), and whether it decides (the gated ones and
     their aggregate); aggregates over ungated dimensions would be numbers nobody froze."""
@@ -139,8 +143,8 @@ def _spread(candidate: Sequence[Score], baseline: Sequence[Score], gate: LossyGa
     return [(e, True) for e in gated] + [(e, False) for e in rest]
 
 
-def _missing_gated(scores: Sequence[Score], gate: LossyGate) -> list[str]:
-    found = {s.scorer.id for s in scores}
+def _missing_gated(scores: Sequence[ScoreRecord], gate: LossyGate) -> list[str]:
+    found = {s.scorer for s in scores}
     return [scorer_id for scorer_id in gate.gated if scorer_id not in found]
 
 
@@ -203,7 +207,7 @@ def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome
     data = {"same_seed_spread": same_seed, "different_seed_spread": other_seed,
             "gated": sorted(decisive), "limit": limit, "threshold": gate.threshold,
             "below_limit": below, "unmeasured": sorted(unmeasured),
-            "baseline_scores": [s.to_dict() for s in first[0].scores]}
+            "baseline_scores": [s.json_dict() for s in first[0].scores]}
     if too_wide:
         check = CheckResult(
             track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.FAIL,
@@ -230,17 +234,17 @@ def weights_check(track_id: str, arm: str, runs: Sequence[ScoredOutcome]
     stand-in (declared by the campaign, or recognised by its bytes: known_standins) is named;
     one the campaign does not declare fails the check with a validity reason, since its scores
     are not VBench's and can decide no lossy verdict."""
-    seen: dict[tuple[str, str], WeightIdentity] = {}
+    seen: dict[tuple[str, str], WeightRecord] = {}
     for run in runs:
         for score in run.scores:
-            for identity in score.scorer.weights:
+            for identity in score.weights:
                 seen.setdefault((identity.name, identity.sha256), identity)
     if not seen:
         return None
     files = sorted(seen.values(), key=lambda w: (w.name, w.sha256))
     undeclared = [w for w in files if w.stand_in and not w.declared]
     stand_ins = [w.name for w in files if w.stand_in]
-    data = {"weights": [w.to_dict() for w in files], "stand_ins": stand_ins,
+    data = {"weights": [w.json_dict() for w in files], "stand_ins": stand_ins,
             "undeclared": [w.name for w in undeclared]}
     if undeclared:
         return CheckResult(
@@ -284,9 +288,7 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
         precondition += found
         errors = _errors(cand.scores, base.scores, gate)
         # Which weights made each score (a model-based one names its files, stand-ins labelled).
-        weights = {sc.scorer.id: [WeightRecord.model_validate(w.to_dict())
-                                  for w in sc.scorer.weights]
-                   for sc in cand.scores if sc.scorer.weights}
+        weights = {sc.scorer: sc.weights for sc in cand.scores if sc.weights}
         opened |= {e.scorer for e in errors if e.status == "open"}
         opened |= set(_missing_gated(cand.scores, gate))
         for e in errors:
@@ -372,7 +374,7 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
     from ref2va_accept.quality import compare_audio_files, compare_videos  # noqa: PLC0415
     out: dict[str, Any] = {}
     try:
-        out["fidelity"] = compare_videos(candidate, baseline).to_dict()  # curves included
+        out["fidelity"] = compare_videos(candidate, baseline).json_dict()  # curves included
     except Ref2VAError as exc:
         out["fidelity"] = {"error": str(exc)}
     try:

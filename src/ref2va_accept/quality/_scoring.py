@@ -18,9 +18,9 @@ import math
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ref2va_accept.evidence import RelativeError
+from ref2va_accept.evidence import RelativeError, ScoreRecord
 from ref2va_accept.media import MediaProbe
-from ref2va_accept.quality._registry import Kind, Score
+from ref2va_accept.quality._registry import Kind
 
 __all__ = [
     "DIMENSION_WEIGHTS",
@@ -70,24 +70,29 @@ def relative_error(candidate: float, baseline: float) -> float:
     return abs(candidate - baseline) / abs(baseline)
 
 
-def _value(score: Score, normalized: bool) -> float:
+def _value(score: ScoreRecord, normalized: bool) -> float:
     assert score.value is not None
-    return normalize(score.dimension, score.value, score.kind) if normalized else score.value
+    value = float(score.value)  # a record's figure: "inf", "-inf" and "nan" are floats too
+    return normalize(score.dimension, value, score.kind) if normalized else value
 
 
-def _why_open(cand: Score | None, base: Score | None) -> str | None:
+def _why_open(cand: ScoreRecord | None, base: ScoreRecord | None) -> str | None:
     for side, score in (("candidate", cand), ("baseline", base)):
         if score is None:
             return f"no {side} score"
         if score.status != "ok" or score.value is None:
             return f"{side} is {score.status}: {score.detail}"
     assert cand is not None and base is not None
-    if (cand.scorer.version, cand.scorer.weights) != (base.scorer.version, base.scorer.weights):
+    if (cand.version, cand.weights) != (base.version, base.weights):
         return "the two arms were scored by different scorer versions or weights"
     return None
 
 
-def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Score], *,
+def _figure(score: ScoreRecord | None) -> float | None:
+    return None if score is None or score.value is None else float(score.value)
+
+
+def aggregate_relative_error(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], *,
                              kind: Kind, normalized: bool,
                              dimensions: Collection[str] | None = None) -> RelativeError:
     """The weighted (normalised) mean of one kind's dimensions, compared two-sided.
@@ -96,8 +101,8 @@ def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Scor
     kind that either arm reported. One open member makes the aggregate open: a mean over fewer
     dimensions than frozen would be a different number.
     """
-    cand = {s.scorer.id: s for s in candidate if s.kind == kind}
-    base = {s.scorer.id: s for s in baseline if s.kind == kind}
+    cand = {s.scorer: s for s in candidate if s.kind == kind}
+    base = {s.scorer: s for s in baseline if s.kind == kind}
     ids = sorted(set(cand) | set(base))
     if dimensions is not None:
         ids = [i for i in ids if (cand.get(i) or base[i]).dimension in dimensions]
@@ -127,17 +132,17 @@ def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Scor
                          detail=detail)
 
 
-def _weighted_mean(scores: dict[str, Score], ids: Sequence[str], normalized: bool) -> float:
+def _weighted_mean(scores: dict[str, ScoreRecord], ids: Sequence[str], normalized: bool) -> float:
     weights = [DIMENSION_WEIGHTS.get(scores[i].dimension, 1.0) for i in ids]
     total = math.fsum(w * _value(scores[i], normalized) for w, i in zip(weights, ids, strict=True))
     return total / math.fsum(weights)
 
 
-def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,
+def relative_errors(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], *,
                     normalized: bool) -> list[RelativeError]:
     """Per-dimension errors (matched by scorer id), then one aggregate per VBench/proxy kind."""
-    cand = {s.scorer.id: s for s in candidate}
-    base = {s.scorer.id: s for s in baseline}
+    cand = {s.scorer: s for s in candidate}
+    base = {s.scorer: s for s in baseline}
     ordered = list(cand) + [i for i in base if i not in cand]
     out: list[RelativeError] = []
     for scorer_id in ordered:
@@ -147,8 +152,7 @@ def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,
         why = _why_open(c, b)
         if why:
             out.append(RelativeError(scorer=scorer_id, dimension=ref.dimension, kind=ref.kind,
-                                     candidate=c.value if c else None,
-                                     baseline=b.value if b else None, error=None,
+                                     candidate=_figure(c), baseline=_figure(b), error=None,
                                      status="open", detail=why))
             continue
         assert c is not None and b is not None
