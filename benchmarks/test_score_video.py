@@ -93,7 +93,7 @@ def ffmpeg_decode(path: Path) -> str:
 
 def score(path: Path) -> None:
     scores = score_video(path)
-    assert any(s.scorer.id == "vbench.temporal_flickering" and s.status == "ok" for s in scores)
+    assert any(s.scorer == "vbench.temporal_flickering" and s.status == "ok" for s in scores)
     audio_stats(decode_audio(path))
 
 

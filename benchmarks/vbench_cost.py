@@ -85,7 +85,7 @@ def one_pass(cache: Path, video: Path, names: list[str], reference: Path | None)
     scores = score_video(video, reference_image=reference, include_proxies=False,
                          weights={n: paths[n] for n in names})
     seconds = time.perf_counter() - started
-    states = {s.scorer.id: s.status for s in scores if s.scorer.id.startswith("vbench.")}
+    states = {s.scorer: s.status for s in scores if s.scorer.startswith("vbench.")}
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
     print(json.dumps({"seconds": seconds, "peak_mib": peak_mib, "states": states}))
 

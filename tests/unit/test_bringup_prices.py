@@ -222,7 +222,7 @@ class _Scores:
         ids = ["vbench.temporal_flickering", "proxy.subject_consistency.ssim",
                "vbench.subject_consistency", "vbench.i2v_subject",
                "vbench.background_consistency"]
-        return [SimpleNamespace(scorer=SimpleNamespace(id=i),
+        return [SimpleNamespace(scorer=i,
                                 status="error" if i == self.fail else "ok", detail="boom")
                 for i in ids]
 

@@ -100,7 +100,7 @@ def test_a_nan_relative_error_is_open_never_zero_or_broken() -> None:
     info = scorer("vbench.temporal_flickering")
     errors = relative_errors([ok_score(info, math.nan)], [ok_score(info, 0.98)],
                              normalized=False)
-    single = next(e for e in errors if e.scorer_id == "vbench.temporal_flickering")
+    single = next(e for e in errors if e.scorer == "vbench.temporal_flickering")
     assert single.status == "open" and single.error is None
     assert "not a number" in single.detail
     assert all(e.error is None or not math.isnan(e.error) for e in errors)
@@ -138,7 +138,7 @@ def test_a_scoring_device_this_machine_lacks_puts_every_model_dimension_in_error
     weights = tmp_path / "ViT-B-32.pt"
     weights.write_bytes(b"not loaded: the device is refused first")
     frames = [np.zeros((16, 16, 3), np.uint8)] * 3
-    scores = {s.scorer.id: s for s in score_frames(frames, fps=24.0,
+    scores = {s.scorer: s for s in score_frames(frames, fps=24.0,
                                                    weights={"clip_vitb32": weights},
                                                    include_proxies=False, device=device)}
     background = scores["vbench.background_consistency"]

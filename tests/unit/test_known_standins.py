@@ -16,13 +16,13 @@ import yaml
 
 from ref2va_accept.campaign import load_campaign, scorer_weight_identities
 from ref2va_accept.core import Check, Reason, file_sha256
-from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
+from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict, WeightRecord
 from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.history import merge, table_lines
 from ref2va_accept.judging import _lossy as lossy
 from ref2va_accept.judging import judge
 from ref2va_accept.quality import _known_standins as known_standins
-from ref2va_accept.quality._registry import SCORERS, WeightIdentity, ok_score, weight_identity
+from ref2va_accept.quality._registry import SCORERS, ok_score, weight_identity
 from ref2va_accept.quality._weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
 from ref2va_accept.report import verdict_table_html
 from tests.unit.run_folders import finished_run
@@ -93,14 +93,14 @@ def test_an_unreadable_list_recognises_nothing_and_says_so(
 def test_a_weights_files_identity_says_stand_in_by_its_bytes(tmp_path: Path) -> None:
     real = tmp_path / "real.pth"
     real.write_bytes(b"a real checkpoint")
-    assert weight_identity(real) == WeightIdentity("real.pth", file_sha256(real))
-    assert weight_identity(real).to_dict() == {"name": "real.pth", "sha256": file_sha256(real)}
+    assert weight_identity(real) == WeightRecord.of("real.pth", file_sha256(real))
+    assert weight_identity(real).json_dict() == {"name": "real.pth", "sha256": file_sha256(real)}
     fake = tmp_path / "ViT-B-32.pt"
     fake.write_bytes(b"seeded")
     known_standins.record_written(tmp_path, [("clip_vitb32", file_sha256(fake))])
     identity = weight_identity(fake)
     assert identity.stand_in and not identity.declared
-    assert identity.to_dict()["stand_in"] is True and identity.to_dict()["declared"] is False
+    assert identity.json_dict()["stand_in"] is True and identity.json_dict()["declared"] is False
 
 
 def _campaign_with(tmp_path: Path, *, stand_in: bool, weights_dir: Path | None = None) -> Path:
@@ -142,15 +142,15 @@ def test_freezing_records_a_recognised_stand_in_as_one(tmp_path: Path) -> None:
 
 
 # -- the lossy gate's weights check and the verdict --------------------------------------------
-def _scored(*identities: WeightIdentity, seed: int = 42) -> lossy.ScoredOutcome:
+def _scored(*identities: WeightRecord, seed: int = 42) -> lossy.ScoredOutcome:
     info = SCORERS[CLIP].with_weights(identities)
     scores = (ok_score(info, 0.9), ok_score(SCORERS["vbench.temporal_flickering"], 0.9))
     return lossy.ScoredOutcome(seed, SimpleNamespace(), scores)
 
 
-REAL = WeightIdentity("ViT-B-32.pt", "1" * 64)
-DECLARED = WeightIdentity("ViT-B-32.pt", "2" * 64, stand_in=True, declared=True)
-UNDECLARED = WeightIdentity("ViT-B-32.pt", "3" * 64, stand_in=True)
+REAL = WeightRecord.of("ViT-B-32.pt", "1" * 64)
+DECLARED = WeightRecord.of("ViT-B-32.pt", "2" * 64, stand_in=True, declared=True)
+UNDECLARED = WeightRecord.of("ViT-B-32.pt", "3" * 64, stand_in=True)
 
 
 def test_the_weights_check_names_stand_ins_and_fails_an_undeclared_one() -> None:

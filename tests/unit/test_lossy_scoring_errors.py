@@ -39,7 +39,7 @@ def test_a_scorer_error_puts_every_dimension_in_error_and_the_gate_open(
     monkeypatch.setattr(quality, "score_video", broken)
     arms, outcome = _arms_and_outcome(tmp_path)
     scores = lossy._score(arms, outcome)  # returns; nothing raised
-    assert {s.scorer.id for s in scores} == {i for i, info in SCORERS.items()
+    assert {s.scorer for s in scores} == {i for i, info in SCORERS.items()
                                              if info.kind != "fidelity"}
     assert all(s.status == "error" and s.value is None for s in scores)
     assert all("scoring failed: b0.mp4: unknown weights name(s)" in s.detail for s in scores)

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ref2va_accept.evidence import ScoreRecord
 from ref2va_accept.quality import score_frames
 from ref2va_accept.quality._models import load_model
-from ref2va_accept.quality._registry import Score
 from ref2va_accept.quality._vbench import (
     clamped_cosine,
     consistency_score,
@@ -32,8 +32,8 @@ def _const(value: int, h: int = 32, w: int = 48) -> np.ndarray:
     return np.full((h, w, 3), value, np.uint8)
 
 
-def _by_id(scores: list[Score]) -> dict[str, Score]:
-    return {s.scorer.id: s for s in scores}
+def _by_id(scores: list[ScoreRecord]) -> dict[str, ScoreRecord]:
+    return {s.scorer: s for s in scores}
 
 
 def test_static_clip_has_flicker_exactly_one() -> None:
@@ -164,7 +164,7 @@ def test_subject_consistency_with_fake_extractor_matches_hand_formula(tmp_path: 
                 + (clamped_cosine(f[1], f[2]) + clamped_cosine(f[0], f[2])) / 2) / 2
     assert score.status == "ok"
     assert score.value == pytest.approx(expected, abs=1e-6)
-    assert score.scorer.weights[0].name == "dino.pt" and len(score.scorer.weights[0].sha256) == 64
+    assert score.weights[0].name == "dino.pt" and len(score.weights[0].sha256) == 64
 
 
 def test_i2v_subject_with_fake_extractor(tmp_path: Path) -> None:
@@ -241,7 +241,7 @@ def test_weights_that_differ_from_the_campaign_pin_are_refused(tmp_path: Path) -
     good = _by_id(score_frames(frames, fps=24, weights={"dino_vitb16": model},
                                weight_pins={"dino_vitb16": actual}))
     assert good["vbench.subject_consistency"].status == "ok"
-    assert good["vbench.subject_consistency"].scorer.weights[0].sha256 == actual
+    assert good["vbench.subject_consistency"].weights[0].sha256 == actual
     bad = _by_id(score_frames(frames, fps=24, weights={"dino_vitb16": model},
                               weight_pins={"dino_vitb16": "0" * 64}))
     score = bad["vbench.subject_consistency"]

@@ -14,6 +14,7 @@ import pytest
 
 from ref2va_accept.cli import main
 from ref2va_accept.core import MediaError, Ref2VAError
+from ref2va_accept.evidence import ScoreRecord
 from ref2va_accept.media import probe
 from ref2va_accept.quality import (
     ScorerError,
@@ -24,7 +25,7 @@ from ref2va_accept.quality import (
     score_frames,
     score_video,
 )
-from ref2va_accept.quality._registry import Score, ok_score, open_score, scorer
+from ref2va_accept.quality._registry import ok_score, open_score, scorer
 from ref2va_accept.quality._scoring import aggregate_relative_error
 
 pytestmark = pytest.mark.fast
@@ -32,8 +33,8 @@ pytestmark = pytest.mark.fast
 H, W = 64, 96
 
 
-def _by_id(scores: Sequence[Score]) -> dict[str, Score]:
-    return {s.scorer.id: s for s in scores}
+def _by_id(scores: Sequence[ScoreRecord]) -> dict[str, ScoreRecord]:
+    return {s.scorer: s for s in scores}
 
 
 def _textured(shift: int = 0, seed: int = 0) -> np.ndarray:
@@ -106,10 +107,10 @@ def test_blur_lowers_the_sharpness_proxy() -> None:
 
 def test_proxy_scores_are_never_labelled_vbench() -> None:
     for s in score_frames([_textured()] * 3, fps=24):
-        assert s.to_dict()["kind"] == s.scorer.id.split(".")[0].replace("consistency",
+        assert s.json_dict()["kind"] == s.scorer.split(".")[0].replace("consistency",
                                                                         "consistency")
-        if s.scorer.id.startswith("proxy."):
-            assert s.to_dict()["kind"] == "proxy"
+        if s.scorer.startswith("proxy."):
+            assert s.json_dict()["kind"] == "proxy"
 
 
 # ---- temporal and reference consistency ------------------------------------------------------
@@ -165,9 +166,9 @@ def test_identical_frames_have_infinite_psnr_and_ssim_one() -> None:
     frames = [_textured(seed=i) for i in range(3)]
     report = compare_frames(frames, [f.copy() for f in frames])
     assert report.all_identical and report.psnr_db == math.inf
-    assert report.psnr_per_frame == (math.inf,) * 3
-    assert report.ssim_per_frame == (1.0, 1.0, 1.0)
-    assert report.to_dict()["psnr_db"] == "inf"
+    assert report.psnr_per_frame == [math.inf] * 3
+    assert report.ssim_per_frame == [1.0, 1.0, 1.0]
+    assert report.json_dict()["psnr_db"] == "inf"
 
 
 def test_psnr_of_known_mse() -> None:
@@ -194,7 +195,7 @@ def test_compare_videos_streams_lossless_files(tmp_path: Path) -> None:
 
 # ---- relative error --------------------------------------------------------------------------
 
-def _s(scorer_id: str, value: float | None) -> Score:
+def _s(scorer_id: str, value: float | None) -> ScoreRecord:
     info = scorer(scorer_id)
     return ok_score(info, value) if value is not None else open_score(info, "weights missing")
 
@@ -266,7 +267,7 @@ def test_i2v_dimensions_aggregate_as_vbench_plus_plus_i2v_total() -> None:
 def test_proxies_and_vbench_aggregate_separately() -> None:
     cand = [_s("vbench.temporal_flickering", 0.9), _s("proxy.subject_consistency.ssim", 0.5)]
     base = [_s("vbench.temporal_flickering", 0.9), _s("proxy.subject_consistency.ssim", 0.6)]
-    aggs = {e.scorer_id: e for e in relative_errors(cand, base, normalized=False)
+    aggs = {e.scorer: e for e in relative_errors(cand, base, normalized=False)
             if e.dimension == "aggregate"}
     assert aggs["vbench.aggregate"].error == 0.0
     assert aggs["proxy.aggregate"].error == pytest.approx(0.1 / 0.6)
@@ -535,7 +536,7 @@ def _tagged_clip(path: Path, *, bt709: bool) -> None:
 
 def _flicker(frames: Sequence[np.ndarray]) -> float:
     scores = score_frames(iter(frames), fps=24, include_proxies=False)
-    return next(s.value for s in scores if s.scorer.id == "vbench.temporal_flickering")
+    return next(s.value for s in scores if s.scorer == "vbench.temporal_flickering")
 
 
 def test_a_bt709_tag_selects_the_decode_matrix_and_every_score_records_it(tmp_path: Path) -> None:

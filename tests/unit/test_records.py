@@ -92,7 +92,6 @@ def test_the_closed_sets_are_those_of_the_modules_that_write_them() -> None:
     from ref2va_accept.engines import _leftovers as leftovers
     from ref2va_accept.judging import _lossy as lossy
     from ref2va_accept.judging.localize import _capture as capture
-    from ref2va_accept.quality import _registry as registry
     from ref2va_accept.tensors import _comparison as comparison
     from ref2va_accept.timing import LatencySettings
 
@@ -100,8 +99,6 @@ def test_the_closed_sets_are_those_of_the_modules_that_write_them() -> None:
     assert set(get_args(records.DeviceKind)) == _literal(DeviceSpec, "kind") == _literal(
         LatencySettings, "device_kind")
     assert set(get_args(records.PointStatus)) == set(get_args(comparison.Status))
-    assert set(get_args(records.ScoreKind)) == set(get_args(registry.Kind))
-    assert set(get_args(records.ScoreStatus)) == set(get_args(registry.ScoreStatus))
     assert set(get_args(records.IdentityStatus)) == set(get_args(pin.Status))
     assert set(get_args(records.PartingKind)) == set(get_args(capture.Kind))
     assert set(get_args(records.RowStatus)) == set(get_args(rows.RowStatus))

@@ -122,19 +122,19 @@ def test_a_stand_in_the_campaign_does_not_declare_is_labelled_in_every_score(
     (tmp_path / "cache" / WRITTEN_LIST).unlink()  # by its bytes alone (a shipped hash)
     frames = [np.full((64, 112, 3), i, np.uint8) for i in range(3)]
     for declared, expected in ((frozenset(), False), (frozenset({"clip_vitb32"}), True)):
-        score = {s.scorer.id: s for s in score_frames(
+        score = {s.scorer: s for s in score_frames(
             frames, fps=24, weights={"clip_vitb32": made}, stand_ins=declared)}[
             "vbench.background_consistency"]
         assert score.status == "ok", score.detail
-        (identity,) = score.scorer.weights
+        (identity,) = score.weights
         assert identity.sha256 == PINNED and identity.stand_in
         assert identity.declared is expected
-        assert identity.to_dict()["declared"] is expected
+        assert identity.json_dict()["declared"] is expected
 
 
 def test_a_missing_stand_in_says_how_to_make_it(tmp_path: Path) -> None:
     frames = [np.full((64, 112, 3), i, np.uint8) for i in range(3)]
-    scores = {s.scorer.id: s for s in score_frames(
+    scores = {s.scorer: s for s in score_frames(
         frames, fps=24, weights={"clip_vitb32": tmp_path / "ViT-B-32.pt"},
         stand_ins=frozenset({"clip_vitb32"}))}
     score = scores["vbench.background_consistency"]
@@ -150,7 +150,7 @@ def test_non_finite_network_output_is_an_error_never_a_score(tmp_path: Path) -> 
     yy, xx = np.mgrid[0:64, 0:112]
     base = np.stack([(xx * 2) % 255, (yy * 3) % 255, (xx + yy) % 255], -1).astype(np.uint8)
     frames = [np.roll(base, 2 * i, axis=1) for i in range(3)]
-    scores = {s.scorer.id: s for s in score_frames(
+    scores = {s.scorer: s for s in score_frames(
         frames, fps=24, weights={"amt_s": tmp_path / VBENCH_LAYOUT["amt_s"]})}
     score = scores["vbench.motion_smoothness"]
     assert score.status == "error" and score.value is None

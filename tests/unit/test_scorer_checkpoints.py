@@ -38,7 +38,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _by_id(scores: list) -> dict:  # type: ignore[type-arg]
-    return {s.scorer.id: s for s in scores}
+    return {s.scorer: s for s in scores}
 
 
 def _frames(n: int = 5) -> list[np.ndarray]:
@@ -133,8 +133,8 @@ def test_model_based_scores_from_standins_carry_their_identity(cache: Path) -> N
     for dim in ("subject_consistency", "motion_smoothness", "dynamic_degree"):
         score = scores[f"vbench.{dim}"]
         assert score.status == "ok", score.detail
-        identity = score.scorer.weights[0]
-        assert identity.stand_in and identity.to_dict()["stand_in"] is True
+        identity = score.weights[0]
+        assert identity.stand_in and identity.json_dict()["stand_in"] is True
         assert identity.name == Path(VBENCH_LAYOUT[{"subject_consistency": "dino_vitb16",
                                                     "motion_smoothness": "amt_s",
                                                     "dynamic_degree": "raft"}[dim]]).name
@@ -145,9 +145,9 @@ def test_model_based_scores_from_standins_carry_their_identity(cache: Path) -> N
     again = _by_id(score_frames(_frames(), fps=24, weights={"amt_s": paths["amt_s"]}))
     assert again["vbench.motion_smoothness"].value == scores["vbench.motion_smoothness"].value
     # Not declared, still a stand-in: its bytes say so (known_standins), the campaign did not.
-    undeclared = again["vbench.motion_smoothness"].scorer.weights[0]
+    undeclared = again["vbench.motion_smoothness"].weights[0]
     assert undeclared.stand_in and not undeclared.declared
-    assert scores["vbench.motion_smoothness"].scorer.weights[0].declared
+    assert scores["vbench.motion_smoothness"].weights[0].declared
 
 
 def test_a_file_in_another_format_is_an_error_naming_it(cache: Path, tmp_path: Path) -> None:

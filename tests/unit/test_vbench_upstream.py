@@ -122,8 +122,8 @@ def compared(vbench_python: str, tmp_path_factory: pytest.TempPathFactory
     ref = load_reference_image(reference)
     scores = score_frames(frames, fps=8, reference_image=ref,
                           weights={n: paths[n] for n in HERE}, include_proxies=False)
-    ours: dict[str, Any] = {s.scorer.id.removeprefix("vbench."): s for s in scores
-                            if s.scorer.id.startswith("vbench.")}
+    ours: dict[str, Any] = {s.scorer.removeprefix("vbench."): s for s in scores
+                            if s.scorer.startswith("vbench.")}
     there = subprocess.run(
         [vbench_python, "-c", _THERE, str(cache), str(pngs), str(reference)], cwd=ROOT, env=env,
         capture_output=True, text=True, timeout=600, check=False)
@@ -153,9 +153,9 @@ scores = score_frames(frames, fps=8, include_proxies=False, weights=weights,
                       reference_image=load_reference_image(Path(sys.argv[3])))
 out = {}
 for dim in ("imaging_quality", "i2v_background"):
-    s = {x.scorer.id: x for x in scores}["vbench." + dim]
+    s = {x.scorer: x for x in scores}["vbench." + dim]
     out[dim] = {"status": s.status, "value": s.value, "detail": s.detail,
-                "weights": [w.to_dict() for w in s.scorer.weights]}
+                "weights": [w.json_dict() for w in s.weights]}
 out["i2v_background"]["folder_after"] = tree_sha256(paths["dreamsim"])
 print(json.dumps(out))
 """

@@ -92,7 +92,7 @@ class ScoringPrice:
 
 
 def _status(scores: Sequence[Any], dimension: str) -> tuple[str, str]:
-    found = next((s for s in scores if s.scorer.id == dimension), None)
+    found = next((s for s in scores if s.scorer == dimension), None)
     if found is None:
         return "error", "no score made"
     return str(found.status), str(found.detail)

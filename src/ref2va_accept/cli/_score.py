@@ -23,8 +23,8 @@ from ref2va_accept.evidence import (
     AudioComparisonRecord,
     AudioStatsRecord,
     FidelityFigures,
-    JsonNumber,
     Record,
+    RelativeError,
 )
 from ref2va_accept.media import FrameCount, open_mp4, probe
 from ref2va_accept.planning import plan_option
@@ -90,20 +90,6 @@ class _NotMeasured(Record):
     detail: str
 
 
-class _RelativeError(Record):
-    """One dimension against the baseline (quality._scoring.RelativeError.to_dict)."""
-
-    dimension: str
-    scorer: str
-    kind: str
-    normalized: bool
-    candidate: JsonNumber | None
-    baseline: JsonNumber | None
-    error: JsonNumber | None
-    status: str
-    detail: str
-
-
 class _Shown(Record):
     """What the text view shows of the command's JSON (its scores come from the scoring pass
     itself), read from the very payload --json prints."""
@@ -114,7 +100,7 @@ class _Shown(Record):
     baseline_partial: str | None = None
     audio: _Audio | _NotMeasured | None = None
     precondition_problems: list[str] = Field(default_factory=list)
-    relative_errors: list[_RelativeError] = Field(default_factory=list)
+    relative_errors: list[RelativeError] = Field(default_factory=list)
     fidelity: FidelityFigures | None = None
     audio_comparison: AudioComparisonRecord | _NotMeasured | None = None
 
@@ -145,7 +131,7 @@ def _audio_rows(shown: _Shown) -> list[str]:
 def _text(payload: dict[str, object], scored: ScoredVideo) -> str:
     shown = _Shown.model_validate(payload)
     rows = [f"{'scorer':<42} {'kind':<12} {'status':<6} value"]
-    rows += [f"{s.scorer.id:<42} {s.kind:<12} {s.status:<6} "
+    rows += [f"{s.scorer:<42} {s.kind:<12} {s.status:<6} "
              + (f"{s.value:.6f}" if s.value is not None else s.detail) for s in scored.scores]
     if shown.partial is not None:
         rows.append(shown.partial)
@@ -173,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     scored = score_video_counted(video, reference_image=args.reference, weights=weights)
     partial = whole(scored, video, expected, args.allow_partial)
     payload: dict[str, object] = {"video": video.name,
-                                  "scores": [s.to_dict() for s in scored.scores],
+                                  "scores": [s.json_dict() for s in scored.scores],
                                   "frames_decoded": scored.frames_decoded,
                                   "frames_declared": scored.frames_declared,
                                   "frames_expected": expected}
@@ -205,11 +191,12 @@ def run(args: argparse.Namespace) -> int:
             base_partial = whole(base, Path(args.baseline), expected, args.allow_partial)
             if base_partial is not None:
                 payload["baseline_partial"] = base_partial
-            payload["baseline_scores"] = [s.to_dict() for s in base.scores]
+            payload["baseline_scores"] = [s.json_dict() for s in base.scores]
+            payload["normalized"] = args.normalized
             payload["relative_errors"] = [
-                e.to_dict() for e in relative_errors(scored.scores, base.scores,
-                                                     normalized=args.normalized)]
-            payload["fidelity"] = compare_videos(video, args.baseline).to_dict()
+                e.json_dict() for e in relative_errors(scored.scores, base.scores,
+                                                       normalized=args.normalized)]
+            payload["fidelity"] = compare_videos(video, args.baseline).json_dict()
             if soundtrack is not None:
                 try:
                     payload["audio_comparison"] = compare_audio(

@@ -142,7 +142,7 @@ def check_weights(paths: Mapping[str, Path], pins: Mapping[str, str],
         try:
             model = load_model(name, path, stand_in=check.stand_in, device=device)
             check.sha256, check.library = model.identity.sha256, model.library
-            check.stand_in = model.identity.stand_in
+            check.stand_in = bool(model.identity.stand_in)
             if check.pin is not None and check.pin.lower() != check.sha256:
                 check.problem = (f"sha256 {check.sha256[:12]}... differs from the pin "
                                  f"{check.pin[:12]}...")

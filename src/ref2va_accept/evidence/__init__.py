@@ -50,7 +50,7 @@ from ref2va_accept.evidence._checks_records import (
     ScorerWeightsCheck,
     check_record,
 )
-from ref2va_accept.evidence._closed_sets import PointStatus
+from ref2va_accept.evidence._closed_sets import PointStatus, ScoreKind, ScoreStatus
 from ref2va_accept.evidence._host_records import (
     BringupRow,
     Cleanup,
@@ -104,7 +104,10 @@ from ref2va_accept.evidence._media_records import (
     MediaProbe,
     MediaProblem,
     NotCompared,
+    RelativeError,
+    ScoreRecord,
     VideoStream,
+    WeightRecord,
 )
 from ref2va_accept.evidence._point_records import PointRecord
 from ref2va_accept.evidence._profile_records import (
@@ -219,8 +222,12 @@ __all__ = [
     "RatingSummary",
     "RatioInterval",
     "Record",
+    "RelativeError",
     "RequestRecord",
     "Sample",
+    "ScoreKind",
+    "ScoreRecord",
+    "ScoreStatus",
     "ScorerWeightsCheck",
     "ServerPeak",
     "Spent",
@@ -232,6 +239,7 @@ __all__ = [
     "TrackVerdict",
     "VerdictRecord",
     "VideoStream",
+    "WeightRecord",
     "bundle_text",
     "check_record",
     "new_run_id",

@@ -30,8 +30,8 @@ EngineKind: TypeAlias = Literal["reference", "vllm-omni"]  # engines.EngineKindN
 DeviceKind: TypeAlias = Literal["none", "npu", "cuda"]  # campaign.schema Devices.kind
 PointStatus: TypeAlias = Literal[  # tensors.Status is this set
     "equal", "differs", "missing_in_a", "missing_in_b", "dtype_mismatch", "shape_mismatch"]
-ScoreKind: TypeAlias = Literal["vbench", "proxy", "fidelity", "consistency"]  # quality Kind
-ScoreStatus: TypeAlias = Literal["ok", "open", "error"]  # quality._registry.ScoreStatus
+ScoreKind: TypeAlias = Literal["vbench", "proxy", "fidelity", "consistency"]  # quality's, its own
+ScoreStatus: TypeAlias = Literal["ok", "open", "error"]  # quality's, its own
 # campaign.identity._pin
 IdentityStatus: TypeAlias = Literal["match", "DRIFT", "unfilled", "not found"]
 PartingKind: TypeAlias = Literal[  # judging.localize._capture.Kind

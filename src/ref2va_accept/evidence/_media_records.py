@@ -25,6 +25,7 @@ __all__ = [
     "MediaProbe",
     "MediaProblem",
     "NotCompared",
+    "RelativeError",
     "ScoreRecord",
     "VideoStream",
     "WeightRecord",
@@ -108,16 +109,34 @@ class Media(Record):
 
 
 class WeightRecord(Record):
-    """A weights file that made model-based scores (quality._registry.WeightIdentity)."""
+    """A weights file that made model-based scores (quality's weight_identity): its basename (the
+    evidence must not leak the host's directory layout) and sha256; a seeded stand-in in the
+    official format (not the real model) says so, and whether the campaign declared it
+    (`stand_in: true`) or it was recognised by its bytes alone."""
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
     sha256: str
     stand_in: bool | None = None
     declared: bool | None = None
 
+    @classmethod
+    def of(cls, name: str, sha256: str, *, stand_in: bool = False,
+           declared: bool = False) -> WeightRecord:
+        """A real file records its name and sha256 only; a stand-in both flags."""
+        if not stand_in:
+            return cls(name=name, sha256=sha256)
+        return cls(name=name, sha256=sha256, stand_in=True, declared=declared)
+
 
 class ScoreRecord(Record):
-    """One score of one output (quality._registry.Score.to_dict)."""
+    """One score of one output, naming the scorer that made it (quality's ok_score, open_score,
+    error_score): `kind` at top level, so that no report can show a proxy under a VBench
+    heading; `value` None unless the status is ok; `extra` the scorer's own figures, as JSON
+    holds them."""
+
+    model_config = ConfigDict(frozen=True)
 
     dimension: str
     kind: ScoreKind
@@ -130,17 +149,27 @@ class ScoreRecord(Record):
     extra: dict[str, Any]
 
 
-class GateError(Record):
-    """One gated dimension of one seed, candidate against B0 (judging._error_dict)."""
+class RelativeError(Record):
+    """One dimension (or one kind's ``aggregate``) of a candidate against B0, e = |c - b| / |b|
+    on the (normalised, when asked) scores (quality.relative_errors): ``open`` with no error when
+    either side is open or in error, or the two were scored by different scorers."""
 
-    scorer: str
-    dimension: str
+    model_config = ConfigDict(frozen=True)
+
+    scorer: str  # "vbench.aggregate" / "proxy.aggregate" for an aggregate
+    dimension: str  # "aggregate" for an aggregate
     kind: ScoreKind
     candidate: Number | None
     baseline: Number | None
     error: Number | None
     status: Literal["ok", "open"]
     detail: str
+
+
+class GateError(RelativeError):
+    """One gated dimension of one seed as the lossy gate judged it (judging.gate_error): its
+    relative error, the threshold, the decision and the weights files that made the score."""
+
     threshold: Number
     gate: GateDecision
     weights: list[WeightRecord] | None = None
@@ -152,7 +181,11 @@ class FidelityGate(Record):
 
 
 class FidelityFigures(Record):
-    """Fidelity of a candidate's video to B0's (quality._fidelity.FidelityReport.to_dict)."""
+    """Fidelity of a candidate's video to B0's, frame by frame (quality.compare_videos): the
+    video's PSNR from the mean MSE over frames (inf only when every frame is identical), the
+    per-frame PSNR (inf where identical) and SSIM curves, their minima and the SSIM mean."""
+
+    model_config = ConfigDict(frozen=True)
 
     frames: int
     psnr_db: JsonNumber

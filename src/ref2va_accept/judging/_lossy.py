@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.core import ArmRole, Check, CheckStatus, MediaError, Reason, Ref2VAError
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import (
+    CheckResult,
+    GateError,
+    RelativeError,
+    ScoreRecord,
+    WeightRecord,
+)
 from ref2va_accept.judging._b0_gate import GateRuns
 from ref2va_accept.judging._gate_run import GateOnInstance, record, reference_run
 from ref2va_accept.judging._gates import BaselineGateRunner
@@ -40,10 +46,7 @@ from ref2va_accept.media import probe
 from ref2va_accept.planning import hosted_gate_warmups
 from ref2va_accept.quality import (
     SCORERS,
-    RelativeError,
-    Score,
     ScorerError,
-    WeightIdentity,
     check_comparable,
     error_score,
     relative_errors,
@@ -60,7 +63,7 @@ log = logging.getLogger(__name__)
 class ScoredOutcome:
     seed: int
     outcome: Outcome
-    scores: tuple[Score, ...]
+    scores: tuple[ScoreRecord, ...]
 
 
 # Per candidate, seed and dimension: what the gate decided.
@@ -72,7 +75,7 @@ WITHIN, BROKEN, OPEN = "within", "broken", "open"
 _VIDEO_SCORERS = tuple(info for info in SCORERS.values() if info.kind != "fidelity")
 
 
-def _score(arms: Arms, outcome: Outcome) -> tuple[Score, ...]:
+def _score(arms: Arms, outcome: Outcome) -> tuple[ScoreRecord, ...]:
     if not outcome.complete or outcome.media_path is None:
         return ()
     plan = arms.plan
@@ -115,33 +118,33 @@ def _requests(arms: Arms, engine: EngineInstance, arm_id: str, seeds: Sequence[i
 
 def _gated_errors(errors: Sequence[RelativeError], gate: LossyGate) -> list[RelativeError]:
     kinds = {scorer_id.split(".", 1)[0] for scorer_id in gate.gated}
-    chosen = [e for e in errors if e.scorer_id in gate.gated]
+    chosen = [e for e in errors if e.scorer in gate.gated]
     if gate.gate_aggregate:
         chosen += [e for e in errors if e.dimension == "aggregate" and e.kind in kinds]
     return chosen
 
 
-def _errors(candidate: Sequence[Score], baseline: Sequence[Score], gate: LossyGate
+def _errors(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], gate: LossyGate
             ) -> list[RelativeError]:
-    gated = [s for s in candidate if s.scorer.id in gate.gated]
-    base = [s for s in baseline if s.scorer.id in gate.gated]
+    gated = [s for s in candidate if s.scorer in gate.gated]
+    base = [s for s in baseline if s.scorer in gate.gated]
     # The aggregate is over the gated dimensions only: the frozen reduced set.
     return _gated_errors(relative_errors(gated, base, normalized=gate.normalized), gate)
 
 
-def _spread(candidate: Sequence[Score], baseline: Sequence[Score], gate: LossyGate
+def _spread(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], gate: LossyGate
             ) -> list[tuple[RelativeError, bool]]:
     """Every dimension's relative error (recorded), and whether it decides (the gated ones and
     their aggregate); aggregates over ungated dimensions would be numbers nobody froze."""
     gated = _errors(candidate, baseline, gate)
-    gated_ids = {e.scorer_id for e in gated}
+    gated_ids = {e.scorer for e in gated}
     rest = [e for e in relative_errors(candidate, baseline, normalized=gate.normalized)
-            if e.dimension != "aggregate" and e.scorer_id not in gated_ids]
+            if e.dimension != "aggregate" and e.scorer not in gated_ids]
     return [(e, True) for e in gated] + [(e, False) for e in rest]
 
 
-def _missing_gated(scores: Sequence[Score], gate: LossyGate) -> list[str]:
-    found = {s.scorer.id for s in scores}
+def _missing_gated(scores: Sequence[ScoreRecord], gate: LossyGate) -> list[str]:
+    found = {s.scorer for s in scores}
     return [scorer_id for scorer_id in gate.gated if scorer_id not in found]
 
 
@@ -186,25 +189,25 @@ def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome
     for a, b in zip(first, second, strict=True):
         measured: set[str] = set()
         for error, decides in _spread(b.scores, a.scores, gate):
-            decisive |= {error.scorer_id} if decides else set()
+            decisive |= {error.scorer} if decides else set()
             if error.error is not None and not math.isnan(error.error):
-                measured.add(error.scorer_id)
-                seen = same_seed.get(error.scorer_id)
-                same_seed[error.scorer_id] = error.error if seen is None else max(seen,
+                measured.add(error.scorer)
+                seen = same_seed.get(error.scorer)
+                same_seed[error.scorer] = error.error if seen is None else max(seen,
                                                                                   error.error)
         unmeasured |= decisive - measured
     other_seed: dict[str, float] = {}
     if len(first) > 1:
         for error, _ in _spread(first[1].scores, first[0].scores, gate):
             if error.error is not None:
-                other_seed[error.scorer_id] = error.error
+                other_seed[error.scorer] = error.error
     limit = gate.variability_fraction * gate.threshold
     below = {k: v < limit for k, v in same_seed.items() if k in decisive}
     too_wide = {k: v for k, v in same_seed.items() if k in decisive and not below[k]}
     data = {"same_seed_spread": same_seed, "different_seed_spread": other_seed,
             "gated": sorted(decisive), "limit": limit, "threshold": gate.threshold,
             "below_limit": below, "unmeasured": sorted(unmeasured),
-            "baseline_scores": [s.to_dict() for s in first[0].scores]}
+            "baseline_scores": [s.json_dict() for s in first[0].scores]}
     if too_wide:
         check = CheckResult(
             track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.FAIL,
@@ -231,17 +234,17 @@ def weights_check(track_id: str, arm: str, runs: Sequence[ScoredOutcome]
     stand-in (declared by the campaign, or recognised by its bytes: known_standins) is named;
     one the campaign does not declare fails the check with a validity reason, since its scores
     are not VBench's and can decide no lossy verdict."""
-    seen: dict[tuple[str, str], WeightIdentity] = {}
+    seen: dict[tuple[str, str], WeightRecord] = {}
     for run in runs:
         for score in run.scores:
-            for identity in score.scorer.weights:
+            for identity in score.weights:
                 seen.setdefault((identity.name, identity.sha256), identity)
     if not seen:
         return None
     files = sorted(seen.values(), key=lambda w: (w.name, w.sha256))
     undeclared = [w for w in files if w.stand_in and not w.declared]
     stand_ins = [w.name for w in files if w.stand_in]
-    data = {"weights": [w.to_dict() for w in files], "stand_ins": stand_ins,
+    data = {"weights": [w.json_dict() for w in files], "stand_ins": stand_ins,
             "undeclared": [w.name for w in undeclared]}
     if undeclared:
         return CheckResult(
@@ -285,21 +288,20 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
         precondition += found
         errors = _errors(cand.scores, base.scores, gate)
         # Which weights made each score (a model-based one names its files, stand-ins labelled).
-        weights = {sc.scorer.id: [w.to_dict() for w in sc.scorer.weights] for sc in cand.scores
-                   if sc.scorer.weights}
-        opened |= {e.scorer_id for e in errors if e.status == "open"}
+        weights = {sc.scorer: sc.weights for sc in cand.scores if sc.weights}
+        opened |= {e.scorer for e in errors if e.status == "open"}
         opened |= set(_missing_gated(cand.scores, gate))
         for e in errors:
             if e.error is not None:
-                worst[e.scorer_id] = max(worst.get(e.scorer_id, 0.0), e.error)
+                worst[e.scorer] = max(worst.get(e.scorer, 0.0), e.error)
             if decide(e, gate.threshold) == BROKEN:
-                broken_ids.add(e.scorer_id)
+                broken_ids.add(e.scorer)
         beside = _beside(base.outcome.media_path, cand.outcome.media_path)
         low, unjudged = fidelity_below(beside["fidelity"], gate)
         fidelity_broken += [f"{what} (seed {cand.seed})" for what in low]
         opened |= set(unjudged)
         per_seed.append({"seed": cand.seed, "threshold": gate.threshold,
-                         "errors": [_error_dict(e, gate.threshold, weights)
+                         "errors": [gate_error(e, gate.threshold, weights).json_dict()
                                     for e in errors],
                          "fidelity_gate": {"below_minimum": low, "open": unjudged}, **beside})
     data = {"threshold": gate.threshold, "normalized": gate.normalized, "worst": worst,
@@ -358,16 +360,13 @@ def decide(error: RelativeError, threshold: float) -> str:
     return WITHIN if error.error < threshold else BROKEN
 
 
-def _error_dict(error: RelativeError, threshold: float,
-                weights: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "scorer": error.scorer_id, "dimension": error.dimension, "kind": error.kind,
-        "candidate": error.candidate, "baseline": error.baseline, "error": error.error,
-        "status": error.status, "detail": error.detail,
-        "threshold": threshold, "gate": decide(error, threshold)}
-    if error.scorer_id in weights:
-        out["weights"] = weights[error.scorer_id]
-    return out
+def gate_error(error: RelativeError, threshold: float,
+               weights: dict[str, list[WeightRecord]]) -> GateError:
+    """The evidence of one gated dimension: its relative error, the threshold, the decision and
+    (for a model-based score) the weights files that made it."""
+    named = {"weights": weights[error.scorer]} if error.scorer in weights else {}
+    return GateError.model_validate({**error.model_dump(), "threshold": threshold,
+                                     "gate": decide(error, threshold), **named})
 
 
 def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
@@ -375,7 +374,7 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
     from ref2va_accept.quality import compare_audio_files, compare_videos  # noqa: PLC0415
     out: dict[str, Any] = {}
     try:
-        out["fidelity"] = compare_videos(candidate, baseline).to_dict()  # curves included
+        out["fidelity"] = compare_videos(candidate, baseline).json_dict()  # curves included
     except Ref2VAError as exc:
         out["fidelity"] = {"error": str(exc)}
     try:

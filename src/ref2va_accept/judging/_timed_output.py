@@ -162,7 +162,7 @@ def _lossy_pair(rule: dict[str, Any], seed: int | None, scored: Path, timed: Pat
         audio = compare_audio_files(timed, scored)
     except (Ref2VAError, ValueError) as exc:
         return entry | {"identical": False, "error": str(exc)}, [f"not comparable: {exc}"]
-    figures = {"psnr_db": video.psnr_db, "ssim_mean": video.ssim_mean,
+    figures = {"psnr_db": float(video.psnr_db), "ssim_mean": float(video.ssim_mean),
                "audio_snr_db": float(audio.snr_db)}
     shown = {k: v if math.isfinite(v) else str(v) for k, v in figures.items()}
     return entry | {"identical": False, **shown}, _beyond(rule, figures)

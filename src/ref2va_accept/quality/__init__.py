@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         compare_audio_files,
         decode_audio,
     )
-    from ref2va_accept.quality._fidelity import FidelityReport, compare_frames, compare_videos
+    from ref2va_accept.quality._fidelity import compare_frames, compare_videos
     from ref2va_accept.quality._known_standins import stand_in_name
     from ref2va_accept.quality._models import (
         LoadedModel,
@@ -41,14 +41,11 @@ if TYPE_CHECKING:
     )
     from ref2va_accept.quality._registry import (
         SCORERS,
-        Score,
         ScorerError,
         ScorerInfo,
-        WeightIdentity,
         error_score,
     )
     from ref2va_accept.quality._scoring import (
-        RelativeError,
         aggregate_relative_error,
         check_comparable,
         relative_errors,
@@ -86,13 +83,9 @@ _WHERE = {
     "VBENCH_LAYOUT": "_weight_names",
     "ScoredVideo": "_pipeline",
     "MODEL_DIMENSIONS": "_vbench",
-    "FidelityReport": "_fidelity",
-    "RelativeError": "_scoring",
     "SCORERS": "_registry",
-    "Score": "_registry",
     "ScorerError": "_registry",
     "ScorerInfo": "_registry",
-    "WeightIdentity": "_registry",
     "aggregate_relative_error": "_scoring",
     "check_comparable": "_scoring",
     "compare_frames": "_fidelity",
@@ -108,14 +101,10 @@ __all__ = [
     "VBENCH_LAYOUT",
     "WEIGHT_DIMENSIONS",
     "WEIGHT_NAMES",
-    "FidelityReport",
     "LoadedModel",
-    "RelativeError",
-    "Score",
     "ScoredVideo",
     "ScorerError",
     "ScorerInfo",
-    "WeightIdentity",
     "aggregate_relative_error",
     "amt_input",
     "audio_stats",

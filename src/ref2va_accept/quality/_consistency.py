@@ -15,10 +15,11 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from ref2va_accept.core import MediaError
+from ref2va_accept.evidence import ScoreRecord
 from ref2va_accept.quality import _imageops as imageops
 from ref2va_accept.quality._frames import FrameMetric, FrameView
 from ref2va_accept.quality._imageops import F32, U8
-from ref2va_accept.quality._registry import Score, error_score, ok_score, scorer
+from ref2va_accept.quality._registry import error_score, ok_score, scorer
 
 __all__ = [
     "FROZEN_MAE",
@@ -84,7 +85,7 @@ class ReferenceConsistency:
         self.hist.append(imageops.hist_correlation(self.ref_hist, view.histogram))
         self.hash_dist.append(imageops.hamming(self.ref_hash, imageops.dhash(view.small_rgb)))
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         infos = [scorer(f"consistency.reference.{n}")
                  for n in ("histogram", "dhash", "first_frame_ssim", "first_frame_psnr")]
         if not self.hist or self.first_ssim is None or self.first_psnr is None:
@@ -117,7 +118,7 @@ class TemporalConsistency:
         if view.hist_corr_to_prev < SCENE_CUT_CORRELATION:
             self.cuts.append(view.index)
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         frozen, cuts, cssim = (scorer(f"consistency.temporal.{n}")
                                for n in ("frozen_frames", "scene_cuts", "consecutive_ssim"))
         if not self.maes:

@@ -11,55 +11,18 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from ref2va_accept.evidence import FidelityFigures, JsonNumber
 from ref2va_accept.media import iter_video_frames
 from ref2va_accept.quality import _imageops as imageops
 from ref2va_accept.quality._imageops import U8
-from ref2va_accept.quality._registry import Score, ScorerError, json_number, ok_score, scorer
+from ref2va_accept.quality._registry import ScorerError
 
-__all__ = ["FidelityReport", "compare_frames", "compare_videos"]
-
-
-@dataclass(frozen=True)
-class FidelityReport:
-    frames: int
-    mse_per_frame: tuple[float, ...]
-    psnr_per_frame: tuple[float, ...]  # inf where the frames are identical
-    ssim_per_frame: tuple[float, ...]
-    psnr_db: float  # from the mean MSE; inf only when all frames are identical
-    psnr_min_db: float
-    ssim_mean: float
-    ssim_min: float
-    identical_frames: int
-
-    @property
-    def all_identical(self) -> bool:
-        return self.identical_frames == self.frames
-
-    def to_scores(self) -> list[Score]:
-        return [
-            ok_score(scorer("fidelity.psnr"), self.psnr_db,
-                     detail="dB from the mean MSE over frames; inf when all frames are identical",
-                     minimum=self.psnr_min_db, identical_frames=self.identical_frames,
-                     all_identical=self.all_identical),
-            ok_score(scorer("fidelity.ssim"), self.ssim_mean, minimum=self.ssim_min),
-        ]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "frames": self.frames, "psnr_db": json_number(self.psnr_db),
-            "psnr_min_db": json_number(self.psnr_min_db), "ssim_mean": self.ssim_mean,
-            "ssim_min": self.ssim_min, "identical_frames": self.identical_frames,
-            "all_identical": self.all_identical,
-            "psnr_per_frame": [json_number(v) for v in self.psnr_per_frame],
-            "ssim_per_frame": list(self.ssim_per_frame),
-        }
+__all__ = ["compare_frames", "compare_videos"]
 
 
-def compare_frames(candidate: Iterable[U8], baseline: Iterable[U8]) -> FidelityReport:
+def compare_frames(candidate: Iterable[U8], baseline: Iterable[U8]) -> FidelityFigures:
     mses: list[float] = []
     ssims: list[float] = []
     cand_iter, base_iter = iter(candidate), iter(baseline)
@@ -78,16 +41,17 @@ def compare_frames(candidate: Iterable[U8], baseline: Iterable[U8]) -> FidelityR
         ssims.append(imageops.ssim(imageops.luma(cand), imageops.luma(base)))
     if not mses:
         raise ScorerError("no frames to compare")
-    psnrs = tuple(imageops.psnr_from_mse(m) for m in mses)
-    return FidelityReport(
-        frames=len(mses), mse_per_frame=tuple(mses), psnr_per_frame=psnrs,
-        ssim_per_frame=tuple(ssims), psnr_db=imageops.psnr_from_mse(math.fsum(mses) / len(mses)),
+    psnrs: list[JsonNumber] = [imageops.psnr_from_mse(m) for m in mses]
+    identical = sum(m == 0.0 for m in mses)
+    return FidelityFigures(
+        frames=len(mses), psnr_db=imageops.psnr_from_mse(math.fsum(mses) / len(mses)),
         psnr_min_db=min(psnrs), ssim_mean=math.fsum(ssims) / len(ssims), ssim_min=min(ssims),
-        identical_frames=sum(m == 0.0 for m in mses))
+        identical_frames=identical, all_identical=identical == len(mses),
+        psnr_per_frame=psnrs, ssim_per_frame=ssims)
 
 
 def compare_videos(candidate: str | os.PathLike[str],
-                   baseline: str | os.PathLike[str]) -> FidelityReport:
+                   baseline: str | os.PathLike[str]) -> FidelityFigures:
     """Decode both MP4s in lockstep; never more than one frame of each is held."""
     try:
         return compare_frames(iter_video_frames(candidate), iter_video_frames(baseline))

@@ -14,9 +14,10 @@ from typing import Protocol
 import cv2
 import numpy as np
 
+from ref2va_accept.evidence import ScoreRecord
 from ref2va_accept.quality import _imageops as imageops
 from ref2va_accept.quality._imageops import F32, U8
-from ref2va_accept.quality._registry import Score, ScorerError
+from ref2va_accept.quality._registry import ScorerError
 
 __all__ = ["FrameMetric", "FrameView"]
 
@@ -87,4 +88,4 @@ class FrameMetric(Protocol):
 
     def update(self, view: FrameView) -> None: ...
 
-    def finish(self) -> list[Score]: ...
+    def finish(self) -> list[ScoreRecord]: ...

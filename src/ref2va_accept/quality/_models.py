@@ -38,7 +38,6 @@ compares every transform here with torchvision's.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import warnings
 from collections.abc import Callable, Mapping
@@ -49,8 +48,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ref2va_accept.evidence import WeightRecord
 from ref2va_accept.quality._imageops import U8
-from ref2va_accept.quality._registry import ScorerError, WeightIdentity, weight_identity
+from ref2va_accept.quality._registry import ScorerError, weight_identity
 from ref2va_accept.quality._weight_names import WEIGHT_NAMES
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ I2V_ANTIALIAS = True
 @dataclass(frozen=True)
 class LoadedModel:
     name: str
-    identity: WeightIdentity
+    identity: WeightRecord
     module: Any  # the network's call (loaders.Network.call); loosely typed: no torch at import
     # What its scores are made with, for the evidence: the code that built the network, the dtype
     # of its parameters (None: it has none) and where it runs. Its inputs are always float32
@@ -154,7 +154,7 @@ def load_model(name: str, path: Path, *, stand_in: bool = False,
         raise ScorerError(f"{name}: weights file {path.name} not found")
     identity = weight_identity(path)  # a stand-in's bytes are recognised by themselves
     if stand_in:
-        identity = dataclasses.replace(identity, stand_in=True, declared=True)
+        identity = WeightRecord.of(identity.name, identity.sha256, stand_in=True, declared=True)
     from ref2va_accept.quality._loaders import build_network  # noqa: PLC0415 - needs torch
 
     with warnings.catch_warnings():

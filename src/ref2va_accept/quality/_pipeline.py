@@ -7,7 +7,6 @@ before an odd one, the sampled frame before this one).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import queue
@@ -18,13 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.core import MediaContentError
+from ref2va_accept.evidence import ScoreRecord
 from ref2va_accept.media import decoder_record, iter_video_frames, open_mp4
 from ref2va_accept.quality import _consistency as consistency
 from ref2va_accept.quality import _proxies as proxies
 from ref2va_accept.quality import _vbench as vbench
 from ref2va_accept.quality._frames import FrameView
 from ref2va_accept.quality._imageops import U8
-from ref2va_accept.quality._registry import SCORERS, Score, ScorerError, error_score, open_score
+from ref2va_accept.quality._registry import (
+    SCORERS,
+    ScorerError,
+    error_score,
+    open_score,
+    with_extra,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +43,7 @@ def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None
                  weights: Mapping[str, Path] | None = None,
                  weight_pins: Mapping[str, str] | None = None,
                  include_proxies: bool = True,
-                 stand_ins: frozenset[str] = frozenset(), device: str = "cpu") -> list[Score]:
+                 stand_ins: frozenset[str] = frozenset(), device: str = "cpu") -> list[ScoreRecord]:
     """Score RGB uint8 frames in order; the result lists every dimension, open ones included.
     Every model runs on ``device`` (cpu, npu:N or cuda:N), and its scores' ``made_with`` say so.
 
@@ -78,7 +84,7 @@ def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None
     for slot, metric in enumerate(metrics):
         scores += ([error_score(metric.info, failed[slot])] if slot in failed  # type: ignore[attr-defined]
                    else metric.finish())
-    return sorted(scores, key=lambda s: _ORDER.get(s.scorer.id, len(_ORDER)))
+    return sorted(scores, key=lambda s: _ORDER.get(s.scorer, len(_ORDER)))
 
 
 def prefetched(frames: Iterable[U8], depth: int = 3) -> Iterator[U8]:
@@ -147,7 +153,7 @@ class ScoredVideo:
     """A video's scores and how many frames they cover: decoded, and what the container declares
     (None when it declares none). Scores over fewer frames than declared are a prefix's."""
 
-    scores: list[Score]
+    scores: list[ScoreRecord]
     frames_decoded: int
     frames_declared: int | None
 
@@ -178,7 +184,7 @@ def score_video_counted(path: str | os.PathLike[str], *, reference_image: Path |
         raise ScorerError(f"{Path(path).name}: {exc}") from None
     # Every score says how its frames were decoded (the colour matrix moves flicker by ~0.07%).
     decoded_with = decoder_record(path)
-    scores = [dataclasses.replace(s, extra={**s.extra, "decoded_with": decoded_with})
+    scores = [with_extra(s, decoded_with=decoded_with)
               for s in scores]
     return ScoredVideo(scores, decoded, declared)
 
@@ -187,7 +193,7 @@ def score_video(path: str | os.PathLike[str], *, reference_image: Path | None = 
                 weights: Mapping[str, Path] | None = None,
                 weight_pins: Mapping[str, str] | None = None,
                 include_proxies: bool = True,
-                stand_ins: frozenset[str] = frozenset(), device: str = "cpu") -> list[Score]:
+                stand_ins: frozenset[str] = frozenset(), device: str = "cpu") -> list[ScoreRecord]:
     """Decode ``path`` once and score it (see :func:`score_frames`)."""
     return score_video_counted(path, reference_image=reference_image, weights=weights,
                                weight_pins=weight_pins, include_proxies=include_proxies,

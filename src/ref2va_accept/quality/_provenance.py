@@ -8,13 +8,13 @@ leave antialiasing to the torchvision version).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from ref2va_accept.evidence import ScoreRecord
 from ref2va_accept.quality import _models as models
 from ref2va_accept.quality._frames import FrameMetric, FrameView
-from ref2va_accept.quality._registry import Score
+from ref2va_accept.quality._registry import with_extra
 
 __all__ = ["FRAME_RESIZE_ANTIALIAS", "Recorded", "made_with"]
 
@@ -39,8 +39,8 @@ class Recorded:
     def update(self, view: FrameView) -> None:
         self.metric.update(view)
 
-    def finish(self) -> list[Score]:
-        return [dataclasses.replace(score, extra={**score.extra, "made_with": self.record})
+    def finish(self) -> list[ScoreRecord]:
+        return [with_extra(score, made_with=self.record)
                 for score in self.metric.finish()]
 
 

@@ -16,10 +16,11 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from ref2va_accept.evidence import ScoreRecord
 from ref2va_accept.quality import _imageops as imageops
 from ref2va_accept.quality._frames import FrameMetric, FrameView
 from ref2va_accept.quality._imageops import U8
-from ref2va_accept.quality._registry import Score, error_score, ok_score, scorer
+from ref2va_accept.quality._registry import error_score, ok_score, scorer
 from ref2va_accept.quality._vbench import (
     consistency_score,
     dynamic_interval,
@@ -125,7 +126,7 @@ class FlowDynamicDegree:
                 np.moveaxis(self.flow(self.prev, gray), -1, 0)))
         self.prev = gray
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.n_sampled:
             return [error_score(self.info, "no frames")]
         dynamic = dynamic_verdict(self.pair_scores, self.n_sampled, self.min_side)
@@ -156,7 +157,7 @@ class FlowWarpSmoothness:
             self.maes.append(imageops.mae(pred, self.odd))
         self.even, self.odd = view, None
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.maes:
             return [error_score(self.info, "needs at least 3 frames")]
         return [ok_score(self.info, (255.0 - math.fsum(self.maes) / len(self.maes)) / 255.0,
@@ -180,7 +181,7 @@ class SsimSubjectConsistency:
         self.to_prev.append(max(0.0, view.ssim_to_prev))
         self.to_first.append(max(0.0, imageops.ssim_pair(self.first, view.small_ssim)))
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.to_prev:
             return [error_score(self.info, "needs at least 2 frames")]
         return [ok_score(self.info, consistency_score(self.to_prev, self.to_first))]
@@ -203,7 +204,7 @@ class HistogramBackgroundConsistency:
         self.to_prev.append(max(0.0, view.hist_corr_to_prev))
         self.to_first.append(max(0.0, imageops.hist_correlation(self.first, view.histogram)))
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.to_prev:
             return [error_score(self.info, "needs at least 2 frames")]
         return [ok_score(self.info, consistency_score(self.to_prev, self.to_first))]
@@ -225,7 +226,7 @@ class SharpnessQuality:
         if view.index % self.interval == 0:
             self.values.append(sharpness(view.gray))
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.values:
             return [error_score(self.info, "no frames")]
         return [ok_score(self.info, math.fsum(self.values) / len(self.values),

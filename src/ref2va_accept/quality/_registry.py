@@ -11,51 +11,34 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ref2va_accept.core import Ref2VAError, tree_sha256
+from ref2va_accept.evidence import ScoreKind, ScoreRecord, ScoreStatus, WeightRecord
 from ref2va_accept.quality._known_standins import stand_in_name
 
 __all__ = [
     "SCORERS",
     "Kind",
-    "Score",
-    "ScoreStatus",
     "ScorerError",
     "ScorerInfo",
-    "WeightIdentity",
     "error_score",
     "json_number",
     "ok_score",
     "open_score",
     "scorer",
     "weight_identity",
+    "with_extra",
 ]
 
-Kind = Literal["vbench", "proxy", "fidelity", "consistency"]
-ScoreStatus = Literal["ok", "open", "error"]
+# The evidence's closed sets, which the records that carry a score's kind and status name.
+Kind = ScoreKind
 
 
 class ScorerError(Ref2VAError):
     """A scorer cannot run: bad weights file, frames it cannot score, inconsistent inputs."""
-
-
-@dataclass(frozen=True)
-class WeightIdentity:
-    name: str  # the file's basename: evidence must not leak the host's directory layout
-    sha256: str
-    stand_in: bool = False  # seeded random weights in the official format, not the real model
-    # The campaign marks it `stand_in: true`; a stand-in recognised by its bytes alone is not.
-    declared: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"name": self.name, "sha256": self.sha256}
-        if self.stand_in:
-            record["stand_in"] = True
-            record["declared"] = self.declared
-        return record
 
 
 @dataclass(frozen=True)
@@ -64,14 +47,10 @@ class ScorerInfo:
     version: str
     kind: Kind
     dimension: str
-    weights: tuple[WeightIdentity, ...] = ()
+    weights: tuple[WeightRecord, ...] = ()
 
-    def with_weights(self, weights: tuple[WeightIdentity, ...]) -> ScorerInfo:
+    def with_weights(self, weights: tuple[WeightRecord, ...]) -> ScorerInfo:
         return ScorerInfo(self.id, self.version, self.kind, self.dimension, weights)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "version": self.version, "kind": self.kind,
-                "dimension": self.dimension, "weights": [w.to_dict() for w in self.weights]}
 
 
 def json_number(value: float | None) -> float | str | None:
@@ -81,31 +60,10 @@ def json_number(value: float | None) -> float | str | None:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-@dataclass(frozen=True)
-class Score:
-    dimension: str
-    scorer: ScorerInfo
-    value: float | None
-    status: ScoreStatus
-    detail: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def kind(self) -> Kind:
-        return self.scorer.kind
-
-    def to_dict(self) -> dict[str, Any]:
-        # "kind" sits at top level so that no report can show a proxy under a VBench heading.
-        return {"dimension": self.dimension, "kind": self.scorer.kind, "scorer": self.scorer.id,
-                "version": self.scorer.version,
-                "weights": [w.to_dict() for w in self.scorer.weights],
-                "value": json_number(self.value), "status": self.status, "detail": self.detail,
-                "extra": {k: _jsonable(v) for k, v in self.extra.items()}}
-
-
 def _jsonable(value: Any) -> Any:
+    """A score's extra figures as JSON holds them: non-finite floats spelt out, tuples as lists."""
     if isinstance(value, float):
-        return json_number(value)
+        return json_number(float(value))  # numpy's float64 too
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     if isinstance(value, Mapping):
@@ -156,7 +114,7 @@ def scorer(scorer_id: str) -> ScorerInfo:
         raise ScorerError(f"unknown scorer id {scorer_id!r}; known: {sorted(SCORERS)}") from None
 
 
-def weight_identity(path: Path) -> WeightIdentity:
+def weight_identity(path: Path) -> WeightRecord:
     """The file's basename and sha256; hashed once per (file, size, mtime) in a process, since
     a lossy track loads the same gigabyte-sized weights for every video it scores."""
     resolved = Path(path).resolve()
@@ -166,8 +124,7 @@ def weight_identity(path: Path) -> WeightIdentity:
         stat = resolved.stat()
         sha = _sha256(resolved, stat.st_size, stat.st_mtime_ns)
     # A stand-in's bytes are one wherever they are and whatever the campaign says of them.
-    return WeightIdentity(name=resolved.name, sha256=sha,
-                          stand_in=stand_in_name(sha, resolved) is not None)
+    return WeightRecord.of(resolved.name, sha, stand_in=stand_in_name(sha, resolved) is not None)
 
 
 @functools.lru_cache(maxsize=32)
@@ -175,15 +132,27 @@ def _sha256(path: Path, size: int, mtime_ns: int) -> str:
     return tree_sha256(path)
 
 
+def _score(info: ScorerInfo, value: float | None, status: ScoreStatus, detail: str,
+           extra: Mapping[str, Any]) -> ScoreRecord:
+    return ScoreRecord(dimension=info.dimension, kind=info.kind, scorer=info.id,
+                       version=info.version, weights=list(info.weights), value=value,
+                       status=status, detail=detail, extra=_jsonable(extra))
+
+
 def ok_score(info: ScorerInfo, value: float, detail: str = "",
-             **extra: Any) -> Score:
-    return Score(info.dimension, info, float(value), "ok", detail, extra)
+             **extra: Any) -> ScoreRecord:
+    return _score(info, float(value), "ok", detail, extra)
 
 
-def open_score(info: ScorerInfo, detail: str, **extra: Any) -> Score:
+def open_score(info: ScorerInfo, detail: str, **extra: Any) -> ScoreRecord:
     """An open check: never a value, never a pass."""
-    return Score(info.dimension, info, None, "open", detail, extra)
+    return _score(info, None, "open", detail, extra)
 
 
-def error_score(info: ScorerInfo, detail: str, **extra: Any) -> Score:
-    return Score(info.dimension, info, None, "error", detail, extra)
+def error_score(info: ScorerInfo, detail: str, **extra: Any) -> ScoreRecord:
+    return _score(info, None, "error", detail, extra)
+
+
+def with_extra(score: ScoreRecord, **extra: Any) -> ScoreRecord:
+    """``score`` with more of its scorer's figures (how its frames were decoded, what made it)."""
+    return score.model_copy(update={"extra": {**score.extra, **_jsonable(extra)}})

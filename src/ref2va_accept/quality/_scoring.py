@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
+from ref2va_accept.evidence import RelativeError, ScoreRecord
 from ref2va_accept.media import MediaProbe
-from ref2va_accept.quality._registry import Kind, Score, json_number
+from ref2va_accept.quality._registry import Kind
 
 __all__ = [
     "DIMENSION_WEIGHTS",
     "I2V_DIMENSIONS",
     "NORMALIZE_RANGE",
-    "RelativeError",
     "aggregate_relative_error",
     "check_comparable",
     "normalize",
@@ -55,25 +54,6 @@ I2V_DIMENSIONS = frozenset({"i2v_subject", "i2v_background", "camera_motion"})
 _AGGREGATED_KINDS: tuple[Kind, ...] = ("vbench", "proxy")
 
 
-@dataclass(frozen=True)
-class RelativeError:
-    dimension: str  # "aggregate" for an aggregate
-    scorer_id: str  # "vbench.aggregate" / "proxy.aggregate" for an aggregate
-    kind: Kind
-    normalized: bool
-    candidate: float | None
-    baseline: float | None
-    error: float | None
-    status: Literal["ok", "open"]
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dimension": self.dimension, "scorer": self.scorer_id, "kind": self.kind,
-                "normalized": self.normalized, "candidate": json_number(self.candidate),
-                "baseline": json_number(self.baseline), "error": json_number(self.error),
-                "status": self.status, "detail": self.detail}
-
-
 def normalize(dimension: str, value: float, kind: Kind) -> float:
     """VBench's min-max normalisation; proxies and unlisted dimensions are already 0..1."""
     if kind != "vbench" or dimension not in NORMALIZE_RANGE:
@@ -90,24 +70,29 @@ def relative_error(candidate: float, baseline: float) -> float:
     return abs(candidate - baseline) / abs(baseline)
 
 
-def _value(score: Score, normalized: bool) -> float:
+def _value(score: ScoreRecord, normalized: bool) -> float:
     assert score.value is not None
-    return normalize(score.dimension, score.value, score.kind) if normalized else score.value
+    value = float(score.value)  # a record's figure: "inf", "-inf" and "nan" are floats too
+    return normalize(score.dimension, value, score.kind) if normalized else value
 
 
-def _why_open(cand: Score | None, base: Score | None) -> str | None:
+def _why_open(cand: ScoreRecord | None, base: ScoreRecord | None) -> str | None:
     for side, score in (("candidate", cand), ("baseline", base)):
         if score is None:
             return f"no {side} score"
         if score.status != "ok" or score.value is None:
             return f"{side} is {score.status}: {score.detail}"
     assert cand is not None and base is not None
-    if (cand.scorer.version, cand.scorer.weights) != (base.scorer.version, base.scorer.weights):
+    if (cand.version, cand.weights) != (base.version, base.weights):
         return "the two arms were scored by different scorer versions or weights"
     return None
 
 
-def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Score], *,
+def _figure(score: ScoreRecord | None) -> float | None:
+    return None if score is None or score.value is None else float(score.value)
+
+
+def aggregate_relative_error(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], *,
                              kind: Kind, normalized: bool,
                              dimensions: Collection[str] | None = None) -> RelativeError:
     """The weighted (normalised) mean of one kind's dimensions, compared two-sided.
@@ -116,8 +101,8 @@ def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Scor
     kind that either arm reported. One open member makes the aggregate open: a mean over fewer
     dimensions than frozen would be a different number.
     """
-    cand = {s.scorer.id: s for s in candidate if s.kind == kind}
-    base = {s.scorer.id: s for s in baseline if s.kind == kind}
+    cand = {s.scorer: s for s in candidate if s.kind == kind}
+    base = {s.scorer: s for s in baseline if s.kind == kind}
     ids = sorted(set(cand) | set(base))
     if dimensions is not None:
         ids = [i for i in ids if (cand.get(i) or base[i]).dimension in dimensions]
@@ -132,8 +117,9 @@ def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Scor
         if why:
             problems.append(f"{i}: {why}")
     if problems or not ids:
-        return RelativeError("aggregate", name, kind, normalized, None, None, None, "open",
-                             "; ".join(problems) or f"no {kind} dimensions")
+        return RelativeError(scorer=name, dimension="aggregate", kind=kind, candidate=None,
+                             baseline=None, error=None, status="open",
+                             detail="; ".join(problems) or f"no {kind} dimensions")
     parts = [part for part in ([i for i in ids if cand[i].dimension not in I2V_DIMENSIONS],
                                [i for i in ids if cand[i].dimension in I2V_DIMENSIONS]) if part]
     agg_c = math.fsum(_weighted_mean(cand, part, normalized) for part in parts) / len(parts)
@@ -141,21 +127,22 @@ def aggregate_relative_error(candidate: Sequence[Score], baseline: Sequence[Scor
     detail = (f"weighted mean of {len(ids)} dimensions" if len(parts) == 1 else
               f"mean of the quality score ({len(parts[0])} dimensions) and the I2V score "
               f"({len(parts[1])} dimensions), VBench++'s I2V total")
-    return RelativeError("aggregate", name, kind, normalized, agg_c, agg_b,
-                         relative_error(agg_c, agg_b), "ok", detail)
+    return RelativeError(scorer=name, dimension="aggregate", kind=kind, candidate=agg_c,
+                         baseline=agg_b, error=relative_error(agg_c, agg_b), status="ok",
+                         detail=detail)
 
 
-def _weighted_mean(scores: dict[str, Score], ids: Sequence[str], normalized: bool) -> float:
+def _weighted_mean(scores: dict[str, ScoreRecord], ids: Sequence[str], normalized: bool) -> float:
     weights = [DIMENSION_WEIGHTS.get(scores[i].dimension, 1.0) for i in ids]
     total = math.fsum(w * _value(scores[i], normalized) for w, i in zip(weights, ids, strict=True))
     return total / math.fsum(weights)
 
 
-def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,
+def relative_errors(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], *,
                     normalized: bool) -> list[RelativeError]:
     """Per-dimension errors (matched by scorer id), then one aggregate per VBench/proxy kind."""
-    cand = {s.scorer.id: s for s in candidate}
-    base = {s.scorer.id: s for s in baseline}
+    cand = {s.scorer: s for s in candidate}
+    base = {s.scorer: s for s in baseline}
     ordered = list(cand) + [i for i in base if i not in cand]
     out: list[RelativeError] = []
     for scorer_id in ordered:
@@ -164,14 +151,15 @@ def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,
         assert ref is not None
         why = _why_open(c, b)
         if why:
-            out.append(RelativeError(ref.dimension, scorer_id, ref.kind, normalized,
-                                     c.value if c else None, b.value if b else None, None,
-                                     "open", why))
+            out.append(RelativeError(scorer=scorer_id, dimension=ref.dimension, kind=ref.kind,
+                                     candidate=_figure(c), baseline=_figure(b), error=None,
+                                     status="open", detail=why))
             continue
         assert c is not None and b is not None
         vc, vb = _value(c, normalized), _value(b, normalized)
-        out.append(RelativeError(ref.dimension, scorer_id, ref.kind, normalized, vc, vb,
-                                 relative_error(vc, vb), "ok"))
+        out.append(RelativeError(scorer=scorer_id, dimension=ref.dimension, kind=ref.kind,
+                                 candidate=vc, baseline=vb, error=relative_error(vc, vb),
+                                 status="ok", detail=""))
     for kind in _AGGREGATED_KINDS:
         if any(s.kind == kind for s in (*candidate, *baseline)):
             out.append(aggregate_relative_error(candidate, baseline, kind=kind,
@@ -184,9 +172,10 @@ def relative_errors(candidate: Sequence[Score], baseline: Sequence[Score], *,
 def _open_if_nan(error: RelativeError) -> RelativeError:
     if error.error is None or not math.isnan(error.error):
         return error
-    return replace(error, error=None, status="open",
-                   detail=f"relative error is not a number (candidate {error.candidate!r}, "
-                          f"B0 {error.baseline!r})")
+    return error.model_copy(update={
+        "error": None, "status": "open",
+        "detail": f"relative error is not a number (candidate {error.candidate!r}, "
+                  f"B0 {error.baseline!r})"})
 
 
 def _settings_diff(a: str | None, b: str | None, name_a: str, name_b: str) -> str:

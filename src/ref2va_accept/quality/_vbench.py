@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ref2va_accept.evidence import ScoreRecord
 from ref2va_accept.quality import _models as models
 from ref2va_accept.quality._frames import FrameMetric, FrameView
 from ref2va_accept.quality._imageops import U8
 from ref2va_accept.quality._provenance import Recorded, made_with
 from ref2va_accept.quality._registry import (
-    Score,
     ScorerError,
     ScorerInfo,
     error_score,
@@ -137,7 +137,7 @@ class TemporalFlickering:
         if view.mae_to_prev is not None:
             self.maes.append(view.mae_to_prev)
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.maes:
             return [error_score(self.info, "needs at least 2 frames")]
         return [ok_score(self.info, flicker_score(self.maes), pairs=len(self.maes))]
@@ -171,7 +171,7 @@ class FeatureConsistency:
             self.to_first.append(clamped_cosine(self.first, feat))
         self.prev = feat
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.to_prev:
             return [error_score(self.info, "needs at least 2 frames")]
         return [ok_score(self.info, consistency_score(self.to_prev, self.to_first))]
@@ -189,7 +189,7 @@ class AestheticQuality:
         feat = _normalized(self.clip(models.clip_input(view.rgb))).astype(np.float32)
         self.scores.append(float(self.head(torch.from_numpy(feat[None])).ravel()[0]))
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.scores:
             return [error_score(self.info, "no frames")]
         return [ok_score(self.info, math.fsum(self.scores) / len(self.scores) / 10.0)]
@@ -203,7 +203,7 @@ class ImagingQuality:
     def update(self, view: FrameView) -> None:
         self.scores.append(float(self.musiq(models.musiq_input(view.rgb)).ravel()[0]))
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.scores:
             return [error_score(self.info, "no frames")]
         return [ok_score(self.info, math.fsum(self.scores) / len(self.scores) / 100.0)]
@@ -231,7 +231,7 @@ class MotionSmoothness:
             self.maes.append(float(np.mean(diff, dtype=np.float64)))
         self.even, self.odd = view.rgb, None
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.maes:
             return [error_score(self.info, "needs at least 3 frames")]
         return [ok_score(self.info, (255.0 - math.fsum(self.maes) / len(self.maes)) / 255.0,
@@ -260,7 +260,7 @@ class DynamicDegree:
             self.pair_scores.append(top5_flow_magnitude(self.raft(self.prev, frame)[0]))
         self.prev = frame
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.n_sampled:
             return [error_score(self.info, "no frames")]
         dynamic = dynamic_verdict(self.pair_scores, self.n_sampled, self.min_side)
@@ -296,7 +296,7 @@ class I2VConsistency:
             self.consecutive.append(clamped_cosine(self.prev, feat))
         self.prev = feat
 
-    def finish(self) -> list[Score]:
+    def finish(self) -> list[ScoreRecord]:
         if not self.consecutive:
             return [error_score(self.info, "needs at least 2 frames")]
         return [ok_score(self.info, i2v_score(self.to_image, self.consecutive))]
@@ -337,7 +337,7 @@ def _build_metric(dimension: str, loaded: Mapping[str, models.LoadedModel], fps:
 def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference: U8 | None,
                    pins: Mapping[str, str] | None = None,
                    stand_ins: frozenset[str] = frozenset(), device: str = "cpu"
-                   ) -> tuple[list[FrameMetric], list[Score]]:
+                   ) -> tuple[list[FrameMetric], list[ScoreRecord]]:
     """The VBench metrics to run, and the dimensions that are open (or broken) and why.
 
     A weights file whose sha256 differs from its pin in ``pins`` is refused: its dimensions are
@@ -351,7 +351,7 @@ def vbench_metrics(weights: Mapping[str, Path] | None, *, fps: float, reference:
         raise ScorerError(f"unknown weights name(s) {', '.join(unknown)}; "
                           f"expected among {', '.join(models.MODEL_NAMES)}")
     metrics: list[FrameMetric] = [TemporalFlickering()]
-    closed: list[Score] = []
+    closed: list[ScoreRecord] = []
     loaded: dict[str, models.LoadedModel] = {}
     failed: dict[str, str] = {}
     unusable = None
