@@ -210,3 +210,19 @@ def test_malformed_campaign_is_one_line_naming_file_and_field(tmp_path: Path) ->
     # One line per problem, each naming the file and the field.
     assert all("bad.yaml" in line for line in lines)
     assert any("surprise: unknown key" in line for line in lines)
+
+
+@pytest.mark.fast
+def test_score_json_spells_out_an_infinite_relative_error() -> None:
+    # An error against a zero baseline is infinite; `score --json` must stay JSON that any reader
+    # takes (json.dumps would write the bare token Infinity), so it is spelled "inf", as before.
+    from ref2va_accept.cli._score import _spelled
+    from ref2va_accept.evidence import RelativeError
+
+    error = RelativeError(scorer="vbench.x", dimension="x", kind="vbench", candidate=0.5,
+                          baseline=0.0, error=float("inf"), status="ok", detail="")
+    text = json.dumps(_spelled(error.json_dict()), allow_nan=False)
+    assert json.loads(text)["error"] == "inf" and json.loads(text)["candidate"] == 0.5
+    finite = RelativeError(scorer="vbench.x", dimension="x", kind="vbench", candidate=0.5,
+                           baseline=0.25, error=1.0, status="ok", detail="")
+    assert _spelled(finite.json_dict()) == finite.json_dict()

@@ -35,6 +35,7 @@ from ref2va_accept.quality import (
     compare_audio,
     compare_videos,
     decode_audio,
+    json_number,
     relative_errors,
     score_video_counted,
 )
@@ -88,6 +89,13 @@ class _NotMeasured(Record):
 
     status: Literal["absent", "error"]
     detail: str
+
+
+def _spelled(entry: dict[str, object]) -> dict[str, object]:
+    """A relative error as --json prints it: a figure JSON cannot hold ("inf" for an error
+    against a zero baseline) spelled out, so that the output stays JSON every reader takes."""
+    return {key: json_number(value) if isinstance(value, float) else value
+            for key, value in entry.items()}
 
 
 class _Shown(Record):
@@ -194,8 +202,8 @@ def run(args: argparse.Namespace) -> int:
             payload["baseline_scores"] = [s.json_dict() for s in base.scores]
             payload["normalized"] = args.normalized
             payload["relative_errors"] = [
-                e.json_dict() for e in relative_errors(scored.scores, base.scores,
-                                                       normalized=args.normalized)]
+                _spelled(e.json_dict()) for e in relative_errors(scored.scores, base.scores,
+                                                                 normalized=args.normalized)]
             payload["fidelity"] = compare_videos(video, args.baseline).json_dict()
             if soundtrack is not None:
                 try:

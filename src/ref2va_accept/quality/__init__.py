@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         ScorerError,
         ScorerInfo,
         error_score,
+        json_number,
     )
     from ref2va_accept.quality._scoring import (
         aggregate_relative_error,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     )
 
 _WHERE = {
+    "json_number": "_registry",
     "raft_input": "_models",
     "musiq_input": "_models",
     "load_model": "_models",
@@ -118,6 +120,7 @@ __all__ = [
     "dino_input",
     "dreamsim_input",
     "error_score",
+    "json_number",
     "load_model",
     "make_standins",
     "musiq_input",
