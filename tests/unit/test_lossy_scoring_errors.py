@@ -12,6 +12,7 @@ import pytest
 from ref2va_accept import quality
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.judging import _lossy as lossy
+from ref2va_accept.judging import _lossy_errors as lossy_errors
 from ref2va_accept.quality._registry import SCORERS, ScorerError, ok_score
 
 pytestmark = pytest.mark.fast
@@ -46,8 +47,9 @@ def test_a_scorer_error_puts_every_dimension_in_error_and_the_gate_open(
     # Against a B0 that scored, each gated dimension is open: the gate cannot decide.
     gate = LossyGate(gated=GATED)
     baseline = [ok_score(SCORERS[i], 0.9) for i in GATED]
-    errors = lossy._errors(scores, baseline, gate)
-    assert errors and all(lossy.decide(e, gate.threshold) == lossy.OPEN for e in errors)
+    errors = lossy_errors._errors(scores, baseline, gate)
+    assert errors and all(lossy_errors.decide(e, gate.threshold) == lossy_errors.OPEN
+                          for e in errors)
 
 
 def test_a_video_that_scores_is_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,7 +27,8 @@ from ref2va_accept.judging._lossless import (
     declared_time,
     enabled_path_problems,
 )
-from ref2va_accept.judging._lossy import OPEN, LossyGateRunner, decide, fidelity_below
+from ref2va_accept.judging._lossy import LossyGateRunner
+from ref2va_accept.judging._lossy_errors import OPEN, decide, fidelity_below
 from ref2va_accept.judging._timed_output import (
     DEFAULT_MIN_PSNR_DB,
     judge_timed_outputs,

@@ -33,14 +33,21 @@ from ref2va_accept.campaign import LossyGate
 from ref2va_accept.core import ArmRole, Check, CheckStatus, MediaError, Reason, Ref2VAError
 from ref2va_accept.evidence import (
     CheckResult,
-    GateError,
-    RelativeError,
     ScoreRecord,
     WeightRecord,
 )
 from ref2va_accept.judging._b0_gate import GateRuns
 from ref2va_accept.judging._gate_run import GateOnInstance, record, reference_run
 from ref2va_accept.judging._gates import BaselineGateRunner
+from ref2va_accept.judging._lossy_errors import (
+    BROKEN,
+    _errors,
+    _missing_gated,
+    _spread,
+    decide,
+    fidelity_below,
+    gate_error,
+)
 from ref2va_accept.judging._verdicts import GateChecks
 from ref2va_accept.media import probe
 from ref2va_accept.planning import hosted_gate_warmups
@@ -49,7 +56,6 @@ from ref2va_accept.quality import (
     ScorerError,
     check_comparable,
     error_score,
-    relative_errors,
 )
 
 if TYPE_CHECKING:
@@ -67,7 +73,6 @@ class ScoredOutcome:
 
 
 # Per candidate, seed and dimension: what the gate decided.
-WITHIN, BROKEN, OPEN = "within", "broken", "open"
 
 
 # What score_video scores (fidelity is judged apart, against B0): a scoring failure puts each of
@@ -114,38 +119,6 @@ def _requests(arms: Arms, engine: EngineInstance, arm_id: str, seeds: Sequence[i
     return [arms.request(engine, arm_id, kind="quality", index=index * 100 + n, seed=seed,
                          record_check=record_check if n == 0 else None)
             for n, seed in enumerate(seeds)]
-
-
-def _gated_errors(errors: Sequence[RelativeError], gate: LossyGate) -> list[RelativeError]:
-    kinds = {scorer_id.split(".", 1)[0] for scorer_id in gate.gated}
-    chosen = [e for e in errors if e.scorer in gate.gated]
-    if gate.gate_aggregate:
-        chosen += [e for e in errors if e.dimension == "aggregate" and e.kind in kinds]
-    return chosen
-
-
-def _errors(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], gate: LossyGate
-            ) -> list[RelativeError]:
-    gated = [s for s in candidate if s.scorer in gate.gated]
-    base = [s for s in baseline if s.scorer in gate.gated]
-    # The aggregate is over the gated dimensions only: the frozen reduced set.
-    return _gated_errors(relative_errors(gated, base, normalized=gate.normalized), gate)
-
-
-def _spread(candidate: Sequence[ScoreRecord], baseline: Sequence[ScoreRecord], gate: LossyGate
-            ) -> list[tuple[RelativeError, bool]]:
-    """Every dimension's relative error (recorded), and whether it decides (the gated ones and
-    their aggregate); aggregates over ungated dimensions would be numbers nobody froze."""
-    gated = _errors(candidate, baseline, gate)
-    gated_ids = {e.scorer for e in gated}
-    rest = [e for e in relative_errors(candidate, baseline, normalized=gate.normalized)
-            if e.dimension != "aggregate" and e.scorer not in gated_ids]
-    return [(e, True) for e in gated] + [(e, False) for e in rest]
-
-
-def _missing_gated(scores: Sequence[ScoreRecord], gate: LossyGate) -> list[str]:
-    found = {s.scorer for s in scores}
-    return [scorer_id for scorer_id in gate.gated if scorer_id not in found]
 
 
 @dataclass(frozen=True)
@@ -333,40 +306,6 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
     return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.PASS, None,
                        f"every gated score within {gate.threshold:.2%} of B0 (worst {top:.3%})"
                        + fidelity_note, data)
-
-
-def fidelity_below(fidelity: dict[str, Any], gate: LossyGate) -> tuple[list[str], list[str]]:
-    """(fidelity minimums this seed missed, fidelity scorers that could not be judged)."""
-    wanted = [(scorer_id, key, minimum, unit) for scorer_id, key, minimum, unit in (
-        ("fidelity.psnr", "psnr_db", gate.min_psnr_db, " dB"),
-        ("fidelity.ssim", "ssim_mean", gate.min_ssim, "")) if minimum is not None]
-    if not wanted:
-        return [], []
-    if "error" in fidelity:
-        return [], [scorer_id for scorer_id, *_ in wanted]
-    low = []
-    for scorer_id, key, minimum, unit in wanted:
-        raw = fidelity[key]
-        value = math.inf if raw == "inf" else float(raw)  # "inf": every frame identical to B0
-        if not value >= minimum:
-            low.append(f"{scorer_id} {value:.4g}{unit} < {minimum:g}{unit}")
-    return low, []
-
-
-def decide(error: RelativeError, threshold: float) -> str:
-    """One dimension of one seed: within the threshold, broken (at or above it), or open."""
-    if error.error is None or math.isnan(error.error):
-        return OPEN
-    return WITHIN if error.error < threshold else BROKEN
-
-
-def gate_error(error: RelativeError, threshold: float,
-               weights: dict[str, list[WeightRecord]]) -> GateError:
-    """The evidence of one gated dimension: its relative error, the threshold, the decision and
-    (for a model-based score) the weights files that made it."""
-    named = {"weights": weights[error.scorer]} if error.scorer in weights else {}
-    return GateError.model_validate({**error.model_dump(), "threshold": threshold,
-                                     "gate": decide(error, threshold), **named})
 
 
 def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
