@@ -26,12 +26,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.core import ArmRole, Check, CheckStatus, MediaError, Reason, Ref2VAError
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import CheckResult, GateDecision
 from ref2va_accept.judging._b0_gate import GateRuns
 from ref2va_accept.judging._gate_run import GateOnInstance, record, reference_run
 from ref2va_accept.judging._gates import BaselineGateRunner
@@ -64,7 +64,9 @@ class ScoredOutcome:
 
 
 # Per candidate, seed and dimension: what the gate decided.
-WITHIN, BROKEN, OPEN = "within", "broken", "open"
+WITHIN: Final[GateDecision] = "within"
+BROKEN: Final[GateDecision] = "broken"
+OPEN: Final[GateDecision] = "open"
 
 
 # What score_video scores (fidelity is judged apart, against B0): a scoring failure puts each of
@@ -351,7 +353,7 @@ def fidelity_below(fidelity: dict[str, Any], gate: LossyGate) -> tuple[list[str]
     return low, []
 
 
-def decide(error: RelativeError, threshold: float) -> str:
+def decide(error: RelativeError, threshold: float) -> GateDecision:
     """One dimension of one seed: within the threshold, broken (at or above it), or open."""
     if error.error is None or math.isnan(error.error):
         return OPEN
