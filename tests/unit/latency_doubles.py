@@ -19,7 +19,8 @@ from ref2va_accept.core import ArmRole, EngineStartError
 from ref2va_accept.evidence import CheckResult
 from ref2va_accept.judging import InstanceRun
 from ref2va_accept.planning import TrackPlan, plan_campaign
-from ref2va_accept.timing import LatencySettings, Sample
+from ref2va_accept.timing import LatencySettings
+from tests.unit.timed_samples import timed_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACK = "5s-lossless"
@@ -36,9 +37,9 @@ INSTANCE = LatencySettings(
 
 def latency_outcome(latency: float | None, failure: str | None = None) -> Outcome:
     """One request's outcome on TRACK: its latency, or a failure with none."""
-    sample = Sample(sample_id="x", arm="a", track=TRACK, kind="measured", index=0, seed=42,
-                    started_at="t", ok=failure is None, failure=failure, detail=failure,
-                    status=200 if failure is None else 500, latency_s=latency)
+    sample = timed_sample("x", "a", TRACK, "measured", 0, 42, ok=failure is None,
+                          failure=failure, detail=failure,
+                          status=200 if failure is None else 500, latency_s=latency)
     return Outcome(sample, {"video": {}} if failure is None else None, ())
 
 
@@ -142,10 +143,11 @@ class ScriptedArms:
                 seed: int | None = None, **_: object) -> Outcome:
         self.requests.append((arm_id, kind))
         fails = self.starts.count(arm_id) == self.failing.get(arm_id, 0)
-        sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=not fails,
-                        failure="http_500" if fails else None, detail="boom" if fails else None,
-                        status=500 if fails else 200,
-                        latency_s=None if fails else self.seconds[arm_id] * self._jitter())
+        sample = timed_sample("s", arm_id, self.plan.track_id, kind, index, seed, ok=not fails,
+                              failure="http_500" if fails else None,
+                              detail="boom" if fails else None,
+                              status=500 if fails else 200,
+                              latency_s=None if fails else self.seconds[arm_id] * self._jitter())
         outcome = Outcome(sample, None if fails else {"video": {}}, ())
         self.outcomes.add(outcome)
         return outcome
@@ -200,9 +202,9 @@ class ChosenLatencyArms:
                 **_: Any) -> Outcome:
         n = sum(1 for a in self.started if a == arm)
         value = self.latency(arm, kind, n)
-        sample = Sample(sample_id=f"{arm}{index}", arm=arm, track=TRACK, kind=kind, index=index,
-                        seed=seed, started_at="t", ok=value is not None,
-                        failure=None if value is not None else "http_status",
-                        detail=None if value is not None else "500",
-                        status=200 if value is not None else 500, latency_s=value)
+        sample = timed_sample(f"{arm}{index}", arm, TRACK, kind, index, seed,
+                              ok=value is not None,
+                              failure=None if value is not None else "http_status",
+                              detail=None if value is not None else "500",
+                              status=200 if value is not None else 500, latency_s=value)
         return Outcome(sample, {"video": {}} if value is not None else None, ())

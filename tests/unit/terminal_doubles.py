@@ -11,7 +11,7 @@ from _pytest.terminal import TerminalReporter
 
 from ref2va_accept.arms import Outcome, RequestStart
 from ref2va_accept.planning import Plan, WorkUnit
-from ref2va_accept.timing import Sample
+from tests.unit.timed_samples import timed_sample
 
 
 def progress_plan() -> Plan:
@@ -46,9 +46,9 @@ def terminal_reporter(config: pytest.Config, stream: io.StringIO) -> TerminalRep
 
 def request_outcome(ok: bool, latency_s: float) -> Outcome:
     """The outcome of a 5s-lossless B0 measured request (an HTTP 500 where not ok)."""
-    sample = Sample("s1", "b0", "5s-lossless", "measured", 0, 42, "t", ok=ok,
-                    failure=None if ok else "http_status", detail=None if ok else "HTTP 500",
-                    latency_s=latency_s)
+    sample = timed_sample("s1", "b0", "5s-lossless", "measured", 0, 42, ok=ok,
+                          failure=None if ok else "http_status", detail=None if ok else "HTTP 500",
+                          latency_s=latency_s)
     return Outcome(sample, {"video": {}} if ok else None, ())
 
 

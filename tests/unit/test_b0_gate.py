@@ -30,8 +30,8 @@ from ref2va_accept.planning import (
     plan_campaign,
     plan_run,
 )
-from ref2va_accept.timing import Sample
 from tests.unit.suite_runner import ROOT
+from tests.unit.timed_samples import timed_sample
 
 pytestmark = pytest.mark.fast
 
@@ -78,8 +78,8 @@ class Arms:
         seed = self.plan.seeds[0] if seed is None else seed
         self.log.append((self.plan.track_id, engine.spec.instance_id, kind, seed,
                          bool(diagnostics_points)))
-        sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=False,
-                        failure="counted", detail="not sent")
+        sample = timed_sample("s", arm_id, self.plan.track_id, kind, index, seed, ok=False,
+                              failure="counted", detail="not sent")
         return Outcome(sample, None, ())
 
 

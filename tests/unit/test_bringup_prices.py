@@ -22,9 +22,9 @@ from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.core import Check, CheckStatus, Reason
 from ref2va_accept.evidence import CheckResult
 from ref2va_accept.quality._weight_names import VBENCH_LAYOUT
-from ref2va_accept.timing import Sample
 from tests.unit.standin_host import bringup_campaign
 from tests.unit.suite_runner import ROOT
+from tests.unit.timed_samples import timed_sample
 
 pytestmark = pytest.mark.fast
 
@@ -38,9 +38,9 @@ def _judging(path: Path = CAMPAIGN_910C, **schedule_args: Any) -> Judging:
 
 
 def _outcome(latency: float | None = 10.0, ok: bool = True) -> Outcome:
-    sample = Sample("s1", "b0", "5s-lossless", "bringup", 0, 42, "t", ok=ok,
-                    failure=None if ok else "timeout", detail=None if ok else "no answer",
-                    status=200 if ok else None, latency_s=latency)
+    sample = timed_sample("s1", "b0", "5s-lossless", "bringup", 0, 42, ok=ok,
+                          failure=None if ok else "timeout", detail=None if ok else "no answer",
+                          status=200 if ok else None, latency_s=latency)
     return Outcome(sample, {"video": {}} if ok else None, ())
 
 

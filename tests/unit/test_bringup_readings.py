@@ -27,8 +27,8 @@ from ref2va_accept.bringup._step_schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.engines import Release
 from ref2va_accept.evidence import BringupRow
-from ref2va_accept.timing import Sample
 from tests.unit.suite_runner import ROOT
+from tests.unit.timed_samples import timed_sample
 
 pytestmark = pytest.mark.fast
 
@@ -42,9 +42,9 @@ STEPS = CacheSteps(warmup=4, track=8, requested=8)
 
 def _outcome(*, ok: bool = True, latency: float | None = 12.0, sha: str = "aa",
              failure: str | None = None, detail: str | None = None) -> Outcome:
-    sample = Sample("s1", "b0", "5s", "bringup", 0, 42, "t", ok=ok, failure=failure,
-                    detail=detail, status=200 if ok else None, latency_s=latency,
-                    sha256=sha if ok else None)
+    sample = timed_sample("s1", "b0", "5s", "bringup", 0, 42, ok=ok, failure=failure,
+                          detail=detail, status=200 if ok else None, latency_s=latency,
+                          sha256=sha if ok else None)
     return Outcome(sample, {"video": {}} if ok else None, ())
 
 
@@ -415,12 +415,11 @@ def test_the_page_shows_each_memory_policy_as_recorded() -> None:
     from ref2va_accept.arms import Outcome
     from ref2va_accept.bringup._page import _policies_table
     from ref2va_accept.bringup._state import PolicyRun
-    from ref2va_accept.timing import Sample
 
     stop = _stop("a")
     served = PolicyRun("b0.yaml", started=True, start_s=61.25, hbm_loaded_mb={"3": 2048.0},
-                       request=Outcome(Sample("s1", "b0", "5s", "bringup", 0, 42, "t", ok=True,
-                                              latency_s=12.34), {"video": {}}, ()),
+                       request=Outcome(timed_sample("s1", "b0", "5s", "bringup", 0, 42, ok=True,
+                                                    latency_s=12.34), {"video": {}}, ()),
                        stop=stop.audit)
     refused = PolicyRun("legacy.yaml", start_error="exited 1", hbm_problem="probe unreadable")
     table = _policies_table([served.record(), refused.record()])

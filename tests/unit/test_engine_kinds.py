@@ -11,7 +11,8 @@ import pytest
 from ref2va_accept.campaign import EngineSpec
 from ref2va_accept.campaign import LaunchProfile as JudgeLaunchProfile
 from ref2va_accept.campaign.identity import SourcePin, pin_violations
-from ref2va_accept.engines import KINDS, LOOPBACK, EngineKindName, engine_kind
+from ref2va_accept.engines import KINDS, LOOPBACK, engine_kind
+from ref2va_accept.evidence import EngineKindName
 from ref2va_contract.launch import ENGINE_KINDS, REFERENCE_ENGINE, VLLM_OMNI_ENGINE
 
 pytestmark = pytest.mark.fast

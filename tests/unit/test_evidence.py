@@ -38,7 +38,7 @@ def _events(run: Path) -> list[Event]:
 
 
 def _sample(arm: str, kind: str, index: int, ok: bool = True) -> dict[str, Any]:
-    """A sample as workload.Arms._request records it (client.Sample.to_dict and its request)."""
+    """A sample as arms.Arms._request records it (the evidence's Sample, built by TimedClient)."""
     return {"sample_id": f"{arm}-{kind}-{index}", "arm": arm, "track": T, "kind": kind,
             "index": index, "seed": 42, "started_at": "2026-01-01T00:00:00+00:00", "ok": ok,
             "failure": None if ok else "timeout", "detail": None, "status": 200 if ok else None,

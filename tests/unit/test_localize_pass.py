@@ -9,7 +9,6 @@ differ where the pass begins to see), planted and seen open, by status and by se
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,12 +21,12 @@ from ref2va_accept.judging.localize import Localization
 from ref2va_accept.judging.localize import _runner as runner
 from ref2va_accept.judging.localize._runner import LocalizationPass
 from ref2va_accept.tensors import write_tensor_file
-from ref2va_accept.timing import Sample
 from ref2va_contract.diagnostics import (
     CAPTURE_STOP_KEY,
     CAPTURE_STOPPED_MARKER,
     CAPTURE_STOPPED_STATUS,
 )
+from tests.unit.timed_samples import timed_sample
 
 pytestmark = pytest.mark.fast
 
@@ -87,9 +86,10 @@ class StandInArms:
         folder = self.folder / f"{arm}-{index}-{self.count}"
         folder.mkdir(parents=True)
         ok = self.fail != (arm, index)
-        sample = Sample("s", arm, "5s-lossless", kind, index, seed, "t", ok=ok,
-                        failure=None if ok else "connection_lost",
-                        detail=None if ok else "engine exited with SIGKILL during the request")
+        sample = timed_sample(
+            "s", arm, "5s-lossless", kind, index, seed, ok=ok,
+            failure=None if ok else "connection_lost",
+            detail=None if ok else "engine exited with SIGKILL during the request")
         if not ok:
             return Outcome(sample, None, (), None, folder)
         candidate = arm != "b0"
@@ -99,9 +99,9 @@ class StandInArms:
             answer = {"status": CAPTURE_STOPPED_STATUS, "marker": True, **(planted or {})}
             marker = f"{CAPTURE_STOPPED_MARKER}: the capture is written" if answer["marker"] \
                 else "Cancellation in progress"
-            sample = replace(sample, ok=False, failure="http_status", status=answer["status"],
-                             detail=f'HTTP {answer["status"]}: {{"error": {{"message": '
-                                    f'"{marker}"}}}}')
+            sample = sample.model_copy(update={
+                "ok": False, "failure": "http_status", "status": answer["status"],
+                "detail": f'HTTP {answer["status"]}: {{"error": {{"message": "{marker}"}}}}'})
             stopped = answer.get("stopped", {"stage": capture["stage"],
                                              "step": capture["step"]})
         point = np.zeros(8, np.float32) + (1.0 if candidate and not self.same_point else 0.0)
@@ -470,7 +470,7 @@ def test_the_hosted_gate_runs_the_pass_once_its_instance_is_stopped(
     baselines = Baselines()
     baselines.localize = enabled
     gate_runner = lossless.LosslessGateRunner(baselines)
-    watched = Outcome(Sample("s", "cand", "5s-lossless", "quality", 0, 42, "t", ok=True),
+    watched = Outcome(timed_sample("s", "cand", "5s-lossless", "quality", 0, 42, ok=True),
                       {}, (), None, tmp_path / "c")
     made = SimpleNamespace(watched=Outcome(watched.sample, {}, (), None, tmp_path / "b"))
     monkeypatch.setattr(gate_runner, "made", lambda arms: made)

@@ -11,14 +11,14 @@ import pytest
 from ref2va_accept.arms import Outcome
 from ref2va_accept.judging import _lossless as lossless
 from ref2va_accept.media import probe
-from ref2va_accept.timing import Sample
 from tests.media_samples import write_mp4
+from tests.unit.timed_samples import timed_sample
 
 pytestmark = pytest.mark.fast
 
 
 def _outcome(media: dict[str, object] | None) -> Outcome:
-    sample = Sample("s", "b0", "5s-lossless", "quality", 0, 42, "t", ok=True)
+    sample = timed_sample("s", "b0", "5s-lossless", "quality", 0, 42, ok=True)
     return Outcome(sample, media, ())
 
 

@@ -55,7 +55,6 @@ from ref2va_accept.planning import (
     plan_run,
     plan_track,
 )
-from ref2va_accept.timing import Sample
 from tests.unit.plugin_sessions import collect_in_checkout
 from tests.unit.suite_runner import ROOT, campaign_variant
 from tests.unit.terminal_doubles import (
@@ -67,6 +66,7 @@ from tests.unit.terminal_doubles import (
     screen,
     terminal_reporter,
 )
+from tests.unit.timed_samples import timed_sample
 
 pytestmark = pytest.mark.fast
 
@@ -260,12 +260,12 @@ class CountingArms:
             # The candidate well below the target: the protocol runs whole (a candidate no
             # faster than B0 would stop once supported is out of reach).
             seconds = self.latency_s * (1.0 if arm_id == "b0" else 0.4)
-            sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=True,
-                            status=200, latency_s=seconds)
+            sample = timed_sample("s", arm_id, self.plan.track_id, kind, index, seed, ok=True,
+                                  status=200, latency_s=seconds)
             outcome = Outcome(sample, {"video": {}}, ())
         else:
-            sample = Sample("s", arm_id, self.plan.track_id, kind, index, seed, "t", ok=False,
-                            failure="counted", detail="not sent")
+            sample = timed_sample("s", arm_id, self.plan.track_id, kind, index, seed, ok=False,
+                                  failure="counted", detail="not sent")
             outcome = Outcome(sample, None, ())
         self.outcomes.add(outcome)
         return outcome
@@ -328,8 +328,8 @@ def test_hosted_gate_counts_match_the_gate(track: str, campaign: LoadedCampaign,
     engine = arms.start("c")
     arms.starts.clear()
     gate.before(arms, engine)  # type: ignore[arg-type]
-    sample = Sample("s", "c", track, "measured", 0, plan.seeds[0], "t", ok=True, status=200,
-                    latency_s=1.0)
+    sample = timed_sample("s", "c", track, "measured", 0, plan.seeds[0], ok=True, status=200,
+                          latency_s=1.0)
     run = latency_run.InstanceRun("c", 0, measured=[Outcome(sample, {"video": {}}, (),
                                                             media_path=Path("m.mp4"))])
     gate.after(arms, engine, run)  # type: ignore[arg-type]
@@ -495,8 +495,8 @@ def test_plain_end_line_tells_a_planned_capture_stop_from_a_failure(
     reporter = ProgressReporter(Progress(progress_plan()),
                                 Terminal(terminal_reporter(pytestconfig, stream)),
                                 "plain", clock=Clock(), tick_s=None)
-    sample = Sample("s1", "cand", "5s-lossless", "localize", 1, 42, "t", ok=False,
-                    failure="http_status", status=status, detail=detail, latency_s=0.4)
+    sample = timed_sample("s1", "cand", "5s-lossless", "localize", 1, 42, ok=False,
+                          failure="http_status", status=status, detail=detail, latency_s=0.4)
     reporter.on_request_start(REQUEST)
     reporter.on_request_end(REQUEST, Outcome(sample, None, ()))
     text = stream.getvalue()

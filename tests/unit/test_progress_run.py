@@ -52,7 +52,7 @@ FAKE_SCENARIO = '''
 from types import SimpleNamespace
 
 import ref2va_accept.arms._arms as workload
-from ref2va_accept.timing._clock import Sample
+from tests.unit.timed_samples import timed_sample
 
 
 class Client:
@@ -68,8 +68,8 @@ class Client:
         return False
 
     def generate(self, request, *, arm, track, kind, index, seed):
-        return Sample("s1", arm, track, kind, index, seed, "t", ok=False,
-                      failure="connect", detail="fake client"), b""
+        return timed_sample("s1", arm, track, kind, index, seed, ok=False,
+                            failure="connect", detail="fake client"), b""
 
 
 def test_b0_returns_complete_mp4(arms, track_id, monkeypatch):

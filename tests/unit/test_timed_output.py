@@ -20,8 +20,8 @@ from ref2va_accept.judging import (
 )
 from ref2va_accept.judging import _timed_output as timed_output
 from ref2va_accept.planning import TrackPlan, plan_campaign
-from ref2va_accept.timing import Sample
 from tests.media_samples import write_mp4
+from tests.unit.timed_samples import timed_sample
 
 pytestmark = pytest.mark.fast
 
@@ -30,7 +30,7 @@ T = "5s-lossless"
 
 def _outcome(tmp_path: Path, kind: str, frames: int, n: int, seed: int = 42) -> Outcome:
     path = write_mp4(tmp_path / f"{kind}-{frames}-{n}.mp4", frames=frames)
-    sample = Sample(f"{kind}{n}", "c1", T, kind, n, seed, "t", ok=True)
+    sample = timed_sample(f"{kind}{n}", "c1", T, kind, n, seed, ok=True)
     return Outcome(sample, {"video": {}}, (), path)
 
 
@@ -88,7 +88,7 @@ def _lossy_log(tmp_path: Path, **timed: Any) -> OutcomeLog:
     log = OutcomeLog()
     for n, (kind, changes) in enumerate((("quality", {}), ("measured", timed))):
         path = _lossy_mp4(tmp_path / f"{kind}-{n}.mp4", **changes)
-        sample = Sample(f"{kind}{n}", "c1", "5s-lossy", kind, n, 42, "t", ok=True)
+        sample = timed_sample(f"{kind}{n}", "c1", "5s-lossy", kind, n, 42, ok=True)
         log.add(Outcome(sample, {"video": {}}, (), path))
     return log
 
@@ -144,7 +144,7 @@ def test_lossy_timed_output_that_cannot_be_compared_fails(tmp_path: Path) -> Non
 
 def test_lossy_until_both_sides_ran_nothing_is_judged(tmp_path: Path) -> None:
     log = OutcomeLog()
-    sample = Sample("m", "c1", "5s-lossy", "measured", 0, 42, "t", ok=True)
+    sample = timed_sample("m", "c1", "5s-lossy", "measured", 0, 42, ok=True)
     log.add(Outcome(sample, {"video": {}}, (), _lossy_mp4(tmp_path / "m.mp4")))
     assert lossy_timed_output_check(log, "5s-lossy", "c1", _gate()) is None
 
@@ -159,7 +159,7 @@ def test_at_verdict_time_each_candidate_with_both_sides_is_judged_once(tmp_path:
     for n, (arm, kind, frames) in enumerate(((first, "quality", 124), (first, "measured", 120),
                                              (second, "measured", 124))):
         path = write_mp4(tmp_path / f"{arm}-{kind}.mp4", frames=frames)
-        log.add(Outcome(Sample(f"s{n}", arm, T, kind, n, 42, "t", ok=True), {"video": {}}, (),
+        log.add(Outcome(timed_sample(f"s{n}", arm, T, kind, n, 42, ok=True), {"video": {}}, (),
                         path))
     found, problems = judge_timed_outputs(plans, log, [], [T])
     # The first candidate's pair differs; the second has no quality output yet: not judged.
@@ -167,7 +167,7 @@ def test_at_verdict_time_each_candidate_with_both_sides_is_judged_once(tmp_path:
         (first, "timed_output", "fail", "output_differs_when_unobserved")] and problems == []
     assert judge_timed_outputs(plans, log, found, [T]) == ([], [])  # recorded: never again
     assert judge_timed_outputs(plans, log, [], ["5s-lossy"]) == ([], [])  # another track's
-    log.add(Outcome(Sample("s3", second, T, "quality", 3, 42, "t", ok=True), {"video": {}}, (),
+    log.add(Outcome(timed_sample("s3", second, T, "quality", 3, 42, ok=True), {"video": {}}, (),
                     write_mp4(tmp_path / "second-quality.mp4", frames=124)))
     again, _ = judge_timed_outputs(plans, log, found, [T])
     assert [(c.arm, c.status) for c in again] == [(second, "pass")]
@@ -189,7 +189,7 @@ def test_a_comparison_that_raises_leaves_its_check_open_and_the_others_judged(
     log = OutcomeLog()
     for n, kind in enumerate(("quality", "measured")):
         path = write_mp4(tmp_path / f"{kind}.mp4", frames=124)
-        log.add(Outcome(Sample(f"s{n}", second, T, kind, n, 42, "t", ok=True), {"video": {}}, (),
+        log.add(Outcome(timed_sample(f"s{n}", second, T, kind, n, 42, ok=True), {"video": {}}, (),
                         path))
     found, problems = judge_timed_outputs(plans, log, [], [T])
     assert [(c.arm, c.status) for c in found] == [(second, "pass")]

@@ -12,7 +12,7 @@ import logging
 import re
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,10 +37,10 @@ from ref2va_accept.engines import (
     new_nonce,
     start_instance,
 )
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import CheckResult, Sample
 from ref2va_accept.media import MediaProblem, check_media, probe
 from ref2va_accept.planning import Arm, InputFile, TrackPlan
-from ref2va_accept.timing import GenerationRequest, ReferenceFile, Sample, TimedClient
+from ref2va_accept.timing import GenerationRequest, ReferenceFile, TimedClient
 from ref2va_contract.diagnostics import (
     ACCEPTANCE_FIELD,
     CAPTURE_KEY,
@@ -372,8 +372,9 @@ class Arms:
             # A lost connection is most often the engine dying: say how, if it did.
             code = engine.exit_code(wait_s=_EXIT_WAIT_S)
             if code is not None:
-                sample = replace(sample, detail=f"engine exited with {describe_exit(code)} "
-                                                f"during the request; {sample.detail}")
+                sample = sample.model_copy(update={
+                    "detail": f"engine exited with {describe_exit(code)} during the request; "
+                              f"{sample.detail}"})
         engine.snapshot_tree()
         media: dict[str, Any] | None = None
         problems: list[MediaProblem] = []
@@ -383,7 +384,7 @@ class Arms:
             path = self.evidence.write_media(track_id, arm_id,
                                              f"{kind}-{index}-seed{seed}-{sample.sample_id}.mp4",
                                              body)
-            sample = replace(sample, media_file=self.evidence.relative(path))
+            sample = sample.model_copy(update={"media_file": self.evidence.relative(path)})
             try:
                 probed = probe(path)
                 media = probed.json_dict()
@@ -394,10 +395,10 @@ class Arms:
                 "sample_id": sample.sample_id, "file": sample.media_file, "probe": media,
                 "problems": [{"code": p.code, "message": p.message} for p in problems],
             })
-        record = sample.to_dict() | {"request": request.describe().json_dict()}
         if diagnostics is not None:
-            record["dump_dir"] = self.evidence.relative(diagnostics.dump_dir)
-        self.evidence.add_sample(record)
+            sample = sample.model_copy(
+                update={"dump_dir": self.evidence.relative(diagnostics.dump_dir)})
+        self.evidence.add_sample(sample.json_dict())
         outcome = Outcome(sample, media, tuple(problems), path,
                           diagnostics.dump_dir if diagnostics else None)
         self.outcomes.add(outcome)

@@ -10,13 +10,11 @@ A row that was not checked never counts as confirmed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from ref2va_accept.evidence import BringupRow
+from ref2va_accept.evidence import BringupRow, RowKind, RowStatus
 
-RowStatus = Literal["confirmed", "contradicted", "measured", "not_checked"]
 ROW_STATUSES: tuple[RowStatus, ...] = ("contradicted", "not_checked", "measured", "confirmed")
-Kind = Literal["guess", "risk"]
 # A first 15 s request is clear of the server bound with this much headroom left (run-to-run
 # spread on the host and a slower first request after a fresh start).
 BOUND_HEADROOM = 0.8
@@ -25,7 +23,7 @@ BOUND_HEADROOM = 0.8
 @dataclass(frozen=True)
 class Question:
     id: str
-    kind: Kind
+    kind: RowKind
     question: str  # what was assumed, in one line
 
 

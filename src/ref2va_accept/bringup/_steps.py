@@ -220,7 +220,7 @@ class Steps(Judging):
         with TimedClient(engine.base_url, plan.timeouts) as client:
             sample, _ = client.generate(request, arm=ArmRole.B0, track=plan.track_id,
                                         kind="bringup-bad-audio", index=0, seed=plan.seeds[0])
-        self.bundle.add_sample(sample.to_dict() | {"request": request.describe().json_dict()})
+        self.bundle.add_sample(sample.json_dict())
         detail = (sample.detail or "").removeprefix(f"HTTP {sample.status}: ")
         self.data["bad_audio"] = {"status": sample.status, "wording": detail[:300],
                                   "failure": sample.failure}

@@ -16,7 +16,7 @@ from pydantic import model_validator
 
 from ref2va_accept.campaign._fields import StrictModel, env_violations
 from ref2va_accept.campaign._files import raise_violations, read_mapping, validate_model
-from ref2va_accept.engines import EngineKindName
+from ref2va_accept.evidence import EngineKindName
 
 _FLAG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 

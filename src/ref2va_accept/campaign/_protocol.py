@@ -26,6 +26,7 @@ from ref2va_accept.core import (
     DecisionRule,
     Unit,
 )
+from ref2va_accept.evidence import BaselineInstances, Design
 
 # The capture levels of a localization pass (judging/localize): blocks, then inside one block.
 CaptureLevel = Literal["level1", "level2"]
@@ -72,7 +73,7 @@ class Protocol(StrictModel):
     # instances of its own) or "shared" (a track's N B0 instances serve all its candidates: N
     # blocks, each one instance of B0 and of every candidate in an order the order seed draws).
     # Absent means per_candidate, so campaigns frozen before the field existed keep their meaning.
-    baseline_instances: Literal["per_candidate", "shared"] | None = None
+    baseline_instances: BaselineInstances | None = None
     # Warm-ups per instance: at least `warmups`; with `steady_fraction`, more until the last two
     # agree within that fraction of the earlier one, at most `max_warmups` (not reaching it leaves
     # the latency check inconclusive, reason warmup_not_steady).
@@ -80,7 +81,7 @@ class Protocol(StrictModel):
     max_warmups: int | None = Field(default=None, ge=0)
     steady_fraction: float | None = Field(default=None, gt=0, lt=1)
     repeats: int = Field(ge=1)
-    ordering: Literal["interleaved", "AB", "ABBA", "ABA"]
+    ordering: Design
     # The seed of the instances' order: "per_run" draws one for every run and records it in the
     # evidence (a drift pattern that favours one fixed order would favour it in every rerun); an
     # integer fixes it (to replay a run: `pytest --order-seed N` does the same for one session).

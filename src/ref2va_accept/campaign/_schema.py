@@ -34,7 +34,8 @@ from ref2va_accept.campaign.identity import SourcePin, pin_violations
 from ref2va_accept.core import (
     ArmRole,
 )
-from ref2va_accept.engines import EngineKindName, MemoryRelease, engine_kind
+from ref2va_accept.engines import MemoryRelease, engine_kind
+from ref2va_accept.evidence import DeviceKind, EngineKindName
 from ref2va_accept.quality import WEIGHT_NAMES, unknown_weight_message
 from ref2va_contract.launch import DECLARED_TIME_ENV
 
@@ -190,7 +191,7 @@ class EngineSpec(StrictModel):
 
 
 class DeviceSpec(StrictModel):
-    kind: Literal["none", "npu", "cuda"]
+    kind: DeviceKind
     visible: list[int] = []
     visibility_env: str | None = None
     # The wait for device memory to return to idle after each instance (engines/_device_memory.py).

@@ -30,6 +30,7 @@ from ref2va_accept.evidence import (
     EvidenceBundle,
     LosslessGateCheck,
     LosslessGateData,
+    RunStatus,
     new_run_id,
     read_bundle_file,
 )
@@ -102,7 +103,7 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
     bundle = EvidenceBundle.create(root, f"localize-{new_run_id()}", sanitizer)
     registry = InstanceRegistry()
     arms = Arms(campaign, plan, bundle, registry)
-    status = "complete"
+    status: RunStatus = "complete"
     try:
         b0_dir, cand_dir = (_dump_dir(run, evidence, track, a) for a in (ArmRole.B0, candidate))
         result = LocalizationPass(

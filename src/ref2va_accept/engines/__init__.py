@@ -31,7 +31,6 @@ from ref2va_accept.engines._kinds import (
     KINDS,
     REFERENCE,
     VLLM_OMNI,
-    EngineKindName,
     engine_kind,
 )
 from ref2va_accept.engines._leftovers import (
@@ -55,7 +54,6 @@ __all__ = [
     "DeviceProbe",
     "DeviceSnapshot",
     "EngineInstance",
-    "EngineKindName",
     "InstanceRegistry",
     "LaunchSpec",
     "MemoryGuard",

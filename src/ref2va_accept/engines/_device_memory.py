@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,7 @@ from ref2va_accept.core import Check, CheckStatus, Reason
 from ref2va_accept.engines._devices import DeviceProbe, DeviceSnapshot, probe_for
 from ref2va_accept.evidence import (
     CheckResult,
+    DeviceKind,
     DeviceMemoryMeasured,
     DeviceMemoryNotApplicable,
     IdleLevel,
@@ -131,7 +132,7 @@ def wait_for_release(probe: DeviceProbe, devices: Sequence[int], idle: IdleLevel
 class MemoryGuard:
     """The session's wait between instances: idle read once, a wait after every stop."""
 
-    kind: Literal["none", "npu", "cuda"]
+    kind: DeviceKind
     devices: tuple[int, ...]
     spec: MemoryRelease
     probe: DeviceProbe
@@ -141,7 +142,7 @@ class MemoryGuard:
     waits: list[MemoryWait] = field(default_factory=list)
 
     @classmethod
-    def for_devices(cls, kind: Literal["none", "npu", "cuda"], visible: Sequence[int],
+    def for_devices(cls, kind: DeviceKind, visible: Sequence[int],
                     spec: MemoryRelease) -> MemoryGuard:
         """The guard of a campaign's devices, probing them with the tool of their kind."""
         return cls(kind, tuple(visible), spec, probe_for(kind, visible))

@@ -15,7 +15,9 @@ import subprocess
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
+
+from ref2va_accept.evidence import DeviceKind
 
 log = logging.getLogger(__name__)
 
@@ -319,7 +321,7 @@ class NoDeviceProbe:
         return DeviceSnapshot("none", True, (), (), {}, None, _sha(""))
 
 
-def probe_for(kind: Literal["none", "npu", "cuda"], visible: Sequence[int]) -> DeviceProbe:
+def probe_for(kind: DeviceKind, visible: Sequence[int]) -> DeviceProbe:
     if kind == "none":
         return NoDeviceProbe()
     if kind == "npu":

@@ -14,12 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
 
 from ref2va_contract.launch import ENGINE_KINDS, REFERENCE_ENGINE, VLLM_OMNI_ENGINE
-
-# For pydantic fields; equal to ref2va_contract.launch.ENGINE_KINDS (a test checks).
-EngineKindName = Literal["reference", "vllm-omni"]
 
 
 @dataclass(frozen=True)

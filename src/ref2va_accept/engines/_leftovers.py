@@ -23,11 +23,11 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Final
 
 import psutil
 
-from ref2va_accept.evidence import Leftover
+from ref2va_accept.evidence import Leftover, RunStatus
 from ref2va_contract.launch import INSTANCE_TAG_ENV, JUDGE_ENV
 
 _REAP_WAIT_S = 10.0
@@ -153,7 +153,7 @@ def start_reaper(run_id: str, grace_s: float, folder: Path | None = None,
 
 
 DONE = b"done\n"  # what a judge that ends normally writes to its reaper before closing the pipe
-KILLED = "killed"  # the final status of a run whose judge died
+KILLED: Final[RunStatus] = "killed"  # the final status of a run whose judge died
 
 
 def finish_dead_run(folder: Path, repo: Path, evidence_root: Path) -> bool:

@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ref2va_accept import __version__
 from ref2va_accept.core import WriteFailed, append_line, atomic_write, write_new
 from ref2va_accept.evidence._bundle_records import SCHEMA_VERSION, Bundle, bundle_text
 from ref2va_accept.evidence._checks import CheckResult, TrackVerdict
+from ref2va_accept.evidence._closed_sets import RunStatus
 from ref2va_accept.evidence._host_records import Instance
 from ref2va_accept.evidence._latency_records import Sample
 from ref2va_accept.evidence._log import (
@@ -60,7 +61,8 @@ __all__ = ["SCHEMA", "SCHEMA_PATH", "WRITE_FAILED", "EvidenceBundle", "new_run_i
 
 SCHEMA = SCHEMA_VERSION
 SCHEMA_PATH = Path(__file__).parents[1] / "schemas" / "evidence.schema.json"
-WRITE_FAILED = "failed_write"  # the final status of a run that could not write its evidence
+# The final status of a run that could not write its evidence.
+WRITE_FAILED: Final[RunStatus] = "failed_write"
 _PACKAGES = ("pytest", "pytest-html", "httpx", "av", "numpy", "pydantic", "psutil", "torch")
 
 def new_run_id() -> str:
@@ -281,7 +283,8 @@ class EvidenceBundle:
         return self.folder / sample.media_file if sample.media_file else None
 
     # -- end of run ------------------------------------------------------------------------------
-    def finish(self, status: str, judge: Callable[[list[CheckResult]], list[TrackVerdict]]) -> None:
+    def finish(self, status: RunStatus,
+               judge: Callable[[list[CheckResult]], list[TrackVerdict]]) -> None:
         """The verdicts and the final status (`failed_write` once any write failed), recorded
         as far as the disk allows: an event that cannot be appended is still applied to the
         projection, so that evidence.json (if it can be written) and the report say it."""

@@ -23,7 +23,7 @@ from pydantic import (
 
 from ref2va_accept.core import CHECK_REASON_CATEGORIES, Check, CheckStatus, Reason
 from ref2va_accept.evidence._base import JsonNumber, Number, Record, Timestamp
-from ref2va_accept.evidence._closed_sets import DeviceKind, PartingKind
+from ref2va_accept.evidence._closed_sets import DeviceKind, DivergenceKind
 from ref2va_accept.evidence._host_records import IdentityRow
 from ref2va_accept.evidence._latency_records import LatencyData, LatencyStopped
 from ref2va_accept.evidence._media_records import (
@@ -235,7 +235,7 @@ class DivergenceRecord(Record):
     """Where the candidate's capture log first parts from B0's, as the evidence records it
     (judging.localize._capture.Divergence, its calls named by their labels)."""
 
-    kind: PartingKind
+    kind: DivergenceKind
     module: str | None
     b0: str | None
     candidate: str | None

@@ -13,7 +13,7 @@ from ref2va_accept.evidence._base import Number, Record
 from ref2va_accept.evidence._checks import CheckResult
 from ref2va_accept.evidence._closed_sets import (
     DeviceKind,
-    EngineKind,
+    EngineKindName,
     IdentityStatus,
     RowKind,
     RowStatus,
@@ -81,7 +81,7 @@ class Campaign(Record):
 
     name: str
     file: str
-    engine_kind: EngineKind
+    engine_kind: EngineKindName
     source_pin: dict[str, Any]
     canonical: dict[str, Any] = Field(description="the campaign as frozen (canonical form)")
     freeze: Freeze
@@ -206,7 +206,7 @@ class HostIdentity(Record):
     """The identity preflight: each engine.source_pin field beside the host's value (built by
     campaign.identity.preflight)."""
 
-    engine_kind: EngineKind
+    engine_kind: EngineKindName
     ok: bool  # every row a match
     rows: list[IdentityRow]
 

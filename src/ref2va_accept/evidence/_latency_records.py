@@ -56,8 +56,10 @@ class RequestRecord(Record):
 
 
 class Sample(Record):
-    """One timed request and what came back (timing.Sample.to_dict with its `request`); the
-    payload of a `sample` event and a line of samples.jsonl."""
+    """One timed request and what came back (timing.TimedClient.generate builds it, the
+    request as sent included); the payload of a `sample` event and a line of samples.jsonl."""
+
+    model_config = ConfigDict(frozen=True)
 
     sample_id: str
     arm: str

@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from ref2va_accept.campaign import LossyGate
-from ref2va_accept.evidence import GateError, RelativeError, ScoreRecord, WeightRecord
+from ref2va_accept.evidence import (
+    GateDecision,
+    GateError,
+    RelativeError,
+    ScoreRecord,
+    WeightRecord,
+)
 from ref2va_accept.quality import relative_errors
 
-WITHIN, BROKEN, OPEN = "within", "broken", "open"
+WITHIN: Final[GateDecision] = "within"
+BROKEN: Final[GateDecision] = "broken"
+OPEN: Final[GateDecision] = "open"
 
 
 def _gated_errors(errors: Sequence[RelativeError], gate: LossyGate) -> list[RelativeError]:
@@ -65,7 +73,7 @@ def fidelity_below(fidelity: dict[str, Any], gate: LossyGate) -> tuple[list[str]
     return low, []
 
 
-def decide(error: RelativeError, threshold: float) -> str:
+def decide(error: RelativeError, threshold: float) -> GateDecision:
     """One dimension of one seed: within the threshold, broken (at or above it), or open."""
     if error.error is None or math.isnan(error.error):
         return OPEN

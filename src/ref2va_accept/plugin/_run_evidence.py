@@ -19,7 +19,13 @@ import pytest
 from ref2va_accept.arms import scenario_item
 from ref2va_accept.campaign import quality_class
 from ref2va_accept.core import Ref2VAError, WriteFailed
-from ref2va_accept.evidence import WRITE_FAILED, EvidenceBundle, TrackVerdict, new_run_id
+from ref2va_accept.evidence import (
+    WRITE_FAILED,
+    EvidenceBundle,
+    RunStatus,
+    TrackVerdict,
+    new_run_id,
+)
 from ref2va_accept.history import LEDGER_ENV, candidate_entries, ledger_path, read_ledger, run_entry
 from ref2va_accept.history import append as append_to_ledger
 from ref2va_accept.judging import judge
@@ -163,7 +169,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     engines.stop_all(session.config)
     if state.bundle is not None:
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-        status = "stopped" if state.stopped else "interrupted" if interrupted else "complete"
+        status: RunStatus = ("stopped" if state.stopped else "interrupted" if interrupted
+                             else "complete")
         state.bundle.finish(status, state.verdicts)
         _append_to_ledger(session.config, state)
 

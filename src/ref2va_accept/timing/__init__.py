@@ -9,7 +9,6 @@ from ref2va_accept.timing._clock import (
     ClientTimeouts,
     GenerationRequest,
     ReferenceFile,
-    Sample,
     TimedClient,
 )
 from ref2va_accept.timing._replication import (
@@ -44,7 +43,6 @@ __all__ = [
     "InstanceTimes",
     "LatencySettings",
     "ReferenceFile",
-    "Sample",
     "TimedClient",
     "arm_values",
     "candidate_schedule",

@@ -3,8 +3,8 @@
 The clock (monotonic) starts just before the request is handed to the transport and stops after
 the last body byte arrived. Building the multipart body, opening the connection, hashing and
 writing the MP4 happen outside the clock. Every outcome, including non-200, timeouts, lost
-connections and truncated bodies, comes back as a Sample with a reason; the harness never loses a
-sample to an exception.
+connections and truncated bodies, comes back as the evidence's Sample with a reason; the harness
+never loses a sample to an exception.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
-from ref2va_accept.evidence import RequestRecord
+from ref2va_accept.evidence import RequestRecord, Sample
 from ref2va_contract.api import (
     HEALTH_ROUTE,
     INFERENCE_TIME_HEADER,
@@ -93,38 +93,6 @@ class GenerationRequest:
 
 
 @dataclass(frozen=True)
-class Sample:
-    """One timed request and what came back."""
-
-    sample_id: str
-    arm: str
-    track: str
-    kind: str
-    index: int
-    seed: int | None
-    started_at: str
-    ok: bool
-    failure: str | None = None
-    detail: str | None = None
-    status: int | None = None
-    latency_s: float | None = None
-    ttfb_s: float | None = None
-    body_bytes: int = 0
-    sha256: str | None = None
-    content_type: str | None = None
-    server_request_id: str | None = None
-    server_model: str | None = None
-    inference_time_s: float | None = None
-    stage_durations: dict[str, Any] | None = None
-    peak_memory_mb: float | None = None
-    media_file: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class Timing:
     """Where one request ended up, before it becomes a Sample."""
 
@@ -144,8 +112,9 @@ class ClientTimeouts:
 
 
 def _server_fields(headers: Mapping[str, str]) -> dict[str, Any]:
-    """The server's own timing headers; an unparsable value is kept verbatim under `extra`."""
-    out: dict[str, Any] = {}
+    """The server's own timing headers (None where absent: the sample writes every key); an
+    unparsable value is kept verbatim under `extra`."""
+    out: dict[str, Any] = dict.fromkeys(SERVER_HEADERS.values()) | {"extra": {}}
     unparsed: dict[str, str] = {}
     for header, name in SERVER_HEADERS.items():
         raw = headers.get(header)
@@ -285,7 +254,8 @@ class TimedClient:
         index: int,
         seed: int | None = None,
     ) -> tuple[Sample, bytes]:
-        """One timed sync generation. Returns the sample and the body (the MP4 when ok)."""
+        """One timed sync generation. Returns the sample (the request as sent with it) and the
+        body (the MP4 when ok)."""
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         timing = self.timed_post(SYNC_VIDEO_ROUTE, request)
         content_type = timing.headers.get("content-type")
@@ -309,6 +279,8 @@ class TimedClient:
             body_bytes=len(timing.body),
             sha256=hashlib.sha256(timing.body).hexdigest() if timing.body else None,
             content_type=content_type,
+            media_file=None,
+            request=request.describe(),
             **_server_fields(timing.headers),
         )
         return sample, timing.body

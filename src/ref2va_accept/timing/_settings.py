@@ -4,9 +4,9 @@ latency gate) reads of a track's plan, kept below the plan so that it needs noth
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from ref2va_accept.core import DecisionRule, Unit
+from ref2va_accept.evidence import BaselineInstances, Design, DeviceKind
 
 
 @dataclass(frozen=True)
@@ -16,12 +16,12 @@ class LatencySettings:
     replication: Unit
     instances_per_arm: int | None  # the instance design's N; None in the request design
     # B0's instances serve one candidate each, or all the track's candidates (latency_schedule)
-    baseline_instances: Literal["per_candidate", "shared"]
+    baseline_instances: BaselineInstances
     warmups: int  # the least per instance
     max_warmups: int  # the most per instance (= warmups without a steady-state rule)
     steady_fraction: float | None  # last two warm-ups agree within it; None: a fixed count
     repeats: int  # measured requests per instance
-    ordering: Literal["interleaved", "AB", "ABBA", "ABA"]
+    ordering: Design
     order_seed: int  # the run's (drawn per run, or the campaign's fixed seed)
     pause_s: float
     drift_tolerance: float
@@ -30,7 +30,7 @@ class LatencySettings:
     decision_rule: DecisionRule
     caching_probe_requests: int
     caching_margin: float
-    device_kind: Literal["none", "npu", "cuda"]
+    device_kind: DeviceKind
     devices: tuple[int, ...]
     order_drawn: bool = False  # the seed was drawn for this run (protocol.order_seed: per_run)
     # Denoising steps of every warm-up (a demonstrated cheap warm-up); None: the track's own.

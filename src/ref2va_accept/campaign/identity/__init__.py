@@ -30,7 +30,6 @@ from ref2va_accept.campaign.identity._parsers import (
 from ref2va_accept.campaign.identity._pin import (
     IdentityToolMissing,
     SourcePin,
-    Status,
     VllmOmniSource,
     flatten_pin,
     pin_violations,
@@ -67,7 +66,6 @@ __all__ = [
     "MetadataSource",
     "Runner",
     "SourcePin",
-    "Status",
     "VllmOmniSource",
     "compare",
     "flatten_pin",

@@ -8,13 +8,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, is_placeholder
-from ref2va_accept.engines import EngineKindName
-from ref2va_accept.evidence import CheckResult, HostIdentity, IdentityRow
+from ref2va_accept.evidence import (
+    CheckResult,
+    EngineKindName,
+    HostIdentity,
+    IdentityRow,
+    IdentityStatus,
+)
 
 if TYPE_CHECKING:
     from ref2va_accept.campaign._loaded import LoadedCampaign
 
-from ref2va_accept.campaign.identity._pin import Status, flatten_pin
+from ref2va_accept.campaign.identity._pin import flatten_pin
 from ref2va_accept.campaign.identity._probes import HostProbes, HostValue, read_host
 
 log = logging.getLogger(__name__)
@@ -32,7 +37,7 @@ def compare(kind: EngineKindName, frozen: Mapping[str, str], host: Mapping[str, 
     rows: list[IdentityRow] = []
     for name, value in frozen.items():
         seen = host.get(name, HostValue(None, "no probe"))
-        status: Status
+        status: IdentityStatus
         if is_placeholder(value):
             status = "unfilled"
         elif seen.value is None:
@@ -57,7 +62,7 @@ def import_rows(frozen: Mapping[str, str], probes: HostProbes) -> tuple[Identity
         if name not in frozen:
             continue
         seen = probes.importable(module)
-        status: Status = "match" if seen.value == "importable" else "not found"
+        status: IdentityStatus = "match" if seen.value == "importable" else "not found"
         rows.append(IdentityRow(field=f"import {module}", frozen="importable", host=seen.value,
                                 status=status, source=seen.source))
     return tuple(rows)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     BaseModel,
@@ -24,9 +24,6 @@ if TYPE_CHECKING:
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
-
-Status = Literal["match", "DRIFT", "unfilled", "not found"]
-
 
 class IdentityToolMissing(Ref2VAError):
     """A tool the campaign's identity pin needs is not on this host (nothing was started)."""

@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ref2va_accept.core import LocalizeError
+from ref2va_accept.evidence import DivergenceKind
 from ref2va_contract.diagnostics import CAPTURE_LOG_FILE
 
 
@@ -90,16 +91,12 @@ def read_log(folder: Path) -> list[Call]:
     return calls
 
 
-Kind = Literal["differs", "inputs_differ", "not_run", "uncovered", "only_in_candidate", "order",
-               "none"]
-
-
 @dataclass(frozen=True)
 class Divergence:
     """Where the candidate's capture log first parts from B0's: the first call that differs,
     was not run, or runs out of order (``none``: every call equal, in the same order)."""
 
-    kind: Kind
+    kind: DivergenceKind
     b0: Call | None  # B0's call at the parting (None: only in the candidate)
     candidate: Call | None
     before: Call | None  # the last call equal in both before it
@@ -233,7 +230,7 @@ def divergence(b0: list[Call], candidate: list[Call]) -> Divergence:
         position += 1
         differing = differing_output(call, other)
         if differing is not None:
-            kind: Kind = "differs" if _same_inputs(call, other) else "inputs_differ"
+            kind: DivergenceKind = "differs" if _same_inputs(call, other) else "inputs_differ"
             return Divergence(kind, call, other, before, differing)
         before = call
     if position < len(candidate):
