@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -17,8 +17,6 @@ from pydantic import (
 from ref2va_accept.core import Ref2VAError, is_placeholder
 from ref2va_accept.engines import KINDS, REFERENCE
 
-if TYPE_CHECKING:
-    pass
 
 
 
