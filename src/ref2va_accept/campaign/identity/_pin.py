@@ -17,9 +17,6 @@ from pydantic import (
 from ref2va_accept.core import Ref2VAError, is_placeholder
 from ref2va_accept.engines import KINDS, REFERENCE
 
-
-
-
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
