@@ -25,6 +25,7 @@ from ref2va_accept.evidence import (
     FidelityFigures,
     Record,
     RelativeError,
+    json_number,
 )
 from ref2va_accept.media import FrameCount, open_mp4, probe
 from ref2va_accept.planning import plan_option
@@ -35,7 +36,6 @@ from ref2va_accept.quality import (
     compare_audio,
     compare_videos,
     decode_audio,
-    json_number,
     relative_errors,
     score_video_counted,
 )

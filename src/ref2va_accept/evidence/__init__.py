@@ -4,7 +4,7 @@ bundle a run writes as it goes, and the scrubbing of identifiers and secrets.
 The modules are private; the other stages import these names from here.
 """
 
-from ref2va_accept.evidence._base import JsonNumber, Number, Record
+from ref2va_accept.evidence._base import JsonNumber, Number, Record, json_number
 from ref2va_accept.evidence._budget_records import (
     Authorization,
     Budget,
@@ -266,6 +266,7 @@ __all__ = [
     "WeightRecord",
     "bundle_text",
     "check_record",
+    "json_number",
     "new_run_id",
     "package_versions",
     "payload",

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
-__all__ = ["JsonNumber", "Number", "OpenRecord", "Record", "Sha256", "Timestamp"]
+__all__ = ["JsonNumber", "Number", "OpenRecord", "Record", "Sha256", "Timestamp", "json_number"]
 
 
 class Record(BaseModel):
@@ -37,9 +37,10 @@ class OpenRecord(Record):
 Number: TypeAlias = Annotated[int | float, WithJsonSchema({"type": "number"})]
 
 
-def _spelt_out(value: int | float | str) -> int | float | str:
-    # Strict JSON has no NaN or Infinity: "nan", "inf", "-inf" keep them unambiguous where a
-    # null would read as "missing".
+def json_number(value: int | float | str | None) -> int | float | str | None:
+    """A figure as JSON can hold it: strict JSON has no NaN or Infinity, so a non-finite float is
+    spelt out as "nan", "inf" or "-inf" (unambiguous where a null would read as "missing");
+    anything else as it is."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value
@@ -49,7 +50,7 @@ def _spelt_out(value: int | float | str) -> int | float | str:
 # a record built with a non-finite float writes it as that string.
 JsonNumber: TypeAlias = Annotated[
     int | float | Literal["inf", "-inf", "nan"],
-    PlainSerializer(_spelt_out, when_used="json"),
+    PlainSerializer(json_number, when_used="json"),
     WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]})]
 Timestamp: TypeAlias = Annotated[
     str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")]

@@ -19,14 +19,13 @@ sanitized evidence.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ref2va_accept.arms import OutcomeLog
 from ref2va_accept.core import Check, CheckStatus, MediaError, QualityClass, Reason, Ref2VAError
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import CheckResult, json_number
 from ref2va_accept.judging._decoded import compare_decoded_mp4
 
 if TYPE_CHECKING:
@@ -164,7 +163,7 @@ def _lossy_pair(rule: dict[str, Any], seed: int | None, scored: Path, timed: Pat
         return entry | {"identical": False, "error": str(exc)}, [f"not comparable: {exc}"]
     figures = {"psnr_db": float(video.psnr_db), "ssim_mean": float(video.ssim_mean),
                "audio_snr_db": float(audio.snr_db)}
-    shown = {k: v if math.isfinite(v) else str(v) for k, v in figures.items()}
+    shown = {k: json_number(v) for k, v in figures.items()}
     return entry | {"identical": False, **shown}, _beyond(rule, figures)
 
 

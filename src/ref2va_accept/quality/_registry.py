@@ -9,14 +9,13 @@ label, and is gated only against B0 scored by the same proxy.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ref2va_accept.core import Ref2VAError, tree_sha256
-from ref2va_accept.evidence import ScoreKind, ScoreRecord, ScoreStatus, WeightRecord
+from ref2va_accept.evidence import ScoreKind, ScoreRecord, ScoreStatus, WeightRecord, json_number
 from ref2va_accept.quality._known_standins import stand_in_name
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "ScorerError",
     "ScorerInfo",
     "error_score",
-    "json_number",
     "ok_score",
     "open_score",
     "scorer",
@@ -51,13 +49,6 @@ class ScorerInfo:
 
     def with_weights(self, weights: tuple[WeightRecord, ...]) -> ScorerInfo:
         return ScorerInfo(self.id, self.version, self.kind, self.dimension, weights)
-
-
-def json_number(value: float | None) -> float | str | None:
-    """JSON has no infinity or NaN; reports spell them out rather than emit invalid JSON."""
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def _jsonable(value: Any) -> Any:
