@@ -20,6 +20,7 @@ from ref2va_accept.planning import plan_track
 from ref2va_accept.quality import score_frames
 from ref2va_accept.quality._standins import make_standins
 from ref2va_accept.quality._weight_names import VBENCH_LAYOUT
+from tests.unit.standin_store import lay_out_standins
 from tests.unit.suite_runner import ROOT, campaign_variant
 
 # Large scorer models: the selftest runs these after the timed self-tests (./ref2va).
@@ -37,7 +38,7 @@ def clip_standins(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with the CLIP ViT-B/32 stand-in, made once for the tests that only read it
     (seconds of CPU each time; the tests of `scorers standins` make their own)."""
     folder = tmp_path_factory.mktemp("clip-standins")
-    make_standins(folder, ["clip_vitb32"])
+    lay_out_standins(tmp_path_factory, folder, ["clip_vitb32"])
     return folder
 
 

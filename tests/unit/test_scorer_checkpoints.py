@@ -19,6 +19,7 @@ from ref2va_accept.quality._libraries import submodule
 from ref2va_accept.quality._registry import ScorerError
 from ref2va_accept.quality._standins import make_standins
 from ref2va_accept.quality._weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
+from tests.unit.standin_store import lay_out_standins
 
 # Large scorer models: the selftest runs these after the timed self-tests (./ref2va).
 pytestmark = pytest.mark.heavy
@@ -33,7 +34,7 @@ CPU_NAMES = ("dino_vitb16", "clip_vitb32", "laion_aesthetic", "raft", "amt_s")
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("vbench-cache")
-    make_standins(folder, CPU_NAMES)
+    lay_out_standins(tmp_path_factory, folder, CPU_NAMES)
     return folder
 
 

@@ -30,7 +30,7 @@ import pytest
 from ref2va_accept.cli import default_paths
 from ref2va_accept.quality import score_frames
 from ref2va_accept.quality._consistency import load_reference_image
-from ref2va_accept.quality._standins import make_standins
+from tests.unit.standin_store import lay_out_standins
 
 ROOT = Path(__file__).resolve().parents[2]
 RELATIVE = 1e-6
@@ -102,7 +102,7 @@ def compared(vbench_python: str, tmp_path_factory: pytest.TempPathFactory
              ) -> tuple[dict[str, Any], dict[str, Any]]:
     folder = tmp_path_factory.mktemp("upstream")
     cache = folder / "vbench-cache"
-    make_standins(cache, HERE)
+    lay_out_standins(tmp_path_factory, cache, HERE)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     made = subprocess.run([vbench_python, "-m", "ref2va_accept.cli", "scorers", "standins",
                            str(cache), "--names", "musiq_spaq,dreamsim"], cwd=ROOT, env=env,

@@ -1,0 +1,45 @@
+"""The session's store of stand-ins (tests/unit/standin_store.py): built once, linked into each
+folder as make_standins lays it out, and built again where a test moved one of its files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ref2va_accept.quality._known_standins import WRITTEN_LIST
+from ref2va_accept.quality._standins import make_standins
+from ref2va_accept.quality._weight_names import VBENCH_LAYOUT
+from tests.unit.standin_store import lay_out_standins, store_folder
+
+# It builds a (small) stand-in with torch, as its siblings build large ones.
+pytestmark = pytest.mark.heavy
+
+pytest.importorskip("torch")
+
+NAME = "laion_aesthetic"  # one linear layer: the cheapest stand-in to build
+
+
+def test_two_folders_share_one_build_and_read_as_a_build_of_their_own(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    built = make_standins(tmp_path / "built", [NAME])  # what a build of its own leaves
+    first = lay_out_standins(tmp_path_factory, tmp_path / "a", [NAME])
+    second = lay_out_standins(tmp_path_factory, tmp_path / "b", [NAME])
+    assert [s.sha256 for s in first] == [s.sha256 for s in second] == [s.sha256 for s in built]
+    assert first[0].path == tmp_path / "a" / VBENCH_LAYOUT[NAME]
+    assert first[0].path.stat().st_ino == second[0].path.stat().st_ino  # one file on disk
+    for folder in ("a", "b", "built"):  # each folder lists its stand-in, as a build does
+        listed = json.loads((tmp_path / folder / WRITTEN_LIST).read_text())
+        assert json.loads((tmp_path / "built" / WRITTEN_LIST).read_text()) == listed
+
+
+def test_a_store_file_rewritten_in_place_is_built_again(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    first = lay_out_standins(tmp_path_factory, tmp_path / "a", [NAME])[0]
+    stored = store_folder(tmp_path_factory) / VBENCH_LAYOUT[NAME]
+    stored.write_bytes(b"rewritten in place")  # what a test must not do to a linked file
+    again = lay_out_standins(tmp_path_factory, tmp_path / "b", [NAME])[0]
+    assert again.sha256 == make_standins(tmp_path / "built", [NAME])[0].sha256
+    assert again.path.stat().st_ino != first.path.stat().st_ino
+    assert first.path.read_bytes() == b"rewritten in place"  # the link it had shares the damage
