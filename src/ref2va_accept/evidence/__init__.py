@@ -26,11 +26,12 @@ from ref2va_accept.evidence._bundle import (
 from ref2va_accept.evidence._bundle_records import (
     Bundle,
     Event,
-    VerdictRecord,
+    TrackVerdict,
     bundle_text,
     schema_text,
+    stand_in_label,
 )
-from ref2va_accept.evidence._checks import CheckResult, TrackVerdict, stand_in_label
+from ref2va_accept.evidence._checks import CheckResult
 from ref2va_accept.evidence._checks_records import (
     B0MediaCheck,
     BaselineDeterminismData,
@@ -261,7 +262,6 @@ __all__ = [
     "TailClaim",
     "TrackNeed",
     "TrackVerdict",
-    "VerdictRecord",
     "VideoStream",
     "WeightRecord",
     "bundle_text",
