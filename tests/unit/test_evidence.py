@@ -87,7 +87,8 @@ def _full_run(root: Path) -> EvidenceBundle:
                                          "reason": "no accelerator is assigned"})
     bundle.note(f"written under {root}")
     bundle.finish("complete", lambda checks: [TrackVerdict(
-        T, "c1", "inconclusive", ("open_checks",), ("latency_ratio",), {"latency_ratio": "open"})])
+        track=T, candidate="c1", verdict="inconclusive", reasons=("open_checks",),
+        open_checks=("latency_ratio",), checks={"latency_ratio": "open"})])
     bundle.sanitize_files()
     return bundle
 
@@ -214,7 +215,7 @@ def test_the_schema_knows_exactly_the_judges_vocabulary() -> None:
     envelope = defs["check"]["allOf"][0]["properties"]
     assert envelope["name"] == {"$ref": "#/$defs/Check"}
     assert envelope["status"] == {"$ref": "#/$defs/CheckStatus"}
-    assert defs["VerdictRecord"]["properties"]["checks"]["additionalProperties"] == {
+    assert defs["TrackVerdict"]["properties"]["checks"]["additionalProperties"] == {
         "$ref": "#/$defs/CheckStatus"}
     # Every check of the vocabulary has its own class, selected by its name.
     mapping = defs["AnyCheck"]["discriminator"]["mapping"]

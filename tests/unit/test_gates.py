@@ -61,7 +61,8 @@ def test_validity_comes_before_a_defect_then_open_then_the_latency_result() -> N
     ("supported", GateOutcome.PASSED), ("failed", GateOutcome.FAILED),
     ("inconclusive", GateOutcome.INCONCLUSIVE)])
 def test_a_track_verdict_maps_to_the_same_outcomes(verdict: str, outcome: GateOutcome) -> None:
-    v = TrackVerdict(T, "c1", verdict, (Reason.DRIFT,), (Check.TIMED_OUTPUT,), {})  # type: ignore[arg-type]
+    v = TrackVerdict(track=T, candidate="c1", verdict=verdict, reasons=(Reason.DRIFT,),
+                     open_checks=(Check.TIMED_OUTPUT,), checks={})  # type: ignore[arg-type]
     result = GateResult.from_verdict(v)
     assert result.outcome is outcome
     assert result.message == "reasons: drift; open: timed_output"

@@ -201,7 +201,7 @@ def test_undeclared_stand_in_scores_give_no_lossy_verdict_better_than_inconclusi
     assert verdict.reasons[0] is Reason.UNDECLARED_STAND_IN_WEIGHTS
     assert verdict.note == weights.detail  # why, in one line
     assert verdict.stand_in_weights == ("ViT-B-32.pt",)
-    assert verdict.to_dict()["stand_in_weights"] == ["ViT-B-32.pt"]
+    assert verdict.json_dict_full()["stand_in_weights"] == ["ViT-B-32.pt"]
 
 
 def test_declared_stand_in_scores_decide_but_the_verdict_is_labelled() -> None:
@@ -222,10 +222,11 @@ def test_declared_stand_in_scores_decide_but_the_verdict_is_labelled() -> None:
 
 def test_every_view_of_a_verdict_labels_stand_in_scores(tmp_path: Path) -> None:
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run-a", Sanitizer((), ()))
-    row = TrackVerdict(T, "c1", "supported", ("latency_supported",), (), {},
+    row = TrackVerdict(track=T, candidate="c1", verdict="supported",
+                       reasons=("latency_supported",), open_checks=(), checks={},
                        stand_in_weights=("ViT-B-32.pt",))
-    bundle.verdicts = [row, TrackVerdict("15s-lossy", "c1", "failed", ("latency_failed",),
-                                         (), {})]
+    bundle.verdicts = [row, TrackVerdict(track="15s-lossy", candidate="c1", verdict="failed",
+                                         reasons=("latency_failed",), open_checks=(), checks={})]
     page = verdict_table_html(bundle)
     assert page.count("STAND-IN scores (ViT-B-32.pt): seeded random weights, not VBench's") == 1
     # The campaign record in the report, from the ledger's entries.
@@ -259,9 +260,11 @@ def test_the_terminal_summary_labels_stand_in_scores(tmp_path: Path) -> None:
 
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run-a", Sanitizer((), ()))
     bundle.verdicts = [
-        TrackVerdict(T, "c1", "inconclusive", ("undeclared_stand_in_weights",), (), {},
+        TrackVerdict(track=T, candidate="c1", verdict="inconclusive",
+                     reasons=("undeclared_stand_in_weights",), open_checks=(), checks={},
                      stand_in_weights=("ViT-B-32.pt",)),
-        TrackVerdict("15s-lossy", "c1", "failed", ("latency_failed",), (), {})]
+        TrackVerdict(track="15s-lossy", candidate="c1", verdict="failed",
+                     reasons=("latency_failed",), open_checks=(), checks={})]
     lines: list[str] = []
     reporter = SimpleNamespace(write_sep=lambda *_: None, write_line=lines.append)
     state = SimpleNamespace(bundle=bundle, display=lambda p: "evidence/run-a")

@@ -9,13 +9,12 @@ than B0 stops once `supported` is out of reach, while B0 goes on for the others;
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ref2va_accept.core import Check, Reason
+from ref2va_accept.core import Check, Reason, Verdict
 from ref2va_accept.evidence import CheckResult
 from ref2va_accept.judging import LatencySchedules, judge, quality_stop, run_latency
 from tests.unit.latency_doubles import TRACK, ChosenLatencyArms, plan_910c, run_state
@@ -170,7 +169,7 @@ def test_holm_keeps_a_family_of_candidates_to_alpha() -> None:
     from ref2va_accept.judging import family_wise
 
     checks = [*_supported("a", 0.001), *_supported("b", 0.03), *_supported("c", 0.2)]
-    rows = [dataclasses.replace(judge(TRACK, "lossless", c, checks), verdict="supported")
+    rows = [judge(TRACK, "lossless", c, checks).model_copy(update={"verdict": Verdict.SUPPORTED})
             for c in ("a", "b", "c")]
     holm = {r.candidate: r.holm for r in family_wise(rows, checks, 0.045)}
     # a: 0.001 <= 0.045/3; b: 0.03 > 0.045/2, so b and everything after it stay unrejected.
@@ -206,4 +205,4 @@ def test_a_rerun_is_numbered_and_names_what_the_earlier_attempts_gave() -> None:
          "candidate": "lossless-text-kv", "run_id": "r0", "verdict": "failed"}))
     again = row()
     assert again.attempt == 2 and again.earlier == ("r1: inconclusive (drift)",)
-    assert again.to_dict()["attempt"] == 2
+    assert again.json_dict_full()["attempt"] == 2

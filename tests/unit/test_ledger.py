@@ -85,11 +85,12 @@ def _bundle(tmp_path: Path, status: str) -> EvidenceBundle:
                                 "quality_gate_failed", "not bit-exact",
                                 {"seed": 42, "points": [], "first_divergence": "dit.step000"}))
     found.finish(status, lambda checks: [
-        TrackVerdict("5s-lossless", "lossless-text-kv", "supported", ("latency_supported",),
-                     (), {}),
-        TrackVerdict("5s-lossless", "reduction-order", "failed", ("quality_gate_failed",), (),
-                     {}),
-        TrackVerdict("5s-lossless", None, "inconclusive", ("open_checks",), (), {})])
+        TrackVerdict(track="5s-lossless", candidate="lossless-text-kv", verdict="supported",
+                     reasons=("latency_supported",), open_checks=(), checks={}),
+        TrackVerdict(track="5s-lossless", candidate="reduction-order", verdict="failed",
+                     reasons=("quality_gate_failed",), open_checks=(), checks={}),
+        TrackVerdict(track="5s-lossless", candidate=None, verdict="inconclusive",
+                     reasons=("open_checks",), open_checks=(), checks={})])
     return found
 
 

@@ -20,7 +20,8 @@ def _run(root: Path, run_id: str, *, lock: str = LOCK, torch: str = "2.13.0+cpu"
          ratio: float = 0.305, tracks: tuple[str, ...] = ("5s-lossless",)) -> Path:
     """A finished run of lossless-text-kv on `tracks`, its latency decided at `ratio`."""
     verdict = "supported" if ratio < 0.5 else "failed"
-    verdicts = [TrackVerdict(track, "lossless-text-kv", verdict, (f"latency_{verdict}",), (), {})
+    verdicts = [TrackVerdict(track=track, candidate="lossless-text-kv", verdict=verdict,
+                             reasons=(f"latency_{verdict}",), open_checks=(), checks={})
                 for track in tracks]
     checks = [latency_check(track, "lossless-text-kv", ratio=ratio, lower=ratio - 0.04,
                             upper=ratio + 0.07, verdict=verdict) for track in tracks]

@@ -190,9 +190,10 @@ def test_latency_section_shows_instances_interval_and_b0_spread(tmp_path: Path) 
 
 def test_the_verdict_table_shows_not_applicable_checks_as_such(tmp_path: Path) -> None:
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    bundle.verdicts = [TrackVerdict("5s-lossy", "c1", "inconclusive", ("open_checks",),
-                                    ("lossy_gate",), {"resource_interference": "not_applicable",
-                                                      "b0_media": "pass"})]
+    bundle.verdicts = [TrackVerdict(track="5s-lossy", candidate="c1", verdict="inconclusive",
+                                    reasons=("open_checks",), open_checks=("lossy_gate",),
+                                    checks={"resource_interference": "not_applicable",
+                                            "b0_media": "pass"})]
     page = verdict_table_html(bundle)
     assert "<th>not applicable</th>" in page
     assert "<td>lossy_gate</td><td>resource_interference</td>" in page  # open, then n/a
@@ -202,9 +203,12 @@ def test_the_verdict_table_carries_each_latency_interval_and_comes_before_the_en
         tmp_path: Path) -> None:
     bundle = _latency_bundle(tmp_path)
     bundle.verdicts = [
-        TrackVerdict("5s-lossless", "fast", "supported", ("latency_supported",), (), {}),
-        TrackVerdict("15s-lossless", "fast", "inconclusive", ("warmup_not_steady",), (), {}),
-        TrackVerdict("5s-lossy", "other", "failed", ("quality_gate_failed",), (), {})]
+        TrackVerdict(track="5s-lossless", candidate="fast", verdict="supported",
+                     reasons=("latency_supported",), open_checks=(), checks={}),
+        TrackVerdict(track="15s-lossless", candidate="fast", verdict="inconclusive",
+                     reasons=("warmup_not_steady",), open_checks=(), checks={}),
+        TrackVerdict(track="5s-lossy", candidate="other", verdict="failed",
+                     reasons=("quality_gate_failed",), open_checks=(), checks={})]
     table = verdict_table_html(bundle)
     assert "<th>latency: ratio of medians [interval] vs target</th>" in table
     assert "0.467 [0.448, 0.481] vs 0.5</span></td>" in table  # supported, in its colour

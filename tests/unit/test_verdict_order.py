@@ -110,7 +110,7 @@ def test_a_check_recorded_several_times_takes_the_most_severe_status(
     assert (Check.RESOURCE_INTERFERENCE in verdict.open_checks) is track_open
     if summary == "not_applicable":
         assert verdict.verdict == "supported"
-        assert verdict.to_dict()["checks"]["resource_interference"] == "not_applicable"
+        assert verdict.json_dict_full()["checks"]["resource_interference"] == "not_applicable"
 
 
 def test_not_applicable_names_no_reason_and_never_fails() -> None:

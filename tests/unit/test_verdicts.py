@@ -186,15 +186,19 @@ def test_a_verdict_cap_must_be_a_validity_reason() -> None:
 
 
 def test_a_verdict_speaks_only_the_vocabulary_too() -> None:
-    made = TrackVerdict("5s-lossy", "c", "inconclusive", ("open_checks",), ("lossy_gate",),
-                        {"lossy_gate": "open"})
+    made = TrackVerdict(track="5s-lossy", candidate="c", verdict="inconclusive",
+                        reasons=("open_checks",), open_checks=("lossy_gate",),
+                        checks={"lossy_gate": "open"})
     assert made.reasons == (Reason.OPEN_CHECKS,) and made.open_checks == (Check.LOSSY_GATE,)
     with pytest.raises(ValueError, match="reason: 'open_check' is not in the vocabulary"):
-        TrackVerdict("5s-lossy", "c", "inconclusive", ("open_check",), (), {})
+        TrackVerdict(track="5s-lossy", candidate="c", verdict="inconclusive",
+                     reasons=("open_check",), open_checks=(), checks={})
     with pytest.raises(ValueError, match="check name: 'lossy_gat' is not in the vocabulary"):
-        TrackVerdict("5s-lossy", "c", "inconclusive", ("open_checks",), ("lossy_gat",), {})
+        TrackVerdict(track="5s-lossy", candidate="c", verdict="inconclusive",
+                     reasons=("open_checks",), open_checks=("lossy_gat",), checks={})
     with pytest.raises(ValueError, match="'passed' is not one of"):
-        TrackVerdict("5s-lossy", "c", "passed", (), (), {})  # type: ignore[arg-type]
+        TrackVerdict(track="5s-lossy", candidate="c", verdict="passed", reasons=(), open_checks=(),
+                     checks={})  # type: ignore[arg-type]
 
 
 def _localized(found: bool, where: str, module: str | None, step: int | None) -> CheckResult:

@@ -68,12 +68,15 @@ def test_records_hold_members_whether_given_members_or_strings() -> None:
     check = CheckResult("5s-lossless", "b0", Check.CLEANUP, "pass")  # type: ignore[arg-type]
     assert check.status is CheckStatus.PASS and check.to_dict()["status"] == "pass"
     assert type(check.to_dict()["status"]) is str
-    row = TrackVerdict("5s-lossless", "c1", "failed", (), (), {"cleanup": "fail"})  # type: ignore[arg-type]
+    row = TrackVerdict(track="5s-lossless", candidate="c1", verdict="failed", reasons=(),
+                       open_checks=(), checks={"cleanup": "fail"})  # type: ignore[arg-type]
     assert row.verdict is Verdict.FAILED and row.checks == {Check.CLEANUP: CheckStatus.FAIL}
-    assert json.dumps(row.to_dict()) == json.dumps(TrackVerdict(
-        "5s-lossless", "c1", Verdict.FAILED, (), (), {Check.CLEANUP: CheckStatus.FAIL}).to_dict())
+    assert json.dumps(row.json_dict_full()) == json.dumps(TrackVerdict(
+        track="5s-lossless", candidate="c1", verdict=Verdict.FAILED, reasons=(), open_checks=(),
+        checks={Check.CLEANUP: CheckStatus.FAIL}).json_dict_full())
     with pytest.raises(ValueError, match="status: 'skipped' is not in the vocabulary"):
-        TrackVerdict("5s-lossless", "c1", "failed", (), (), {"cleanup": "skipped"})  # type: ignore[arg-type]
+        TrackVerdict(track="5s-lossless", candidate="c1", verdict="failed", reasons=(),
+                     open_checks=(), checks={"cleanup": "skipped"})  # type: ignore[arg-type]
     latency = latency_verdict([300.0, 298.0, 305.0], [140.0, 141.0, 139.0])
     assert latency.verdict is Verdict.SUPPORTED and latency.unit is Unit.REQUEST
     assert latency.reasons == (IntervalReason.UPPER_AT_OR_BELOW_TARGET,)

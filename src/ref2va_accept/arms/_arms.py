@@ -289,8 +289,7 @@ class Arms:
         spec = self.launch_spec(self.plan.arm(arm_id), profiler_config)
         if self.observer is not None:
             self.observer.on_engine_start(track_id, arm_id)
-        record = spec.to_dict() | {"track": track_id, "run": self.evidence.run_id}
-        self.evidence.add_instance(record)
+        self.evidence.add_instance(spec.instance_record(track_id, self.evidence.run_id).json_dict())
         try:
             instance = start_instance(spec, self.registry)
         except ForeignServerError as exc:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
 import psutil
@@ -26,7 +26,7 @@ from ref2va_accept.core import EngineStartError, ForeignServerError
 from ref2va_accept.engines._leftovers import die_with_parent, judge_identity, tagged_processes
 from ref2va_accept.engines._ownership import foreign_server_problem
 from ref2va_accept.engines._ports import LOOPBACK, free_port, port_is_free
-from ref2va_accept.evidence import Cleanup, ProcessRecord, StopStep
+from ref2va_accept.evidence import Cleanup, Instance, ProcessRecord, StopStep
 from ref2va_contract.api import HEALTH_ROUTE
 from ref2va_contract.launch import (
     INSTANCE_NONCE_ENV,
@@ -52,7 +52,8 @@ _LOG_TAIL_LINES = 20
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """Everything needed to start one instance; recorded in the evidence (sanitized)."""
+    """Everything needed to start one instance; recorded in the evidence (sanitized) as its
+    `instance_record`."""
 
     arm_id: str
     instance_id: str
@@ -73,17 +74,14 @@ class LaunchSpec:
     def process_tag(self) -> str:
         return self.tag or self.instance_id
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "arm": self.arm_id,
-            "instance": self.instance_id,
-            "argv": list(self.argv),
-            "env": dict(self.env),
-            "port": self.port,
-            "startup_timeout_s": self.startup_timeout_s,
-            "shutdown_grace_s": self.shutdown_grace_s,
-            "log": self.log_path.name,
-        }
+    def instance_record(self, track: str, run: str) -> Instance:
+        """The evidence's record of this launch in `track` of `run` (an `instance` event), its
+        log by file name; its cleanup is recorded when it stops."""
+        return Instance(arm=self.arm_id, instance=self.instance_id, argv=list(self.argv),
+                        env=dict(self.env), port=self.port,
+                        startup_timeout_s=self.startup_timeout_s,
+                        shutdown_grace_s=self.shutdown_grace_s, log=self.log_path.name,
+                        track=track, run=run)
 
 
 def _alive(proc: psutil.Process) -> bool:

@@ -26,11 +26,12 @@ from ref2va_accept.evidence._bundle import (
 from ref2va_accept.evidence._bundle_records import (
     Bundle,
     Event,
-    VerdictRecord,
+    TrackVerdict,
     bundle_text,
     schema_text,
+    stand_in_label,
 )
-from ref2va_accept.evidence._checks import CheckResult, TrackVerdict, stand_in_label
+from ref2va_accept.evidence._checks import CheckResult
 from ref2va_accept.evidence._checks_records import (
     B0MediaCheck,
     BaselineDeterminismData,
@@ -74,6 +75,7 @@ from ref2va_accept.evidence._host_records import (
     HostIdentity,
     IdentityRow,
     IdleLevel,
+    Instance,
     Leftover,
     MemoryWait,
     Poll,
@@ -201,6 +203,7 @@ __all__ = [
     "IdentityStatus",
     "IdleLevel",
     "InputProblem",
+    "Instance",
     "JsonNumber",
     "LatencyData",
     "LatencyInstance",
@@ -261,7 +264,6 @@ __all__ = [
     "TailClaim",
     "TrackNeed",
     "TrackVerdict",
-    "VerdictRecord",
     "VideoStream",
     "WeightRecord",
     "bundle_text",

@@ -23,6 +23,12 @@ class Record(BaseModel):
         dumped: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
         return dumped
 
+    def json_dict_full(self) -> dict[str, Any]:
+        """The record as its writer writes it: by alias, every field, those left to their
+        default too (`json_dict` leaves out a key the record was not given)."""
+        dumped: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
+        return dumped
+
 
 class OpenRecord(Record):
     """A record this run reads but did not write (an older ledger entry): the keys known today

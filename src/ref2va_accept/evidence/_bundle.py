@@ -38,8 +38,13 @@ from typing import Any, Final
 
 from ref2va_accept import __version__
 from ref2va_accept.core import WriteFailed, append_line, atomic_write, write_new
-from ref2va_accept.evidence._bundle_records import SCHEMA_VERSION, Bundle, bundle_text
-from ref2va_accept.evidence._checks import CheckResult, TrackVerdict
+from ref2va_accept.evidence._bundle_records import (
+    SCHEMA_VERSION,
+    Bundle,
+    TrackVerdict,
+    bundle_text,
+)
+from ref2va_accept.evidence._checks import CheckResult
 from ref2va_accept.evidence._closed_sets import RunStatus
 from ref2va_accept.evidence._host_records import Instance
 from ref2va_accept.evidence._latency_records import Sample
@@ -289,7 +294,7 @@ class EvidenceBundle:
         as far as the disk allows: an event that cannot be appended is still applied to the
         projection, so that evidence.json (if it can be written) and the report say it."""
         self.verdicts = judge(self.checks)
-        self._settle("verdicts", [v.to_dict() for v in self.verdicts])
+        self._settle("verdicts", [v.json_dict_full() for v in self.verdicts])
         self._settle("status", {"status": WRITE_FAILED if self.failures else status,
                                 "finished_at": utc_now()})
         with contextlib.suppress(WriteFailed):

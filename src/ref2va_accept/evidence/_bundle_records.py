@@ -27,13 +27,28 @@ out (`JsonNumber`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Final, Literal, TypeVar
 
-from pydantic import Field, TypeAdapter
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.json_schema import GenerateJsonSchema, SkipJsonSchema
 
-from ref2va_accept.core import Check, CheckStatus, Reason, Verdict
+from ref2va_accept.core import (
+    Check,
+    CheckStatus,
+    Reason,
+    Verdict,
+    check_name,
+    enum_member,
+    reason_code,
+)
 from ref2va_accept.evidence._base import Number, Record, Timestamp
 from ref2va_accept.evidence._budget_records import Budget, HumanEvaluation, Ledger
 from ref2va_accept.evidence._checks_records import (
@@ -67,12 +82,13 @@ __all__ = [
     "Event",
     "SectionEvent",
     "StatusChange",
-    "VerdictRecord",
+    "TrackVerdict",
     "bundle_text",
     "evidence_schema",
     "looks_like_bundle",
     "schema_text",
     "section_value",
+    "stand_in_label",
 ]
 
 
@@ -92,31 +108,76 @@ class StatusChange(Record):
 
 # -- verdicts ------------------------------------------------------------------------------------
 
-class VerdictRecord(Record):
-    """One track verdict of one candidate (evidence.TrackVerdict.to_dict)."""
+def stand_in_label(files: Sequence[str] | None) -> str:
+    """The label of a verdict whose lossy scores came from stand-in weights (`files`, their
+    names), for the report, the terminal, the ledger and merge alike; "" without any."""
+    return f"STAND-IN scores ({', '.join(files)})" if files else ""
+
+
+def _status(value: str | CheckStatus) -> CheckStatus:
+    return enum_member(CheckStatus, value, "status")
+
+
+# A verdict speaks only the vocabulary, like a check: members or their strings, anything else
+# refused naming the value and the allowed ones (core's reason_code and check_name).
+_Reason = Annotated[Reason, BeforeValidator(reason_code)]
+_Check = Annotated[Check, BeforeValidator(check_name)]
+_Status = Annotated[CheckStatus, BeforeValidator(_status)]
+
+
+def _every_key_written(schema: dict[str, Any]) -> None:
+    """The schema of a record whose writer writes every key (`Record.json_dict_full`): each is
+    required, a default being only the Python constructor's."""
+    schema["required"] = list(schema["properties"])
+    for field in schema["properties"].values():
+        field.pop("default", None)
+
+
+class TrackVerdict(Record):
+    """One track verdict of one candidate: judging's `judge` builds it from the track's checks,
+    history's `with_attempt` adds the ledger's attempts; written with every key."""
+
+    model_config = ConfigDict(frozen=True, json_schema_extra=_every_key_written)
 
     track: str
     candidate: str | None
     verdict: Verdict
-    reasons: list[Reason]
-    open_checks: list[Check]
-    checks: dict[Check, CheckStatus]
-    note: str
+    reasons: tuple[_Reason, ...]
+    open_checks: tuple[_Check, ...]
+    checks: dict[_Check, _Status]
+    note: str = ""
     holm: Literal["supported", "not supported"] | None = Field(
+        default=None,
         description="with several candidates on the track: this one's verdict after Holm's "
                     "step-down over their latency p-values")
-    p_value: Number | None
+    p_value: Number | None = None  # its latency p-value (stats.p_value), where it has one
     attempt: int | None = Field(
+        default=None,
         description="which attempt of this candidate on this track (the ledger's earlier ones "
                     "+ 1)")
-    earlier: list[str]
-    stand_in_weights: list[str] = Field(
+    earlier: tuple[str, ...] = ()  # what the earlier attempts gave (run id: verdict (reasons))
+    stand_in_weights: tuple[str, ...] = Field(
+        default=(),
         description="the seeded stand-in weights files this row's lossy scores came from "
                     "(declared by the campaign or recognised by their sha256); empty: real "
                     "weights, or no model scored")
     localized: str = Field(
+        default="",
         description="where a lossless candidate that is not bit-exact first parted from B0, as "
                     "its localization check named it (module path and step); empty when none did")
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _in_vocabulary(cls, value: Any, info: ValidationInfo) -> Any:
+        if value not in tuple(Verdict):
+            raise ValueError(f"verdict {info.data.get('track')}/{info.data.get('candidate')}: "
+                             f"{value!r} is not one of {', '.join(Verdict)}")
+        return value
+
+    @property
+    def stand_in_label(self) -> str:
+        """"" for scores of real weights; else the label every view of the verdict shows."""
+        return stand_in_label(self.stand_in_weights)
 
 
 # -- the bundle ----------------------------------------------------------------------------------
@@ -145,7 +206,7 @@ class Bundle(Record):
     environment: Environment
     campaign: Campaign | None = Field(
         description="null until the first campaign scenario asks for the evidence")
-    verdicts: list[VerdictRecord] = Field(
+    verdicts: list[TrackVerdict] = Field(
         description="one per track and candidate of the tracks that ran; set at the end")
     checks: list[AnyCheck]
     instances: list[Instance]
@@ -323,6 +384,6 @@ EVENT_MODELS: Final[Mapping[str, Callable[[Any], Any]]] = {
     "media": Media.model_validate,
     "check": CHECK_ADAPTER.validate_python,
     "note": TypeAdapter(str).validate_python,
-    "verdicts": TypeAdapter(list[VerdictRecord]).validate_python,
+    "verdicts": TypeAdapter(list[TrackVerdict]).validate_python,
     "status": StatusChange.model_validate,
 }

@@ -1,9 +1,9 @@
-"""The records of a run's checks and verdicts: what every stage that checks something writes
-(the engines, the campaign's preflight, the arm runner, the gates), below all of them."""
+"""The record of a run's checks: what every stage that checks something writes (the engines,
+the campaign's preflight, the arm runner, the gates), below all of them; the verdicts they lead
+to are the bundle's records (`_bundle_records.TrackVerdict`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,9 +12,7 @@ from ref2va_accept.core import (
     Check,
     CheckStatus,
     Reason,
-    Verdict,
     check_name,
-    enum_member,
     reason_code,
 )
 
@@ -78,65 +76,3 @@ class CheckResult:
             "reason": None if self.reason is None else self.reason.value,
             "detail": self.detail, "data": data,
         }
-
-
-
-
-@dataclass(frozen=True)
-class TrackVerdict:
-    track: str
-    candidate: str | None
-    verdict: Verdict
-    reasons: tuple[Reason, ...]
-    open_checks: tuple[Check, ...]
-    checks: dict[Check, CheckStatus]
-    note: str = ""
-    # Several candidates on one track: this one's verdict after Holm's step-down over the
-    # track's latency p-values ("supported" / "not supported"); None with one candidate.
-    holm: str | None = None
-    p_value: float | None = None  # its latency p-value (stats.p_value), where it has one
-    # Which attempt of this candidate on this track this run is (1 + the ledger's earlier
-    # ones), and what the earlier ones gave; None when the run read no ledger.
-    attempt: int | None = None
-    earlier: tuple[str, ...] = ()
-    # The seeded stand-in weights files that made this row's lossy scores (B0's or the
-    # candidate's; the scorer_weights checks): labelled wherever the verdict is shown.
-    stand_in_weights: tuple[str, ...] = ()
-    # Where a lossless candidate that is not bit-exact first parted from B0 (its localization
-    # check: the module path and step), "" when no pass named one.
-    localized: str = ""
-
-    def __post_init__(self) -> None:
-        # Like a check, a verdict can only speak the vocabulary (given as members or strings).
-        if self.verdict not in tuple(Verdict):
-            raise ValueError(f"verdict {self.track}/{self.candidate}: {self.verdict!r} is not "
-                             f"one of {', '.join(Verdict)}")
-        object.__setattr__(self, "verdict", Verdict(self.verdict))
-        object.__setattr__(self, "reasons", tuple(reason_code(r) for r in self.reasons))
-        object.__setattr__(self, "open_checks", tuple(check_name(c) for c in self.open_checks))
-        object.__setattr__(self, "checks", {check_name(c): enum_member(CheckStatus, s, "status")
-                                            for c, s in self.checks.items()})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "track": self.track, "candidate": self.candidate, "verdict": self.verdict.value,
-            "reasons": [r.value for r in self.reasons],
-            "open_checks": [c.value for c in self.open_checks],
-            "checks": {name.value: status.value for name, status in self.checks.items()},
-            "note": self.note, "holm": self.holm, "p_value": self.p_value,
-            "attempt": self.attempt, "earlier": list(self.earlier),
-            "stand_in_weights": list(self.stand_in_weights),
-            "localized": self.localized,
-        }
-
-    @property
-    def stand_in_label(self) -> str:
-        """"" for scores of real weights; else the label every view of the verdict shows."""
-        return stand_in_label(self.stand_in_weights)
-
-
-
-def stand_in_label(files: Sequence[str] | None) -> str:
-    """The label of a verdict whose lossy scores came from stand-in weights (`files`, their
-    names), for the report, the terminal, the ledger and merge alike; "" without any."""
-    return f"STAND-IN scores ({', '.join(files)})" if files else ""

@@ -146,8 +146,8 @@ class Cleanup(Record):
 
 
 class Instance(Record):
-    """An engine instance: its launch record (engines.LaunchSpec.to_dict with its track and run;
-    the payload of an `instance` event) and, once stopped, its `cleanup`. An audit of an
+    """An engine instance: its launch record (engines.LaunchSpec.instance_record, with its track
+    and run; the payload of an `instance` event) and, once stopped, its `cleanup`. An audit of an
     instance never launched in this run makes one with its `instance` and `cleanup` alone."""
 
     arm: str | None = None

@@ -17,7 +17,7 @@ import fcntl
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,7 @@ def with_attempt(row: TrackVerdict, campaign: str, ledger: Iterable[LedgerEntry]
     said = tuple(f"{e.run_id}: {e.verdict}"
                  + (f" ({', '.join(e.reasons)})" if e.reasons else "")
                  for e in earlier)
-    return replace(row, attempt=len(earlier) + 1, earlier=said)
+    return row.model_copy(update={"attempt": len(earlier) + 1, "earlier": said})
 
 
 def entry_json(entry: LedgerEntry) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from ref2va_accept.evidence import (
     Bundle,
     LatencyRatioCheck,
     LatencySummary,
-    VerdictRecord,
+    TrackVerdict,
     read_bundle_file,
     stand_in_label,
 )
@@ -141,11 +141,11 @@ def _latency_checks(run: Run) -> dict[Key, LatencyRatioCheck]:
     return {(c.track, c.arm): c for c in run.bundle.checks_of(LatencyRatioCheck)}
 
 
-def _verdicts(run: Run) -> dict[Key, VerdictRecord]:
+def _verdicts(run: Run) -> dict[Key, TrackVerdict]:
     return {(v.track, str(v.candidate)): v for v in run.bundle.verdicts}
 
 
-def _cell(verdict: VerdictRecord | None, latency: LatencyRatioCheck | None) -> str:
+def _cell(verdict: TrackVerdict | None, latency: LatencyRatioCheck | None) -> str:
     if verdict is None:
         return "<td style='color:#57606a'>not in this run</td>"
     name = verdict.verdict.value

@@ -20,7 +20,7 @@ another category.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
 
@@ -226,8 +226,9 @@ def judge(
     row = _judge(track, quality_class, candidate, relevant, cap_reason)
     said = [c.detail for c in relevant if c.reason is Reason.UNDECLARED_STAND_IN_WEIGHTS]
     if said and not row.note:  # why the scores decide nothing, in one line
-        row = replace(row, note=said[0])
-    return replace(row, stand_in_weights=_stand_ins(relevant), localized=_localized(relevant))
+        row = row.model_copy(update={"note": said[0]})
+    return row.model_copy(update={"stand_in_weights": _stand_ins(relevant),
+                                 "localized": _localized(relevant)})
 
 
 def _localized(checks: Sequence[CheckResult]) -> str:
@@ -259,18 +260,20 @@ def _judge(track: str, quality_class: QualityClass | str, candidate: str | None,
            ) -> TrackVerdict:
     found = classify(relevant, required_checks(quality_class), _caps(cap_reason))
     if candidate is None:
-        return TrackVerdict(track, None, Verdict.INCONCLUSIVE,
-                            _dedupe([*found.found, Reason.NO_CANDIDATE]), found.open_checks,
-                            found.summary,
-                            "the campaign names no candidate for this track: nothing to judge")
+        return TrackVerdict(
+            track=track, candidate=None, verdict=Verdict.INCONCLUSIVE,
+            reasons=_dedupe([*found.found, Reason.NO_CANDIDATE]), open_checks=found.open_checks,
+            checks=found.summary,
+            note="the campaign names no candidate for this track: nothing to judge")
     note = ""
     if found.step is Step.DECIDED_DEFECT and any(r.category is Category.VALIDITY
                                                  for r in found.found):
         note = ("a quality failure decided without timing; the timing's own validity problems "
                 "are listed after it")
     open_checks = () if found.step is Step.LATENCY else found.open_checks
-    return TrackVerdict(track, candidate, found.verdict, found.reasons, open_checks,
-                        found.summary, note)
+    return TrackVerdict(track=track, candidate=candidate, verdict=found.verdict,
+                        reasons=found.reasons, open_checks=open_checks, checks=found.summary,
+                        note=note)
 
 
 def judge_tracks(tracks: Sequence[tuple[str, QualityClass | str, Sequence[str]]],
@@ -301,7 +304,7 @@ def family_wise(rows: Sequence[TrackVerdict], checks: Sequence[CheckResult], alp
         p[row.candidate] = latency[-1].p_value if latency else None
     judged = [r for r in rows if r.candidate is not None]
     if len(judged) < 2:
-        return [replace(r, p_value=p.get(r.candidate)) for r in rows]
+        return [r.model_copy(update={"p_value": p.get(r.candidate)}) for r in rows]
     def key(row: TrackVerdict) -> float:
         value = p[row.candidate]
         return 1.0 if value is None else value
@@ -313,10 +316,11 @@ def family_wise(rows: Sequence[TrackVerdict], checks: Sequence[CheckResult], alp
         if value is None or value > alpha / (len(ordered) - rank):
             break
         rejected.add(row.candidate)
-    return [replace(r, p_value=p.get(r.candidate),
-                    holm=None if r.candidate is None else
-                    "supported" if r.verdict is Verdict.SUPPORTED and r.candidate in rejected
-                    else "not supported") for r in rows]
+    return [r.model_copy(update={
+        "p_value": p.get(r.candidate),
+        "holm": None if r.candidate is None else
+        "supported" if r.verdict is Verdict.SUPPORTED and r.candidate in rejected
+        else "not supported"}) for r in rows]
 
 
 _LATENCY_REASONS: dict[Verdict, Reason] = {
