@@ -223,9 +223,69 @@ def test_a_spread_module_sharing_a_fixture_is_refused(pytester: pytest.Pytester)
 def test_the_phased_selftest_exits_with_its_first_failure(
         tmp_path: Path, codes: dict[str, int], expected: int) -> None:
     checkout = fake_checkout(tmp_path, codes)
+    # (The room check has tests of its own, below; this stand-in writes nothing.)
     result = subprocess.run(["bash", str(checkout / "ref2va"), "selftest"], capture_output=True,
-                            text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable})
+                            text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable,
+                                                        "REF2VA_ROOM_CHECK": "0"})
     assert result.returncode == expected, result.stderr[-2000:]
+
+
+def _selftest_with_needs(tmp_path: Path, tmp_gb: int, env_gb: int, **env: str
+                        ) -> subprocess.CompletedProcess[str]:
+    """The phased selftest of a stand-in checkout whose script needs `tmp_gb` GB under TMPDIR
+    and `env_gb` GB for VBench's environment (its pytest records each phase it was asked for)."""
+    (tmp_path / "checkout").mkdir(parents=True)
+    checkout = fake_checkout(tmp_path / "checkout", {})
+    script = (checkout / "ref2va").read_text()
+    for name, value in (("SELFTEST_TMP_GB", tmp_gb), ("VBENCH_ENV_GB", env_gb)):
+        assert f"\n{name}=" in script, name
+        script = re.sub(rf"\n{name}=[0-9]+\n", f"\n{name}={value}\n", script)
+    (checkout / "ref2va").write_text(script)
+    (checkout / "scripts").mkdir()
+    (checkout / "scripts/vbench-env.txt").write_text("torch==2.14.1\n")
+    called = tmp_path / "called"
+    python = checkout / ".venv/bin/python"
+    python.write_text(f'#!/bin/sh\necho "$*" >> {called}\nexit 0\n')
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    # Not this session's own settings (CI sets REF2VA_UPSTREAM=1): only those the test gives.
+    inherited = {k: v for k, v in os.environ.items()
+                 if k not in ("REF2VA_UPSTREAM", "REF2VA_VBENCH_PYTHON", "REF2VA_ROOM_CHECK")}
+    return subprocess.run(["bash", str(checkout / "ref2va"), "selftest"], capture_output=True,
+                          text=True, timeout=60, env={**inherited, "PYTHON": sys.executable,
+                                                      "TMPDIR": str(tmp), **env})
+
+
+def _free_gb(path: Path) -> int:
+    usage = os.statvfs(path)
+    return usage.f_bavail * usage.f_frsize // 2**30
+
+
+def test_a_selftest_without_the_room_it_needs_stops_before_any_phase(tmp_path: Path) -> None:
+    more = _free_gb(tmp_path) + 10  # more than this disk has
+    refused = _selftest_with_needs(tmp_path, more, 0)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert (f"ref2va selftest: too little disk: it needs {more} GB free on the disk of "
+            f"{tmp_path / 'tmp'} and this checkout, which has") in refused.stderr
+    assert "REF2VA_ROOM_CHECK=0 to try anyway" in refused.stderr
+    assert not (tmp_path / "called").exists()  # no phase started
+    # VBench's environment counts only where upstream VBench is asked for and is not built.
+    assert _selftest_with_needs(tmp_path / "a", 0, more).returncode == 0
+    upstream = _selftest_with_needs(tmp_path / "b", 0, more, REF2VA_UPSTREAM="1")
+    assert upstream.returncode == 2
+    assert f"({more} GB of it for VBench's environment)" in upstream.stderr
+    given = _selftest_with_needs(tmp_path / "c", 0, more, REF2VA_UPSTREAM="1",
+                                 REF2VA_VBENCH_PYTHON=sys.executable)
+    assert given.returncode == 0, given.stderr[-2000:]
+
+
+def test_the_room_check_can_be_skipped_and_passes_where_there_is_room(tmp_path: Path) -> None:
+    skipped = _selftest_with_needs(tmp_path / "a", _free_gb(tmp_path) + 10, 0,
+                                   REF2VA_ROOM_CHECK="0")
+    assert skipped.returncode == 0, skipped.stderr[-2000:]
+    assert "-m timed" in (tmp_path / "a/called").read_text()
+    roomy = _selftest_with_needs(tmp_path / "b", 0, 0)
+    assert roomy.returncode == 0 and "too little disk" not in roomy.stderr
 
 
 AFFINITY = ROOT / "scripts/cpu_affinity.py"
