@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -220,11 +221,36 @@ def _rows(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in found["rows"]}
 
 
+FreshHost = tuple[subprocess.CompletedProcess[str], Path, Path, dict[str, str]]
+
+
+@pytest.fixture(scope="module")
+def fresh_host(tmp_path_factory: pytest.TempPathFactory) -> FreshHost:
+    """The bring-up of a fresh stand-in host, run once for this module as an operator runs it
+    first: `pytest -m bringup` (the same run_bringup as `ref2va-accept bringup`, whose exit codes
+    and lines the other hosts' tests below check): the session, the campaign and the run's
+    folder, and the host's environment. The stand-in host and its campaign live in the folder
+    the fixture made."""
+    folder = tmp_path_factory.mktemp("fresh-host")
+    env = host(folder)
+    campaign = bringup_campaign(folder)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/bringup", "-m", "bringup", "-p", "no:randomly",
+         "-q", "-rfs", "--campaign", str(campaign), "--evidence-dir", str(folder / "ev")],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False, env=_judge_env(env))
+    runs = sorted((folder / "ev").glob("bringup-*"))
+    assert len(runs) == 1 and (runs[0] / "bringup.json").is_file(), done.stdout[-3000:]
+    return done, campaign, runs[0], env
+
+
 def test_a_fresh_host_confirms_the_guesses_and_the_patch_fills_what_it_measured(
-        tmp_path: Path) -> None:
-    env = host(tmp_path)
-    campaign = bringup_campaign(tmp_path)
-    done, found, folder = _bringup(tmp_path, campaign, env)
+        fresh_host: FreshHost, tmp_path: Path) -> None:
+    _, shipped, folder, _ = fresh_host
+    run_id = folder.name
+    found = json.loads((folder / "bringup.json").read_text())
+    # The patch is applied to a copy of the campaign's folder (the fixture's stays as it ran).
+    shutil.copytree(shipped.parent, tmp_path / "campaign")
+    campaign = tmp_path / "campaign" / shipped.name
     rows = _rows(found)
     assert list(rows) == list(QUESTION_IDS)
     by_status = {s: sorted(i for i, r in rows.items() if r["status"] == s)
@@ -250,8 +276,6 @@ def test_a_fresh_host_confirms_the_guesses_and_the_patch_fills_what_it_measured(
     assert rows["warmup_steps"]["seen"].startswith("5s: the request after 4-step warm-ups took ")
     assert rows["warmup_steps"]["seen"].endswith("(median of 2 each; within 0.5: yes) (in the "
                                                  "patch)")
-    assert done.returncode == 1  # a contradicted row
-    assert "CONTRADICTED start_time" in done.stdout and "bringup.html" in done.stdout
     # Each confirmation names the event it saw (the reference engine's Cache-DiT profile warms
     # up one step and caches every one after it).
     assert rows["identity_lines"]["seen"] == "13 field(s) read on the host"
@@ -285,7 +309,7 @@ def test_a_fresh_host_confirms_the_guesses_and_the_patch_fills_what_it_measured(
     assert "start_time" in page and "contradicted" in page and "bringup.patch" in page
     for text in (page, (folder / "bringup.json").read_text(), (folder / "bringup.patch")
                  .read_text()):
-        assert str(tmp_path) not in text and str(ROOT) not in text
+        assert str(shipped.parent) not in text and str(ROOT) not in text
     subprocess.run(["patch", "-p1", "-s", "-i", str(folder / "bringup.patch")],
                    cwd=campaign.parent, check=True)
     patched = load_campaign(campaign).model
@@ -307,18 +331,18 @@ def test_a_fresh_host_confirms_the_guesses_and_the_patch_fills_what_it_measured(
                                       "expected_stop_s") for d in ("5s", "15s")} | {
         "protocol.capture_overhead.level1", "protocol.capture_overhead.level2",
         "protocol.warmup_demonstration", "scoring.seconds_per_output.5s"}
-    assert set((patched.measured or {}).values()) == {"bringup-test"}
+    assert set((patched.measured or {}).values()) == {run_id}
     planned = subprocess.run(
         [sys.executable, "-m", "ref2va_accept.cli", "plan", str(campaign), "--file",
          str(tmp_path / "ledger.jsonl")], capture_output=True, text=True, timeout=120, cwd=ROOT,
         check=False)
     assert planned.returncode == 0, planned.stdout + planned.stderr
     shown = planned.stdout
-    assert shown.count("measured by bringup-test") == 5, shown
+    assert shown.count(f"measured by {run_id}") == 5, shown
     for word in ("estimate", "unpriced", "bound", "at least", "not priced", "not estimated"):
         assert word not in shown, (word, shown)
     assert "bring-up (once per host" in shown and "logical-device-h worst case" in shown
-    assert tagged("bringup-test") == []
+    assert tagged(run_id) == []
     evidence = json.loads((folder / "evidence.json").read_text())
     assert schema_errors(evidence) == [] and evidence["status"] == "complete"
     assert [r["id"] for r in evidence["bringup"]["rows"]] == list(QUESTION_IDS)
@@ -362,18 +386,16 @@ def test_a_host_that_differs_is_named_row_by_row(tmp_path: Path) -> None:
     assert policy["seen"].count("memory held after its stop: 3: 30000 MB") == 2, policy
     # What depends on the refused server stays open instead of passing.
     assert rows["cache_dit_reset"]["status"] == "not_checked"
+    # The command exits 1 on a contradicted row and names each, and its page, in its output.
     assert done.returncode == 1
+    assert "CONTRADICTED mindiesd" in done.stdout and "bringup.html" in done.stdout
     patch = (folder / "bringup.patch").read_text()
     assert "diffusion-attention-backend: TORCH_SDPA" in patch and "b0.yaml" in patch
 
 
-def test_the_bringup_mark_reports_each_row_as_a_test(tmp_path: Path) -> None:
-    env = host(tmp_path)
-    campaign = bringup_campaign(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/bringup", "-m", "bringup", "-p", "no:randomly",
-         "-q", "-rfs", "--campaign", str(campaign), "--evidence-dir", str(tmp_path / "ev")],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False, env=_judge_env(env))
+def test_the_bringup_mark_reports_each_row_as_a_test(
+        fresh_host: FreshHost) -> None:
+    done, campaign, _, env = fresh_host
     out = done.stdout
     assert done.returncode == 1, out[-3000:]
     # start_time is contradicted on the stand-in (600 s estimated), live_line open, the rest pass
