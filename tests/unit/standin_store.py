@@ -80,11 +80,14 @@ def _link(source: Path, target: Path) -> None:
         os.link(file, linked)
 
 
-def lay_out_standins(factory: pytest.TempPathFactory, folder: Path,
-                     names: Iterable[str]) -> list[Standin]:
-    """What ``make_standins(folder, names)`` leaves and returns, from the session's store."""
+def lay_out_standins(factory: pytest.TempPathFactory, folder: Path, names: Iterable[str],
+                     *, store: Path | None = None) -> list[Standin]:
+    """What ``make_standins(folder, names)`` leaves and returns, from the session's store (or
+    `store`: a test of the store itself damages its own, never the one the session shares)."""
     names = list(names)
-    store = store_folder(factory)
+    if store is None:
+        store = store_folder(factory)
+    store.mkdir(parents=True, exist_ok=True)
     with _locked(store):
         for name in names:
             _link(_built(store, name), Path(folder) / VBENCH_LAYOUT[name])

@@ -23,12 +23,21 @@ NAME = "laion_aesthetic"  # one linear layer: the cheapest stand-in to build
 
 def test_two_folders_share_one_build_and_read_as_a_build_of_their_own(
         tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # (A store of the test's own; the session's is the same code with another folder.)
     built = make_standins(tmp_path / "built", [NAME])  # what a build of its own leaves
-    first = lay_out_standins(tmp_path_factory, tmp_path / "a", [NAME])
-    second = lay_out_standins(tmp_path_factory, tmp_path / "b", [NAME])
+    store = tmp_path / "store"
+    first = lay_out_standins(tmp_path_factory, tmp_path / "a", [NAME], store=store)
+    second = lay_out_standins(tmp_path_factory, tmp_path / "b", [NAME], store=store)
     assert [s.sha256 for s in first] == [s.sha256 for s in second] == [s.sha256 for s in built]
     assert first[0].path == tmp_path / "a" / VBENCH_LAYOUT[NAME]
     assert first[0].path.stat().st_ino == second[0].path.stat().st_ino  # one file on disk
+    # Without a store named: the session's, shared by its workers, in its base folder.
+    shared = [lay_out_standins(tmp_path_factory, tmp_path / f"s{i}", [NAME])[0] for i in (1, 2)]
+    assert shared[0].path.stat().st_ino == shared[1].path.stat().st_ino
+    assert (store_folder(tmp_path_factory) / VBENCH_LAYOUT[NAME]).stat().st_ino == \
+        shared[0].path.stat().st_ino
+    assert store_folder(tmp_path_factory).is_relative_to(
+        tmp_path_factory.getbasetemp().parent)
     for folder in ("a", "b", "built"):  # each folder lists its stand-in, as a build does
         listed = json.loads((tmp_path / folder / WRITTEN_LIST).read_text())
         assert json.loads((tmp_path / "built" / WRITTEN_LIST).read_text()) == listed
@@ -36,10 +45,11 @@ def test_two_folders_share_one_build_and_read_as_a_build_of_their_own(
 
 def test_a_store_file_rewritten_in_place_is_built_again(
         tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    first = lay_out_standins(tmp_path_factory, tmp_path / "a", [NAME])[0]
-    stored = store_folder(tmp_path_factory) / VBENCH_LAYOUT[NAME]
-    stored.write_bytes(b"rewritten in place")  # what a test must not do to a linked file
-    again = lay_out_standins(tmp_path_factory, tmp_path / "b", [NAME])[0]
+    # A store of its own: rewriting the session's would damage every folder linked to it.
+    store = tmp_path / "store"
+    first = lay_out_standins(tmp_path_factory, tmp_path / "a", [NAME], store=store)[0]
+    (store / VBENCH_LAYOUT[NAME]).write_bytes(b"rewritten in place")  # what no test may do
+    again = lay_out_standins(tmp_path_factory, tmp_path / "b", [NAME], store=store)[0]
     assert again.sha256 == make_standins(tmp_path / "built", [NAME])[0].sha256
     assert again.path.stat().st_ino != first.path.stat().st_ino
     assert first.path.read_bytes() == b"rewritten in place"  # the link it had shares the damage
