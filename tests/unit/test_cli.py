@@ -150,21 +150,42 @@ def test_score_checks_the_expected_count_too(
     assert code == 2 and "--campaign and --track go together" in err
 
 
-@pytest.fixture
-def verbatim_campaign(tmp_path: Path) -> Path:
-    """The reference campaign and the files it pins, copied byte for byte and laid out as in
-    the repository (freeze and verify hash them; tests/unit/suite_runner.py's campaign_variant
-    rewrites a campaign instead)."""
+def _verbatim_campaign(root: Path) -> Path:
+    """The reference campaign and the files it pins, copied byte for byte under root and laid out
+    as in the repository (freeze and verify hash them; tests/unit/suite_runner.py's
+    campaign_variant rewrites a campaign instead)."""
     for rel in ("fixtures/campaigns/reference.yaml", "fixtures/inputs/prompt.txt",
                 "fixtures/inputs/reference.png", "fixtures/inputs/reference.wav"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / rel, tmp_path / rel)
-    shutil.copytree(ROOT / "engine/profiles/reference", tmp_path / "engine/profiles/reference")
-    return tmp_path / "fixtures/campaigns/reference.yaml"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, root / rel)
+    shutil.copytree(ROOT / "engine/profiles/reference", root / "engine/profiles/reference")
+    return root / "fixtures/campaigns/reference.yaml"
 
 
-def test_freeze_then_verify_is_clean(verbatim_campaign: Path) -> None:
-    assert _cli("freeze", str(verbatim_campaign)).returncode == 0
+@pytest.fixture(scope="module")
+def frozen_once(tmp_path_factory: pytest.TempPathFactory
+                ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The verbatim campaign frozen by `ref2va-accept freeze`, once for the module (each test
+    that needs it froze the same bytes itself before): its folder and what freeze returned. The
+    lock names its files relative to the campaign, so a copy of the folder is as frozen."""
+    root = tmp_path_factory.mktemp("verbatim")
+    return root, _cli("freeze", str(_verbatim_campaign(root)))
+
+
+@pytest.fixture
+def frozen_campaign(frozen_once: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+                    ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A copy of the frozen verbatim campaign of this test's own (a test may change its files),
+    and what freeze returned when it froze it."""
+    root, froze = frozen_once
+    shutil.copytree(root, tmp_path / "verbatim")
+    return tmp_path / "verbatim/fixtures/campaigns/reference.yaml", froze
+
+
+def test_freeze_then_verify_is_clean(
+        frozen_campaign: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    verbatim_campaign, froze = frozen_campaign
+    assert froze.returncode == 0
     result = _cli("verify", str(verbatim_campaign))
     assert result.returncode == 0 and result.stdout.splitlines()[0].endswith(": frozen")
     # Then what the frozen protocol costs, per track and candidate.
@@ -176,9 +197,10 @@ def test_freeze_then_verify_is_clean(verbatim_campaign: Path) -> None:
 
 
 def test_one_changed_byte_of_the_reference_image_fails_verify_naming_it(
-    verbatim_campaign: Path,
+    frozen_campaign: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
-    assert _cli("freeze", str(verbatim_campaign)).returncode == 0
+    verbatim_campaign, froze = frozen_campaign
+    assert froze.returncode == 0
     image = verbatim_campaign.parents[2] / "fixtures/inputs/reference.png"
     data = bytearray(image.read_bytes())
     data[100] ^= 0x01
