@@ -103,8 +103,16 @@ MUTATIONS = (
 )
 
 
+@pytest.fixture(scope="module")
+def unmutated(upstream: Upstream) -> dict[str, str]:
+    """What the checker finds in the released wheels themselves: every mutation test compares a
+    copy's findings with these, which do not change from test to test (checked once, not once a
+    test)."""
+    return check_all(upstream, DERIVED.items)
+
+
 def test_checker_reports_exactly_the_names_removed_from_a_copy(
-        upstream: Upstream, tmp_path: Path) -> None:
+        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path) -> None:
     by_id = {i.id: i for i in DERIVED.items}
     missing = [m[0] for m in MUTATIONS if m[0] not in by_id]
     assert not missing, f"the mutation test edits {missing}, which are no longer relied on"
@@ -114,10 +122,9 @@ def test_checker_reports_exactly_the_names_removed_from_a_copy(
         text = file.read_text(encoding="utf-8")
         assert text.count(old) == 1, f"{path}: the mutation's anchor text is not there once"
         file.write_text(text.replace(old, new), encoding="utf-8")
-    before = check_all(upstream, DERIVED.items)
     after = check_all(Upstream(copy, base=upstream.base, cache_dit=upstream.cache_dit),
                       DERIVED.items)
-    new_findings = {k: v for k, v in after.items() if k not in before}
+    new_findings = {k: v for k, v in after.items() if k not in unmutated}
     assert set(new_findings) == {m[0] for m in MUTATIONS}, new_findings
     for item_id, message in new_findings.items():
         assert message.startswith(f"{item_id}: "), message
@@ -144,9 +151,9 @@ def _read(other: Upstream | str | None) -> Upstream:
     return other
 
 
-def _new_findings(upstream: Upstream, mutated: Upstream) -> dict[str, str]:
-    before = check_all(upstream, DERIVED.items)
-    return {k: v for k, v in check_all(mutated, DERIVED.items).items() if k not in before}
+def _new_findings(unmutated: dict[str, str], mutated: Upstream) -> dict[str, str]:
+    """The mutated copy's findings that the released wheels (`unmutated`) do not have."""
+    return {k: v for k, v in check_all(mutated, DERIVED.items).items() if k not in unmutated}
 
 
 _LOOP = "vllm_omni/diffusion/models/minimax_h3/denoise_loop.py"
@@ -155,7 +162,7 @@ _DIT_CALL = "                v_video, v_audio = model(**fk)\n"
 
 
 def test_base_flags_are_read_in_vllms_own_parser_and_a_copy_without_one_fails(
-        upstream: Upstream, tmp_path: Path) -> None:
+        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path) -> None:
     base = _read(upstream.base)
     assert check(upstream, Item("base-flag", "--worker-extension-cls", "x", "why")) is None
     assert "defines no such option" in str(
@@ -166,7 +173,7 @@ def test_base_flags_are_read_in_vllms_own_parser_and_a_copy_without_one_fails(
         # A generated one: FrontendArgs' field `port` is the option --port.
         ("vllm/entrypoints/launchers/cli_args.py", "    port: int = 8000",
          "    listen_port: int = 8000")))
-    found = _new_findings(upstream, Upstream(upstream.tree, base=Upstream(copy),
+    found = _new_findings(unmutated, Upstream(upstream.tree, base=Upstream(copy),
                                              cache_dit=upstream.cache_dit))
     assert set(found) == {"base-flag:--worker-extension-cls", "base-flag:--port"}, found
     assert "vLLM 0.30.0's `vllm serve` parser" in found["base-flag:--worker-extension-cls"]
@@ -176,13 +183,13 @@ def test_base_flags_are_read_in_vllms_own_parser_and_a_copy_without_one_fails(
 
 
 def test_cache_dit_names_are_read_in_its_wheel_and_a_copy_without_them_fails(
-        upstream: Upstream, tmp_path: Path) -> None:
+        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path) -> None:
     released = _read(upstream.cache_dit)
     copy = _mutated(released.tree, tmp_path / "cache-dit", (
         ("cache_dit/summary.py", "def summary(", "def summarize("),
         ("cache_dit/summary.py", "  cached_steps: list[int] = dataclasses",
          "  steps_cached: list[int] = dataclasses")))
-    found = _new_findings(upstream, Upstream(upstream.tree, base=upstream.base,
+    found = _new_findings(unmutated, Upstream(upstream.tree, base=upstream.base,
                                              cache_dit=Upstream(copy)))
     assert set(found) == {"cache-dit:summary", "cache-dit:summary.details",
                           "cache-dit:summary.logging", "cache-dit:CacheStats.cached_steps"}, found
@@ -208,10 +215,10 @@ def test_cache_dit_names_are_read_in_its_wheel_and_a_copy_without_them_fails(
      "does not run minimax_h3_denoise_loop"),
 ])
 def test_the_call_order_the_extension_relies_on_fails_on_a_copy_that_changes_it(
-        upstream: Upstream, tmp_path: Path, item: str,
+        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path, item: str,
         edits: tuple[tuple[str, str, str], ...], said: str) -> None:
     copy = _mutated(upstream.tree, tmp_path / "omni", edits)
-    found = _new_findings(upstream, Upstream(copy, base=upstream.base,
+    found = _new_findings(unmutated, Upstream(copy, base=upstream.base,
                                              cache_dit=upstream.cache_dit))
     assert set(found) == {item}, found
     assert said in found[item] and found[item].startswith(f"{item}: the extension relies on")
@@ -263,10 +270,10 @@ _IMAGE_SHAPE = "limit:resolve_minimax_h3_reference_image_shape:"
 ], ids=["cache-dit-targets", "dit-called", "blocks-called", "text-model", "text-layers",
         "video-vae-alias", "audio-encoder-called", "limit-comparison"])
 def test_what_the_extension_reads_fails_on_a_copy_without_it(
-        upstream: Upstream, tmp_path: Path, edits: tuple[tuple[str, str, str], ...],
-        items: set[str], said: str) -> None:
+        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path,
+        edits: tuple[tuple[str, str, str], ...], items: set[str], said: str) -> None:
     copy = _mutated(upstream.tree, tmp_path / "omni", edits)
-    found = _new_findings(upstream, Upstream(copy, base=upstream.base,
+    found = _new_findings(unmutated, Upstream(copy, base=upstream.base,
                                              cache_dit=upstream.cache_dit))
     assert set(found) == items, found
     assert any(said in message for message in found.values()), found
