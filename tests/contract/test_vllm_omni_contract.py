@@ -111,17 +111,36 @@ def unmutated(upstream: Upstream) -> dict[str, str]:
     return check_all(upstream, DERIVED.items)
 
 
+@pytest.fixture(scope="module")
+def extracted(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pinned wheel's sources, extracted once for the module: each test that edits a copy of
+    them links one (see _linked_copy) instead of extracting the 1,600 files again."""
+    return upstream.tree.extract_to(tmp_path_factory.mktemp("omni-extracted"))
+
+
+def _linked_copy(extracted: Path, dest: Path) -> Path:
+    """A copy of the extracted sources whose files are hard links to them: an edit must replace
+    a file (unlink it, then write), never write through the link into the shared extraction."""
+    shutil.copytree(extracted, dest, copy_function=os.link)
+    return dest
+
+
+def _replace(file: Path, text: str) -> None:
+    file.unlink()  # a hard link to the shared extraction: write a new file in its place
+    file.write_text(text, encoding="utf-8")
+
+
 def test_checker_reports_exactly_the_names_removed_from_a_copy(
-        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path) -> None:
+        upstream: Upstream, unmutated: dict[str, str], extracted: Path, tmp_path: Path) -> None:
     by_id = {i.id: i for i in DERIVED.items}
     missing = [m[0] for m in MUTATIONS if m[0] not in by_id]
     assert not missing, f"the mutation test edits {missing}, which are no longer relied on"
-    copy = SourceTree(upstream.tree.extract_to(tmp_path / "wheel"))
+    copy = SourceTree(_linked_copy(extracted, tmp_path / "wheel"))
     for _, path, old, new in MUTATIONS:
         file = copy.root / path
         text = file.read_text(encoding="utf-8")
         assert text.count(old) == 1, f"{path}: the mutation's anchor text is not there once"
-        file.write_text(text.replace(old, new), encoding="utf-8")
+        _replace(file, text.replace(old, new))
     after = check_all(Upstream(copy, base=upstream.base, cache_dit=upstream.cache_dit),
                       DERIVED.items)
     new_findings = {k: v for k, v in after.items() if k not in unmutated}
@@ -133,15 +152,17 @@ def test_checker_reports_exactly_the_names_removed_from_a_copy(
     assert "DiffusionWorker" in new_findings[MUTATIONS[2][0]]
 
 
-def _mutated(tree: SourceTree, dest: Path,
-             edits: tuple[tuple[str, str, str], ...]) -> SourceTree:
-    """An extracted copy of `tree` with each (path, text found exactly once, replacement)."""
-    copy = SourceTree(tree.extract_to(dest), tree.package)
+def _mutated(tree: SourceTree, dest: Path, edits: tuple[tuple[str, str, str], ...],
+             extracted: Path | None = None) -> SourceTree:
+    """An extracted copy of `tree` with each (path, text found exactly once, replacement);
+    linked from `extracted` (the module's extraction of the same wheel) where given."""
+    root = _linked_copy(extracted, dest) if extracted is not None else tree.extract_to(dest)
+    copy = SourceTree(root, tree.package)
     for path, old, new in edits:
         file = copy.root / path
         text = file.read_text(encoding="utf-8")
         assert text.count(old) == 1, f"{path}: the mutation's anchor text is not there once"
-        file.write_text(text.replace(old, new), encoding="utf-8")
+        _replace(file, text.replace(old, new))
     return copy
 
 
@@ -215,9 +236,10 @@ def test_cache_dit_names_are_read_in_its_wheel_and_a_copy_without_them_fails(
      "does not run minimax_h3_denoise_loop"),
 ])
 def test_the_call_order_the_extension_relies_on_fails_on_a_copy_that_changes_it(
-        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path, item: str,
+        upstream: Upstream, unmutated: dict[str, str], extracted: Path, tmp_path: Path,
+        item: str,
         edits: tuple[tuple[str, str, str], ...], said: str) -> None:
-    copy = _mutated(upstream.tree, tmp_path / "omni", edits)
+    copy = _mutated(upstream.tree, tmp_path / "omni", edits, extracted)
     found = _new_findings(unmutated, Upstream(copy, base=upstream.base,
                                              cache_dit=upstream.cache_dit))
     assert set(found) == {item}, found
@@ -270,9 +292,9 @@ _IMAGE_SHAPE = "limit:resolve_minimax_h3_reference_image_shape:"
 ], ids=["cache-dit-targets", "dit-called", "blocks-called", "text-model", "text-layers",
         "video-vae-alias", "audio-encoder-called", "limit-comparison"])
 def test_what_the_extension_reads_fails_on_a_copy_without_it(
-        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path,
+        upstream: Upstream, unmutated: dict[str, str], extracted: Path, tmp_path: Path,
         edits: tuple[tuple[str, str, str], ...], items: set[str], said: str) -> None:
-    copy = _mutated(upstream.tree, tmp_path / "omni", edits)
+    copy = _mutated(upstream.tree, tmp_path / "omni", edits, extracted)
     found = _new_findings(unmutated, Upstream(copy, base=upstream.base,
                                              cache_dit=upstream.cache_dit))
     assert set(found) == items, found
