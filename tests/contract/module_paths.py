@@ -53,9 +53,16 @@ def _functions(cls: ast.ClassDef) -> Iterator[ast.FunctionDef | ast.AsyncFunctio
 
 def _assigned(up: Upstream, cls: Class, attr: str) -> list[tuple[Class, ast.expr]]:
     """The values assigned as `self.attr = value` in the class and its bases in the wheel."""
-    out: list[tuple[Class, ast.expr]] = []
-    for found in up._mro(cls[0], cls[1].name):
-        for fn in _functions(found[1]):
+    return [(found, value) for found in up._mro(cls[0], cls[1].name)
+            for value in _self_assignments(up, found[1]).get(attr, [])]
+
+
+def _self_assignments(up: Upstream, cls: ast.ClassDef) -> dict[str, list[ast.expr]]:
+    """attr -> the values of `self.attr = value` in the class's own methods, in source order;
+    found once per class of a tree (each module path followed walks the same classes again)."""
+    if cls not in up.self_assignments:
+        out: dict[str, list[ast.expr]] = {}
+        for fn in _functions(cls):
             for node in ast.walk(fn):
                 if isinstance(node, ast.Assign):
                     pairs = [(t, node.value) for t in node.targets]
@@ -64,10 +71,11 @@ def _assigned(up: Upstream, cls: Class, attr: str) -> list[tuple[Class, ast.expr
                 else:
                     continue
                 for target, value in pairs:
-                    if isinstance(target, ast.Attribute) and target.attr == attr \
-                            and isinstance(target.value, ast.Name) and target.value.id == "self":
-                        out.append((found, value))
-    return out
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id == "self":
+                        out.setdefault(target.attr, []).append(value)
+        up.self_assignments[cls] = out
+    return up.self_assignments[cls]
 
 
 def _alternatives(value: ast.expr) -> Iterator[ast.expr]:

@@ -103,21 +103,47 @@ MUTATIONS = (
 )
 
 
+@pytest.fixture(scope="module")
+def unmutated(upstream: Upstream) -> dict[str, str]:
+    """What the checker finds in the released wheels themselves: every mutation test compares a
+    copy's findings with these, which do not change from test to test (checked once, not once a
+    test)."""
+    return check_all(upstream, DERIVED.items)
+
+
+@pytest.fixture(scope="module")
+def extracted(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pinned wheel's sources, extracted once for the module: each test that edits a copy of
+    them links one (see _linked_copy) instead of extracting the 1,600 files again."""
+    return upstream.tree.extract_to(tmp_path_factory.mktemp("omni-extracted"))
+
+
+def _linked_copy(extracted: Path, dest: Path) -> Path:
+    """A copy of the extracted sources whose files are hard links to them: an edit must replace
+    a file (unlink it, then write), never write through the link into the shared extraction."""
+    shutil.copytree(extracted, dest, copy_function=os.link)
+    return dest
+
+
+def _replace(file: Path, text: str) -> None:
+    file.unlink()  # a hard link to the shared extraction: write a new file in its place
+    file.write_text(text, encoding="utf-8")
+
+
 def test_checker_reports_exactly_the_names_removed_from_a_copy(
-        upstream: Upstream, tmp_path: Path) -> None:
+        upstream: Upstream, unmutated: dict[str, str], extracted: Path, tmp_path: Path) -> None:
     by_id = {i.id: i for i in DERIVED.items}
     missing = [m[0] for m in MUTATIONS if m[0] not in by_id]
     assert not missing, f"the mutation test edits {missing}, which are no longer relied on"
-    copy = SourceTree(upstream.tree.extract_to(tmp_path / "wheel"))
+    copy = SourceTree(_linked_copy(extracted, tmp_path / "wheel"))
     for _, path, old, new in MUTATIONS:
         file = copy.root / path
         text = file.read_text(encoding="utf-8")
         assert text.count(old) == 1, f"{path}: the mutation's anchor text is not there once"
-        file.write_text(text.replace(old, new), encoding="utf-8")
-    before = check_all(upstream, DERIVED.items)
+        _replace(file, text.replace(old, new))
     after = check_all(Upstream(copy, base=upstream.base, cache_dit=upstream.cache_dit),
                       DERIVED.items)
-    new_findings = {k: v for k, v in after.items() if k not in before}
+    new_findings = {k: v for k, v in after.items() if k not in unmutated}
     assert set(new_findings) == {m[0] for m in MUTATIONS}, new_findings
     for item_id, message in new_findings.items():
         assert message.startswith(f"{item_id}: "), message
@@ -126,15 +152,17 @@ def test_checker_reports_exactly_the_names_removed_from_a_copy(
     assert "DiffusionWorker" in new_findings[MUTATIONS[2][0]]
 
 
-def _mutated(tree: SourceTree, dest: Path,
-             edits: tuple[tuple[str, str, str], ...]) -> SourceTree:
-    """An extracted copy of `tree` with each (path, text found exactly once, replacement)."""
-    copy = SourceTree(tree.extract_to(dest), tree.package)
+def _mutated(tree: SourceTree, dest: Path, edits: tuple[tuple[str, str, str], ...],
+             extracted: Path | None = None) -> SourceTree:
+    """An extracted copy of `tree` with each (path, text found exactly once, replacement);
+    linked from `extracted` (the module's extraction of the same wheel) where given."""
+    root = _linked_copy(extracted, dest) if extracted is not None else tree.extract_to(dest)
+    copy = SourceTree(root, tree.package)
     for path, old, new in edits:
         file = copy.root / path
         text = file.read_text(encoding="utf-8")
         assert text.count(old) == 1, f"{path}: the mutation's anchor text is not there once"
-        file.write_text(text.replace(old, new), encoding="utf-8")
+        _replace(file, text.replace(old, new))
     return copy
 
 
@@ -144,9 +172,9 @@ def _read(other: Upstream | str | None) -> Upstream:
     return other
 
 
-def _new_findings(upstream: Upstream, mutated: Upstream) -> dict[str, str]:
-    before = check_all(upstream, DERIVED.items)
-    return {k: v for k, v in check_all(mutated, DERIVED.items).items() if k not in before}
+def _new_findings(unmutated: dict[str, str], mutated: Upstream) -> dict[str, str]:
+    """The mutated copy's findings that the released wheels (`unmutated`) do not have."""
+    return {k: v for k, v in check_all(mutated, DERIVED.items).items() if k not in unmutated}
 
 
 _LOOP = "vllm_omni/diffusion/models/minimax_h3/denoise_loop.py"
@@ -155,7 +183,7 @@ _DIT_CALL = "                v_video, v_audio = model(**fk)\n"
 
 
 def test_base_flags_are_read_in_vllms_own_parser_and_a_copy_without_one_fails(
-        upstream: Upstream, tmp_path: Path) -> None:
+        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path) -> None:
     base = _read(upstream.base)
     assert check(upstream, Item("base-flag", "--worker-extension-cls", "x", "why")) is None
     assert "defines no such option" in str(
@@ -166,7 +194,7 @@ def test_base_flags_are_read_in_vllms_own_parser_and_a_copy_without_one_fails(
         # A generated one: FrontendArgs' field `port` is the option --port.
         ("vllm/entrypoints/launchers/cli_args.py", "    port: int = 8000",
          "    listen_port: int = 8000")))
-    found = _new_findings(upstream, Upstream(upstream.tree, base=Upstream(copy),
+    found = _new_findings(unmutated, Upstream(upstream.tree, base=Upstream(copy),
                                              cache_dit=upstream.cache_dit))
     assert set(found) == {"base-flag:--worker-extension-cls", "base-flag:--port"}, found
     assert "vLLM 0.30.0's `vllm serve` parser" in found["base-flag:--worker-extension-cls"]
@@ -176,13 +204,13 @@ def test_base_flags_are_read_in_vllms_own_parser_and_a_copy_without_one_fails(
 
 
 def test_cache_dit_names_are_read_in_its_wheel_and_a_copy_without_them_fails(
-        upstream: Upstream, tmp_path: Path) -> None:
+        upstream: Upstream, unmutated: dict[str, str], tmp_path: Path) -> None:
     released = _read(upstream.cache_dit)
     copy = _mutated(released.tree, tmp_path / "cache-dit", (
         ("cache_dit/summary.py", "def summary(", "def summarize("),
         ("cache_dit/summary.py", "  cached_steps: list[int] = dataclasses",
          "  steps_cached: list[int] = dataclasses")))
-    found = _new_findings(upstream, Upstream(upstream.tree, base=upstream.base,
+    found = _new_findings(unmutated, Upstream(upstream.tree, base=upstream.base,
                                              cache_dit=Upstream(copy)))
     assert set(found) == {"cache-dit:summary", "cache-dit:summary.details",
                           "cache-dit:summary.logging", "cache-dit:CacheStats.cached_steps"}, found
@@ -208,10 +236,11 @@ def test_cache_dit_names_are_read_in_its_wheel_and_a_copy_without_them_fails(
      "does not run minimax_h3_denoise_loop"),
 ])
 def test_the_call_order_the_extension_relies_on_fails_on_a_copy_that_changes_it(
-        upstream: Upstream, tmp_path: Path, item: str,
+        upstream: Upstream, unmutated: dict[str, str], extracted: Path, tmp_path: Path,
+        item: str,
         edits: tuple[tuple[str, str, str], ...], said: str) -> None:
-    copy = _mutated(upstream.tree, tmp_path / "omni", edits)
-    found = _new_findings(upstream, Upstream(copy, base=upstream.base,
+    copy = _mutated(upstream.tree, tmp_path / "omni", edits, extracted)
+    found = _new_findings(unmutated, Upstream(copy, base=upstream.base,
                                              cache_dit=upstream.cache_dit))
     assert set(found) == {item}, found
     assert said in found[item] and found[item].startswith(f"{item}: the extension relies on")
@@ -263,10 +292,10 @@ _IMAGE_SHAPE = "limit:resolve_minimax_h3_reference_image_shape:"
 ], ids=["cache-dit-targets", "dit-called", "blocks-called", "text-model", "text-layers",
         "video-vae-alias", "audio-encoder-called", "limit-comparison"])
 def test_what_the_extension_reads_fails_on_a_copy_without_it(
-        upstream: Upstream, tmp_path: Path, edits: tuple[tuple[str, str, str], ...],
-        items: set[str], said: str) -> None:
-    copy = _mutated(upstream.tree, tmp_path / "omni", edits)
-    found = _new_findings(upstream, Upstream(copy, base=upstream.base,
+        upstream: Upstream, unmutated: dict[str, str], extracted: Path, tmp_path: Path,
+        edits: tuple[tuple[str, str, str], ...], items: set[str], said: str) -> None:
+    copy = _mutated(upstream.tree, tmp_path / "omni", edits, extracted)
+    found = _new_findings(unmutated, Upstream(copy, base=upstream.base,
                                              cache_dit=upstream.cache_dit))
     assert set(found) == items, found
     assert any(said in message for message in found.values()), found

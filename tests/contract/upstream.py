@@ -178,6 +178,12 @@ class Upstream:
         self.tree = tree
         self.base, self.cache_dit = base, cache_dit
         self._modules: dict[str, ast.Module | None] = {}
+        # Answers that depend on a module's syntax tree alone, found once per tree (every
+        # relied-on item asks them again: 20 route look-ups walk the same API server module).
+        self._routes: dict[str, list[Route]] = {}
+        self._attributes: dict[ast.ClassDef, set[str]] = {}
+        # tests/contract/module_paths.py: a class's `self.attr = value` assignments, by attr
+        self.self_assignments: dict[ast.ClassDef, dict[str, list[ast.expr]]] = {}
 
     # ----------------------------------------------------------------------- modules
 
@@ -267,6 +273,11 @@ class Upstream:
 
     def routes(self, path: str = API_SERVER_MODULE) -> list[Route]:
         """FastAPI routes declared with `@<router>.<method>("/path", ...)` in `path`."""
+        if path not in self._routes:
+            self._routes[path] = self._find_routes(path)
+        return list(self._routes[path])
+
+    def _find_routes(self, path: str) -> list[Route]:
         out: list[Route] = []
         for node in ast.walk(self._require(path)):
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -553,9 +564,9 @@ class Upstream:
         if not cls_name or self._class(path, cls_name) is None:
             return f"{path}: no class {cls_name or name}"
         readers: dict[str, Callable[[ast.ClassDef], set[str]]] = {
-            "method": _methods, "instance_attribute": _self_attributes,
+            "method": _methods, "instance_attribute": self._self_attributes,
             "class_attribute": _body_bindings, "field": _annotated_fields,
-            "attribute": lambda c: _self_attributes(c) | _body_bindings(c) | _methods(c),
+            "attribute": lambda c: self._self_attributes(c) | _body_bindings(c) | _methods(c),
         }
         if kind not in readers:
             raise ValueError(f"unknown definition kind {kind!r}")
@@ -563,6 +574,12 @@ class Upstream:
             return None
         return (f"{path}: class {cls_name} (and its bases in the wheel) has no "
                 f"{kind.replace('_', ' ')} {member}")
+
+
+    def _self_attributes(self, cls: ast.ClassDef) -> set[str]:
+        if cls not in self._attributes:
+            self._attributes[cls] = _self_attributes(cls)
+        return self._attributes[cls]
 
 
 def _methods(cls: ast.ClassDef) -> set[str]:

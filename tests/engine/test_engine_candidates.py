@@ -83,16 +83,27 @@ def test_text_kv_precompute_is_bit_exact_and_cheaper(
     assert ratio == pytest.approx((1.25 * STEPS + 2.0) / (3.25 * STEPS), rel=1e-6)
 
 
+GUIDED = replace(SPEC, guidance_scale=4.0, negative_prompt="blurry")
+
+
+@pytest.fixture(scope="module")
+def guided_b0(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """B0's run of the guided request, which both guided candidates are compared with (each test
+    ran the same B0 run again)."""
+    root = tmp_path_factory.mktemp("guided-b0")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return run(generator(monkeypatch, root), root / "b0", GUIDED)
+
+
 @pytest.mark.parametrize("precompute", [False, True], ids=["per_step", "precomputed"])
 def test_text_kv_precompute_keeps_each_guidance_branch_own_context(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precompute: bool
+    guided_b0: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precompute: bool
 ) -> None:
     # With classifier-free guidance the prompt and the negative prompt each have their context:
     # kept per branch, never one branch's for the other (the same bits as the plain path).
-    guided = replace(SPEC, guidance_scale=4.0, negative_prompt="blurry")
-    b0 = run(generator(monkeypatch, tmp_path), tmp_path / "b0", guided)
+    b0 = guided_b0
     engine = generator(monkeypatch, tmp_path, **{"text-kv-precompute": precompute})
-    candidate = run(engine, tmp_path / "candidate", guided)
+    candidate = run(engine, tmp_path / "candidate", GUIDED)
     assert b0.enabled_path["guidance"] == "cfg"
     assert first_difference(b0, candidate) is None
     blocks = DIT_BLOCKS

@@ -30,6 +30,15 @@ from tests.engine.pipeline_harness import SPEC, Monitor, generator
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(scope="module")
+def b0(tmp_path_factory: pytest.TempPathFactory) -> TorchGenerator:
+    """One B0 engine for the module, as a server keeps one across its requests: building it
+    (seeded weights drawn in place) cost as much as a capture run, once a test. Its diagnostics
+    root is the session's temporary folder, so that every test's own tmp_path is inside it."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return generator(monkeypatch, tmp_path_factory.getbasetemp())
+
+
 def _capture(engine: TorchGenerator | FaultyGenerator, folder: Path, point: str,
              **capture: Any) -> Path:
     block = {"dump_dir": str(folder), "points": [point], "capture": capture}
@@ -39,9 +48,8 @@ def _capture(engine: TorchGenerator | FaultyGenerator, folder: Path, point: str,
     return folder
 
 
-def _localize(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str, stage: str,
-              step: int | None) -> tuple[str, str]:
-    b0 = generator(monkeypatch, tmp_path)
+def _localize(b0: TorchGenerator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+              planted: str, stage: str, step: int | None) -> tuple[str, str]:
     candidate = generator(monkeypatch, tmp_path, **{"plant-divergence": planted})
     point = "cond.text" if stage == "encoders" else f"dit.step{step:03d}"
     where = {"stage": stage, "step": step}
@@ -65,20 +73,20 @@ def _localize(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str, sta
     ("dit.blocks.4.modulation", 1, "dit.blocks.4"),
 ])
 def test_a_divergence_planted_in_the_dit_is_named_exactly(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str, step: int, block: str
-) -> None:
-    assert _localize(monkeypatch, tmp_path, f"{planted}@{step}", "dit", step) == (block, planted)
+        b0: TorchGenerator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str,
+        step: int, block: str) -> None:
+    found = _localize(b0, monkeypatch, tmp_path, f"{planted}@{step}", "dit", step)
+    assert found == (block, planted)
 
 
 def test_a_divergence_planted_in_the_conditioning_is_named_in_the_encoder(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    found = _localize(monkeypatch, tmp_path, "text_encoder.layers.1.fc2", "encoders", None)
+        b0: TorchGenerator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    found = _localize(b0, monkeypatch, tmp_path, "text_encoder.layers.1.fc2", "encoders", None)
     assert found == ("text_encoder.layers.1", "text_encoder.layers.1.fc2")
 
 
 def test_a_split_k_reduction_is_named_at_the_projection_it_changed(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    b0 = generator(monkeypatch, tmp_path)
+        b0: TorchGenerator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     split = generator(monkeypatch, tmp_path, **{"reduction-order": "split_k"})
     inside = {"stage": "dit", "step": 0, "within": "dit.blocks.0", "tensors": True}
     found = divergence(read_log(_capture(b0, tmp_path / "a", "dit.step000", **inside)),
@@ -87,8 +95,8 @@ def test_a_split_k_reduction_is_named_at_the_projection_it_changed(
 
 
 def test_only_the_chosen_step_is_captured_and_the_hooks_go_away(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    engine = generator(monkeypatch, tmp_path)
+        b0: TorchGenerator, tmp_path: Path) -> None:
+    engine = b0
     hooked = sum(len(m._forward_hooks) for m in engine.model.modules())
     folder = _capture(engine, tmp_path / "a", "dit.step001", stage="dit", step=1)
     calls = read_log(folder)
@@ -109,8 +117,8 @@ def test_only_the_chosen_step_is_captured_and_the_hooks_go_away(
 
 
 def test_a_capture_from_a_first_step_names_each_lines_step(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    engine = generator(monkeypatch, tmp_path)
+        b0: TorchGenerator, tmp_path: Path) -> None:
+    engine = b0
     calls = read_log(_capture(engine, tmp_path / "r", "dit.step003", stage="dit", step=3,
                               first_step=1))
     assert sorted({c.step for c in calls}) == [1, 2, 3]
@@ -129,9 +137,8 @@ def test_a_capture_from_a_first_step_names_each_lines_step(
     ({"stage": "encoders", "step": None, "first_step": 0}, "first_step"),
 ])
 def test_a_capture_it_cannot_honour_is_refused_before_anything_runs(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capture: dict[str, Any], named: str
-) -> None:
-    engine = generator(monkeypatch, tmp_path)
+        b0: TorchGenerator, tmp_path: Path, capture: dict[str, Any], named: str) -> None:
+    engine = b0
     block = {"dump_dir": str(tmp_path / "x"), "points": ["dit.step000"], "capture": capture}
     request = replace(SPEC, extra_params={**SPEC.extra_params, ACCEPTANCE_FIELD: block})
     with pytest.raises(ApiError) as refused:
@@ -145,9 +152,9 @@ def test_a_capture_it_cannot_honour_is_refused_before_anything_runs(
     ("cond.text", {"stage": "encoders", "step": None}, Target("encoders", None)),
 ])
 def test_with_the_capture_hooks_off_the_engine_reports_no_call_and_nothing_is_named(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, point: str, where: dict[str, Any],
+        b0: TorchGenerator, tmp_path: Path, point: str, where: dict[str, Any],
         target: Target) -> None:
-    engine = generator(monkeypatch, tmp_path)
+    engine = b0
     hooked = sum(len(m._forward_hooks) for m in engine.model.modules())
     # The fault's profile switches it on, and the server wraps its generator for it.
     profile = load_profile(REPO / "engine/profiles/reference/fault-capture-hooks-off.yaml")
@@ -203,7 +210,7 @@ def _stopping(engine: TorchGenerator, folder: Path, points: list[str],
 def test_a_capture_that_stops_writes_what_a_whole_request_writes_and_runs_no_step_after_it(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: dict[str, Any],
         points: list[str], ran: list[int], said: str) -> None:
-    engine = generator(monkeypatch, tmp_path)
+    engine = generator(monkeypatch, tmp_path)  # its own: a stopped generation ends mid-denoise
     hooked = sum(len(m._forward_hooks) for m in engine.model.modules())
     steps, stopped = _stopping(engine, tmp_path / "stop", points, **where)
     assert str(stopped).startswith(f"{CAPTURE_STOPPED_MARKER}: the capture of {said}")
@@ -224,8 +231,8 @@ def test_a_capture_that_stops_writes_what_a_whole_request_writes_and_runs_no_ste
 
 
 def test_a_capture_that_stops_refuses_a_point_it_would_never_write(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    engine = generator(monkeypatch, tmp_path)
+        b0: TorchGenerator, tmp_path: Path) -> None:
+    engine = b0
     for points, named in ((["dit.step001", "dit.step003"], "dit.step003"),
                           (["latent.video"], "latent.video"), ("all", "decoded.video")):
         block = {"dump_dir": str(tmp_path / "x"), "points": points,
@@ -239,7 +246,7 @@ def test_a_capture_that_stops_refuses_a_point_it_would_never_write(
 
 def test_a_cancel_before_the_capture_is_whole_is_a_cancel_not_a_stop(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    engine = generator(monkeypatch, tmp_path)
+    engine = generator(monkeypatch, tmp_path)  # its own: a cancelled generation ends mid-denoise
 
     class CancelledAtStep1(_Steps):
         def step_done(self, step: int, total: int) -> None:

@@ -27,11 +27,44 @@ from tests.engine.pipeline_harness import (
 pytestmark = pytest.mark.engine
 
 
-def test_same_seed_twice_gives_identical_dumps_and_frames(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    engine = generator(monkeypatch, tmp_path)
-    first, second = run(engine, tmp_path / "a"), run(engine, tmp_path / "b")
+@pytest.fixture(scope="module")
+def b0_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
+    """Two runs of the same request on one B0 engine in this process: the determinism test
+    compares them, the shape and other-process tests read the first (each made its own)."""
+    root = tmp_path_factory.mktemp("b0")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        engine = generator(monkeypatch, root)
+        return run(engine, root / "a"), run(engine, root / "b")
+
+
+# The script another Python process runs: B0 built there (its kernel settings and the modules
+# that building it loaded are printed), then the same run as here into sys.argv[1]/there.
+ANOTHER_PROCESS = (
+    "import sys, json, torch, pytest; from pathlib import Path;"
+    "from tests.engine.pipeline_harness import generator, run;"
+    "engine = generator(pytest.MonkeyPatch(), Path(sys.argv[1]));"
+    "print(json.dumps({'deterministic': torch.are_deterministic_algorithms_enabled(),"
+    " 'warn_only': torch.is_deterministic_algorithms_warn_only_enabled(),"
+    " 'compiler_loaded': [m for m in sys.modules"
+    " if m.startswith(('torch._inductor', 'torch._dynamo'))]}), flush=True);"
+    "run(engine, Path(sys.argv[1]) / 'there')"
+)
+
+
+@pytest.fixture(scope="module")
+def another_process(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], Run]:
+    """One fresh Python process builds B0 and runs the request: what building it set and loaded
+    there, and its run. Both tests that need another process read this one (each started its
+    own: most of the cost is the process importing torch)."""
+    root = tmp_path_factory.mktemp("another-process")
+    done = subprocess.run([sys.executable, "-c", ANOTHER_PROCESS, str(root)], cwd=REPO_ROOT,
+                          env=engine_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[0]), Run(root / "there", [], None)
+
+
+def test_same_seed_twice_gives_identical_dumps_and_frames(b0_twice: tuple[Run, Run]) -> None:
+    first, second = b0_twice
     assert len(first.points()) == 7 + STEPS
     assert first.points() == second.points()
     assert first_difference(first, second) is None
@@ -39,41 +72,26 @@ def test_same_seed_twice_gives_identical_dumps_and_frames(
 
 
 def test_another_process_gives_identical_dumps(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    b0_twice: tuple[Run, Run], another_process: tuple[dict[str, object], Run]
 ) -> None:
-    here = run(generator(monkeypatch, tmp_path), tmp_path / "here")
-    script = (
-        "import sys; from pathlib import Path; from tests.engine.pipeline_harness import *;"
-        "import pytest; mp = pytest.MonkeyPatch();"
-        "run(generator(mp, Path(sys.argv[1])), Path(sys.argv[1]) / 'there')"
-    )
-    subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)], cwd=REPO_ROOT, env=engine_env(), check=True
-    )
-    there = Run(tmp_path / "there", [], None)
+    here, (_, there) = b0_twice[0], another_process
     assert here.points() == there.points()
     assert first_difference(here, there) is None
 
 
-def test_kernels_are_deterministic_without_loading_the_compiler(tmp_path: Path) -> None:
+def test_kernels_are_deterministic_without_loading_the_compiler(
+    another_process: tuple[dict[str, object], Run]
+) -> None:
     # Deterministic kernels (warn-only) as torch.use_deterministic_algorithms sets them, but
     # without importing torch._inductor: that import alone cost about 2 s of every engine start.
-    script = (
-        "import sys, torch, pytest; from pathlib import Path;"
-        "from tests.engine.pipeline_harness import generator;"
-        "generator(pytest.MonkeyPatch(), Path(sys.argv[1]));"
-        "assert torch.are_deterministic_algorithms_enabled();"
-        "assert torch.is_deterministic_algorithms_warn_only_enabled();"
-        "loaded = [m for m in sys.modules if m.startswith(('torch._inductor', 'torch._dynamo'))];"
-        "assert not loaded, loaded"
-    )
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO_ROOT,
-                          env=engine_env(), capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    # Read in a fresh process right after B0 is built there, before it runs anything.
+    state, _ = another_process
+    assert state["deterministic"] is True and state["warn_only"] is True
+    assert state["compiler_loaded"] == [], state["compiler_loaded"]
 
 
-def test_shapes_follow_h3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    result = run(generator(monkeypatch, tmp_path), tmp_path / "a")
+def test_shapes_follow_h3(b0_twice: tuple[Run, Run]) -> None:
+    result = b0_twice[0]
     assert video_latent_frames(124) == 37 and video_latent_frames(362) == 107
     assert len(result.frames) == SPEC.num_frames
     assert result.frames[0].shape == (32, 32, 3) and result.frames[0].dtype == np.uint8
