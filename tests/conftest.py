@@ -104,8 +104,6 @@ SPREAD = frozenset({
     "tests/engine/test_engine_stop.py",
     "tests/unit/test_host_path.py",
     "tests/unit/test_latency_faults.py",
-    "tests/unit/test_plugin.py",
-    "tests/unit/test_reason_codes.py",
     "tests/unit/test_signals.py",
 })
 

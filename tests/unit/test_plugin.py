@@ -2,7 +2,13 @@
 interruption (track selection by marks, which needs no engine: test_plugin_selection.py).
 
 The sessions run in this process (plugin_sessions.run_in_checkout), except the two interrupted
-ones: a Ctrl-C and a SIGKILLed engine mid-request act on a session in a process of its own."""
+ones: a Ctrl-C and a SIGKILLed engine mid-request act on a session in a process of its own.
+
+One session, B0's 5 s lossless smoke request on an unfrozen cheap copy (:func:`plain_run`), feeds
+both the test of the evidence and report it writes and the test of the caps an unfrozen campaign
+puts on verdicts: they asked the same run. Every other test runs a session of its own (a faulted,
+drifted or interrupted one). The shared run keeps this module out of tests/conftest.py's SPREAD:
+its tests run on one worker, one after the other."""
 
 from __future__ import annotations
 
@@ -15,11 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from ref2va_accept.evidence import rebuild
 from tests.unit.evidence_schema import read_bundle
-from tests.unit.plugin_sessions import run_in_checkout
+from tests.unit.plugin_sessions import Session, run_in_checkout
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
     ROOT,
@@ -29,14 +36,32 @@ from tests.unit.suite_runner import (
 )
 
 
-def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
-    evidence = tmp_path / "evidence"
-    campaign = campaign_variant(tmp_path / "c", steps=CHEAP_STEPS)
-    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
+def _b0_smoke(campaign: Path, evidence: Path) -> Session:
+    """B0's 5 s lossless smoke request (tests/acceptance/test_b0_output.py) on `campaign`."""
+    return run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                           "--campaign", str(campaign), "--evidence-dir", str(evidence))
+
+
+def _bundle_of(result: Session, evidence: Path) -> tuple[Path, dict[str, Any]]:
+    """A session that passed: its run folder and its evidence."""
     assert result.returncode == 0, result.stdout[-3000:]
     run = next(p for p in evidence.iterdir() if not p.is_symlink())
-    bundle = read_bundle(run)
+    return run, read_bundle(run)
+
+
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Session]:
+    """B0's smoke request on an unfrozen cheap copy of the reference campaign, in one session:
+    the folder that holds the copy and the evidence (under `evidence`), and the session."""
+    folder = tmp_path_factory.mktemp("plain")
+    campaign = campaign_variant(folder / "c", steps=CHEAP_STEPS)
+    return folder, _b0_smoke(campaign, folder / "evidence")
+
+
+def test_run_writes_sanitized_evidence_and_report(plain_run: tuple[Path, Session]) -> None:
+    folder, result = plain_run
+    evidence = folder / "evidence"
+    run, bundle = _bundle_of(result, evidence)
     assert bundle["status"] == "complete"
     # evidence.json is the projection of the run's event log, and can be rebuilt from it alone.
     assert rebuild(run).json_dict() == bundle
@@ -54,7 +79,7 @@ def test_run_writes_sanitized_evidence_and_report(tmp_path: Path) -> None:
         # (The copy's relative "../../work/..." candidate profile paths are no host path: only
         # the absolute checkout path counts.)
         assert re.search(r"(?<![\w.])" + re.escape(str(ROOT)), text) is None
-        assert str(tmp_path) not in text
+        assert str(folder) not in text
         assert "127.0.0.1" not in text
     assert (evidence / "latest").resolve() == run.resolve()
 
@@ -104,20 +129,11 @@ def test_ctrl_c_mid_request_leaves_no_process_and_keeps_evidence(tmp_path: Path)
     assert bundle["instances"][0]["cleanup"]["survivors"] == []
 
 
-def _run_5s_lossless(campaign: Path, evidence: Path) -> dict[str, object]:
-    result = run_in_checkout("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
-                             "--campaign", str(campaign), "--evidence-dir", str(evidence))
-    assert result.returncode == 0, result.stdout[-3000:]
-    run = next(p for p in evidence.iterdir() if not p.is_symlink())
-    bundle: dict[str, object] = read_bundle(run)
-    return bundle
-
-
-def test_unfrozen_campaign_runs_but_caps_verdicts(tmp_path: Path) -> None:
-    bundle = _run_5s_lossless(campaign_variant(tmp_path / "c", steps=CHEAP_STEPS),
-                              tmp_path / "evidence")
-    assert bundle["campaign"]["freeze"]["state"] == "not_frozen"  # type: ignore[index]
-    verdict = bundle["verdicts"][0]  # type: ignore[index]
+def test_unfrozen_campaign_runs_but_caps_verdicts(plain_run: tuple[Path, Session]) -> None:
+    folder, result = plain_run
+    _, bundle = _bundle_of(result, folder / "evidence")
+    assert bundle["campaign"]["freeze"]["state"] == "not_frozen"
+    verdict = bundle["verdicts"][0]
     assert verdict["verdict"] == "inconclusive"
     assert "protocol_not_frozen" in verdict["reasons"]
 
@@ -132,11 +148,12 @@ def test_drifted_campaign_runs_but_names_the_drift(tmp_path: Path) -> None:
     data = yaml.safe_load(campaign.read_text())
     data["description"] = "a description edited after freezing"
     campaign.write_text(yaml.safe_dump(data, sort_keys=False))
-    bundle = _run_5s_lossless(campaign, tmp_path / "evidence")
-    freeze_state = bundle["campaign"]["freeze"]  # type: ignore[index]
+    evidence = tmp_path / "evidence"
+    _, bundle = _bundle_of(_b0_smoke(campaign, evidence), evidence)
+    freeze_state = bundle["campaign"]["freeze"]
     assert freeze_state["state"] == "drifted"
     assert any(p.startswith("description: locked") for p in freeze_state["problems"])
-    assert "protocol_deviation" in bundle["verdicts"][0]["reasons"]  # type: ignore[index]
+    assert "protocol_deviation" in bundle["verdicts"][0]["reasons"]
 
 
 def test_engine_dying_mid_request_is_a_recorded_failure_and_nothing_survives(

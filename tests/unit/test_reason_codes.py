@@ -4,11 +4,18 @@ Each test runs the suite as a user does (pytest in a subprocess) on a one-track,
 copy of the reference campaign, with the reference engine's own faults (engine/reference/
 faults.py) where one is needed, and finds its reason in the evidence and in the verdict. The
 last test keeps it so: a validity or defect reason that no test file expects fails it.
+
+The faulty candidates whose B0 is the reference one (a missing comparison point on 5s-lossless, a
+failed lossy precondition on 5s-lossy) are judged in one session (:func:`judged_against_b0`), as
+a campaign judges them: one pair of B0 gate instances serves both 5 s tracks. The faults of B0
+itself (a start-up timeout, a missing audio stream, unseeded noise) each need a B0 of their own,
+and run alone. The shared session keeps this module out of tests/conftest.py's SPREAD.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +35,33 @@ from tests.unit.suite_runner import (
 )
 
 CANDIDATE = "faulty"
+# The second candidate of the shared session (judged_against_b0), on the 5 s lossy track.
+FRAMES = "faulty-frames"
 
 
 def _campaign(folder: Path, track: str, *, b0_args: dict[str, Any] | None = None,
               candidate_args: dict[str, Any] | None = None,
-              lossy_gate: dict[str, Any] | None = None, **engine: Any) -> Path:
+              lossy_gate: dict[str, Any] | None = None,
+              more: Mapping[str, tuple[str, dict[str, Any]]] | None = None,
+              **engine: Any) -> Path:
     """One track, one candidate (B0's profile plus `candidate_args`), no declared device time,
-    one seed, frozen: no verdict is capped for a reason other than the one under test."""
+    one seed, frozen: no verdict is capped for a reason other than the one under test. `more`:
+    further candidates, by id, each on its own track (its id, B0's profile plus its arguments),
+    for the faulty candidates one session judges against one B0."""
     path = campaign_variant(folder / "c", profile_args=b0_args or {}, steps=CHEAP_STEPS)
     data = yaml.safe_load(path.read_text())
-    profile = yaml.safe_load((folder / "c" / "b0.yaml").read_text())
-    profile.update(name=CANDIDATE, declared=track.split("-")[1])
-    profile["args"] = ({k: v for k, v in profile["args"].items() if k != "fault"}
-                       | (candidate_args or {}))
-    (folder / "c" / "faulty.yaml").write_text(yaml.safe_dump(profile))
-    data["candidates"] = [{"id": CANDIDATE, "profile": "faulty.yaml", "tracks": [track]}]
-    data["tracks"] = {track: data["tracks"][track]}
-    data["tracks"][track]["request"]["seeds"] = [42]
+    candidates = {CANDIDATE: (track, candidate_args or {}), **(more or {})}
+    data["candidates"] = []
+    for name, (on, args) in candidates.items():
+        profile = yaml.safe_load((folder / "c" / "b0.yaml").read_text())
+        profile.update(name=name, declared=on.split("-")[1])
+        profile["args"] = {k: v for k, v in profile["args"].items() if k != "fault"} | args
+        (folder / "c" / f"{name}.yaml").write_text(yaml.safe_dump(profile))
+        data["candidates"].append({"id": name, "profile": f"{name}.yaml", "tracks": [on]})
+    tracks = {on for on, _ in candidates.values()}
+    data["tracks"] = {t: data["tracks"][t] for t in data["tracks"] if t in tracks}
+    for t in tracks:
+        data["tracks"][t]["request"]["seeds"] = [42]
     if lossy_gate:
         data["tracks"][track]["lossy_gate"].update(lossy_gate)
     data["environment"] = {}
@@ -99,12 +116,22 @@ def test_baseline_invalid_media_and_baseline_contract(tmp_path: Path) -> None:
     assert {"baseline_invalid_media", "baseline_contract"} <= set(verdict["reasons"])
 
 
-def test_comparison_point_missing(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def judged_against_b0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+    """One session of the 5 s lossless and lossy quality scenarios: B0 as shipped, CANDIDATE on
+    5s-lossless without audio, FRAMES on 5s-lossy one frame short (each test below reads its
+    own candidate); its outcome and evidence."""
+    folder = tmp_path_factory.mktemp("against-b0")
+    campaign = _campaign(folder, "5s-lossless", candidate_args={"fault": "missing_audio"},
+                         more={FRAMES: ("5s-lossy", {"fault": "wrong_frame_count"})})
+    return _run(folder, campaign, "tests/quality/test_lossless.py", "tests/quality/test_lossy.py",
+                "-m", "5s")
+
+
+def test_comparison_point_missing(judged_against_b0: tuple[Any, dict[str, Any]]) -> None:
     # The candidate's MP4 has no audio: its mp4.audio point is missing, never "bit-exact at
     # fewer points". The same missing stream on B0 is baseline_contract (above).
-    campaign = _campaign(tmp_path, "5s-lossless", candidate_args={"fault": "missing_audio"})
-    result, found = _run(tmp_path, campaign, "tests/quality/test_lossless.py",
-                         "-m", "lossless and 5s")
+    result, found = judged_against_b0
     assert result.returncode == 1, result.stdout[-2000:]
     assert _check(found, "b0", "baseline_determinism")["status"] == "pass"
     gate = _check(found, CANDIDATE, "lossless_gate")
@@ -137,18 +164,17 @@ def test_baseline_variability_too_high(tmp_path: Path) -> None:
     assert "baseline_variability_too_high" in verdict["reasons"]
 
 
-def test_quality_precondition_failed(tmp_path: Path) -> None:
+def test_quality_precondition_failed(judged_against_b0: tuple[Any, dict[str, Any]]) -> None:
     # One frame short: the outputs cannot be compared, which is a failed precondition, not a
     # score (and the candidate's media is invalid besides).
-    campaign = _campaign(tmp_path, "5s-lossy", candidate_args={"fault": "wrong_frame_count"})
-    result, found = _run(tmp_path, campaign, "tests/quality/test_lossy.py", "-m", "lossy and 5s")
+    result, found = judged_against_b0
     assert result.returncode == 1, result.stdout[-2000:]
-    gate = _check(found, CANDIDATE, "lossy_gate")
+    gate = _check(found, FRAMES, "lossy_gate")
     assert (gate["status"], gate["reason"]) == ("fail", "quality_precondition_failed")
     assert "frame count differs" in gate["detail"]
-    media = _check(found, CANDIDATE, "candidate_media")
+    media = _check(found, FRAMES, "candidate_media")
     assert media["reason"] == "invalid_media"
-    verdict = verdict_of(found, CANDIDATE)
+    verdict = verdict_of(found, FRAMES)
     assert verdict["verdict"] == "failed" and "quality_precondition_failed" in verdict["reasons"]
 
 
