@@ -323,8 +323,11 @@ def test_a_lossy_gates_requests_are_its_instances_warmups(
     hosting = next(r for r in runs if r.gate)
     assert hosting.warmups_from_gate == len(plan.seeds)
     assert len(hosting.warmups) == len(plan.seeds) and hosting.steady
-    assert hosting.to_dict()["warmups_from_gate"] == len(plan.seeds)
+    assert hosting.record().warmups_from_gate == len(plan.seeds)
     assert all(r.warmups_from_gate == 0 for r in runs if r is not hosting)
+    # An instance that hosted no gate records neither key.
+    assert all({"hosted_gate", "warmups_from_gate"}.isdisjoint(r.record().json_dict())
+               for r in runs if r is not hosting)
 
 
 def test_cheap_warmups_are_not_the_gates_requests(monkeypatch: pytest.MonkeyPatch) -> None:

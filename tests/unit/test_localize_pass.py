@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from ref2va_accept.arms import Outcome
+from ref2va_accept.evidence import LocalizedFigures
 from ref2va_accept.judging.localize import Localization
 from ref2va_accept.judging.localize import _runner as runner
 from ref2va_accept.judging.localize._runner import LocalizationPass
@@ -163,8 +164,8 @@ def test_the_pass_starts_b0_then_the_candidate_then_b0_and_names_the_module(
     assert found.found and found.module == "dit.blocks.1.fc2" and found.inputs_equal
     assert arms.log == ["start b0", "request b0 1", "stop b0", "start cand", "request cand 1",
                         "request cand 2", "stop cand", "start b0", "request b0 2", "stop b0"]
-    assert found.figures is not None and found.figures["differing"] == 1
-    assert found.figures["first_index"] == [1, 1]
+    assert isinstance(found.figures, LocalizedFigures) and found.figures.differing == 1
+    assert found.figures.first_index == [1, 1]
     assert found.picture is not None and found.picture.differing == 1
     check = found.check()
     assert check.status == "pass" and "dit.blocks.1.fc2" in check.detail
@@ -176,12 +177,12 @@ def test_every_request_asks_to_stop_once_its_capture_is_written_and_is_read_whol
     found = LocalizationPass(arms, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert found.check().status == "pass" and found.module == "dit.blocks.1.fc2"
     assert [c[CAPTURE_STOP_KEY] for c in arms.captures] == [True] * 4
-    assert [(r["ok"], r["stopped"]) for r in found.requests] == [(False, True)] * 4
+    assert [(r.ok, r.stopped) for r in found.requests] == [(False, True)] * 4
     # An engine that runs the requests through (answering the MP4) backs the same place.
     through = StandInArms(tmp_path / "through", stops=False)
     again = LocalizationPass(through, "cand", POINT, 42).run()  # type: ignore[arg-type]
     assert again.module == found.module and again.where == found.where
-    assert [(r["ok"], r["stopped"]) for r in again.requests] == [(True, False)] * 4
+    assert [(r.ok, r.stopped) for r in again.requests] == [(True, False)] * 4
 
 
 @pytest.mark.parametrize(("answer", "said"), [
@@ -219,7 +220,7 @@ def test_points_that_skip_steps_widen_level_one_and_level_two_looks_at_the_step_
     level2 = [c for c in arms.captures if c["within"] is not None]
     assert {(c.get("first_step"), c["step"]) for c in level2} == {(None, 3)}
     assert found.module == "dit.blocks.1.fc2" and found.target is not None
-    assert found.target.step == 3 and found.to_dict()["point_step"] == 5
+    assert found.target.step == 3 and found.record().point_step == 5
     assert "(step 3)" in found.check().detail or found.check().data["step"] == 3
 
 

@@ -266,7 +266,7 @@ class LocalizeRequest(Record):
     level: int
     within: str | None
     ok: bool
-    stopped: bool | None = Field(None, description=(
+    stopped: bool | None = Field(default=None, description=(
         "the engine stopped the request on purpose once its capture and points were written "
         "(capture.stop; its answer is then not an MP4)"))
     latency_s: Number | None = None
@@ -275,7 +275,7 @@ class LocalizeRequest(Record):
 
 
 class LocalizationData(Record):
-    """What the localization pass found (judging.localize._result.Localization.to_dict)."""
+    """What the localization pass found (built by judging.localize._result.Localization.record)."""
 
     point: str
     seed: int | None

@@ -92,7 +92,7 @@ class Sample(Record):
 # -- the latency check's data (judging.judge_latency) -------------------------------------------
 
 class LatencyInstance(Record):
-    """One instance as it ran (judging.InstanceRun.to_dict)."""
+    """One instance as it ran (built by judging's InstanceRun.record)."""
 
     arm: str
     position: int

@@ -27,7 +27,7 @@ from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.campaign import TRACK_IDS
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Unit
 from ref2va_accept.engines import DeviceProbe, EngineInstance, foreign_processes, probe_for
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import CheckResult, LatencyInstance
 from ref2va_accept.planning import TrackPlan
 from ref2va_accept.timing import (
     InstanceTimes,
@@ -85,17 +85,19 @@ class InstanceRun:
         return InstanceTimes(self.arm, tuple(latencies(self.warmups)),
                              tuple(latencies(self.measured)), self.steady)
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> LatencyInstance:
+        """The instance as the latency check's data records it; the gate it hosted, and the
+        warm-ups that gate's requests gave, only where there were some."""
         measured = latencies(self.measured)
-        found = {"arm": self.arm, "position": self.position,
-                 "warmups_s": latencies(self.warmups), "steady": self.steady,
-                 "measured_s": measured, "distinct_s": latencies(self.distinct),
-                 "value_s": statistics.median(measured) if measured else None}
+        more: dict[str, Any] = {}
         if self.gate:
-            found["hosted_gate"] = sorted({c.name.value for c in self.gate})
+            more["hosted_gate"] = sorted({c.name.value for c in self.gate})
         if self.warmups_from_gate:
-            found["warmups_from_gate"] = self.warmups_from_gate
-        return found
+            more["warmups_from_gate"] = self.warmups_from_gate
+        return LatencyInstance(
+            arm=self.arm, position=self.position, warmups_s=latencies(self.warmups),
+            steady=self.steady, measured_s=measured, distinct_s=latencies(self.distinct),
+            value_s=statistics.median(measured) if measured else None, **more)
 
 
 def _probe(probe: DeviceProbe, arms: Arms, engine: EngineInstance | None, devices: Sequence[int],

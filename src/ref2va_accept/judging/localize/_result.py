@@ -7,10 +7,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ref2va_accept.core import Check, CheckStatus
-from ref2va_accept.evidence import CheckResult, DiffPicture
+from ref2va_accept.evidence import (
+    CheckResult,
+    DiffPicture,
+    DivergenceRecord,
+    LocalizationData,
+    LocalizedFigures,
+    LocalizeRequest,
+    NotCompared,
+)
 from ref2va_accept.judging.localize._capture import Divergence
 from ref2va_accept.tensors import dit_step
 from ref2va_contract.diagnostics import CAPTURE_DIT, CAPTURE_ENCODERS
@@ -74,11 +81,11 @@ class Localization:
     level1: Divergence | None = None
     level2: Divergence | None = None
     # the named module's output (else the pictured point), B0 against the candidate
-    figures: dict[str, Any] | None = None
+    figures: LocalizedFigures | NotCompared | None = None
     inputs_equal: bool | None = None
     picture: DiffPicture | None = None
     picture_of: str = ""
-    requests: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[LocalizeRequest] = field(default_factory=list)
 
     def check(self) -> CheckResult:
         detail = (f"first divergence at {self.point}"
@@ -86,30 +93,26 @@ class Localization:
                   + f": {self.sentence}")
         return CheckResult(self.track, self.candidate, Check.LOCALIZATION,
                            CheckStatus.PASS if self.found else CheckStatus.OPEN, None, detail,
-                           self.to_dict())
+                           self.record().json_dict())
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "point": self.point, "seed": self.seed,
-            "stage": self.target.stage if self.target else None,
-            "step": self.target.step if self.target else None,
-            "first_step": self.target.first_step if self.target else None,
-            "point_step": dit_step(self.point),
-            "found": self.found, "module": self.module, "where": self.where,
-            "sentence": self.sentence,
-            "level1": _parting_dict(self.level1), "level2": _parting_dict(self.level2),
-            "figures": self.figures, "inputs_equal": self.inputs_equal,
-            "picture": self.picture.json_dict() if self.picture else None,
-            "picture_of": self.picture_of, "requests": self.requests,
-        }
+    def record(self) -> LocalizationData:
+        """What the pass found, as the evidence records it (the check's data)."""
+        target = self.target
+        return LocalizationData(
+            point=self.point, seed=self.seed,
+            stage=target.stage if target else None, step=target.step if target else None,
+            first_step=target.first_step if target else None, point_step=dit_step(self.point),
+            found=self.found, module=self.module, where=self.where, sentence=self.sentence,
+            level1=_divergence_record(self.level1), level2=_divergence_record(self.level2),
+            figures=self.figures, inputs_equal=self.inputs_equal, picture=self.picture,
+            picture_of=self.picture_of, requests=self.requests)
 
 
-def _parting_dict(found: Divergence | None) -> dict[str, Any] | None:
+def _divergence_record(found: Divergence | None) -> DivergenceRecord | None:
     if found is None:
         return None
-    return {"kind": found.kind, "module": found.module,
-            "b0": found.b0.label if found.b0 else None,
-            "candidate": found.candidate.label if found.candidate else None,
-            "before": found.before.label if found.before else None,
-            "output": found.output, "skipped": list(found.skipped),
-            "sentence": found.sentence()}
+    return DivergenceRecord(
+        kind=found.kind, module=found.module, b0=found.b0.label if found.b0 else None,
+        candidate=found.candidate.label if found.candidate else None,
+        before=found.before.label if found.before else None, output=found.output,
+        skipped=list(found.skipped), sentence=found.sentence())

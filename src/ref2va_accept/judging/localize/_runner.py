@@ -56,7 +56,14 @@ from ref2va_accept.core import (
     Ref2VAError,
     TensorFileError,
 )
-from ref2va_accept.evidence import CheckResult, LosslessGateData, check_record
+from ref2va_accept.evidence import (
+    CheckResult,
+    LocalizedFigures,
+    LocalizeRequest,
+    LosslessGateData,
+    NotCompared,
+    check_record,
+)
 from ref2va_accept.judging.localize._capture import Call, Divergence, divergence
 from ref2va_accept.judging.localize._judgement import (
     Finding,
@@ -172,10 +179,10 @@ class LocalizationPass:
         folder = outcome.dump_dir
         sample = outcome.sample
         stopped = outcome.says_capture_stopped
-        self.result.requests.append({
-            "arm": arm, "level": level, "within": within, "ok": sample.ok,
-            "stopped": stopped, "latency_s": sample.latency_s,
-            "dump_dir": self.arms.evidence.relative(folder) if folder else None})
+        self.result.requests.append(LocalizeRequest(
+            arm=arm, level=level, within=within, ok=sample.ok, stopped=stopped,
+            latency_s=sample.latency_s,
+            dump_dir=self.arms.evidence.relative(folder) if folder else None))
         if not (sample.ok or stopped) or folder is None:
             raise LocalizeError(f"{arm}'s level-{level} request failed: {outcome.explain()}")
         if stopped:
@@ -200,8 +207,8 @@ class LocalizationPass:
                                    lambda e: self._capture(ArmRole.B0, target, within, level, e))
             self.b0_captures[key] = made
             return made, calls
-        self.result.requests.append({"arm": ArmRole.B0, "level": level, "within": within,
-                                     "ok": True, "reused": True})
+        self.result.requests.append(LocalizeRequest(arm=ArmRole.B0, level=level, within=within,
+                                                    ok=True, reused=True))
         return made, captured(made.dump_dir, ArmRole.B0, level, target, within)  # type: ignore[arg-type]
 
     def _levels(self, target: Target) -> None:
@@ -308,7 +315,9 @@ class LocalizationPass:
     # -- figures and pictures --------------------------------------------------------------------
     def _show(self, a: Path, b: Path, label: str) -> None:
         """The figures and the picture of one tensor, B0's file against the candidate's."""
-        self.result.figures = {**compare_tensor_files(a, b).points[0].json_dict(), "name": label}
+        point = compare_tensor_files(a, b).points[0]
+        self.result.figures = LocalizedFigures(**{**point.model_dump(exclude_unset=True),
+                                                   "name": label})
         self.result.picture = diff_map(a, b)
         self.result.picture_of = label
 
@@ -322,7 +331,7 @@ class LocalizationPass:
             self._show(b0_dir / files[0], cand_dir / files[1],  # type: ignore[operator]
                        f"{named.b0.label}, output {index}")
         except TensorFileError as exc:
-            self.result.figures = {"error": str(exc)}
+            self.result.figures = NotCompared(error=str(exc))
 
     def _show_point(self, b0_dir: Path, cand_dir: Path, point: str, source: str) -> None:
         """A comparison point's figures and picture, when no module's output is shown."""
