@@ -359,7 +359,8 @@ class Pricing(BringupState):
             release = wait_for_release(self.probe(), self.model.devices.visible, self.idle,
                                        self.model.devices.memory_release)
         recorded = {"audit": audit.json_dict(),
-                    "release": None if release is None else release.to_dict(), "what": what}
+                    "release": None if release is None else release.record().json_dict(),
+                    "what": what}
         self.stops.append(StopRecord.model_validate(recorded))
         self.data.setdefault("stops", []).append(recorded)
         self.bundle.checkpoint()

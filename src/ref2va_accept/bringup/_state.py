@@ -22,8 +22,8 @@ from ref2va_accept.evidence import (
     EvidenceBundle,
     IdleLevel,
     Number,
-    Poll,
     Record,
+    ReleaseRecord,
 )
 from ref2va_accept.planning import Arm, TrackPlan, plan_track
 from ref2va_contract.diagnostics import ENABLED_PATH_FILE, TEXT_ENCODER_TP_KEY
@@ -38,17 +38,6 @@ DEFAULT_BOUND_S = 600.0  # both bounds' default in vLLM-Omni 0.30.0
 START_TOLERANCE = 0.25  # a measured start within 25% of the estimate confirms it
 POINT_FOR_PATH = "latent.video"  # one small point: enough for enabled_path.json
 TRACK_LABEL = "bringup"
-
-
-class ReleaseRecord(Record):
-    """The wait for device memory after one stop, as the bring-up records it
-    (device_memory.Release.to_dict)."""
-
-    released: bool
-    waited_s: Number
-    held_mb: dict[str, Number]
-    problem: str | None
-    polls: list[Poll]
 
 
 class StopRecord(Record):
@@ -149,8 +138,7 @@ class PolicyRun:
             enabled_path=self.enabled_path, dump_folders=self.dump_folders,
             text_encoder_tp={"profile": self.tp_expected, "server": self.tp_seen},
             stop=self.stop,
-            release=None if self.release is None else ReleaseRecord.model_validate(
-                self.release.to_dict()))
+            release=None if self.release is None else self.release.record())
 
 
 

@@ -208,7 +208,7 @@ class Steps(Judging):
         else:
             self.data.setdefault("cache_dit", {})["stop"] = audit.json_dict()
             if release is not None:
-                self.data["cache_dit"]["release"] = release.to_dict()
+                self.data["cache_dit"]["release"] = release.record().json_dict()
         return release
 
     def bad_audio(self, arms: Arms, engine: EngineInstance) -> None:

@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +29,7 @@ from ref2va_accept.evidence import (
     IdleLevel,
     MemoryWait,
     Poll,
+    ReleaseRecord,
 )
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,11 @@ class Release:
             parts.append(self.problem)
         return (f"not released within {self.waited_s:.1f} s: " + "; ".join(parts))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"released": self.released, "waited_s": round(self.waited_s, 3),
-                "held_mb": by_name(self.held_mb),
-                "problem": self.problem, "polls": [p.json_dict() for p in self.polls]}
+    def record(self) -> ReleaseRecord:
+        """The wait as the evidence records it (its time rounded to ms)."""
+        return ReleaseRecord(released=self.released, waited_s=round(self.waited_s, 3),
+                             held_mb=by_name(self.held_mb), problem=self.problem,
+                             polls=list(self.polls))
 
 
 def _used(snapshot: DeviceSnapshot, devices: Sequence[int]) -> tuple[dict[int, float], str | None]:

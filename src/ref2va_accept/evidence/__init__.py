@@ -83,6 +83,7 @@ from ref2va_accept.evidence._host_records import (
     MemoryWait,
     Poll,
     ProcessRecord,
+    ReleaseRecord,
     StopStep,
     TrackNeed,
 )
@@ -253,6 +254,7 @@ __all__ = [
     "RatioInterval",
     "Record",
     "RelativeError",
+    "ReleaseRecord",
     "RequestRecord",
     "RowKind",
     "RowStatus",

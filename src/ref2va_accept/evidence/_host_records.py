@@ -246,6 +246,17 @@ class IdleLevel(Record):
     problem: str | None
 
 
+class ReleaseRecord(Record):
+    """The wait for device memory after one stop, as the bring-up records it (built by
+    engines.Release.record): released, or the MB each device still held above idle."""
+
+    released: bool
+    waited_s: Number
+    held_mb: dict[str, Number]
+    problem: str | None
+    polls: list[Poll]
+
+
 class MemoryWait(Record):
     """The wait for device memory after one stop (engines.MemoryGuard.after_stop)."""
 
