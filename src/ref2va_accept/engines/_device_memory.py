@@ -166,12 +166,9 @@ class MemoryGuard:
             used_mb=None, problem="no idle reading was taken before the first instance")
         release = wait_for_release(self.probe, self.devices, idle, self.spec,
                                    clock=self.clock, sleep=self.sleep)
-        self.waits.append(MemoryWait(instance=instance, arm=arm, released=release.released,
-                                     waited_s=round(release.waited_s, 3),
-                                     held_mb=by_name(release.held_mb), problem=release.problem,
-                                     polls=list(release.polls)))
-        data = {"instance": instance, "waited_s": round(release.waited_s, 3),
-                "held_mb": by_name(release.held_mb)}
+        recorded = release.record()
+        self.waits.append(MemoryWait(instance=instance, arm=arm, **dict(recorded)))
+        data = {"instance": instance, "waited_s": recorded.waited_s, "held_mb": recorded.held_mb}
         if release.released:
             return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, CheckStatus.PASS, None,
                                release.explain(), data)
