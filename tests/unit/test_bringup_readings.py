@@ -375,7 +375,8 @@ def _stop(instance: str, *, sigkill: bool = False, alive_after: int = 0,
                       (Poll(at_s=1.0, readable=True, used_mb={"3": 100.0 + held_mb},
                             problem=None),),
                       "still held" if held_mb else None)
-    return StopRecord.model_validate({"audit": audit.json_dict(), "release": release.record().json_dict()})
+    return StopRecord.model_validate({"audit": audit.json_dict(),
+                                      "release": release.record().json_dict()})
 
 
 def _stopped(stops: list[StopRecord]) -> Judging:
