@@ -16,7 +16,7 @@ from typing import Any
 from ref2va_accept.arms import Outcome, OutcomeLog
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.core import ArmRole, EngineStartError
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import AnyCheck
 from ref2va_accept.judging import InstanceRun
 from ref2va_accept.planning import TrackPlan, plan_campaign
 from ref2va_accept.timing import LatencySettings
@@ -167,10 +167,10 @@ def plan_910c(**latency: Any) -> TrackPlan:
 
 @dataclass
 class _Evidence:
-    checks: list[CheckResult] = field(default_factory=list)
+    checks: list[AnyCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def add_check(self, check: CheckResult) -> None:
+    def add_check(self, check: AnyCheck) -> None:
         self.checks.append(check)
 
     def note(self, text: str) -> None:

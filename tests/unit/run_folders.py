@@ -6,11 +6,10 @@ part of one."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from ref2va_accept.core import Check, Verdict
-from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
+from ref2va_accept.evidence import AnyCheck, EvidenceBundle, TrackVerdict
 from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.judging import judge_latency
 from tests.unit.latency_doubles import INSTANCE, latency_run
@@ -20,7 +19,7 @@ LOCK = "c197f00a0d734627b11f4bc6c53ab7489299a9dc59f5b4697412cd0f4ca5c9a6"
 
 
 def latency_check(track: str, arm: str, *, ratio: float, lower: float, upper: float,
-                  verdict: str) -> CheckResult:
+                  verdict: str) -> AnyCheck:
     """A passed latency_ratio check as the runner records it (latency.judge_latency, three
     instances per arm), its decision then set to these figures."""
     runs = [latency_run("b0", [300], warmups=[340, 305]), latency_run(arm, [140], [150]),
@@ -33,11 +32,11 @@ def latency_check(track: str, arm: str, *, ratio: float, lower: float, upper: fl
     decided = check.latency.model_copy(update={"ratio_of_medians": ratio,
                                                "verdict": Verdict(verdict),
                                                "interval": interval})
-    return replace(check, latency=decided)
+    return check.revised(verdict=decided.verdict, interval=decided)
 
 
 def finished_run(root: Path, run_id: str, verdicts: Sequence[TrackVerdict],
-                 checks: Sequence[CheckResult] = (), *, campaign: str = "reference-ci",
+                 checks: Sequence[AnyCheck] = (), *, campaign: str = "reference-ci",
                  lock: str | None = LOCK, torch: str = "2.13.0+cpu") -> Path:
     """root/run_id as a complete run leaves it: the campaign (frozen with `lock`, else not
     frozen), the host's engine identity (its torch), `checks`, then `verdicts` and the status

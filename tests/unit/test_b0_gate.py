@@ -129,12 +129,14 @@ def test_one_pair_of_instances_answers_both_gates(plans: dict[str, TrackPlan]) -
     baseline = lossless.run_baseline(arms, runs)  # type: ignore[arg-type]
     (check,) = baseline.checks
     assert check.name == Check.BASELINE_DETERMINISM and check.status == "fail"  # failed requests
-    assert check.data["gate_instances_served"] == ["5s-lossless", "5s-lossy"]
-    assert check.data["unobserved_request"] == {"track": "5s-lossy", "kind": "quality"}
+    data = check.json_dict()["data"]
+    assert data["gate_instances_served"] == ["5s-lossless", "5s-lossy"]
+    assert data["unobserved_request"] == {"track": "5s-lossy", "kind": "quality"}
     assert check.detail.endswith("(B0's gate instances served 5s-lossless+5s-lossy)")
     scored = lossy.run_baseline(runners["5s-lossy"], runs)  # type: ignore[arg-type]
     assert [r.outcome for r in scored.runs] == [runs.plain[0][s] for s in seeds]
-    assert scored.checks[0].data["gate_instances_served"] == ["5s-lossless", "5s-lossy"]
+    assert scored.checks[0].json_dict()["data"]["gate_instances_served"] == ["5s-lossless",
+                                                                            "5s-lossy"]
     assert runners["5s-lossy"].checks == list(scored.checks)
     assert "(B0's gate instances served 5s-lossless+5s-lossy)" in scored.checks[0].detail
     assert len(arms.starts) == 2  # judging started nothing more

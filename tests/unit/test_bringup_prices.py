@@ -20,8 +20,9 @@ from ref2va_accept.bringup._scoring import STANDINS_FOLDER, measure, resolve
 from ref2va_accept.bringup._state import PolicyRun, StopRecord
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.core import Check, CheckStatus, Reason
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import AnyCheck
 from ref2va_accept.quality._weight_names import VBENCH_LAYOUT
+from tests.unit.check_records import make_check
 from tests.unit.standin_host import bringup_campaign
 from tests.unit.suite_runner import ROOT
 from tests.unit.timed_samples import timed_sample
@@ -145,19 +146,21 @@ def test_a_capture_level_not_measured_leaves_the_row_open_and_out_of_the_patch()
 # --- the warm-up demonstration ------------------------------------------------------------------
 
 def _demo(track: str, cheap: list[float], full: list[float], *, steady: bool = True,
-          failed: bool = False) -> CheckResult:
+          failed: bool = False) -> AnyCheck:
     if failed:
-        return CheckResult(track, "b0", Check.WARMUP_DEMONSTRATION, CheckStatus.FAIL,
-                           Reason.BASELINE_REQUEST_FAILED, "pair 1: a B0 request failed; "
-                           "nothing shown")
+        return make_check(track, "b0", Check.WARMUP_DEMONSTRATION, CheckStatus.FAIL,
+                          Reason.BASELINE_REQUEST_FAILED, "pair 1: a B0 request failed; "
+                          "nothing shown")
     ratio = sorted(cheap)[len(cheap) // 2] / sorted(full)[len(full) // 2]
     detail = (f"the request after 4-step warm-ups took {ratio:.3f} of one after full warm-ups "
               f"(median of 2 each; within 0.05: {'yes' if steady else 'no'}); per_duration "
               "entry: ...")
-    return CheckResult(track, "b0", Check.WARMUP_DEMONSTRATION,
-                       CheckStatus.PASS if steady else CheckStatus.FAIL,
-                       None if steady else Reason.WARMUP_NOT_STEADY, detail,
-                       {"full_s": full, "cheap_s": cheap, "measured_at": "2026-12-06T00:00:00"})
+    return make_check(track, "b0", Check.WARMUP_DEMONSTRATION,
+                      CheckStatus.PASS if steady else CheckStatus.FAIL,
+                      None if steady else Reason.WARMUP_NOT_STEADY, detail,
+                      {"warmup_steps": 4, "full_s": full, "cheap_s": cheap, "ratio": ratio,
+                       "limit": 0.05, "measured_at": "2026-12-06T00:00:00",
+                       "per_duration_yaml": "..."})
 
 
 def test_a_demonstration_that_holds_everywhere_is_patched_with_its_figures() -> None:

@@ -18,10 +18,10 @@ import yaml
 
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.core import CampaignError, Check, Reason
-from ref2va_accept.evidence import CheckResult
 from ref2va_accept.judging import OPEN, decide, declared_time, judge
 from ref2va_accept.quality import relative_errors
 from ref2va_accept.quality._registry import ok_score, scorer
+from tests.unit.check_records import make_check
 from tests.unit.suite_runner import campaign_variant
 
 pytestmark = pytest.mark.fast
@@ -67,7 +67,7 @@ def test_the_campaign_environment_may_not_declare_device_time(tmp_path: Path) ->
 def test_a_campaign_that_allows_it_loads_and_every_verdict_is_capped(tmp_path: Path) -> None:
     campaign = load_campaign(_copy(tmp_path, True, profile_args={"step-cost-ms": 100}))
     assert campaign.profile(campaign.model.baseline).args["step-cost-ms"] == 100
-    passed = [CheckResult("5s-lossless", "c", name, "pass") for name in
+    passed = [make_check("5s-lossless", "c", name, "pass") for name in
               (Check.B0_MEDIA, Check.CANDIDATE_MEDIA)]
     verdict = judge("5s-lossless", "lossless", "c", passed,
                     ["protocol_not_frozen", Reason.DECLARED_DEVICE_TIME.value])
@@ -91,8 +91,8 @@ def test_an_enabled_path_with_a_non_zero_cost_model_is_named() -> None:
     assert declared_time({}) == ""
     assert declared_time({"cost_model": {"step_ms": 0.0, "text_kv_ms": 6.0,
                                          "source": "profile"}}) == "text_kv_ms 6"
-    check = CheckResult("5s-lossless", "c", Check.DECLARED_TIME, "fail",
-                        Reason.DECLARED_DEVICE_TIME, "x")
+    check = make_check("5s-lossless", "c", Check.DECLARED_TIME, "fail",
+                       Reason.DECLARED_DEVICE_TIME, "x")
     assert judge("5s-lossless", "lossless", "c", [check]).verdict == "inconclusive"
 
 

@@ -19,9 +19,10 @@ from ref2va_accept.engines import (
     read_idle,
     wait_for_release,
 )
-from ref2va_accept.evidence import CheckResult, IdleLevel
+from ref2va_accept.evidence import IdleLevel
 from ref2va_accept.judging import VALIDITY_REASONS, judge
 from ref2va_accept.timing import latency_verdict
+from tests.unit.check_records import make_check
 
 pytestmark = pytest.mark.fast
 
@@ -159,8 +160,8 @@ def test_guard_turns_a_held_device_into_a_validity_check() -> None:
     assert check is not None and check.status == "fail" and check.reason == REASON
     assert check.detail.startswith("after 5s-lossless.b0.1: not released within 120.0 s")
     assert "device 3: 28987 MB above idle" in check.detail
-    latency = CheckResult("5s-lossless", "c1", Check.LATENCY_RATIO, "pass",
-                          latency=latency_verdict([300, 298, 305], [140, 141, 139]))
+    latency = make_check("5s-lossless", "c1", Check.LATENCY_RATIO, "pass",
+                         latency=latency_verdict([300, 298, 305], [140, 141, 139]))
     verdict = judge("5s-lossless", "lossless", "c1", [check, latency])
     assert verdict.verdict == "inconclusive" and REASON in verdict.reasons
     record = guard.record().json_dict()

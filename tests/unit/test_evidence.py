@@ -15,17 +15,19 @@ from ref2va_accept.evidence import (
     EVENTS_FILE,
     SCHEMA_PATH,
     B0MediaCheck,
-    CheckResult,
     Event,
     EvidenceBundle,
     EvidenceLogError,
     LatencyRatioCheck,
     LatencyStopped,
     TrackVerdict,
+    new_check,
     read_events,
     rebuild,
 )
+from ref2va_accept.evidence._checks_records import MediaCheckData
 from ref2va_accept.evidence.sanitize import Sanitizer
+from tests.unit.check_records import make_check
 from tests.unit.evidence_schema import record_errors, schema_errors, validate_bundle
 
 pytestmark = pytest.mark.fast
@@ -77,11 +79,11 @@ def _full_run(root: Path) -> EvidenceBundle:
     bundle.add_sample(_sample("c1", "measured", 0, ok=False))
     bundle.add_media({"sample_id": "b0-measured-0", "file": "media/b0-0.mp4", "probe": None,
                       "problems": [{"code": "truncated", "message": "cut"}]})
-    bundle.add_check(CheckResult(T, "b0", "b0_media", "pass", None, "complete MP4",
-                                 {"sample_id": "b0-measured-0", "latency_s": 1.5,
-                                  "sha256": "ab" * 32}))
-    bundle.add_check(CheckResult(T, "c1", "latency_ratio", "open", None, "not measured",
-                                 {"stopped_on": "lossless_gate (open)"}))
+    bundle.add_check(make_check(T, "b0", "b0_media", "pass", None, "complete MP4",
+                                {"sample_id": "b0-measured-0", "latency_s": 1.5,
+                                 "sha256": "ab" * 32}))
+    bundle.add_check(make_check(T, "c1", "latency_ratio", "open", None, "not measured",
+                                {"stopped_on": "lossless_gate (open)"}))
     bundle.add_audit(_audit(f"{T}.b0.1"))
     bundle.set_section("device_memory", {"status": "not_applicable", "kind": "none",
                                          "reason": "no accelerator is assigned"})
@@ -128,8 +130,8 @@ def test_evidence_json_is_written_at_checkpoints_not_at_every_event(tmp_path: Pa
     bundle = EvidenceBundle.create(tmp_path, "run", Sanitizer((), ()))
     before = (bundle.folder / "evidence.json").read_text()
     bundle.add_sample(_sample("b0", "measured", 0))
-    bundle.add_check(CheckResult(T, "b0", "b0_media", "pass", None, "complete MP4",
-                                 {"sample_id": "b0-measured-0", "latency_s": 1.5, "sha256": None}))
+    bundle.add_check(make_check(T, "b0", "b0_media", "pass", None, "complete MP4",
+                                {"sample_id": "b0-measured-0", "latency_s": 1.5, "sha256": None}))
     assert (bundle.folder / "evidence.json").read_text() == before
     assert len(rebuild(bundle.folder).samples) == 1  # the log has it already
     bundle.checkpoint()
@@ -247,8 +249,15 @@ def test_a_payload_that_is_not_its_record_is_refused_before_anything_is_written(
         bundle.add_sample(misspelt)
     with pytest.raises(EvidenceLogError, match=r"the section 'disk' does not match its record"):
         bundle.set_section("disk", {"fits": True})
+    # A check whose data is not its record is refused where it is built; one that got past its
+    # constructor unvalidated is refused by the bundle all the same.
+    with pytest.raises(ValueError, match=r"data\.sample_id\s+Field required"):
+        new_check(T, "b0", Check.B0_MEDIA, "pass", None, "", {})
+    unvalidated = B0MediaCheck.model_construct(
+        track=T, arm="b0", name=Check.B0_MEDIA, status=CheckStatus.PASS, reason=None, detail="",
+        data=MediaCheckData.model_construct())
     with pytest.raises(EvidenceLogError, match=r"data\.sample_id: Field required"):
-        bundle.add_check(CheckResult(T, "b0", Check.B0_MEDIA, "pass", None, "", {}))
+        bundle.add_check(unvalidated)
     # Nothing of them was written or applied; the same payloads, well formed, are taken.
     assert (bundle.folder / EVENTS_FILE).read_text() == log
     assert bundle.record.samples == [] and bundle.record.checks == []

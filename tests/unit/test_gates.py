@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ref2va_accept.core import Check, Reason
-from ref2va_accept.evidence import CheckResult, TrackVerdict
+from ref2va_accept.evidence import AnyCheck, TrackVerdict
 from ref2va_accept.judging import (
     Baselines,
     Gate,
@@ -19,6 +19,7 @@ from ref2va_accept.judging import (
     judge,
 )
 from ref2va_accept.timing import latency_verdict
+from tests.unit.check_records import make_check
 
 pytestmark = pytest.mark.fast
 
@@ -26,8 +27,8 @@ T = "5s-lossless"
 
 
 def _check(name: Check, status: str = "pass", reason: Reason | None = None,
-           detail: str = "") -> CheckResult:
-    return CheckResult(T, "c1", name, status, reason, detail)  # type: ignore[arg-type]
+           detail: str = "") -> AnyCheck:
+    return make_check(T, "c1", name, status, reason, detail)
 
 
 def test_every_runner_implements_the_shared_interface() -> None:
@@ -48,12 +49,12 @@ def test_validity_comes_before_a_defect_then_open_then_the_latency_result() -> N
     assert result.message == "resource_interference: during b0#0: device 1 pid 7"
     assert GateResult.from_checks([opened, defect]).outcome is GateOutcome.FAILED
     assert GateResult.from_checks([opened]).message == "cannot decide: open dimensions x"
-    slow = CheckResult(T, "c1", Check.LATENCY_RATIO, "pass", detail="failed: ratio 0.98",
-                       latency=latency_verdict([300, 298, 305], [290, 300, 295]))
+    slow = make_check(T, "c1", Check.LATENCY_RATIO, "pass", detail="failed: ratio 0.98",
+                      latency=latency_verdict([300, 298, 305], [290, 300, 295]))
     assert GateResult.from_checks([slow]) == GateResult(GateOutcome.FAILED, "failed: ratio 0.98",
                                                         (slow,))
-    fast = CheckResult(T, "c1", Check.LATENCY_RATIO, "pass",
-                       latency=latency_verdict([300, 298, 305], [140, 141, 139]))
+    fast = make_check(T, "c1", Check.LATENCY_RATIO, "pass",
+                      latency=latency_verdict([300, 298, 305], [140, 141, 139]))
     assert GateResult.from_checks([fast, _check(Check.CACHING_PROBE)]).outcome is GateOutcome.PASSED
 
 
@@ -77,25 +78,25 @@ def test_expect_passes_a_pass_and_fails_the_rest_naming_the_kind_first() -> None
         assert not caught.value.pytrace
 
 
-def _track(defect: Check | None, validity: Check | None, latency: str) -> list[CheckResult]:
+def _track(defect: Check | None, validity: Check | None, latency: str) -> list[AnyCheck]:
     """Every check a lossy track requires, passed, with one failure of each kind given."""
-    checks = [CheckResult("5s-lossy", "b0", name, "pass")  # type: ignore[arg-type]
+    checks = [make_check("5s-lossy", "b0", name, "pass")
               for name in (Check.B0_MEDIA, Check.CLEANUP, Check.BASELINE_VARIABILITY)]
-    checks += [CheckResult("5s-lossy", "c1", name, "pass")  # type: ignore[arg-type]
+    checks += [make_check("5s-lossy", "c1", name, "pass")
                for name in (Check.CANDIDATE_MEDIA, Check.CLEANUP, Check.LOSSY_GATE,
                             Check.TIMED_OUTPUT_FIDELITY, Check.RESOURCE_INTERFERENCE)]
     if defect is not None:
         reason = (Reason.CACHING_SUSPECTED if defect is Check.CACHING_PROBE
                   else Reason.QUALITY_GATE_FAILED)
-        checks.append(CheckResult("5s-lossy", "c1", defect, "fail", reason))  # type: ignore[arg-type]
+        checks.append(make_check("5s-lossy", "c1", defect, "fail", reason))
     if validity is not None:
         reason = (Reason.RESOURCE_INTERFERENCE if validity is Check.RESOURCE_INTERFERENCE
                   else Reason.INCOMPLETE_CLEANUP)
-        checks.append(CheckResult("5s-lossy", "b0", validity, "fail", reason))  # type: ignore[arg-type]
+        checks.append(make_check("5s-lossy", "b0", validity, "fail", reason))
     timed = {"supported": [140, 141, 139], "failed": [290, 300, 295],
              "inconclusive": [150, 160, 155]}[latency]
-    return [*checks, CheckResult("5s-lossy", "c1", Check.LATENCY_RATIO, "pass",  # type: ignore[arg-type]
-                                 latency=latency_verdict([300, 298, 305], timed))]
+    return [*checks, make_check("5s-lossy", "c1", Check.LATENCY_RATIO, "pass",
+                                latency=latency_verdict([300, 298, 305], timed))]
 
 
 @pytest.mark.parametrize("defect", [None, Check.LOSSY_GATE, Check.CACHING_PROBE])

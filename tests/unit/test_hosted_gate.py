@@ -13,7 +13,7 @@ import pytest
 
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.core import ArmRole, Check, EngineStartError, Reason
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import AnyCheck
 from ref2va_accept.judging import BaselineGateRunner, Baselines, GateChecks, GateOutcome
 from ref2va_accept.judging import _latency as latency
 from ref2va_accept.judging import _latency_run as latency_run
@@ -28,6 +28,7 @@ from ref2va_accept.planning import (
     plan_track,
 )
 from ref2va_accept.timing import latency_schedule
+from tests.unit.check_records import make_check
 from tests.unit.latency_doubles import SECONDS, THREE, ScriptedArms
 from tests.unit.suite_runner import ROOT
 
@@ -49,16 +50,16 @@ class Host:
         self.candidate, self.fails, self.differs = candidate, fails, differs
         self.calls: list[tuple[str, int]] = []
 
-    def _check(self, arms: Any, name: Check, failed: bool) -> CheckResult:
-        check = CheckResult(arms.plan.track_id, self.candidate, name,
-                            "fail" if failed else "pass",
-                            Reason.QUALITY_GATE_FAILED if failed and name == Check.LOSSLESS_GATE
-                            else Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED if failed else None,
-                            "planted")
+    def _check(self, arms: Any, name: Check, failed: bool) -> AnyCheck:
+        check = make_check(arms.plan.track_id, self.candidate, name,
+                           "fail" if failed else "pass",
+                           Reason.QUALITY_GATE_FAILED if failed and name == Check.LOSSLESS_GATE
+                           else Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED if failed else None,
+                           "planted")
         arms.evidence.add_check(check)
         return check
 
-    def before(self, arms: Any, engine: Any) -> list[CheckResult]:
+    def before(self, arms: Any, engine: Any) -> list[AnyCheck]:
         self.calls.append(("before", len(arms.requests)))
         arms.request(engine, self.candidate, kind="quality", index=0)
         return [self._check(arms, Check.LOSSLESS_GATE, self.fails)]
@@ -66,11 +67,11 @@ class Host:
     def warmups(self, arms: Any) -> list[Any]:
         return []  # a watched request: not a warm-up
 
-    def after(self, arms: Any, engine: Any, run: latency_run.InstanceRun) -> list[CheckResult]:
+    def after(self, arms: Any, engine: Any, run: latency_run.InstanceRun) -> list[AnyCheck]:
         self.calls.append(("after", len(run.measured)))
         return [self._check(arms, Check.UNOBSERVED_OUTPUT, self.differs)]
 
-    def settle(self, arms: Any, run: latency_run.InstanceRun) -> list[CheckResult]:
+    def settle(self, arms: Any, run: latency_run.InstanceRun) -> list[AnyCheck]:
         return []
 
 
@@ -117,7 +118,7 @@ def test_a_passing_gate_runs_before_the_warmups_of_the_first_instance_only(
     assert len(arms.starts) == before
     ratio = next(c for c in checks if c.name == Check.LATENCY_RATIO)
     assert ratio.latency is not None and ratio.latency.verdict == "supported"
-    hosted = [i for i in ratio.data["instances"] if "hosted_gate" in i]
+    hosted = [i for i in ratio.json_dict()["data"]["instances"] if "hosted_gate" in i]
     assert len(hosted) == 1 and hosted[0]["hosted_gate"] == ["lossless_gate",
                                                              "unobserved_output"]
 
@@ -196,10 +197,10 @@ class _Runner(BaselineGateRunner[GateChecks]):
     def make_baseline(self, arms: Any) -> GateChecks:
         return GateChecks(checks=())
 
-    def judge(self, arms: Any, candidate: str, baseline: GateChecks) -> list[CheckResult]:
+    def judge(self, arms: Any, candidate: str, baseline: GateChecks) -> list[AnyCheck]:
         self.judged.append(candidate)
-        return [CheckResult(arms.plan.track_id, candidate, Check.LOSSLESS_GATE, "pass", None,
-                            "own instance")]
+        return [make_check(arms.plan.track_id, candidate, Check.LOSSLESS_GATE, "pass", None,
+                           "own instance")]
 
 
 def test_the_quality_scenario_reads_the_hosted_gate(plan: TrackPlan) -> None:
@@ -245,8 +246,8 @@ def test_progress_plans_a_hosted_gate_inside_the_schedule(plan: TrackPlan) -> No
 def test_a_candidate_stopped_before_the_schedule_hosts_nothing(plan: TrackPlan) -> None:
     arms = ScriptedArms(plan, SECONDS)
     # Its cleanup failed in an earlier scenario: it takes no place in the schedule.
-    arms.checks.append(CheckResult("5s-lossless", "reduction-order", Check.CLEANUP, "fail",
-                                   Reason.INCOMPLETE_CLEANUP, "left a worker"))
+    arms.checks.append(make_check("5s-lossless", "reduction-order", Check.CLEANUP, "fail",
+                                  Reason.INCOMPLETE_CLEANUP, "left a worker"))
     schedules = _schedules({c: Host(c) for c in THREE})
     assert schedules.hosted_gate(arms, "reduction-order") is None  # type: ignore[arg-type]
     assert schedules.hosted_gate(arms, "lossless-text-kv") is not None  # type: ignore[arg-type]
@@ -271,7 +272,7 @@ def _lossy_host(device: str, monkeypatch: pytest.MonkeyPatch, *, fails: bool,
     engine_up_when_scored: list[bool] = []
     monkeypatch.setattr(lossy, "_score", lambda a, o: (
         engine_up_when_scored.append(stopped.count(LOSSY[0]) == 0), ())[1])
-    monkeypatch.setattr(lossy, "judge_candidate", lambda track, gate, c, b, runs: CheckResult(
+    monkeypatch.setattr(lossy, "judge_candidate", lambda track, gate, c, b, runs: make_check(
         track, c, Check.LOSSY_GATE, "fail" if fails else "pass",
         Reason.QUALITY_GATE_FAILED if fails else None, "planted"))
     runner = SimpleNamespace(made=lambda a: SimpleNamespace(

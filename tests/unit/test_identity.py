@@ -33,9 +33,9 @@ from ref2va_accept.campaign.identity import (
 from ref2va_accept.campaign.identity._host_check import import_rows
 from ref2va_accept.cli import _main as cli
 from ref2va_accept.core import CampaignError, Check
-from ref2va_accept.evidence import CheckResult
 from ref2va_accept.judging import judge
 from ref2va_accept.timing import latency_verdict
+from tests.unit.check_records import make_check
 
 pytestmark = pytest.mark.fast
 
@@ -354,8 +354,8 @@ def test_a_drifted_identity_makes_every_track_protocol_deviation(tmp_path: Path)
     assert {c.track for c in checks} == {"5s-lossless", "15s-lossy"}
     assert all(c.reason == "protocol_deviation" and c.arm == "b0" for c in checks)
     assert "torch: DRIFT, frozen '2.7.0', host '2.8.0'" in checks[0].detail
-    latency = CheckResult("5s-lossless", "c1", Check.LATENCY_RATIO, "pass",
-                          latency=latency_verdict([300, 298, 305], [140, 141, 139]))
+    latency = make_check("5s-lossless", "c1", Check.LATENCY_RATIO, "pass",
+                         latency=latency_verdict([300, 298, 305], [140, 141, 139]))
     verdict = judge("5s-lossless", "lossless", "c1", [*checks, latency])
     assert verdict.verdict == "inconclusive" and "protocol_deviation" in verdict.reasons
 

@@ -16,7 +16,7 @@ import yaml
 
 from ref2va_accept.campaign import load_campaign, scorer_weight_identities
 from ref2va_accept.core import Check, Reason, file_sha256
-from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict, WeightRecord
+from ref2va_accept.evidence import AnyCheck, EvidenceBundle, TrackVerdict, WeightRecord
 from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.history import merge, table_lines
 from ref2va_accept.judging import _lossy as lossy
@@ -25,6 +25,7 @@ from ref2va_accept.quality import _known_standins as known_standins
 from ref2va_accept.quality._registry import SCORERS, ok_score, weight_identity
 from ref2va_accept.quality._weight_names import VBENCH_LAYOUT, WEIGHT_NAMES
 from ref2va_accept.report import verdict_table_html
+from tests.unit.check_records import make_check
 from tests.unit.run_folders import finished_run
 from tests.unit.suite_runner import ROOT, campaign_variant
 
@@ -160,10 +161,10 @@ def test_the_weights_check_names_stand_ins_and_fails_an_undeclared_one() -> None
     real = lossy.weights_check(T, "b0", [_scored(REAL), _scored(REAL, seed=7)])
     assert real is not None and real.status == "pass" and real.name is Check.SCORER_WEIGHTS
     assert real.detail == "scored with ViT-B-32.pt; none is a stand-in"
-    assert real.data["stand_ins"] == [] and len(real.data["weights"]) == 1
+    assert real.data.stand_ins == [] and len(real.data.weights) == 1
     declared = lossy.weights_check(T, "c", [_scored(DECLARED)])
     assert declared is not None and declared.status == "pass"
-    assert declared.data["stand_ins"] == ["ViT-B-32.pt"] and declared.data["undeclared"] == []
+    assert declared.data.stand_ins == ["ViT-B-32.pt"] and declared.data.undeclared == []
     assert "declared stand-in weights (seeded random, not VBench's): ViT-B-32.pt" in \
         declared.detail
     bad = lossy.weights_check(T, "c", [_scored(UNDECLARED)])
@@ -173,16 +174,16 @@ def test_the_weights_check_names_stand_ins_and_fails_an_undeclared_one() -> None
     assert "no lossy verdict is better than inconclusive" in bad.detail
 
 
-def _lossy_passing(candidate: str = "c1") -> list[CheckResult]:
+def _lossy_passing(candidate: str = "c1") -> list[AnyCheck]:
     """Every check a lossy track requires, passed (B0's own on B0), and a supported latency."""
     from ref2va_accept.core import required_checks
     from ref2va_accept.timing import latency_verdict
 
     on_b0 = {Check.B0_MEDIA, Check.BASELINE_VARIABILITY}
-    checks = [CheckResult(T, "b0" if name in on_b0 else candidate, name, "pass")
+    checks = [make_check(T, "b0" if name in on_b0 else candidate, name, "pass")
               for name in required_checks("lossy") if name is not Check.LATENCY_RATIO]
-    return [*checks, CheckResult(T, candidate, Check.LATENCY_RATIO, "pass",
-                                 latency=latency_verdict((300, 298, 305), (140, 141, 139)))]
+    return [*checks, make_check(T, candidate, Check.LATENCY_RATIO, "pass",
+                                latency=latency_verdict((300, 298, 305), (140, 141, 139)))]
 
 
 @pytest.mark.parametrize("failed_gate", [False, True])
@@ -191,7 +192,7 @@ def test_undeclared_stand_in_scores_give_no_lossy_verdict_better_than_inconclusi
     checks = _lossy_passing()
     assert judge(T, "lossy", "c1", checks).verdict == "supported"
     if failed_gate:  # a gate "failed" on stand-in scores is not a quality failure either
-        checks = [c for c in checks if c.name is not Check.LOSSY_GATE] + [CheckResult(
+        checks = [c for c in checks if c.name is not Check.LOSSY_GATE] + [make_check(
             T, "c1", "lossy_gate", "fail", "quality_gate_failed", "relative error 2%")]
         assert judge(T, "lossy", "c1", checks).verdict == "failed"
     weights = lossy.weights_check(T, "b0", [_scored(UNDECLARED)])

@@ -24,7 +24,7 @@ def _judge(*runs: InstanceRun, settings: LatencySettings = REQUEST
            ) -> dict[str, tuple[str, str | None, dict]]:
     checks = judge_latency(T, C, runs, settings)
     # As the evidence writes them: the latency result's verdict and interval inside data.
-    return {c.name: (c.status, c.reason, c.to_dict()["data"]) for c in checks}
+    return {c.name: (c.status, c.reason, c.json_dict()["data"]) for c in checks}
 
 
 def _instances(b0: list[float], cand: list[float], **cand_kw: object) -> list[InstanceRun]:

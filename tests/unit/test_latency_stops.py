@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from ref2va_accept.core import Check, Reason, Verdict
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import AnyCheck
 from ref2va_accept.judging import LatencySchedules, judge, quality_stop, run_latency
+from tests.unit.check_records import make_check
 from tests.unit.latency_doubles import TRACK, ChosenLatencyArms, plan_910c, run_state
 
 
@@ -27,7 +28,7 @@ def _speeds(ratio: dict[str, float], jitter: float = 0.03) -> Callable[[str, str
     return latency
 
 
-def _latency_check(arms: ChosenLatencyArms, candidate: str) -> CheckResult:
+def _latency_check(arms: ChosenLatencyArms, candidate: str) -> AnyCheck:
     return next(c for c in arms.evidence.checks
                 if c.arm == candidate and c.name == Check.LATENCY_RATIO)
 
@@ -58,13 +59,13 @@ def test_a_candidate_no_faster_than_b0_stops_once_supported_is_out_of_reach() ->
     if check.latency.verdict == "inconclusive":
         assert check.latency.reasons == ("supported_out_of_reach",)
         # The verdict row says why, apart from an interval that merely spans the target.
-        passed = [CheckResult(TRACK, "slow", name, "pass") for name in (
+        passed = [make_check(TRACK, "slow", name, "pass") for name in (
             Check.B0_MEDIA, Check.CANDIDATE_MEDIA, Check.CLEANUP, Check.BASELINE_DETERMINISM,
             Check.LOSSLESS_GATE, Check.ENABLED_PATH_AUDIT, Check.UNOBSERVED_OUTPUT,
             Check.TIMED_OUTPUT, Check.RESOURCE_INTERFERENCE)]
         verdict = judge(TRACK, "lossless", "slow", [*passed, check])
         assert verdict.reasons == (Reason.LATENCY_OUT_OF_REACH,)
-    assert check.data["futility"]["own_instances_not_started"] == 3 - started
+    assert check.json_dict()["data"]["futility"]["own_instances_not_started"] == 3 - started
     assert "supported out of reach" in " ".join(arms.evidence.notes)
 
 
@@ -84,8 +85,8 @@ def test_b0_shared_goes_on_for_the_candidates_still_in_reach() -> None:
 
 def test_a_candidate_that_failed_its_gate_starts_no_latency_instance() -> None:
     arms = ChosenLatencyArms(plan_910c(), _speeds({"fast": 0.4, "slow": 0.4}))
-    arms.evidence.add_check(CheckResult(TRACK, "slow", Check.LOSSLESS_GATE, "fail",
-                                        Reason.QUALITY_GATE_FAILED, "not bit-exact"))
+    arms.evidence.add_check(make_check(TRACK, "slow", Check.LOSSLESS_GATE, "fail",
+                                       Reason.QUALITY_GATE_FAILED, "not bit-exact"))
     schedules = _schedules(["fast", "slow"])
     for candidate in ("fast", "slow"):
         run_latency(arms, candidate, schedules)  # type: ignore[arg-type]
@@ -100,8 +101,8 @@ def test_a_candidate_that_failed_its_gate_starts_no_latency_instance() -> None:
 @pytest.mark.fast
 def test_a_b0_that_failed_its_gate_stops_every_candidate() -> None:
     arms = ChosenLatencyArms(plan_910c(), _speeds({"fast": 0.4}))
-    arms.evidence.add_check(CheckResult(TRACK, "b0", Check.BASELINE_DETERMINISM, "fail",
-                                        Reason.BASELINE_NONDETERMINISTIC, "differs"))
+    arms.evidence.add_check(make_check(TRACK, "b0", Check.BASELINE_DETERMINISM, "fail",
+                                       Reason.BASELINE_NONDETERMINISTIC, "differs"))
     run_latency(arms, "fast", _schedules(["fast"]))  # type: ignore[arg-type]
     assert arms.started == []
     assert "B0's baseline_determinism" in _latency_check(arms, "fast").detail
@@ -110,15 +111,15 @@ def test_a_b0_that_failed_its_gate_stops_every_candidate() -> None:
 
 @pytest.mark.fast
 def test_an_open_gate_stops_the_latency_protocol_too() -> None:
-    assert quality_stop([CheckResult(TRACK, "c", Check.LOSSLESS_GATE, "open")], TRACK,
+    assert quality_stop([make_check(TRACK, "c", Check.LOSSLESS_GATE, "open")], TRACK,
                         "c") == "lossless_gate (open)"
     # Checks of another track or candidate, and the latency protocol's own, stop nothing.
-    assert quality_stop([CheckResult("15s-lossless", "c", Check.LOSSLESS_GATE, "fail",
-                                     Reason.QUALITY_GATE_FAILED),
-                         CheckResult(TRACK, "d", Check.LOSSLESS_GATE, "fail",
-                                     Reason.QUALITY_GATE_FAILED),
-                         CheckResult(TRACK, "c", Check.RESOURCE_INTERFERENCE, "fail",
-                                     Reason.RESOURCE_INTERFERENCE)], TRACK, "c") is None
+    assert quality_stop([make_check("15s-lossless", "c", Check.LOSSLESS_GATE, "fail",
+                                    Reason.QUALITY_GATE_FAILED),
+                         make_check(TRACK, "d", Check.LOSSLESS_GATE, "fail",
+                                    Reason.QUALITY_GATE_FAILED),
+                         make_check(TRACK, "c", Check.RESOURCE_INTERFERENCE, "fail",
+                                    Reason.RESOURCE_INTERFERENCE)], TRACK, "c") is None
 
 
 def test_a_request_failure_ends_that_arm_and_no_other() -> None:
@@ -136,32 +137,31 @@ def test_a_request_failure_ends_that_arm_and_no_other() -> None:
 
 @pytest.mark.fast
 def test_a_timing_problem_never_masks_a_quality_failure_decided_without_timing() -> None:
-    checks = [CheckResult(TRACK, "c", Check.LOSSLESS_GATE, "fail", Reason.QUALITY_GATE_FAILED),
-              CheckResult(TRACK, "c", Check.LATENCY_RATIO, "fail", Reason.DRIFT, "B0 moved"),
-              CheckResult(TRACK, "c", Check.RESOURCE_INTERFERENCE, "fail",
-                          Reason.RESOURCE_INTERFERENCE)]
+    checks = [make_check(TRACK, "c", Check.LOSSLESS_GATE, "fail", Reason.QUALITY_GATE_FAILED),
+              make_check(TRACK, "c", Check.LATENCY_RATIO, "fail", Reason.DRIFT, "B0 moved"),
+              make_check(TRACK, "c", Check.RESOURCE_INTERFERENCE, "fail",
+                         Reason.RESOURCE_INTERFERENCE)]
     verdict = judge(TRACK, "lossless", "c", checks)
     assert verdict.verdict == "failed"
     assert verdict.reasons[0] == Reason.QUALITY_GATE_FAILED and Reason.DRIFT in verdict.reasons
     # B0 not reproducing itself is no timing problem: the gate could not decide.
-    b0 = CheckResult(TRACK, "b0", Check.BASELINE_DETERMINISM, "fail",
-                     Reason.BASELINE_NONDETERMINISTIC)
+    b0 = make_check(TRACK, "b0", Check.BASELINE_DETERMINISM, "fail",
+                    Reason.BASELINE_NONDETERMINISTIC)
     assert judge(TRACK, "lossless", "c", [*checks, b0]).verdict == "inconclusive"
     # A caching suspicion is measured by timing: drift still masks it.
-    timed = [CheckResult(TRACK, "c", Check.CACHING_PROBE, "fail", Reason.CACHING_SUSPECTED),
+    timed = [make_check(TRACK, "c", Check.CACHING_PROBE, "fail", Reason.CACHING_SUSPECTED),
              checks[1]]
     assert judge(TRACK, "lossless", "c", timed).verdict == "inconclusive"
 
 
 # --- several candidates on one B0, and reruns ---------------------------------------------------
 
-def _supported(candidate: str, p: float) -> list[CheckResult]:
+def _supported(candidate: str, p: float) -> list[AnyCheck]:
     from ref2va_accept.timing import latency_verdict
 
     latency = latency_verdict([300.0, 310.0, 295.0], [120.0, 124.0, 118.0], rule="welch-log/1")
     latency = latency.model_copy(update={"p_value": p})
-    return [CheckResult(TRACK, candidate, Check.LATENCY_RATIO, "pass", None, "", {},
-                        latency)]
+    return [make_check(TRACK, candidate, Check.LATENCY_RATIO, "pass", latency=latency)]
 
 
 @pytest.mark.fast

@@ -19,10 +19,11 @@ import yaml
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from ref2va_accept.core import CampaignError
-from ref2va_accept.evidence import CheckResult, EvidenceBundle, TrackVerdict
+from ref2va_accept.evidence import EvidenceBundle, TrackVerdict
 from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.history import _ledger as ledger
 from ref2va_accept.judging import judge_latency
+from tests.unit.check_records import make_check
 from tests.unit.latency_doubles import INSTANCE, latency_run
 from tests.unit.plugin_sessions import run_in_checkout
 from tests.unit.suite_runner import (
@@ -86,9 +87,9 @@ def _bundle(tmp_path: Path, status: str) -> EvidenceBundle:
             latency_run("b0", [295]), latency_run("lossless-text-kv", [142])]
     for check in judge_latency("5s-lossless", "lossless-text-kv", runs, INSTANCE):
         found.add_check(check)
-    found.add_check(CheckResult("5s-lossless", "reduction-order", "lossless_gate", "fail",
-                                "quality_gate_failed", "not bit-exact",
-                                {"seed": 42, "points": [], "first_divergence": "dit.step000"}))
+    found.add_check(make_check("5s-lossless", "reduction-order", "lossless_gate", "fail",
+                               "quality_gate_failed", "not bit-exact",
+                               {"seed": 42, "points": [], "first_divergence": "dit.step000"}))
     found.finish(status, lambda checks: [
         TrackVerdict(track="5s-lossless", candidate="lossless-text-kv", verdict="supported",
                      reasons=("latency_supported",), open_checks=(), checks={}),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ref2va_accept.core import Check, LocalizeError, Reason
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import AnyCheck
 from ref2va_accept.judging.localize import (
     diff_map,
     divergence,
@@ -21,6 +21,7 @@ from ref2va_accept.judging.localize import (
     wants_pass,
 )
 from ref2va_accept.tensors import write_tensor_file
+from tests.unit.check_records import make_check
 
 pytestmark = pytest.mark.fast
 
@@ -147,9 +148,9 @@ def test_a_point_after_the_dit_is_not_localized_by_modules(point: str) -> None:
     assert target_of(point) is None
 
 
-def _gate(status: str, reason: Reason | None, data: dict[str, Any]) -> CheckResult:
-    return CheckResult("5s-lossless", "c", Check.LOSSLESS_GATE, status, reason,  # type: ignore[arg-type]
-                       "x", data)
+def _gate(status: str, reason: Reason | None, data: dict[str, Any]) -> AnyCheck:
+    return make_check("5s-lossless", "c", Check.LOSSLESS_GATE, status, reason,
+                      "x", data)
 
 
 def test_only_a_bit_exact_failure_asks_for_the_pass() -> None:
@@ -245,8 +246,8 @@ def _recorded_campaign(canonical: dict[str, Any]) -> dict[str, Any]:
 def _gate_record(status: str, reason: Reason | None, data: dict[str, Any],
                  arm: str = "reduction-order") -> dict[str, Any]:
     recorded: dict[str, Any] = json.loads(json.dumps(
-        CheckResult("5s-lossless", arm, Check.LOSSLESS_GATE, status,  # type: ignore[arg-type]
-                    reason, "x", data).to_dict()))
+        make_check("5s-lossless", arm, Check.LOSSLESS_GATE, status,
+                   reason, "x", data).json_dict()))
     return recorded
 
 

@@ -221,7 +221,7 @@ def test_points_that_skip_steps_widen_level_one_and_level_two_looks_at_the_step_
     assert {(c.get("first_step"), c["step"]) for c in level2} == {(None, 3)}
     assert found.module == "dit.blocks.1.fc2" and found.target is not None
     assert found.target.step == 3 and found.record().point_step == 5
-    assert "(step 3)" in found.check().detail or found.check().data["step"] == 3
+    assert "(step 3)" in found.check().detail or found.check().json_dict()["data"]["step"] == 3
 
 
 def test_a_second_candidate_failing_at_the_same_point_reuses_b0s_captures(
@@ -443,11 +443,11 @@ def test_a_module_that_breaks_inside_a_block_fed_at_the_first_step_is_still_name
 
 def _failed_gate(reason: Any, point: str | None) -> Any:
     from ref2va_accept.core import Check
-    from ref2va_accept.evidence import CheckResult
+    from tests.unit.check_records import make_check
 
     status = "fail" if reason is not None else "pass"
-    return CheckResult("5s-lossless", "cand", Check.LOSSLESS_GATE, status, reason, "x",
-                       {"seed": 42, "points": [], "first_divergence": point})
+    return make_check("5s-lossless", "cand", Check.LOSSLESS_GATE, status, reason, "x",
+                      {"seed": 42, "points": [], "first_divergence": point})
 
 
 @pytest.mark.parametrize(("enabled", "reason", "runs"), [

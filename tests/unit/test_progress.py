@@ -55,6 +55,7 @@ from ref2va_accept.planning import (
     plan_run,
     plan_track,
 )
+from tests.unit.check_records import make_check
 from tests.unit.plugin_sessions import collect_in_checkout
 from tests.unit.suite_runner import ROOT, campaign_variant
 from tests.unit.terminal_doubles import (
@@ -317,7 +318,7 @@ def test_hosted_gate_counts_match_the_gate(track: str, campaign: LoadedCampaign,
     arms = CountingArms(plan, latency_s=1.0)
     passed = [SimpleNamespace(status="pass", reason=None, name="x")]
     monkeypatch.setattr(lossless, "judge_gate", lambda *a: [])
-    monkeypatch.setattr(lossless, "judge_unobserved", lambda *a: lossless.CheckResult(
+    monkeypatch.setattr(lossless, "judge_unobserved", lambda *a: make_check(
         plan.track_id, "c", "unobserved_output", "pass", None, "stand-in"))
     monkeypatch.setattr(lossy, "judge_candidate", lambda *a: passed[0])
     monkeypatch.setattr(lossy, "_score", lambda arms, outcome: ())

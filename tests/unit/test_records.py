@@ -99,7 +99,7 @@ def _latency_check() -> dict[str, Any]:
             latency_run("b0", [295]), latency_run("fast", [142])]
     check = next(c for c in judge_latency("5s-lossless", "fast", runs, INSTANCE)
                  if c.name == "latency_ratio")
-    recorded: dict[str, Any] = json.loads(json.dumps(check.to_dict()))
+    recorded: dict[str, Any] = json.loads(json.dumps(check.json_dict()))
     return recorded
 
 

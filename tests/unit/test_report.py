@@ -8,22 +8,24 @@ import pytest
 
 from ref2va_accept.core import Check
 from ref2va_accept.evidence import (
-    CheckResult,
+    AnyCheck,
     EvidenceBundle,
     LatencyInstance,
     LatencyRatioCheck,
     TrackVerdict,
     check_record,
+    new_check,
 )
 from ref2va_accept.evidence.sanitize import Sanitizer
 from ref2va_accept.report import host_html, lossy_tables_html, summary_html, verdict_table_html
+from tests.unit.check_records import make_check
 
 pytestmark = pytest.mark.fast
 
 
 def _bundle(tmp_path: Path) -> EvidenceBundle:
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    bundle.add_check(CheckResult(
+    bundle.add_check(make_check(
         "5s-lossy", "b0", "baseline_variability", "pass", None, "B0 same-seed spread at most 0",
         {"same_seed_spread": {"vbench.temporal_flickering": 0.0, "fidelity.x": 0.0},
          "different_seed_spread": {"vbench.temporal_flickering": 0.0039},
@@ -41,7 +43,7 @@ def _bundle(tmp_path: Path) -> EvidenceBundle:
          "kind": "vbench", "baseline": 0.95, "candidate": 0.95, "error": 0.0,
          "status": "ok", "detail": "", "threshold": 0.01, "gate": "within"},
     ]
-    bundle.add_check(CheckResult(
+    bundle.add_check(make_check(
         "5s-lossy", "cache-dit-aggressive", "lossy_gate", "fail", "quality_gate_failed",
         "relative error at or above 1.00%: vbench.temporal_flickering 1.020%",
         {"threshold": 0.01, "normalized": False, "min_psnr_db": 30.0, "min_ssim": None,
@@ -135,12 +137,12 @@ def test_the_report_renders_the_gates_decisions_and_does_not_decide_again(tmp_pa
     # Recorded decisions that raw numbers alone would contradict: the report shows what the
     # gate decided (it alone knows its rule), never a verdict of its own from the numbers.
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
-    bundle.add_check(CheckResult(
+    bundle.add_check(make_check(
         "5s-lossy", "b0", "baseline_variability", "pass", None, "spread",
         {"same_seed_spread": {"vbench.x": 0.001}, "different_seed_spread": {},
          "gated": ["vbench.x"], "limit": 0.0025, "threshold": 0.01,
          "below_limit": {"vbench.x": False}, "unmeasured": [], "baseline_scores": []}))
-    bundle.add_check(CheckResult(
+    bundle.add_check(make_check(
         "5s-lossy", "c1", "lossy_gate", "fail", "quality_gate_failed", "broken",
         {"threshold": 0.01, "normalized": False, "worst": {"vbench.x": 0.0},
          "min_psnr_db": None, "min_ssim": None,
@@ -166,7 +168,7 @@ def _latency_bundle(tmp_path: Path) -> EvidenceBundle:
             latency_run("b0", [310]), latency_run("fast", [139]),
             latency_run("b0", [295]), latency_run("fast", [142])]
     # The candidate's first instance hosted its quality gate.
-    runs[1].gate = [CheckResult("5s-lossless", "fast", "lossless_gate", "pass", None, "exact")]
+    runs[1].gate = [make_check("5s-lossless", "fast", "lossless_gate", "pass", None, "exact")]
     for check in judge_latency("5s-lossless", "fast", runs, INSTANCE):
         bundle.add_check(check)
     unsteady: list[InstanceRun] = [
@@ -256,9 +258,9 @@ def test_the_latency_cells_say_what_stopped_a_candidate_and_name_the_welch_rule(
             latency_run("b0", [295]), latency_run("fast", [142])]
     for check in judge_latency("5s-lossless", "fast", runs, welch, futile=(4, 0)):
         bundle.add_check(check)
-    stopped = CheckResult("5s-lossless", "slow", Check.LATENCY_RATIO, "open", None,
-                          "not measured: stopped on lossless_gate (quality_gate_failed)",
-                          {"stopped_on": "lossless_gate (quality_gate_failed)"})
+    stopped = make_check("5s-lossless", "slow", Check.LATENCY_RATIO, "open", None,
+                         "not measured: stopped on lossless_gate (quality_gate_failed)",
+                         {"stopped_on": "lossless_gate (quality_gate_failed)"})
     bundle.add_check(stopped)
     record = check_record(stopped)
     assert isinstance(record, LatencyRatioCheck)
@@ -334,7 +336,7 @@ def test_the_budget_section_charges_this_runs_measured_entry(tmp_path: Path) -> 
     assert "<td>left after this run</td><td>14.00</td><td>62.00</td>" in page
 
 
-def _localization(status: str = "pass", **data: object) -> CheckResult:
+def _localization(status: str = "pass", **data: object) -> AnyCheck:
     parting = {"kind": "differs", "module": "blocks.3", "b0": "b0-sha", "candidate": "c-sha",
                "before": "blocks.2", "output": 0, "skipped": [],
                "sentence": "blocks.3 is the first block whose output differs"}
@@ -344,7 +346,7 @@ def _localization(status: str = "pass", **data: object) -> CheckResult:
                "max_ulp": 3}
     picture = {"shape": [2, 4], "rows": 2, "cols": 4, "row_edges": [0, 1, 2],
                "col_edges": [0, 2, 4], "share": [[0.5, 0.0], [0.0, 0.5]], "differing": 2}
-    return CheckResult("5s-lossless", "c1", "localization", status, None, "named blocks.3.mlp", {
+    return make_check("5s-lossless", "c1", "localization", status, None, "named blocks.3.mlp", {
         "point": "dit.step000", "seed": 42, "stage": "dit", "step": 0, "first_step": 0,
         "point_step": 0, "found": True, "module": "blocks.3.mlp", "where": "blocks.3.mlp",
         "sentence": "blocks.3.mlp parts first", "level1": parting,
@@ -388,12 +390,11 @@ def test_the_first_divergence_panel_from_the_check_or_its_recorded_form(tmp_path
     assert "<b>no place named</b>: blocks.3 (not reproduced), at step 2" in not_reproduced
     with pytest.raises(ValueError, match="5s-lossless/c1: a lossless_gate check is not a "
                                          "localization check"):
-        panel(CheckResult("5s-lossless", "c1", "lossless_gate", "pass", None, "exact",
-                          {"seed": 1, "points": [], "first_divergence": None}))
-    with pytest.raises(ValueError, match="first_step"):  # a check the records refuse
-        panel(CheckResult(check.track, check.arm, check.name, check.status, check.reason,
-                          check.detail,
-                          {k: v for k, v in check.data.items() if k != "first_step"}))
+        panel(make_check("5s-lossless", "c1", "lossless_gate", "pass", None, "exact",
+                         {"seed": 1, "points": [], "first_divergence": None}))
+    with pytest.raises(ValueError, match="first_step"):  # refused where it is built
+        new_check(check.track, check.arm, check.name, check.status, check.reason, check.detail,
+                  {k: v for k, v in check.json_dict()["data"].items() if k != "first_step"})
 
 
 def _profiles(root: Path) -> list[dict[str, object]]:

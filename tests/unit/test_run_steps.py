@@ -13,7 +13,6 @@ from ref2va_accept.campaign import input_checks
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, Verdict
 from ref2va_accept.engines import MemoryGuard, MemoryRelease, NoDeviceProbe, stopped_line
 from ref2va_accept.evidence import (
-    CheckResult,
     Cleanup,
     InputProblem,
     LedgerEntry,
@@ -23,6 +22,7 @@ from ref2va_accept.evidence import (
 from ref2va_accept.history import LEDGER_SCHEMA, with_attempt
 from ref2va_accept.judging import judge_tracks
 from ref2va_accept.planning import DiskEstimate, disk_record, disk_skipped_line
+from tests.unit.check_records import make_check
 
 pytestmark = pytest.mark.fast
 
@@ -42,7 +42,7 @@ def test_input_problems_fail_each_track_they_touch_once_on_b0() -> None:
     assert [(c.track, c.arm, c.name, c.status, c.reason) for c in checks] == [
         ("5s-lossless", ArmRole.B0, Check.INPUTS, CheckStatus.FAIL, Reason.PROTOCOL_DEVIATION),
         ("5s-lossy", ArmRole.B0, Check.INPUTS, CheckStatus.FAIL, Reason.PROTOCOL_DEVIATION)]
-    assert len(checks[0].data["inputs"]) == 2 and "no such file" in checks[0].detail
+    assert len(checks[0].json_dict()["data"]["inputs"]) == 2 and "no such file" in checks[0].detail
     assert input_checks([]) == []
 
 
@@ -58,7 +58,7 @@ def test_a_clean_stop_passes_its_cleanup_check_and_a_dirty_one_fails_it() -> Non
     clean = _audit(()).check()
     assert (clean.track, clean.arm, clean.name, clean.status, clean.reason) == (
         "5s-lossy", "cand", Check.CLEANUP, CheckStatus.PASS, None)
-    assert clean.data == {"instance": "5s-lossy.cand.1", "stop_s": 1.235}
+    assert clean.json_dict()["data"] == {"instance": "5s-lossy.cand.1", "stop_s": 1.235}
     dirty = _audit(("port 8000 still bound", "1 survivor")).check()
     assert (dirty.status, dirty.reason) == (CheckStatus.FAIL, Reason.INCOMPLETE_CLEANUP)
     assert dirty.detail == "port 8000 still bound; 1 survivor"
@@ -88,8 +88,8 @@ def test_leftovers_are_named_by_pid_tag_and_how_they_stopped() -> None:
 
 
 def test_the_run_gets_a_row_per_candidate_and_one_for_a_track_without_any() -> None:
-    failed = CheckResult("5s-lossless", "cand", Check.LOSSLESS_GATE, CheckStatus.FAIL,
-                         Reason.QUALITY_GATE_FAILED)
+    failed = make_check("5s-lossless", "cand", Check.LOSSLESS_GATE, CheckStatus.FAIL,
+                        Reason.QUALITY_GATE_FAILED)
     rows = judge_tracks([("5s-lossless", "lossless", ["cand", "other"]),
                          ("15s-lossy", "lossy", [])], [failed], [], 0.05)
     assert [(r.track, r.candidate) for r in rows] == [

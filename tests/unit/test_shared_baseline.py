@@ -113,7 +113,8 @@ def test_absent_field_means_per_candidate_and_stays_out_of_the_lock(tmp_path: Pa
 def _judge(arms: ScriptedArms, schedules: latency.LatencySchedules, candidate: str
            ) -> dict[str, Any]:
     checks = latency.run_latency(arms, candidate, schedules)  # type: ignore[arg-type]
-    return next(c for c in checks if c.name == "latency_ratio").__dict__
+    check = next(c for c in checks if c.name == "latency_ratio")
+    return {**check.json_dict(), "latency": check.latency}
 
 
 def test_a_shared_schedule_runs_b0_once_per_track_and_judges_each_candidate(
@@ -334,7 +335,7 @@ def test_a_start_failure_recorded_by_the_schedule_runs_no_second_schedule(
     # Arms.start records a failed engine start as a check; the next candidate's scenario must
     # be judged on the schedule already run, not draw a new one without that candidate.
     from ref2va_accept.core import Check, Reason
-    from ref2va_accept.evidence import CheckResult
+    from tests.unit.check_records import make_check
 
     arms = ScriptedArms(plan, SECONDS, not_starting="reduction-order")
     real_start = arms.start
@@ -343,8 +344,8 @@ def test_a_start_failure_recorded_by_the_schedule_runs_no_second_schedule(
         try:
             return real_start(arm_id)
         except EngineStartError as exc:
-            arms.checks.append(CheckResult("5s-lossless", arm_id, Check.ENGINE_START, "fail",
-                                           Reason.ENGINE_START_FAILED, str(exc)))
+            arms.checks.append(make_check("5s-lossless", arm_id, Check.ENGINE_START, "fail",
+                                          Reason.ENGINE_START_FAILED, str(exc)))
             raise
 
     arms.start = start  # type: ignore[method-assign]

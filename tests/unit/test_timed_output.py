@@ -100,15 +100,15 @@ def _gate(**frozen: float) -> LossyGate:
 def test_lossy_identical_timed_output_passes(tmp_path: Path) -> None:
     check = lossy_timed_output_check(_lossy_log(tmp_path), "5s-lossy", "c1", _gate())
     assert check is not None and check.status == "pass" and check.name == "timed_output_fidelity"
-    assert check.data["pairs"][0]["identical"] is True and "1 identical" in check.detail
-    assert check.data["rule"]["min_psnr_db"] == DEFAULT_MIN_PSNR_DB
+    assert check.data.pairs[0].identical is True and "1 identical" in check.detail
+    assert check.json_dict()["data"]["rule"]["min_psnr_db"] == DEFAULT_MIN_PSNR_DB
 
 
 def test_lossy_timed_output_within_the_contract_passes_with_its_figures(tmp_path: Path) -> None:
     # +-1 on every pixel: what a nondeterministic reduction does (46.7 dB through H.264).
     check = lossy_timed_output_check(_lossy_log(tmp_path, noise=1), "5s-lossy", "c1", _gate())
     assert check is not None and check.status == "pass", check.detail
-    pair = check.data["pairs"][0]
+    pair = check.json_dict()["data"]["pairs"][0]
     assert pair["identical"] is False and pair["psnr_db"] >= DEFAULT_MIN_PSNR_DB
     assert "0 identical, 1 within PSNR 40 dB (default)" in check.detail
 
@@ -119,14 +119,14 @@ def test_lossy_timed_output_beyond_the_contract_fails(tmp_path: Path) -> None:
     assert check is not None and check.status == "fail"
     assert check.reason == "output_differs_when_unobserved"
     assert "PSNR" in check.detail and "< 40 dB" in check.detail
-    assert check.data["pairs"][0]["psnr_db"] < DEFAULT_MIN_PSNR_DB
+    assert check.json_dict()["data"]["pairs"][0]["psnr_db"] < DEFAULT_MIN_PSNR_DB
 
 
 def test_lossy_rule_takes_the_frozen_psnr_minimum(tmp_path: Path) -> None:
     log = _lossy_log(tmp_path, noise=25)
     frozen = lossy_timed_output_check(log, "5s-lossy", "c1", _gate(min_psnr_db=20.0))
     assert frozen is not None and frozen.status == "pass", frozen.detail
-    assert frozen.data["rule"]["min_psnr_from"] == "lossy_gate.min_psnr_db"
+    assert frozen.json_dict()["data"]["rule"]["min_psnr_from"] == "lossy_gate.min_psnr_db"
     strict = lossy_timed_output_check(log, "5s-lossy", "c1", _gate(min_ssim=0.999))
     assert strict is not None and strict.status == "fail" and "SSIM" in strict.detail
 

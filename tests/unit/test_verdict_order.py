@@ -14,9 +14,10 @@ import itertools
 import pytest
 
 from ref2va_accept.core import Check, Reason
-from ref2va_accept.evidence import CheckResult
+from ref2va_accept.evidence import AnyCheck
 from ref2va_accept.judging import judge
 from ref2va_accept.timing import latency_verdict
+from tests.unit.check_records import make_check
 
 pytestmark = pytest.mark.fast
 
@@ -28,22 +29,22 @@ LATENCY = {  # per outcome, candidate latencies against B0's (300, 298, 305)
 }
 
 
-def _base(interference: str = "pass") -> list[CheckResult]:
+def _base(interference: str = "pass") -> list[AnyCheck]:
     return [
-        CheckResult(T, "b0", Check.B0_MEDIA, "pass"),
-        CheckResult(T, "b0", Check.CLEANUP, "pass"),
-        CheckResult(T, "b0", Check.BASELINE_VARIABILITY, "pass"),
-        CheckResult(T, C, Check.CANDIDATE_MEDIA, "pass"),
-        CheckResult(T, C, Check.CLEANUP, "pass"),
-        CheckResult(T, C, Check.LOSSY_GATE, "pass"),
-        CheckResult(T, C, Check.TIMED_OUTPUT_FIDELITY, "pass"),
-        CheckResult(T, C, Check.RESOURCE_INTERFERENCE, interference),  # type: ignore[arg-type]
+        make_check(T, "b0", Check.B0_MEDIA, "pass"),
+        make_check(T, "b0", Check.CLEANUP, "pass"),
+        make_check(T, "b0", Check.BASELINE_VARIABILITY, "pass"),
+        make_check(T, C, Check.CANDIDATE_MEDIA, "pass"),
+        make_check(T, C, Check.CLEANUP, "pass"),
+        make_check(T, C, Check.LOSSY_GATE, "pass"),
+        make_check(T, C, Check.TIMED_OUTPUT_FIDELITY, "pass"),
+        make_check(T, C, Check.RESOURCE_INTERFERENCE, interference),
     ]
 
 
-def _latency(outcome: str) -> CheckResult:
-    return CheckResult(T, C, Check.LATENCY_RATIO, "pass",
-                       latency=latency_verdict((300.0, 298.0, 305.0), LATENCY[outcome]))
+def _latency(outcome: str) -> AnyCheck:
+    return make_check(T, C, Check.LATENCY_RATIO, "pass",
+                      latency=latency_verdict((300.0, 298.0, 305.0), LATENCY[outcome]))
 
 
 ROWS = list(itertools.product(
@@ -59,11 +60,11 @@ def test_the_documented_order(validity: str | None, defect: bool, opened: bool,
                               latency: str | None) -> None:
     checks = _base()
     if validity == "b0_cleanup":
-        checks.append(CheckResult(T, "b0", Check.CLEANUP, "fail", Reason.INCOMPLETE_CLEANUP))
+        checks.append(make_check(T, "b0", Check.CLEANUP, "fail", Reason.INCOMPLETE_CLEANUP))
     if defect:
-        checks.append(CheckResult(T, C, Check.LOSSY_GATE, "fail", Reason.QUALITY_GATE_FAILED))
+        checks.append(make_check(T, C, Check.LOSSY_GATE, "fail", Reason.QUALITY_GATE_FAILED))
     if opened:
-        checks.append(CheckResult(T, C, Check.CACHING_PROBE, "open"))
+        checks.append(make_check(T, C, Check.CACHING_PROBE, "open"))
     if latency is not None:
         checks.append(_latency(latency))
     cap = "protocol_not_frozen" if validity == "cap" else None
@@ -102,8 +103,8 @@ def test_a_check_recorded_several_times_takes_the_most_severe_status(
         statuses: tuple[str, ...], summary: str, track_open: bool) -> None:
     # fail > open > pass > not_applicable; not_applicable satisfies a required check.
     checks = [c for c in _base() if c.name is not Check.RESOURCE_INTERFERENCE]
-    checks += [CheckResult(T, C, Check.RESOURCE_INTERFERENCE, status,  # type: ignore[arg-type]
-                           Reason.RESOURCE_INTERFERENCE if status == "fail" else None)
+    checks += [make_check(T, C, Check.RESOURCE_INTERFERENCE, status,
+                          Reason.RESOURCE_INTERFERENCE if status == "fail" else None)
                for status in statuses]
     verdict = judge(T, "lossy", C, [*checks, _latency("supported")])
     assert verdict.checks[Check.RESOURCE_INTERFERENCE] == summary
@@ -115,7 +116,7 @@ def test_a_check_recorded_several_times_takes_the_most_severe_status(
 
 def test_not_applicable_names_no_reason_and_never_fails() -> None:
     with pytest.raises(ValueError, match="only a failed one"):
-        CheckResult(T, C, Check.RESOURCE_INTERFERENCE, "not_applicable",
-                    Reason.RESOURCE_INTERFERENCE)
+        make_check(T, C, Check.RESOURCE_INTERFERENCE, "not_applicable",
+                   Reason.RESOURCE_INTERFERENCE)
     with pytest.raises(ValueError, match="status"):
-        CheckResult(T, C, Check.RESOURCE_INTERFERENCE, "skipped")  # type: ignore[arg-type]
+        make_check(T, C, Check.RESOURCE_INTERFERENCE, "skipped")

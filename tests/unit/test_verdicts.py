@@ -6,35 +6,38 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from ref2va_accept.core import Category, Check, Reason, required_checks
-from ref2va_accept.evidence import CheckResult, TrackVerdict
+from ref2va_accept.evidence import AnyCheck, TrackVerdict, new_check
 from ref2va_accept.judging import judge
 from ref2va_accept.timing import latency_verdict
+from tests.unit.check_records import SMALLEST, make_check
 
 pytestmark = pytest.mark.fast
 
 T = "5s-lossless"
+MEDIA = SMALLEST[Check.CANDIDATE_MEDIA]
 
 
 def _latency(candidate: str = "c1", baseline: tuple[float, ...] = (300, 298, 305),
-             timed: tuple[float, ...] = (140, 141, 139)) -> CheckResult:
-    return CheckResult(T, candidate, Check.LATENCY_RATIO, "pass",
-                       latency=latency_verdict(baseline, timed))
+             timed: tuple[float, ...] = (140, 141, 139)) -> AnyCheck:
+    return make_check(T, candidate, Check.LATENCY_RATIO, "pass",
+                      latency=latency_verdict(baseline, timed))
 
 
-def _passing(candidate: str = "c1") -> list[CheckResult]:
+def _passing(candidate: str = "c1") -> list[AnyCheck]:
     return [
-        CheckResult(T, "b0", "b0_media", "pass"),
-        CheckResult(T, "b0", "cleanup", "pass"),
-        CheckResult(T, candidate, "candidate_media", "pass"),
-        CheckResult(T, candidate, "cleanup", "pass"),
-        CheckResult(T, "b0", "baseline_determinism", "pass"),
-        CheckResult(T, candidate, "lossless_gate", "pass"),
-        CheckResult(T, candidate, "enabled_path_audit", "pass"),
-        CheckResult(T, candidate, "unobserved_output", "pass"),
-        CheckResult(T, candidate, "timed_output", "pass"),
-        CheckResult(T, candidate, "resource_interference", "pass"),
+        make_check(T, "b0", "b0_media", "pass"),
+        make_check(T, "b0", "cleanup", "pass"),
+        make_check(T, candidate, "candidate_media", "pass"),
+        make_check(T, candidate, "cleanup", "pass"),
+        make_check(T, "b0", "baseline_determinism", "pass"),
+        make_check(T, candidate, "lossless_gate", "pass"),
+        make_check(T, candidate, "enabled_path_audit", "pass"),
+        make_check(T, candidate, "unobserved_output", "pass"),
+        make_check(T, candidate, "timed_output", "pass"),
+        make_check(T, candidate, "resource_interference", "pass"),
         _latency(candidate),
     ]
 
@@ -52,21 +55,21 @@ def test_a_missing_gate_is_open_and_inconclusive() -> None:
 
 def test_an_explicitly_open_check_blocks_support() -> None:
     # caching_probe is not required, but recorded open it still blocks support
-    checks = [*_passing(), CheckResult(T, "c1", "caching_probe", "open")]
+    checks = [*_passing(), make_check(T, "c1", "caching_probe", "open")]
     v = judge(T, "lossless", "c1", checks)
     assert v.verdict == "inconclusive" and v.open_checks == ("caching_probe",)
 
 
 def test_candidate_defect_fails() -> None:
-    checks = [*_passing(), CheckResult(T, "c1", "candidate_media", "fail", "invalid_media")]
+    checks = [*_passing(), make_check(T, "c1", "candidate_media", "fail", "invalid_media")]
     v = judge(T, "lossless", "c1", checks)
     assert v.verdict == "failed" and v.reasons == ("invalid_media",)
 
 
 def test_baseline_failure_makes_it_inconclusive_even_with_a_defect() -> None:
     checks = [*_passing(),
-              CheckResult(T, "b0", "b0_media", "fail", "baseline_request_failed"),
-              CheckResult(T, "c1", "candidate_media", "fail", "invalid_media")]
+              make_check(T, "b0", "b0_media", "fail", "baseline_request_failed"),
+              make_check(T, "c1", "candidate_media", "fail", "invalid_media")]
     v = judge(T, "lossless", "c1", checks)
     assert v.verdict == "inconclusive"
     assert v.reasons == ("baseline_request_failed", "invalid_media")
@@ -78,26 +81,26 @@ def test_unfrozen_protocol_caps_a_supported_track() -> None:
 
 
 def test_dirty_cleanup_is_inconclusive() -> None:
-    checks = [*_passing(), CheckResult(T, "c1", "cleanup", "fail", "incomplete_cleanup")]
+    checks = [*_passing(), make_check(T, "c1", "cleanup", "fail", "incomplete_cleanup")]
     assert judge(T, "lossless", "c1", checks).verdict == "inconclusive"
 
 
 def test_checks_of_another_candidate_or_track_do_not_count() -> None:
-    checks = [*_passing(), CheckResult(T, "c2", "candidate_media", "fail", "invalid_media"),
-              CheckResult("15s-lossless", "c1", "candidate_media", "fail", "invalid_media")]
+    checks = [*_passing(), make_check(T, "c2", "candidate_media", "fail", "invalid_media"),
+              make_check("15s-lossless", "c1", "candidate_media", "fail", "invalid_media")]
     assert judge(T, "lossless", "c1", checks).verdict == "supported"
 
 
 def test_a_track_without_candidate_is_inconclusive_with_its_checks() -> None:
-    v = judge(T, "lossless", None, [CheckResult(T, "b0", "b0_media", "pass")])
+    v = judge(T, "lossless", None, [make_check(T, "b0", "b0_media", "pass")])
     assert v.verdict == "inconclusive" and "no_candidate" in v.reasons
     assert v.checks == {"b0_media": "pass"}
     assert "latency_ratio" in v.open_checks
 
 
 def test_one_failing_instance_fails_the_check() -> None:
-    checks = [CheckResult(T, "b0", "cleanup", "fail", "incomplete_cleanup"),
-              CheckResult(T, "b0", "cleanup", "pass")]
+    checks = [make_check(T, "b0", "cleanup", "fail", "incomplete_cleanup"),
+              make_check(T, "b0", "cleanup", "pass")]
     assert judge(T, "lossless", None, checks).checks["cleanup"] == "fail"
 
 
@@ -110,18 +113,41 @@ def test_the_latency_result_decides_once_nothing_else_did() -> None:
 
 
 def test_the_latency_result_is_written_as_before() -> None:
-    written = _latency().to_dict()
+    written = _latency().json_dict()
     assert written["status"] == "pass" and written["data"]["verdict"] == "supported"
     assert written["data"]["interval"]["interval"]["upper"] <= 0.5
     assert json.loads(json.dumps(written)) == written  # plain strings, not enum reprs
     with pytest.raises(ValueError, match="typed latency result"):
-        CheckResult(T, "c1", "latency_ratio", "pass", data={"verdict": "supported"})
+        new_check(T, "c1", "latency_ratio", "pass", data={"verdict": "supported"})
+    # ... and no other check carries one, nor a latency_ratio check that did not pass
+    latency = latency_verdict((300, 298, 305), (140, 141, 139))
+    with pytest.raises(ValueError, match="typed latency result"):
+        new_check(T, "c1", "lossless_gate", "pass", data={"interval": latency})
+    with pytest.raises(ValueError, match="typed latency result"):
+        make_check(T, "c1", "latency_ratio", "open", latency=latency)
+    with pytest.raises(ValueError, match="verdict is its interval's"):
+        new_check(T, "c1", "latency_ratio", "pass", data={
+            **_latency().json_dict()["data"], "verdict": "failed"})
+
+
+def test_a_check_is_frozen_and_revised_into_a_new_one_validated_again() -> None:
+    check = make_check(T, "b0", "baseline_determinism", "pass", None, "bit-exact",
+                       {"seed": 42, "points": []})
+    with pytest.raises(ValidationError, match="frozen"):
+        check.detail = "changed"  # type: ignore[misc]
+    shared = check.revised(detail="bit-exact (shared)", gate_instances_served=["a", "b"])
+    assert check.detail == "bit-exact" and "gate_instances_served" not in check.json_dict()["data"]
+    assert shared.detail == "bit-exact (shared)"
+    assert shared.json_dict()["data"] == {"seed": 42, "points": [],
+                                          "gate_instances_served": ["a", "b"]}
+    with pytest.raises(ValueError, match="gate_instances_servd"):
+        check.revised(gate_instances_servd=["a"])
 
 
 # -- the vocabulary ------------------------------------------------------------------------------
 def test_an_unknown_check_name_cannot_be_recorded() -> None:
     with pytest.raises(ValueError) as caught:
-        CheckResult(T, "c1", "weights_present", "open")  # type: ignore[arg-type]
+        new_check(T, "c1", "weights_present", "open")
     message = str(caught.value)
     assert "'weights_present' is not in the vocabulary" in message
     assert "lossless_gate" in message and "latency_ratio" in message  # the allowed names
@@ -130,7 +156,7 @@ def test_an_unknown_check_name_cannot_be_recorded() -> None:
 def test_a_misspelt_reason_cannot_be_recorded_nor_taken_for_a_defect() -> None:
     # Before the vocabulary, this validity reason misspelt would have made the track `failed`.
     with pytest.raises(ValueError) as caught:
-        CheckResult(T, "b0", "b0_media", "fail", "baseline_request_faild")  # type: ignore[arg-type]
+        new_check(T, "b0", "b0_media", "fail", "baseline_request_faild")
     message = str(caught.value)
     assert "reason: 'baseline_request_faild' is not in the vocabulary" in message
     assert "baseline_request_failed" in message  # the allowed codes
@@ -147,11 +173,11 @@ def test_a_misspelt_reason_cannot_be_recorded_nor_taken_for_a_defect() -> None:
 def test_a_check_records_a_reason_only_when_it_failed_and_only_a_check_reason(
         status: str, reason: str | None, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        CheckResult(T, "c1", "candidate_media", status, reason)  # type: ignore[arg-type]
+        new_check(T, "c1", "candidate_media", status, reason, data=MEDIA)
 
 
 def test_strings_of_the_vocabulary_become_its_members() -> None:
-    check = CheckResult(T, "b0", "cleanup", "fail", "incomplete_cleanup")
+    check = make_check(T, "b0", "cleanup", "fail", "incomplete_cleanup")
     assert check.name is Check.CLEANUP and check.reason is Reason.INCOMPLETE_CLEANUP
     assert check.reason.category is Category.VALIDITY
 
@@ -173,7 +199,7 @@ def test_every_reason_has_a_category_and_the_verdict_follows_it() -> None:
         if reason.category not in (Category.VALIDITY, Category.DEFECT):
             continue
         verdict = judge(T, "lossless", "c1",
-                        [*_passing(), CheckResult(T, "c1", "candidate_media", "fail", reason)])
+                        [*_passing(), make_check(T, "c1", "candidate_media", "fail", reason)])
         expected = "inconclusive" if reason.category is Category.VALIDITY else "failed"
         assert verdict.verdict == expected and verdict.reasons == (reason,), reason
 
@@ -201,7 +227,7 @@ def test_a_verdict_speaks_only_the_vocabulary_too() -> None:
                      checks={})  # type: ignore[arg-type]
 
 
-def _localized(found: bool, where: str, module: str | None, step: int | None) -> CheckResult:
+def _localized(found: bool, where: str, module: str | None, step: int | None) -> AnyCheck:
     from ref2va_accept.judging.localize import Localization, Target
 
     target = Target("dit" if step is not None else "encoders", step)
@@ -216,7 +242,7 @@ def _localized(found: bool, where: str, module: str | None, step: int | None) ->
     (_localized(True, "", None, 4), "outside any module (step 4)"),
     (_localized(False, "dit.blocks.1", "dit.blocks.1", 2), ""),  # open: nothing named
 ])
-def test_the_row_names_where_a_localization_pass_found_the_parting(check: CheckResult,
+def test_the_row_names_where_a_localization_pass_found_the_parting(check: AnyCheck,
                                                                    row: str) -> None:
     assert judge(T, "lossless", "c1", [*_passing(), check]).localized == row
     # another candidate's pass names nothing in this one's row
@@ -226,9 +252,9 @@ def test_the_row_names_where_a_localization_pass_found_the_parting(check: CheckR
 def test_the_row_names_the_stand_in_weights_its_scores_came_from_once_each() -> None:
     weights = {"weights": [{"name": "ViT-B-32.pt", "sha256": "ab" * 32, "stand_in": True,
                             "declared": True}], "stand_ins": ["ViT-B-32.pt"], "undeclared": []}
-    checks = [CheckResult(T, arm, Check.SCORER_WEIGHTS, "pass", None, "x", weights)
+    checks = [make_check(T, arm, Check.SCORER_WEIGHTS, "pass", None, "x", weights)
               for arm in ("b0", "c1")]
     assert judge(T, "lossless", "c1", [*_passing(), *checks]).stand_in_weights == ("ViT-B-32.pt",)
     real = {**weights, "stand_ins": []}
-    assert judge(T, "lossless", "c1", [*_passing(), CheckResult(
+    assert judge(T, "lossless", "c1", [*_passing(), make_check(
         T, "c1", Check.SCORER_WEIGHTS, "pass", None, "x", real)]).stand_in_weights == ()

@@ -26,9 +26,10 @@ from ref2va_accept.core import (
     Verdict,
     enum_member,
 )
-from ref2va_accept.evidence import CheckResult, TrackVerdict
+from ref2va_accept.evidence import TrackVerdict
 from ref2va_accept.timing import _stats as stats
 from ref2va_accept.timing import latency_verdict
+from tests.unit.check_records import make_check
 
 pytestmark = pytest.mark.fast
 
@@ -65,9 +66,9 @@ def test_a_value_outside_the_vocabulary_is_refused_naming_it_and_the_allowed_one
 
 
 def test_records_hold_members_whether_given_members_or_strings() -> None:
-    check = CheckResult("5s-lossless", "b0", Check.CLEANUP, "pass")  # type: ignore[arg-type]
-    assert check.status is CheckStatus.PASS and check.to_dict()["status"] == "pass"
-    assert type(check.to_dict()["status"]) is str
+    check = make_check("5s-lossless", "b0", Check.CLEANUP, "pass")
+    assert check.status is CheckStatus.PASS and check.json_dict()["status"] == "pass"
+    assert type(check.json_dict()["status"]) is str
     row = TrackVerdict(track="5s-lossless", candidate="c1", verdict="failed", reasons=(),
                        open_checks=(), checks={"cleanup": "fail"})  # type: ignore[arg-type]
     assert row.verdict is Verdict.FAILED and row.checks == {Check.CLEANUP: CheckStatus.FAIL}

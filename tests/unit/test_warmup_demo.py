@@ -122,8 +122,8 @@ def test_the_demonstration_compares_the_request_after_each_warmup(cheap_factor: 
     assert (check.status == "pass") is passes
     if not passes:
         assert check.reason == Reason.WARMUP_NOT_STEADY
-    assert len(check.data["full_s"]) == len(check.data["cheap_s"]) == 2
-    assert check.data["per_duration_yaml"].startswith('"5s": {full_s: [')
+    assert len(check.data.full_s) == len(check.data.cheap_s) == 2
+    assert check.data.per_duration_yaml.startswith('"5s": {full_s: [')
 
 
 @pytest.mark.fast

@@ -37,7 +37,7 @@ from ref2va_accept.engines import (
     new_nonce,
     start_instance,
 )
-from ref2va_accept.evidence import CheckResult, Sample
+from ref2va_accept.evidence import AnyCheck, Sample, new_check
 from ref2va_accept.media import MediaProblem, check_media, probe
 from ref2va_accept.planning import Arm, InputFile, TrackPlan
 from ref2va_accept.timing import GenerationRequest, ReferenceFile, TimedClient
@@ -294,7 +294,7 @@ class Arms:
             instance = start_instance(spec, self.registry)
         except ForeignServerError as exc:
             # Another server on the port is not the engine failing: its own reason, never judged.
-            self.evidence.add_check(CheckResult(
+            self.evidence.add_check(new_check(
                 track_id, arm_id, Check.ENGINE_START, CheckStatus.FAIL, Reason.FOREIGN_SERVER,
                 str(exc).splitlines()[0], {"instance": spec.instance_id}))
             raise
@@ -302,14 +302,14 @@ class Arms:
             # The evidence keeps the engine's last log lines (sanitized as every record is); the
             # error that rises is one line naming the log, relative to the run's folder.
             log_file = self.evidence.relative(spec.log_path)
-            self.evidence.add_check(CheckResult(
+            self.evidence.add_check(new_check(
                 track_id, arm_id, Check.ENGINE_START, CheckStatus.FAIL, Reason.ENGINE_START_FAILED,
                 f"{exc}; last log lines ({log_file}):\n{exc.log_tail}",
                 {"instance": spec.instance_id, "log": log_file, "exit_code": exc.exit_code}))
             raise EngineStartError(f"{exc}; log: {log_file}", exit_code=exc.exit_code,
                                    log_tail=exc.log_tail) from None
         except Exception as exc:
-            self.evidence.add_check(CheckResult(
+            self.evidence.add_check(new_check(
                 track_id, arm_id, Check.ENGINE_START, CheckStatus.FAIL, Reason.ENGINE_START_FAILED,
                 str(exc).splitlines()[0], {"instance": spec.instance_id}))
             raise
@@ -406,18 +406,18 @@ class Arms:
         return outcome
 
 
-def media_check(name: Check, track_id: str, arm_id: str, outcome: Outcome) -> CheckResult:
+def media_check(name: Check, track_id: str, arm_id: str, outcome: Outcome) -> AnyCheck:
     """A completeness check of one arm's output, with the reason code its failure means."""
     baseline = arm_id == ArmRole.B0
     data = {"sample_id": outcome.sample.sample_id, "latency_s": outcome.sample.latency_s,
             "sha256": outcome.sample.sha256}
     if not outcome.sample.ok:
         reason = Reason.BASELINE_REQUEST_FAILED if baseline else Reason.CANDIDATE_REQUEST_FAILED
-        return CheckResult(track_id, arm_id, name, CheckStatus.FAIL, reason, outcome.explain(),
-                           data)
+        return new_check(track_id, arm_id, name, CheckStatus.FAIL, reason, outcome.explain(),
+                         data)
     if not outcome.complete:
         reason = Reason.BASELINE_INVALID_MEDIA if baseline else Reason.INVALID_MEDIA
-        return CheckResult(track_id, arm_id, name, CheckStatus.FAIL, reason, outcome.explain(),
-                           data)
-    return CheckResult(track_id, arm_id, name, CheckStatus.PASS, None, "complete MP4", data)
+        return new_check(track_id, arm_id, name, CheckStatus.FAIL, reason, outcome.explain(),
+                         data)
+    return new_check(track_id, arm_id, name, CheckStatus.PASS, None, "complete MP4", data)
 

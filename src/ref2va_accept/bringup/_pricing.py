@@ -38,7 +38,7 @@ from ref2va_accept.bringup._state import (
 )
 from ref2va_accept.core import ArmRole, CheckStatus, Ref2VAError
 from ref2va_accept.engines import EngineInstance, Release, wait_for_release
-from ref2va_accept.evidence import BringupRow, Cleanup
+from ref2va_accept.evidence import BringupRow, Cleanup, WarmupDemonstrationData
 from ref2va_accept.judging import demonstrate
 from ref2va_accept.judging.localize import read_log
 from ref2va_accept.planning import fmt_bytes
@@ -177,7 +177,7 @@ class Pricing(BringupState):
             "stops": [{"what": s.what, "seconds": round(s.seconds, 3)} for s in self.stops],
             "capture": {k: round(v, 4) for k, v in self.capture_factors().items()},
             "capture_problems": dict(self.capture_problems),
-            "warmup_demonstration": {d: c if isinstance(c, str) else c.to_dict()
+            "warmup_demonstration": {d: c if isinstance(c, str) else c.json_dict()
                                      for d, c in self.demos.items()},
             "scoring": [p.to_dict() for p in self.scoring_prices],
             "scoring_missing": dict(self.scoring_missing)}
@@ -326,24 +326,22 @@ class Pricing(BringupState):
 
     def _warmup_edits(self) -> list[ScalarEdit]:
         demos = self.plan.demonstrations
-        checks = [self.demos.get(d.duration) for d in demos]
-        if not demos or not all(c is not None and not isinstance(c, str)
-                                and c.status == CheckStatus.PASS for c in checks):
+        found = [self.demos.get(d.duration) for d in demos]
+        shown = [c.data for c in found if c is not None and not isinstance(c, str)
+                 and c.status == CheckStatus.PASS and isinstance(c.data, WarmupDemonstrationData)]
+        if not demos or len(shown) != len(found):
             return []
         limit = self.model.protocol.steady_fraction or 0.05
         per: dict[str, Any] = {}
-        for demo, check in zip(demos, checks, strict=True):
-            assert check is not None and not isinstance(check, str)
-            full = [round(float(v), 3) for v in check.data["full_s"]]
-            cheap = [round(float(v), 3) for v in check.data["cheap_s"]]
+        for demo, data in zip(demos, shown, strict=True):
+            full = [round(float(v), 3) for v in data.full_s]
+            cheap = [round(float(v), 3) for v in data.cheap_s]
             if abs(statistics.median(cheap) / statistics.median(full) - 1) > limit:
                 return []  # rounding took it past the limit: the campaign would refuse it
             per[demo.duration] = {"full_s": full, "cheap_s": cheap}
         steps = demos[0].steps
-        first = checks[0]
-        assert first is not None and not isinstance(first, str)
         block = {"warmup_steps": steps, "run_id": self.bundle.run_id,
-                 "measured_at": str(first.data.get("measured_at", "")), "per_duration": per}
+                 "measured_at": shown[0].measured_at, "per_duration": per}
         return [ScalarEdit(("protocol", "warmup_steps"), steps,
                            "warm-ups of that many steps demonstrated"),
                 ScalarEdit(("protocol", "warmup_demonstration"), block,

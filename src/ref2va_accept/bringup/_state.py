@@ -17,13 +17,13 @@ from ref2va_accept.campaign import ArmSpec, LoadedCampaign
 from ref2va_accept.engines import InstanceRegistry, Release, probe_for
 from ref2va_accept.evidence import (
     BringupRow,
-    CheckResult,
     Cleanup,
     EvidenceBundle,
     IdleLevel,
     Number,
     Record,
     ReleaseRecord,
+    WarmupDemonstrationCheck,
 )
 from ref2va_accept.planning import Arm, TrackPlan, plan_track
 from ref2va_contract.diagnostics import ENABLED_PATH_FILE, TEXT_ENCODER_TP_KEY
@@ -243,7 +243,7 @@ class BringupState:
     capture_runs: dict[str, Outcome] = field(default_factory=dict)
     capture_server: PolicyRun | None = None
     capture_problems: dict[str, str] = field(default_factory=dict)
-    demos: dict[str, CheckResult | str] = field(default_factory=dict)
+    demos: dict[str, WarmupDemonstrationCheck | str] = field(default_factory=dict)
     scoring_prices: list[ScoringPrice] = field(default_factory=list)
     scoring_missing: dict[str, str] = field(default_factory=dict)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ref2va_accept.campaign._loaded import LoadedCampaign
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, file_sha256, is_placeholder
-from ref2va_accept.evidence import CheckResult, InputProblem
+from ref2va_accept.evidence import AnyCheck, InputProblem, new_check
 
 INPUT_FIELDS = ("prompt", "reference_image", "reference_audio")
 
@@ -68,11 +68,11 @@ def problem_lines(problems: Sequence[InputProblem]) -> list[str]:
     return [same[0].line([p.track for p in same]) for same in grouped.values()]
 
 
-def input_checks(problems: Sequence[InputProblem]) -> list[CheckResult]:
+def input_checks(problems: Sequence[InputProblem]) -> list[AnyCheck]:
     """Per track that a problem touches, one failing `inputs` check on B0
     (`protocol_deviation`) naming its problems: the run stops before any engine."""
-    return [CheckResult(track_id, ArmRole.B0, Check.INPUTS, CheckStatus.FAIL,
-                        Reason.PROTOCOL_DEVIATION,
-                        "; ".join(p.line() for p in problems if p.track == track_id),
-                        {"inputs": [p.json_dict() for p in problems if p.track == track_id]})
+    return [new_check(track_id, ArmRole.B0, Check.INPUTS, CheckStatus.FAIL,
+                      Reason.PROTOCOL_DEVIATION,
+                      "; ".join(p.line() for p in problems if p.track == track_id),
+                      {"inputs": [p.json_dict() for p in problems if p.track == track_id]})
             for track_id in dict.fromkeys(p.track for p in problems)]

@@ -26,8 +26,8 @@ from ref2va_accept.engines import InstanceRegistry
 from ref2va_accept.evidence import (
     EVIDENCE_FILE,
     Bundle,
-    CheckResult,
     EvidenceBundle,
+    LocalizationCheck,
     LosslessGateCheck,
     LosslessGateData,
     RunStatus,
@@ -65,7 +65,7 @@ def _read(run: Path) -> Bundle:
 
 
 def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | None,
-                 repo: Path) -> tuple[Path, CheckResult]:
+                 repo: Path) -> tuple[Path, LocalizationCheck]:
     """Run the pass for one candidate of a finished run; its folder and its check."""
     evidence = _read(run)
     gate = _gate_check(evidence, track, candidate)
@@ -124,7 +124,7 @@ def localize_run(run: Path, track: str, candidate: str, campaign_path: Path | No
     return bundle.folder, check
 
 
-def _write_page(folder: Path, record: CheckResult, run: str) -> None:
+def _write_page(folder: Path, record: LocalizationCheck, run: str) -> None:
     from ref2va_accept.report import panel  # noqa: PLC0415
 
     (folder / "localize.html").write_text(
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     folder, check = localize_run(args.run_folder, args.track, args.candidate, args.campaign,
                                  Path.cwd())
     if args.json:
-        print(json.dumps({"folder": folder.name, "check": check.to_dict()}, indent=2))
+        print(json.dumps({"folder": folder.name, "check": check.json_dict()}, indent=2))
     else:
         print(check.detail)
         print(f"page: {folder.name}/localize.html")

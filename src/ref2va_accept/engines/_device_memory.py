@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ref2va_accept.core import Check, CheckStatus, Reason
 from ref2va_accept.engines._devices import DeviceProbe, DeviceSnapshot, probe_for
 from ref2va_accept.evidence import (
-    CheckResult,
+    AnyCheck,
     DeviceKind,
     DeviceMemoryMeasured,
     DeviceMemoryNotApplicable,
@@ -30,6 +30,7 @@ from ref2va_accept.evidence import (
     MemoryWait,
     Poll,
     ReleaseRecord,
+    new_check,
 )
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ class MemoryGuard:
             self.idle = read_idle(self.probe, self.devices)
             log.info("device idle level: %s", self.idle.json_dict())
 
-    def after_stop(self, track: str, arm: str, instance: str) -> CheckResult | None:
+    def after_stop(self, track: str, arm: str, instance: str) -> AnyCheck | None:
         """Wait for release after one instance; None when there is nothing to poll."""
         if not self.applicable:
             return None
@@ -170,10 +171,10 @@ class MemoryGuard:
         self.waits.append(MemoryWait(instance=instance, arm=arm, **dict(recorded)))
         data = {"instance": instance, "waited_s": recorded.waited_s, "held_mb": recorded.held_mb}
         if release.released:
-            return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, CheckStatus.PASS, None,
-                               release.explain(), data)
-        return CheckResult(track, arm, Check.DEVICE_MEMORY_RELEASE, CheckStatus.FAIL, REASON,
-                           f"after {instance}: {release.explain()}", data)
+            return new_check(track, arm, Check.DEVICE_MEMORY_RELEASE, CheckStatus.PASS, None,
+                             release.explain(), data)
+        return new_check(track, arm, Check.DEVICE_MEMORY_RELEASE, CheckStatus.FAIL, REASON,
+                         f"after {instance}: {release.explain()}", data)
 
     def record(self) -> DeviceMemoryMeasured | DeviceMemoryNotApplicable:
         """The evidence's `device_memory`: the idle level and every wait, or why none."""

@@ -44,7 +44,7 @@ from ref2va_accept.evidence._bundle_records import (
     TrackVerdict,
     bundle_text,
 )
-from ref2va_accept.evidence._checks import CheckResult
+from ref2va_accept.evidence._checks_records import AnyCheck
 from ref2va_accept.evidence._closed_sets import RunStatus
 from ref2va_accept.evidence._host_records import Instance
 from ref2va_accept.evidence._latency_records import Sample
@@ -100,7 +100,7 @@ class EvidenceBundle:
     run_id: str
     sanitizer: Sanitizer
     projection: Bundle | None = None
-    checks: list[CheckResult] = field(default_factory=list)
+    checks: list[AnyCheck] = field(default_factory=list)
     verdicts: list[TrackVerdict] = field(default_factory=list)
     log: EventLog | None = None
     # Every write that failed, in order; the first is the run's failure.
@@ -239,8 +239,9 @@ class EvidenceBundle:
     def add_media(self, record: dict[str, Any]) -> None:
         self._record("media", record)
 
-    def add_check(self, check: CheckResult) -> None:
-        self._record("check", check.to_dict())
+    def add_check(self, check: AnyCheck) -> None:
+        """One check, its JSON as its writer built it (every key it was given)."""
+        self._record("check", check.json_dict())
         self.checks.append(check)
 
     def note(self, text: str) -> None:
@@ -264,7 +265,7 @@ class EvidenceBundle:
 
     # -- queries ---------------------------------------------------------------------------------
     def checks_where(self, *, track: str | None = None, arm: str | None = None,
-                     name: str | None = None) -> list[CheckResult]:
+                     name: str | None = None) -> list[AnyCheck]:
         """The checks recorded so far (as judged, not sanitized), filtered on what is given."""
         return [c for c in self.checks if (track is None or c.track == track)
                 and (arm is None or c.arm == arm) and (name is None or c.name == name)]
@@ -289,7 +290,7 @@ class EvidenceBundle:
 
     # -- end of run ------------------------------------------------------------------------------
     def finish(self, status: RunStatus,
-               judge: Callable[[list[CheckResult]], list[TrackVerdict]]) -> None:
+               judge: Callable[[list[AnyCheck]], list[TrackVerdict]]) -> None:
         """The verdicts and the final status (`failed_write` once any write failed), recorded
         as far as the disk allows: an event that cannot be appended is still applied to the
         projection, so that evidence.json (if it can be written) and the report say it."""

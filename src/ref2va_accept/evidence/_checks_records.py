@@ -4,28 +4,25 @@ the vocabulary (e.g. LatencyRatioCheck), each with its own typed `data`.
 ``Bundle.checks_of(LatencyRatioCheck)`` gives one kind. Where a writer leaves a check's data
 empty on some path (a request that failed before anything was compared), its data is that
 kind's model or :class:`NoData`. A check records only a validity or defect reason of the
-vocabulary (`CheckReason`). The latency check's data is in `_latency_records`, the lossy
-gate's figures in `_media_records`.
+vocabulary (`CheckReason`). Its writer builds it with :func:`new_check` (or its class), and it
+is validated then (`_checks.CheckRecord`'s rules, its data's record). The latency check's data
+is in `_latency_records`, the lossy gate's figures in `_media_records`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Literal, TypeAlias, cast, get_args
 
-from pydantic import (
-    AfterValidator,
-    Field,
-    TypeAdapter,
-    WithJsonSchema,
-)
+from pydantic import Field, TypeAdapter, model_validator
 
-from ref2va_accept.core import CHECK_REASON_CATEGORIES, Check, CheckStatus, Reason
+from ref2va_accept.core import Check, CheckStatus, Reason, check_name
 from ref2va_accept.evidence._base import JsonNumber, Number, Record, Timestamp
+from ref2va_accept.evidence._checks import CHECK_REASON_SCHEMA, CheckReason, CheckRecord
 from ref2va_accept.evidence._closed_sets import DeviceKind, DivergenceKind
 from ref2va_accept.evidence._host_records import IdentityRow
-from ref2va_accept.evidence._latency_records import LatencyData, LatencyStopped
+from ref2va_accept.evidence._latency_records import LatencyData, LatencyInterval, LatencyStopped
 from ref2va_accept.evidence._media_records import (
     LossyGateData,
     NotCompared,
@@ -36,6 +33,7 @@ from ref2va_accept.evidence._point_records import PointRecord
 
 __all__ = [
     "CHECK_ADAPTER",
+    "CHECK_CLASSES",
     "CHECK_REASON_SCHEMA",
     "AnyCheck",
     "B0MediaCheck",
@@ -55,23 +53,11 @@ __all__ = [
     "LossyGateCheck",
     "NoData",
     "ScorerWeightsCheck",
+    "WarmupDemonstrationCheck",
+    "WarmupDemonstrationData",
     "check_record",
+    "new_check",
 ]
-
-
-def _check_reason(reason: Reason) -> Reason:
-    if reason.category not in CHECK_REASON_CATEGORIES:
-        raise ValueError(f"{reason.value!r} is a verdict's reason (category {reason.category}); "
-                         "a check records validity or defect reasons")
-    return reason
-
-
-# A reason a check may record: a validity or defect reason of the vocabulary.
-CHECK_REASON_SCHEMA: Final = {
-    "description": "a reason a check may record (a validity or defect reason of the vocabulary)",
-    "enum": [r.value for r in Reason if r.category in CHECK_REASON_CATEGORIES]}
-CheckReason: TypeAlias = Annotated[Reason, AfterValidator(_check_reason),
-                                   WithJsonSchema(CHECK_REASON_SCHEMA)]
 
 
 # -- check data ----------------------------------------------------------------------------------
@@ -298,22 +284,6 @@ class LocalizationData(Record):
 
 # -- checks --------------------------------------------------------------------------------------
 
-N = TypeVar("N")
-D = TypeVar("D")
-
-
-class CheckRecord(Record, Generic[N, D]):
-    """One check of one arm in one track (evidence.CheckResult.to_dict)."""
-
-    track: str
-    arm: str
-    name: N
-    status: CheckStatus
-    reason: CheckReason | None
-    detail: str
-    data: D
-
-
 class B0MediaCheck(CheckRecord[Literal[Check.B0_MEDIA], MediaCheckData]):
     pass
 
@@ -368,7 +338,21 @@ class ResourceInterferenceCheck(CheckRecord[Literal[Check.RESOURCE_INTERFERENCE]
 
 
 class LatencyRatioCheck(CheckRecord[Literal[Check.LATENCY_RATIO], LatencyData | LatencyStopped]):
-    pass
+    # A passed one carries the latency interval's typed result in its data (CheckRecord's
+    # rule), `latency` reads it, and the data's `verdict` is that result's.
+
+    @model_validator(mode="after")
+    def _verdict_of_its_interval(self) -> LatencyRatioCheck:
+        data, interval = self.data, self.latency
+        if (isinstance(data, LatencyData) and interval is not None
+                and data.verdict is not interval.verdict):
+            raise ValueError(f"check {self.track}/{self.arm}/{self.name}: a passed latency_ratio "
+                             f"check's verdict is its interval's ({interval.verdict.value!r})")
+        return self
+
+    @property
+    def latency(self) -> LatencyInterval | None:
+        return self.data.interval if isinstance(self.data, LatencyData) else None
 
 
 class CachingProbeCheck(CheckRecord[Literal[Check.CACHING_PROBE], NoData]):
@@ -420,8 +404,28 @@ AnyCheck: TypeAlias = Annotated[
 CHECK_ADAPTER: TypeAdapter[AnyCheck] = TypeAdapter(AnyCheck)
 
 
-def check_record(check: Any) -> AnyCheck:
-    """A check as the evidence records it, typed: from a `evidence.CheckResult` (its
-    ``to_dict()`` as JSON reads it) or a mapping of the recorded form."""
-    raw = check if isinstance(check, Mapping) else check.to_dict()
-    return CHECK_ADAPTER.validate_python(json.loads(json.dumps(raw)))
+# Each check of the vocabulary's record, by its name.
+CHECK_CLASSES: dict[Check, type[CheckRecord[Any, Any]]] = {
+    get_args(kind.model_fields["name"].annotation)[0]: kind
+    for kind in get_args(get_args(AnyCheck)[0])}
+
+
+def new_check(track: str, arm: str, name: Check | str, status: CheckStatus | str,
+              reason: Reason | str | None = None, detail: str = "",
+              data: Mapping[str, Any] | Record | None = None) -> AnyCheck:
+    """A check as its writer builds it: the record its `name` selects, validated now (a name,
+    status or reason outside the vocabulary, or `data` that is not the check's, is a ValueError
+    here). `data`: the check's typed data, or a mapping of it (none: `{}`)."""
+    kind = CHECK_CLASSES[check_name(name)]
+    given = {} if data is None else dict(data) if isinstance(data, Mapping) else data
+    return cast("AnyCheck", kind.model_validate({
+        "track": track, "arm": arm, "name": name, "status": status, "reason": reason,
+        "detail": detail, "data": given}))
+
+
+def check_record(check: Mapping[str, Any] | CheckRecord[Any, Any]) -> AnyCheck:
+    """A check as the evidence records it, typed: one already typed as it is, a mapping of the
+    recorded form (a check of evidence.json) read into its record."""
+    if isinstance(check, CheckRecord):
+        return cast("AnyCheck", check)
+    return CHECK_ADAPTER.validate_python(json.loads(json.dumps(dict(check))))

@@ -4,13 +4,12 @@ judged, each engine instance with the cleanup of its stop, and the sections abou
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field
 
 from ref2va_accept.core import Check, CheckStatus, Reason
 from ref2va_accept.evidence._base import Number, Record
-from ref2va_accept.evidence._checks import CheckResult
 from ref2va_accept.evidence._closed_sets import (
     DeviceKind,
     EngineKindName,
@@ -18,6 +17,9 @@ from ref2va_accept.evidence._closed_sets import (
     RowKind,
     RowStatus,
 )
+
+if TYPE_CHECKING:
+    from ref2va_accept.evidence._checks_records import CleanupCheck
 
 __all__ = [
     "Bringup",
@@ -134,15 +136,21 @@ class Cleanup(Record):
         description="the stop in order: SIGTERM to the main process, a measured wait, then to "
                     "the group, then SIGKILL")
 
-    def check(self) -> CheckResult:
+    def check(self) -> CleanupCheck:
         """The instance's `cleanup` check: a pass, or a failure (`incomplete_cleanup`) naming
         what the stop left behind."""
-        track = self.instance.split(".", 1)[0]
-        return CheckResult(
-            track, self.arm, Check.CLEANUP,
-            CheckStatus.PASS if self.clean else CheckStatus.FAIL,
-            None if self.clean else Reason.INCOMPLETE_CLEANUP, "; ".join(self.problems),
-            {"instance": self.instance, "stop_s": self.stop_s})
+        # The checks' records read the host's (identity rows): imported when an audit is judged.
+        from ref2va_accept.evidence._checks_records import (  # noqa: PLC0415
+            CleanupCheck,
+            CleanupCheckData,
+        )
+
+        return CleanupCheck(
+            track=self.instance.split(".", 1)[0], arm=self.arm, name=Check.CLEANUP,
+            status=CheckStatus.PASS if self.clean else CheckStatus.FAIL,
+            reason=None if self.clean else Reason.INCOMPLETE_CLEANUP,
+            detail="; ".join(self.problems),
+            data=CleanupCheckData(instance=self.instance, stop_s=self.stop_s))
 
 
 class Instance(Record):

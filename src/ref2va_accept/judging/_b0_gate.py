@@ -16,7 +16,6 @@ outcomes, and each check says which tracks the instances served.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,7 +25,7 @@ from ref2va_accept.planning import TrackPlan, needs
 
 if TYPE_CHECKING:
     from ref2va_accept.arms import Arms, Outcome
-    from ref2va_accept.evidence import CheckResult
+    from ref2va_accept.evidence import AnyCheck
     from ref2va_accept.judging._latency import LatencySchedules
 
 T = TypeVar("T")
@@ -71,15 +70,16 @@ def run_gate_instances(runners: Mapping[str, Arms]) -> GateRuns:
     return runs
 
 
-def mark_shared(checks: Sequence[CheckResult], runs: GateRuns, **data: object
-                ) -> tuple[CheckResult, ...]:
+def mark_shared(checks: Sequence[AnyCheck], runs: GateRuns, **data: object
+                ) -> tuple[AnyCheck, ...]:
     """A track's B0 checks, saying (in the detail, and `gate_instances_served` with `data` in
     the data) that their instances served other tracks too; as they are when they did not."""
     if not runs.shared:
         return tuple(checks)
     said = f"B0's gate instances served {'+'.join(runs.tracks)}"
-    return tuple(dataclasses.replace(check, detail=f"{check.detail} ({said})", data={
-        **check.data, "gate_instances_served": list(runs.tracks), **data}) for check in checks)
+    return tuple(check.revised(detail=f"{check.detail} ({said})",
+                               gate_instances_served=list(runs.tracks), **data)
+                 for check in checks)
 
 
 class GateInstances:
@@ -130,7 +130,7 @@ class Baselines:
     def gate_runs(self, arms: Arms) -> GateRuns:
         return self.instances.runs(arms)
 
-    def hosted_gate(self, arms: Arms, candidate: str) -> list[CheckResult] | None:
+    def hosted_gate(self, arms: Arms, candidate: str) -> list[AnyCheck] | None:
         if self.schedules is None:
             return None
         return self.schedules.hosted_gate(arms, candidate)

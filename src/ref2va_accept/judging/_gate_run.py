@@ -20,14 +20,14 @@ from ref2va_accept.judging._verdicts import GateChecks
 if TYPE_CHECKING:
     from ref2va_accept.arms import Arms, Outcome
     from ref2va_accept.engines import EngineInstance
-    from ref2va_accept.evidence import CheckResult
+    from ref2va_accept.evidence import AnyCheck
     from ref2va_accept.judging._gates import BaselineGateRunner
     from ref2va_accept.judging._latency_run import InstanceRun
 
 B = TypeVar("B", bound=GateChecks)
 
 
-def record(arms: Arms, checks: list[CheckResult]) -> list[CheckResult]:
+def record(arms: Arms, checks: list[AnyCheck]) -> list[AnyCheck]:
     """Each of the checks into the evidence, in their order; the same list back."""
     for check in checks:
         arms.evidence.add_check(check)
@@ -59,14 +59,14 @@ class GateOnInstance(Generic[B]):
     def __init__(self, runner: BaselineGateRunner[B], candidate: str) -> None:
         self.runner, self.candidate = runner, candidate
 
-    def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]:
+    def before(self, arms: Arms, engine: EngineInstance) -> list[AnyCheck]:
         return []
 
     def warmups(self, arms: Arms) -> list[Outcome]:
         return []
 
-    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
+    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[AnyCheck]:
         return []
 
-    def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
+    def settle(self, arms: Arms, run: InstanceRun) -> list[AnyCheck]:
         return []

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import pytest
 
 from ref2va_accept.core import CheckStatus, Verdict
-from ref2va_accept.evidence import CheckResult, TrackVerdict
+from ref2va_accept.evidence import AnyCheck, TrackVerdict
 from ref2va_accept.judging._verdicts import GateChecks, Step, classify
 
 if TYPE_CHECKING:
@@ -45,16 +45,16 @@ class GateResult:
 
     outcome: GateOutcome
     message: str
-    checks: tuple[CheckResult, ...] = ()
+    checks: tuple[AnyCheck, ...] = ()
 
     @classmethod
-    def from_checks(cls, checks: Sequence[CheckResult]) -> GateResult:
+    def from_checks(cls, checks: Sequence[AnyCheck]) -> GateResult:
         """The verdict's order (verdicts.classify, nothing required of a gate): a validity
         failure makes the result inconclusive, a defect failed (first when found without
         timing, whatever the timing's own validity problems), an open check open; otherwise
         the latency result's own verdict where there is one, else passed. The message gives
         the checks that decided."""
-        def said(found: Sequence[CheckResult]) -> str:
+        def said(found: Sequence[AnyCheck]) -> str:
             return "; ".join(f"{c.reason}: {c.detail}" if c.reason else c.detail for c in found)
 
         found = classify(checks)
@@ -101,7 +101,7 @@ class BaselineCache(Protocol):
 
     def gate_runs(self, arms: Arms) -> GateRuns: ...
 
-    def hosted_gate(self, arms: Arms, candidate: str) -> list[CheckResult] | None:
+    def hosted_gate(self, arms: Arms, candidate: str) -> list[AnyCheck] | None:
         """The candidate's gate checks as its first latency instance hosted them, or None when
         its gate runs on an instance of its own (latency.LatencySchedules.hosted_gate)."""
 
@@ -132,7 +132,7 @@ class BaselineGateRunner(Generic[B]):
     def make_baseline(self, arms: Arms) -> B:
         raise NotImplementedError
 
-    def judge(self, arms: Arms, candidate: str, baseline: B) -> Sequence[CheckResult]:
+    def judge(self, arms: Arms, candidate: str, baseline: B) -> Sequence[AnyCheck]:
         raise NotImplementedError
 
     def prepare(self, arms: Arms) -> None:

@@ -28,7 +28,7 @@ from ref2va_accept.core import (
     Unit,
     Verdict,
 )
-from ref2va_accept.evidence import CheckResult, Futility
+from ref2va_accept.evidence import AnyCheck, Futility, new_check
 from ref2va_accept.judging._gates import GateResult
 from ref2va_accept.judging._latency_run import (
     GateHost,
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 
 def _caching_check(track_id: str, candidate: str, cand_runs: Sequence[InstanceRun],
-                   margin: float, data: dict[str, Any]) -> CheckResult | None:
+                   margin: float, data: dict[str, Any]) -> AnyCheck | None:
     # Per probed instance, its repeated identical requests against its fastest distinct request:
     # a cache makes repeats faster on every instance, while noise (a slow distinct request, load
     # that came and went) does not do so on all of them at once. On a shared 2-core machine one
@@ -66,7 +66,7 @@ def _caching_check(track_id: str, candidate: str, cand_runs: Sequence[InstanceRu
                              "ratios": ratios, "margin": margin}
     suspected = all(ratio < 1 - margin for ratio in ratios)
     shown = ", ".join(f"{ratio:.2f}" for ratio in ratios)
-    return CheckResult(
+    return new_check(
         track_id, candidate, Check.CACHING_PROBE,
         CheckStatus.FAIL if suspected else CheckStatus.PASS,
         Reason.CACHING_SUSPECTED if suspected else None,
@@ -76,15 +76,15 @@ def _caching_check(track_id: str, candidate: str, cand_runs: Sequence[InstanceRu
 
 def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
                   settings: LatencySettings, futile: tuple[int, int] | None = None
-                  ) -> list[CheckResult]:
+                  ) -> list[AnyCheck]:
     """The latency checks of one candidate. `futile`: its protocol stopped once `supported`
     was out of reach (after that position, that many own instances not started); the values so
     far then decide `failed` if they show it, else the verdict is inconclusive
     (supported_out_of_reach)."""
-    checks: list[CheckResult] = []
+    checks: list[AnyCheck] = []
     interference = [line for run in runs for line in run.interference]
     # devices.kind none: nothing was probed, so nothing is claimed (not a pass).
-    checks.append(CheckResult(
+    checks.append(new_check(
         track_id, candidate, Check.RESOURCE_INTERFERENCE,
         CheckStatus.FAIL if interference else CheckStatus.NOT_APPLICABLE
         if settings.device_kind == "none" else CheckStatus.PASS,
@@ -111,9 +111,9 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
         "b0_spread": spread(b0_times, settings).json_dict(),
         "candidate_spread": spread([t for t in times if t.arm != ArmRole.B0], settings).json_dict()}
 
-    def latency_fail(reason: Reason, detail: str) -> list[CheckResult]:
-        checks.append(CheckResult(track_id, candidate, Check.LATENCY_RATIO, CheckStatus.FAIL,
-                                  reason, detail, data))
+    def latency_fail(reason: Reason, detail: str) -> list[AnyCheck]:
+        checks.append(new_check(track_id, candidate, Check.LATENCY_RATIO, CheckStatus.FAIL,
+                                reason, detail, data))
         return checks
 
     if b0_failed:
@@ -150,15 +150,15 @@ def judge_latency(track_id: str, candidate: str, runs: Sequence[InstanceRun],
                 "verdict": Verdict.INCONCLUSIVE,
                 "reasons": (IntervalReason.SUPPORTED_OUT_OF_REACH,)})
     data["baseline_s"], data["candidate_s"] = list(verdict.baseline), list(verdict.candidate)
-    # The verdict is the check's own typed result (the evidence writes it as data["verdict"] and
-    # data["interval"]); the check passes in the sense that the protocol ran to a decision.
-    checks.append(CheckResult(
+    # The verdict is the check's own typed result, in its data (`interval`, with its `verdict`);
+    # the check passes in the sense that the protocol ran to a decision.
+    checks.append(new_check(
         track_id, candidate, Check.LATENCY_RATIO, CheckStatus.PASS, None,
         f"{verdict.verdict}: ratio of medians {verdict.ratio_of_medians:.3f}, interval "
         f"[{_fmt(verdict.interval.lower)}, {_fmt(verdict.interval.upper)}] vs target "
         f"{settings.target_ratio:g} ({verdict.unit} unit, {len(verdict.baseline)} B0 and "
         f"{len(verdict.candidate)} candidate values){stopped}",
-        data, latency=verdict))
+        {**data, "verdict": verdict.verdict, "interval": verdict}))
     return checks
 
 
@@ -236,7 +236,7 @@ class LatencySchedules:
         key, label, _ = self._ensure(arms, candidate)
         return self._ran[key].for_candidate(label)
 
-    def hosted_gate(self, arms: Arms, candidate: str) -> list[CheckResult] | None:
+    def hosted_gate(self, arms: Arms, candidate: str) -> list[AnyCheck] | None:
         """The checks of the candidate's quality gate as its first latency instance hosted it
         (running the schedule if it has not run); None when it hosts none, or when the schedule
         never started that instance (B0 decided first): its gate then runs on an instance of
@@ -315,7 +315,7 @@ class LatencySchedules:
 
 
 def run_latency(arms: Arms, candidate: str,
-                schedules: LatencySchedules | None = None) -> list[CheckResult]:
+                schedules: LatencySchedules | None = None) -> list[AnyCheck]:
     """The frozen protocol for one candidate against B0 in the same run, judged and recorded.
     (Its timed outputs are compared with its quality output at verdict time:
     judging/_timed_output.py.)
@@ -325,8 +325,8 @@ def run_latency(arms: Arms, candidate: str,
     stop = quality_stop(arms.evidence.checks, plan.track_id, candidate)
     if stop is not None:
         # No instance started for it: the row says why, and its verdict is what stopped it.
-        check = CheckResult(plan.track_id, candidate, Check.LATENCY_RATIO, CheckStatus.OPEN,
-                            None, f"not measured: stopped on {stop}", {"stopped_on": stop})
+        check = new_check(plan.track_id, candidate, Check.LATENCY_RATIO, CheckStatus.OPEN,
+                          None, f"not measured: stopped on {stop}", {"stopped_on": stop})
         arms.evidence.add_check(check)
         return [check]
     runs = schedules.runs(arms, candidate)
@@ -334,11 +334,13 @@ def run_latency(arms: Arms, candidate: str,
                            schedules.futility(plan.track_id, candidate))
     others = list(schedules.shared_with(plan.track_id, candidate))
     tracks = schedules.tracks_of(plan.track_id, candidate)
-    for check in checks:
-        if check.name == Check.LATENCY_RATIO and others:
-            check.data["baseline_shared_with"] = others
-        if check.name == Check.LATENCY_RATIO and len(tracks) > 1:
-            check.data["baseline_tracks"] = list(tracks)
+    shared: dict[str, Any] = {}
+    if others:
+        shared["baseline_shared_with"] = others
+    if len(tracks) > 1:
+        shared["baseline_tracks"] = list(tracks)
+    if shared:
+        checks = [c.revised(**shared) if c.name == Check.LATENCY_RATIO else c for c in checks]
     for check in checks:
         arms.evidence.add_check(check)
     return checks

@@ -27,7 +27,7 @@ from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.campaign import TRACK_IDS
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Unit
 from ref2va_accept.engines import DeviceProbe, EngineInstance, foreign_processes, probe_for
-from ref2va_accept.evidence import CheckResult, LatencyInstance
+from ref2va_accept.evidence import AnyCheck, LatencyInstance
 from ref2va_accept.planning import TrackPlan
 from ref2va_accept.timing import (
     InstanceTimes,
@@ -48,17 +48,17 @@ class GateHost(Protocol):
     and the candidate's protocol), and what the gate takes from the measured requests after
     them. Each records its checks in the evidence and returns them."""
 
-    def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]: ...
+    def before(self, arms: Arms, engine: EngineInstance) -> list[AnyCheck]: ...
 
     def warmups(self, arms: Arms) -> list[Outcome]:
         """Those of the gate's requests that are the instance's first warm-ups (the very
         requests they would send, and nothing judged in between: run_plan.hosted_gate_warmups);
         the instance does not send them again."""
 
-    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
+    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[AnyCheck]:
         ...
 
-    def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
+    def settle(self, arms: Arms, run: InstanceRun) -> list[AnyCheck]:
         """What the gate judges once the instance is stopped (scoring on a device the engine
         may hold); its failure ends the candidate's protocol there."""
 
@@ -74,7 +74,7 @@ class InstanceRun:
     steady: bool = True
     # The candidate's quality gate, when this instance hosted it (GateHost): its checks, and
     # why the instance measured nothing after it (the gate stopped it).
-    gate: list[CheckResult] = field(default_factory=list)
+    gate: list[AnyCheck] = field(default_factory=list)
     stopped_on: str | None = None
     warmups_from_gate: int = 0  # the first of `warmups` are the gate's own requests
 
@@ -225,7 +225,7 @@ class ScheduleRun:
     # then not started)
     futile: dict[str, tuple[int, int]] = field(default_factory=dict)
     # candidate -> the checks of the quality gate its first instance hosted (GateHost)
-    gates: dict[str, list[CheckResult]] = field(default_factory=dict)
+    gates: dict[str, list[AnyCheck]] = field(default_factory=dict)
 
     def for_candidate(self, candidate: str) -> list[InstanceRun]:
         """The instances one candidate (its label in a schedule shared by several tracks) is
@@ -271,7 +271,7 @@ def run_schedule(arms: Arms, candidates: Sequence[str],
     futile: dict[str, int] = {}  # candidate -> the position after which supported was out of reach
     decided: dict[str, str] = {}  # arm -> the instance that decided it, in the order decided
     skipped: dict[str, int] = {}  # decided arm -> instances not started because of it
-    gates: dict[str, list[CheckResult]] = {}
+    gates: dict[str, list[AnyCheck]] = {}
     stopped: dict[str, str] = {}  # candidate -> the quality check its hosted gate stopped on
     hosts = hosts or {}
     for position, arm_id in enumerate(order):
@@ -337,7 +337,7 @@ _LATENCY_OWN = frozenset({Check.LATENCY_RATIO, Check.CACHING_PROBE, Check.RESOUR
 _GATES = frozenset({Check.LOSSLESS_GATE, Check.LOSSY_GATE})
 
 
-def quality_stop(checks: Sequence[CheckResult], track_id: str, candidate: str) -> str | None:
+def quality_stop(checks: Sequence[AnyCheck], track_id: str, candidate: str) -> str | None:
     """Why the candidate's latency protocol must not start, from what this run recorded before
     it (docs/protocol.md, cheapest decisive check first): a failed check of B0 or the candidate
     (a quality gate, a request, an engine start, interference, cleanup), or the candidate's

@@ -14,7 +14,6 @@ Each comparison records its seed and, per point, whether it is equal and how it 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.core import ArmRole, Check, CheckStatus, MediaError, Reason, TensorFileError
-from ref2va_accept.evidence import CheckResult, MediaProbe, PointRecord
+from ref2va_accept.evidence import AnyCheck, MediaProbe, PointRecord, new_check
 from ref2va_accept.judging._b0_gate import GateRuns
 from ref2va_accept.judging._decoded import compare_decoded_mp4
 from ref2va_accept.judging._gate_run import GateOnInstance, record, reference_run
@@ -196,14 +195,14 @@ def judge_baseline(
     """B0 twice on independent instances (watched), once unobserved: all must agree bit for bit."""
     for outcome in (first, unobserved, second):
         if not outcome.sample.ok:
-            check = CheckResult(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
-                                Reason.BASELINE_REQUEST_FAILED, outcome.explain())
+            check = new_check(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
+                              Reason.BASELINE_REQUEST_FAILED, outcome.explain())
             return Baseline(checks=(check,), watched=first)
     problems = contract_problems(first, contract) + contract_problems(second, contract)
     if problems:
-        check = CheckResult(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
-                            Reason.BASELINE_CONTRACT,
-                            "B0 does not honour the frozen contract: " + "; ".join(problems))
+        check = new_check(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
+                          Reason.BASELINE_CONTRACT,
+                          "B0 does not honour the frozen contract: " + "; ".join(problems))
         return Baseline(checks=(check,), watched=first)
     between = compare(first, second, contract)
     watched_mp4 = compare_mp4(first.media_path, unobserved.media_path,  # type: ignore[arg-type]
@@ -215,13 +214,13 @@ def judge_baseline(
                   if name not in watched_mp4]
     data = {"seed": first.sample.seed, "points": [p.json_dict() for p in between.points]}
     if differing:
-        check = CheckResult(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
-                            Reason.BASELINE_NONDETERMINISTIC,
-                            f"B0 does not reproduce itself; differing: {', '.join(differing)}",
-                            data)
+        check = new_check(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.FAIL,
+                          Reason.BASELINE_NONDETERMINISTIC,
+                          f"B0 does not reproduce itself; differing: {', '.join(differing)}",
+                          data)
     else:
-        check = CheckResult(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.PASS,
-                            None, f"B0 bit-exact with itself at {len(between.points)} points", data)
+        check = new_check(track, ArmRole.B0, Check.BASELINE_DETERMINISM, CheckStatus.PASS,
+                          None, f"B0 bit-exact with itself at {len(between.points)} points", data)
     return Baseline(checks=(check,), watched=first)
 
 
@@ -232,7 +231,7 @@ def judge_candidate(
     baseline: Baseline,
     watched: Outcome,
     unobserved: Outcome,
-) -> list[CheckResult]:
+) -> list[AnyCheck]:
     """The candidate's lossless checks; each failing one names its reason code."""
     checks = judge_gate(track, candidate, contract, baseline, watched)
     if not watched.sample.ok:
@@ -241,13 +240,13 @@ def judge_candidate(
 
 
 def judge_gate(track: str, candidate: str, contract: LosslessContract, baseline: Baseline,
-               watched: Outcome) -> list[CheckResult]:
+               watched: Outcome) -> list[AnyCheck]:
     """The checks of the candidate's watched request alone (bit-exactness with B0, declared
     time, the enabled-path audit): what decides a hosted gate before any warm-up."""
     if not watched.sample.ok:
-        return [CheckResult(track, candidate, Check.LOSSLESS_GATE, CheckStatus.FAIL,
-                            Reason.CANDIDATE_REQUEST_FAILED, watched.explain())]
-    checks: list[CheckResult] = []
+        return [new_check(track, candidate, Check.LOSSLESS_GATE, CheckStatus.FAIL,
+                          Reason.CANDIDATE_REQUEST_FAILED, watched.explain())]
+    checks: list[AnyCheck] = []
     missing = contract_problems(watched, contract)
     comparison = compare(baseline.watched, watched, contract)
     table = {"seed": watched.sample.seed, "points": [p.json_dict() for p in comparison.points],
@@ -255,35 +254,35 @@ def judge_gate(track: str, candidate: str, contract: LosslessContract, baseline:
     uncompared = [f"{p.name}: not compared ({p.status.replace('_', ' ')})"
                   for p in comparison.points if p.status in ("missing_in_a", "missing_in_b")]
     if missing or uncompared:
-        checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, CheckStatus.FAIL,
-                                  Reason.COMPARISON_POINT_MISSING,
-                                  "; ".join(missing or uncompared), table))
+        checks.append(new_check(track, candidate, Check.LOSSLESS_GATE, CheckStatus.FAIL,
+                                Reason.COMPARISON_POINT_MISSING,
+                                "; ".join(missing or uncompared), table))
     elif not comparison.equal:
         first = next(p for p in comparison.points if not p.equal)
-        checks.append(CheckResult(
+        checks.append(new_check(
             track, candidate, Check.LOSSLESS_GATE, CheckStatus.FAIL, Reason.QUALITY_GATE_FAILED,
             f"not bit-exact; first diverging point {first.name} ({_describe(first)})", table))
     else:
-        checks.append(CheckResult(track, candidate, Check.LOSSLESS_GATE, CheckStatus.PASS, None,
-                                  f"bit-exact with B0 at all {len(comparison.points)} contracted "
-                                  "points", table))
+        checks.append(new_check(track, candidate, Check.LOSSLESS_GATE, CheckStatus.PASS, None,
+                                f"bit-exact with B0 at all {len(comparison.points)} contracted "
+                                "points", table))
 
     base_path, cand_path = enabled_path(baseline.watched), enabled_path(watched)
     declared = [f"{who}: {what}" for who, path in ((ArmRole.B0, base_path), (candidate, cand_path))
                 if path is not None and (what := declared_time(path))]
     if declared:
-        checks.append(CheckResult(
+        checks.append(new_check(
             track, candidate, Check.DECLARED_TIME, CheckStatus.FAIL, Reason.DECLARED_DEVICE_TIME,
             "declared device time in enabled_path.json (slept, not computed: no latency of "
             "this arm is a measurement): " + "; ".join(declared)))
     if contract.diagnostics:
         if cand_path is None or base_path is None:
-            checks.append(CheckResult(track, candidate, Check.ENABLED_PATH_AUDIT, CheckStatus.FAIL,
-                                      Reason.COMPARISON_POINT_MISSING,
-                                      f"{ENABLED_PATH_FILE} not written"))
+            checks.append(new_check(track, candidate, Check.ENABLED_PATH_AUDIT, CheckStatus.FAIL,
+                                    Reason.COMPARISON_POINT_MISSING,
+                                    f"{ENABLED_PATH_FILE} not written"))
         else:
             problems = enabled_path_problems(cand_path, base_path)
-            checks.append(CheckResult(
+            checks.append(new_check(
                 track, candidate, Check.ENABLED_PATH_AUDIT,
                 CheckStatus.FAIL if problems else CheckStatus.PASS,
                 Reason.ENABLED_PATH_MISMATCH if problems else None,
@@ -294,16 +293,16 @@ def judge_gate(track: str, candidate: str, contract: LosslessContract, baseline:
 
 
 def judge_unobserved(track: str, candidate: str, contract: LosslessContract, watched: Outcome,
-                     unobserved: Outcome) -> CheckResult:
+                     unobserved: Outcome) -> AnyCheck:
     """The candidate's decoded output with no diagnostics asked against its watched one."""
     if not unobserved.sample.ok or unobserved.media_path is None or watched.media_path is None:
-        return CheckResult(track, candidate, Check.UNOBSERVED_OUTPUT, CheckStatus.FAIL,
-                           Reason.CANDIDATE_REQUEST_FAILED, unobserved.explain())
+        return new_check(track, candidate, Check.UNOBSERVED_OUTPUT, CheckStatus.FAIL,
+                         Reason.CANDIDATE_REQUEST_FAILED, unobserved.explain())
     wanted = contract.mp4 or _MP4_POINTS
     same = compare_mp4(watched.media_path, unobserved.media_path, wanted)
     differing = [name for name, p in same.items() if not p.equal]
     differing += [f"{name} (not compared)" for name in wanted if same and name not in same]
-    return CheckResult(
+    return new_check(
         track, candidate, Check.UNOBSERVED_OUTPUT,
         CheckStatus.FAIL if differing or not same else CheckStatus.PASS,
         Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED if differing or not same else None,
@@ -339,7 +338,7 @@ def run_baseline(arms: Arms, runs: GateRuns | None = None) -> Baseline:
 
 
 def run_candidate(arms: Arms, candidate: str, baseline: Baseline,
-                  b0_captures: dict[tuple[Any, ...], Any] | None = None) -> list[CheckResult]:
+                  b0_captures: dict[tuple[Any, ...], Any] | None = None) -> list[AnyCheck]:
     """The candidate on a fresh instance, watched then unobserved, judged against B0; when it
     is not bit-exact and `b0_captures` is given (the session's B0 captures: the pass is on),
     the localization pass names where it parted from B0. (Its timed outputs are compared with
@@ -360,9 +359,9 @@ def run_candidate(arms: Arms, candidate: str, baseline: Baseline,
     return checks
 
 
-def localization(arms: Arms, candidate: str, checks: Sequence[CheckResult], baseline: Baseline,
+def localization(arms: Arms, candidate: str, checks: Sequence[AnyCheck], baseline: Baseline,
                  watched: Outcome, b0_captures: dict[tuple[Any, ...], Any]
-                 ) -> list[CheckResult]:
+                 ) -> list[AnyCheck]:
     """The localization pass (localize/) when the gate failed on bit-exactness, once every
     instance of the gate is stopped: its one check, recorded; nothing when the gate did not."""
     from ref2va_accept.judging.localize import equal_before, failed_gate, localize  # noqa: PLC0415 - a failed gate
@@ -388,7 +387,7 @@ class LosslessGateRunner(BaselineGateRunner[Baseline]):
     def host(self, candidate: str) -> HostedGate:
         return HostedGate(self, candidate)
 
-    def judge(self, arms: Arms, candidate: str, baseline: Baseline) -> Sequence[CheckResult]:
+    def judge(self, arms: Arms, candidate: str, baseline: Baseline) -> Sequence[AnyCheck]:
         baselines = self.baselines
         return run_candidate(arms, candidate, baseline,
                              baselines.localize_b0 if baselines.localize else None)
@@ -406,7 +405,7 @@ class HostedGate(GateOnInstance[Baseline]):
         super().__init__(runner, candidate)
         self.watched: Outcome | None = None
 
-    def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]:
+    def before(self, arms: Arms, engine: EngineInstance) -> list[AnyCheck]:
         plan = arms.plan
         baseline = self.runner.made(arms)
         self.watched = arms.request(engine, self.candidate, kind="quality", index=0,
@@ -416,7 +415,7 @@ class HostedGate(GateOnInstance[Baseline]):
         return record(arms, judge_gate(plan.track_id, self.candidate, plan.lossless, baseline,
                                        self.watched))
 
-    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[CheckResult]:
+    def after(self, arms: Arms, engine: EngineInstance, run: InstanceRun) -> list[AnyCheck]:
         plan = arms.plan
         watched = self.watched
         if watched is None or not watched.sample.ok:
@@ -427,10 +426,10 @@ class HostedGate(GateOnInstance[Baseline]):
             engine, self.candidate, kind="unobserved", index=0, seed=watched.sample.seed)
         check = judge_unobserved(plan.track_id, self.candidate, plan.lossless, watched,
                                  unobserved)
-        return record(arms, [dataclasses.replace(check, data={
-            **check.data, "unobserved_request": "measured" if measured else "unobserved"})])
+        return record(arms, [check.revised(
+            unobserved_request="measured" if measured else "unobserved")])
 
-    def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
+    def settle(self, arms: Arms, run: InstanceRun) -> list[AnyCheck]:
         """Once the instance is stopped: the localization pass, when the gate failed on
         bit-exactness (it starts instances of its own)."""
         baselines = self.runner.baselines

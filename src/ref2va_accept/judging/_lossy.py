@@ -32,9 +32,10 @@ from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.core import ArmRole, Check, CheckStatus, MediaError, Reason, Ref2VAError
 from ref2va_accept.evidence import (
-    CheckResult,
+    AnyCheck,
     ScoreRecord,
     WeightRecord,
+    new_check,
 )
 from ref2va_accept.judging._b0_gate import GateRuns
 from ref2va_accept.judging._gate_run import GateOnInstance, record, reference_run
@@ -153,8 +154,8 @@ def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome
     track_id, gate = plan.track_id, plan.lossy.gate
     failed = [r.outcome for r in (*first, *second) if not r.outcome.complete]
     if failed:
-        check = CheckResult(track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.FAIL,
-                            Reason.BASELINE_REQUEST_FAILED, failed[0].explain())
+        check = new_check(track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.FAIL,
+                          Reason.BASELINE_REQUEST_FAILED, failed[0].explain())
         return LossyBaseline(checks=(check,), runs=tuple(first))
     same_seed: dict[str, float] = {}
     decisive: set[str] = set(gate.gated)
@@ -182,7 +183,7 @@ def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome
             "below_limit": below, "unmeasured": sorted(unmeasured),
             "baseline_scores": [s.json_dict() for s in first[0].scores]}
     if too_wide:
-        check = CheckResult(
+        check = new_check(
             track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.FAIL,
             Reason.BASELINE_VARIABILITY_TOO_HIGH,
             "B0's same-seed spread is not below "
@@ -190,19 +191,19 @@ def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome
             + ", ".join(f"{k} {v:.4%}" for k, v in sorted(too_wide.items())), data)
     elif unmeasured:
         # A spread that could not be computed is not a spread of 0: nothing was compared there.
-        check = CheckResult(track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.OPEN,
-                            None, "B0's same-seed spread could not be computed for gated "
-                            + ", ".join(sorted(unmeasured)), data)
+        check = new_check(track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.OPEN,
+                          None, "B0's same-seed spread could not be computed for gated "
+                          + ", ".join(sorted(unmeasured)), data)
     else:
         worst = max(v for k, v in same_seed.items() if k in decisive)
-        check = CheckResult(track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.PASS,
-                            None, f"B0 same-seed spread at most {worst:.4%} over "
-                            f"{len(below)} gated scores (limit {limit:.4%})", data)
+        check = new_check(track_id, ArmRole.B0, Check.BASELINE_VARIABILITY, CheckStatus.PASS,
+                          None, f"B0 same-seed spread at most {worst:.4%} over "
+                          f"{len(below)} gated scores (limit {limit:.4%})", data)
     return LossyBaseline(checks=(check,), runs=tuple(first))
 
 
 def weights_check(track_id: str, arm: str, runs: Sequence[ScoredOutcome]
-                  ) -> CheckResult | None:
+                  ) -> AnyCheck | None:
     """Which weights files made the arm's model-based scores (None: no model scored). A seeded
     stand-in (declared by the campaign, or recognised by its bytes: known_standins) is named;
     one the campaign does not declare fails the check with a validity reason, since its scores
@@ -220,7 +221,7 @@ def weights_check(track_id: str, arm: str, runs: Sequence[ScoredOutcome]
     data = {"weights": [w.json_dict() for w in files], "stand_ins": stand_ins,
             "undeclared": [w.name for w in undeclared]}
     if undeclared:
-        return CheckResult(
+        return new_check(
             track_id, arm, Check.SCORER_WEIGHTS, CheckStatus.FAIL,
             Reason.UNDECLARED_STAND_IN_WEIGHTS,
             "scored with seeded stand-in weights the campaign does not mark stand_in: true ("
@@ -228,16 +229,16 @@ def weights_check(track_id: str, arm: str, runs: Sequence[ScoredOutcome]
             + "): random weights, not VBench's, so no lossy verdict is better than "
             "inconclusive; pin the real files", data)
     if stand_ins:
-        return CheckResult(track_id, arm, Check.SCORER_WEIGHTS, CheckStatus.PASS, None,
-                           "scored with the campaign's declared stand-in weights (seeded "
-                           f"random, not VBench's): {', '.join(stand_ins)}", data)
-    return CheckResult(track_id, arm, Check.SCORER_WEIGHTS, CheckStatus.PASS, None,
-                       f"scored with {', '.join(w.name for w in files)}; none is a stand-in",
-                       data)
+        return new_check(track_id, arm, Check.SCORER_WEIGHTS, CheckStatus.PASS, None,
+                         "scored with the campaign's declared stand-in weights (seeded "
+                         f"random, not VBench's): {', '.join(stand_ins)}", data)
+    return new_check(track_id, arm, Check.SCORER_WEIGHTS, CheckStatus.PASS, None,
+                     f"scored with {', '.join(w.name for w in files)}; none is a stand-in",
+                     data)
 
 
 def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: LossyBaseline,
-                    runs: Sequence[ScoredOutcome]) -> CheckResult:
+                    runs: Sequence[ScoredOutcome]) -> AnyCheck:
     per_seed: list[dict[str, Any]] = []
     worst: dict[str, float] = {}
     opened: set[str] = set()
@@ -246,8 +247,8 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
     fidelity_broken: list[str] = []
     for base, cand in zip(baseline.runs, runs, strict=True):
         if not cand.outcome.sample.ok or cand.outcome.media_path is None:
-            return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.FAIL,
-                               Reason.CANDIDATE_REQUEST_FAILED, cand.outcome.explain())
+            return new_check(track_id, candidate, Check.LOSSY_GATE, CheckStatus.FAIL,
+                             Reason.CANDIDATE_REQUEST_FAILED, cand.outcome.explain())
         assert base.outcome.media_path is not None
         try:
             found = check_comparable(probe(cand.outcome.media_path),
@@ -280,10 +281,10 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
     data = {"threshold": gate.threshold, "normalized": gate.normalized, "worst": worst,
             "min_psnr_db": gate.min_psnr_db, "min_ssim": gate.min_ssim, "per_seed": per_seed}
     if precondition:
-        return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.FAIL,
-                           Reason.QUALITY_PRECONDITION_FAILED,
-                           "outputs not comparable: " + "; ".join(dict.fromkeys(precondition)),
-                           data)
+        return new_check(track_id, candidate, Check.LOSSY_GATE, CheckStatus.FAIL,
+                         Reason.QUALITY_PRECONDITION_FAILED,
+                         "outputs not comparable: " + "; ".join(dict.fromkeys(precondition)),
+                         data)
     # From the per-seed decisions recorded above: a dimension broken on any seed broke the gate.
     broken = {k: v for k, v in worst.items() if k in broken_ids}
     if broken or fidelity_broken:
@@ -292,20 +293,20 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
             if broken else [])
         if fidelity_broken:
             parts.append("fidelity to B0 below the frozen minimum: " + ", ".join(fidelity_broken))
-        return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.FAIL,
-                           Reason.QUALITY_GATE_FAILED,
-                           "; ".join(parts), data)
+        return new_check(track_id, candidate, Check.LOSSY_GATE, CheckStatus.FAIL,
+                         Reason.QUALITY_GATE_FAILED,
+                         "; ".join(parts), data)
     if opened or not per_seed:
-        return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.OPEN, None,
-                           "cannot decide: open dimensions " + ", ".join(sorted(opened))
-                           if opened else "cannot decide: no seed was compared", data)
+        return new_check(track_id, candidate, Check.LOSSY_GATE, CheckStatus.OPEN, None,
+                         "cannot decide: open dimensions " + ", ".join(sorted(opened))
+                         if opened else "cannot decide: no seed was compared", data)
     top = max(worst.values(), default=0.0)
     fidelity_note = "".join(
         f", {name} at least {value:g}" for name, value in
         (("PSNR dB", gate.min_psnr_db), ("SSIM", gate.min_ssim)) if value is not None)
-    return CheckResult(track_id, candidate, Check.LOSSY_GATE, CheckStatus.PASS, None,
-                       f"every gated score within {gate.threshold:.2%} of B0 (worst {top:.3%})"
-                       + fidelity_note, data)
+    return new_check(track_id, candidate, Check.LOSSY_GATE, CheckStatus.PASS, None,
+                     f"every gated score within {gate.threshold:.2%} of B0 (worst {top:.3%})"
+                     + fidelity_note, data)
 
 
 def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
@@ -323,7 +324,7 @@ def _beside(baseline: Path, candidate: Path) -> dict[str, Any]:
     return out
 
 
-def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> list[CheckResult]:
+def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> list[AnyCheck]:
     """The candidate on a fresh instance with the track's seeds, judged against B0; the gate's
     check first, then which weights scored it. (Its timed outputs are compared with the scored
     ones at verdict time: judging/_timed_output.py.)"""
@@ -333,7 +334,7 @@ def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> list[C
 
 
 def _judged(arms: Arms, candidate: str, baseline: LossyBaseline,
-            runs: Sequence[ScoredOutcome]) -> list[CheckResult]:
+            runs: Sequence[ScoredOutcome]) -> list[AnyCheck]:
     """The lossy gate's check of the candidate and its weights check, each recorded."""
     checks = [judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, candidate, baseline,
                               runs)]
@@ -353,7 +354,7 @@ class LossyGateRunner(BaselineGateRunner[LossyBaseline]):
     def host(self, candidate: str) -> HostedGate:
         return HostedGate(self, candidate)
 
-    def judge(self, arms: Arms, candidate: str, baseline: LossyBaseline) -> Sequence[CheckResult]:
+    def judge(self, arms: Arms, candidate: str, baseline: LossyBaseline) -> Sequence[AnyCheck]:
         return run_candidate(arms, candidate, baseline)
 
 
@@ -370,7 +371,7 @@ class HostedGate(GateOnInstance[LossyBaseline]):
         super().__init__(runner, candidate)
         self.pending: list[Outcome] = []
 
-    def before(self, arms: Arms, engine: EngineInstance) -> list[CheckResult]:
+    def before(self, arms: Arms, engine: EngineInstance) -> list[AnyCheck]:
         seeds = [run.seed for run in self.runner.made(arms).runs]
         self.pending = _requests(arms, engine, self.candidate, seeds, 0, Check.CANDIDATE_MEDIA)
         return []
@@ -384,11 +385,11 @@ class HostedGate(GateOnInstance[LossyBaseline]):
             return []  # not the warm-ups' own requests: the instance warms up in full
         return list(self.pending[:credited])
 
-    def settle(self, arms: Arms, run: InstanceRun) -> list[CheckResult]:
+    def settle(self, arms: Arms, run: InstanceRun) -> list[AnyCheck]:
         pending, self.pending = self.pending, []
         return self._judge(arms, pending) if pending else []
 
-    def _judge(self, arms: Arms, outcomes: Sequence[Outcome]) -> list[CheckResult]:
+    def _judge(self, arms: Arms, outcomes: Sequence[Outcome]) -> list[AnyCheck]:
         baseline = self.runner.made(arms)
         scored = [ScoredOutcome(run.seed, o, _score(arms, o))
                   for o, run in zip(outcomes, baseline.runs, strict=True)]

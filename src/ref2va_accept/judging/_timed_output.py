@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ref2va_accept.arms import OutcomeLog
 from ref2va_accept.core import Check, CheckStatus, MediaError, QualityClass, Reason, Ref2VAError
-from ref2va_accept.evidence import CheckResult, json_number
+from ref2va_accept.evidence import AnyCheck, json_number, new_check
 from ref2va_accept.judging._decoded import compare_decoded_mp4
 
 if TYPE_CHECKING:
@@ -71,8 +71,8 @@ _CHECKS = frozenset(_CHECK_OF.values())
 
 
 def judge_timed_outputs(plans: Mapping[str, TrackPlan], outcomes: OutcomeLog,
-                        recorded: Sequence[CheckResult], tracks: Iterable[str]
-                        ) -> tuple[list[CheckResult], list[str]]:
+                        recorded: Sequence[AnyCheck], tracks: Iterable[str]
+                        ) -> tuple[list[AnyCheck], list[str]]:
     """At verdict time: the timed-output check of every candidate of `tracks` (of `plans`) that
     has none `recorded` yet and whose timed and quality outputs are both in, in the plans'
     order; its caller records them. The one place the check is judged.
@@ -82,7 +82,7 @@ def judge_timed_outputs(plans: Mapping[str, TrackPlan], outcomes: OutcomeLog,
     run's other checks and verdicts are still judged."""
     done = {(c.track, c.arm) for c in recorded if c.name in _CHECKS}
     wanted = set(tracks)
-    found: list[CheckResult] = []
+    found: list[AnyCheck] = []
     problems: list[str] = []
     for track_id, plan in plans.items():
         if track_id not in wanted:
@@ -103,14 +103,14 @@ def judge_timed_outputs(plans: Mapping[str, TrackPlan], outcomes: OutcomeLog,
 
 
 def timed_output_for(plan: TrackPlan, outcomes: OutcomeLog, candidate: str
-                     ) -> CheckResult | None:
+                     ) -> AnyCheck | None:
     """The track kind's timed-output check, or None while either side has not run."""
     if plan.quality == QualityClass.LOSSLESS:
         return timed_output_check(outcomes, plan.track_id, candidate)
     return lossy_timed_output_check(outcomes, plan.track_id, candidate, plan.lossy.gate)
 
 
-def timed_output_check(outcomes: OutcomeLog, track: str, candidate: str) -> CheckResult | None:
+def timed_output_check(outcomes: OutcomeLog, track: str, candidate: str) -> AnyCheck | None:
     """Pass when every timed MP4 decodes identical to the watched one of its seed; None while
     either side has not run (the verdict then lists the check as open)."""
     pairs = _pairs(outcomes, track, candidate)
@@ -118,11 +118,11 @@ def timed_output_check(outcomes: OutcomeLog, track: str, candidate: str) -> Chec
         return None
     differing = [path.name for _, reference, path in pairs if not _identical(reference, path)]
     if differing:
-        return CheckResult(track, candidate, Check.TIMED_OUTPUT, CheckStatus.FAIL,
-                           Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED,
-                           f"timed outputs differ from the watched one: {', '.join(differing)}")
-    return CheckResult(track, candidate, Check.TIMED_OUTPUT, CheckStatus.PASS, None,
-                       f"{len(pairs)} timed outputs decode identical to the watched one")
+        return new_check(track, candidate, Check.TIMED_OUTPUT, CheckStatus.FAIL,
+                         Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED,
+                         f"timed outputs differ from the watched one: {', '.join(differing)}")
+    return new_check(track, candidate, Check.TIMED_OUTPUT, CheckStatus.PASS, None,
+                     f"{len(pairs)} timed outputs decode identical to the watched one")
 
 
 def lossy_rule(gate: LossyGate) -> dict[str, Any]:
@@ -168,7 +168,7 @@ def _lossy_pair(rule: dict[str, Any], seed: int | None, scored: Path, timed: Pat
 
 
 def lossy_timed_output_check(outcomes: OutcomeLog, track: str, candidate: str,
-                             gate: LossyGate) -> CheckResult | None:
+                             gate: LossyGate) -> AnyCheck | None:
     """Pass when every timed MP4 decodes identical to the scored one of its seed, or differs
     within the rule (lossy_rule); None while either side has not run."""
     pairs = _pairs(outcomes, track, candidate)
@@ -182,12 +182,12 @@ def lossy_timed_output_check(outcomes: OutcomeLog, track: str, candidate: str,
         broken += [f"{timed.name} (seed {seed}): {what}" for what in beyond]
     data = {"rule": rule, "pairs": compared}
     if broken:
-        return CheckResult(track, candidate, Check.TIMED_OUTPUT_FIDELITY, CheckStatus.FAIL,
-                           Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED,
-                           "timed outputs differ from the scored one beyond the lossy contract: "
-                           + "; ".join(broken), data)
+        return new_check(track, candidate, Check.TIMED_OUTPUT_FIDELITY, CheckStatus.FAIL,
+                         Reason.OUTPUT_DIFFERS_WHEN_UNOBSERVED,
+                         "timed outputs differ from the scored one beyond the lossy contract: "
+                         + "; ".join(broken), data)
     identical = sum(1 for entry in compared if entry["identical"])
-    return CheckResult(
+    return new_check(
         track, candidate, Check.TIMED_OUTPUT_FIDELITY, CheckStatus.PASS, None,
         f"{len(pairs)} timed outputs against the scored one of their seed: {identical} "
         f"identical, {len(pairs) - identical} within PSNR {rule['min_psnr_db']:g} dB "

@@ -38,11 +38,10 @@ from ref2va_accept.core import (
     required_checks,
 )
 from ref2va_accept.evidence import (
-    CheckResult,
+    AnyCheck,
     LocalizationCheck,
     ScorerWeightsCheck,
     TrackVerdict,
-    check_record,
 )
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ class GateChecks:
     """A baseline's checks, shared by its track's candidates: usable only when every one passed
     or was not applicable."""
 
-    checks: tuple[CheckResult, ...]
+    checks: tuple[AnyCheck, ...]
 
     @property
     def usable(self) -> bool:
@@ -81,9 +80,8 @@ class GateChecks:
 
 
 
-def _stand_ins(checks: Sequence[CheckResult]) -> tuple[str, ...]:
-    weights = [check_record(c) for c in checks if c.name is Check.SCORER_WEIGHTS]
-    return tuple(dict.fromkeys(name for c in weights if isinstance(c, ScorerWeightsCheck)
+def _stand_ins(checks: Sequence[AnyCheck]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(name for c in checks if isinstance(c, ScorerWeightsCheck)
                                for name in c.data.stand_ins))
 
 
@@ -116,7 +114,7 @@ class Classification:
 
     step: Step
     reasons: tuple[Reason, ...]
-    deciding: tuple[CheckResult, ...]
+    deciding: tuple[AnyCheck, ...]
     open_checks: tuple[Check, ...]
     summary: dict[Check, CheckStatus]
     found: tuple[Reason, ...]  # the validity (caps included) and defect reasons, in that order
@@ -133,7 +131,7 @@ class Classification:
         return Verdict.INCONCLUSIVE
 
 
-def summarise(checks: Iterable[CheckResult]) -> dict[Check, CheckStatus]:
+def summarise(checks: Iterable[AnyCheck]) -> dict[Check, CheckStatus]:
     """Each check's status where it was recorded several times: the most severe one."""
     summary: dict[Check, CheckStatus] = {}
     for check in checks:
@@ -145,7 +143,7 @@ def summarise(checks: Iterable[CheckResult]) -> dict[Check, CheckStatus]:
     return summary
 
 
-def classify(checks: Sequence[CheckResult], required: Sequence[Check] = (),
+def classify(checks: Sequence[AnyCheck], required: Sequence[Check] = (),
              caps: Sequence[Reason] = ()) -> Classification:
     """The verdict order (docs/protocol.md), the one rule a track's verdict and a gate's result
     are read from. `checks`: every check that counts (B0's and the candidate's); `required`:
@@ -177,7 +175,7 @@ def classify(checks: Sequence[CheckResult], required: Sequence[Check] = (),
          if summary.get(name, CheckStatus.OPEN) not in (*SATISFIED, CheckStatus.FAIL)]
         + [c.name for c in opened])
 
-    def step(at: Step, reasons: Iterable[Reason], deciding: Iterable[CheckResult],
+    def step(at: Step, reasons: Iterable[Reason], deciding: Iterable[AnyCheck],
              latency: LatencyInterval | None = None) -> Classification:
         return Classification(at, _dedupe(reasons), tuple(deciding), open_checks, summary,
                               found, latency)
@@ -200,11 +198,11 @@ def classify(checks: Sequence[CheckResult], required: Sequence[Check] = (),
     return step(Step.LATENCY, (reason,), timed[-1:], latency)
 
 
-def _of(checks: Iterable[CheckResult], category: Category) -> list[CheckResult]:
+def _of(checks: Iterable[AnyCheck], category: Category) -> list[AnyCheck]:
     return [c for c in checks if c.reason is not None and c.reason.category is category]
 
 
-def _reasons(checks: Iterable[CheckResult]) -> list[Reason]:
+def _reasons(checks: Iterable[AnyCheck]) -> list[Reason]:
     return [c.reason for c in checks if c.reason is not None]
 
 
@@ -212,7 +210,7 @@ def judge(
     track: str,
     quality_class: QualityClass | str,
     candidate: str | None,
-    checks: Sequence[CheckResult],
+    checks: Sequence[AnyCheck],
     cap_reason: str | Sequence[str] | None = None,
 ) -> TrackVerdict:
     """The verdict of one candidate in one track from every check recorded for the track.
@@ -231,16 +229,14 @@ def judge(
                                  "localized": _localized(relevant)})
 
 
-def _localized(checks: Sequence[CheckResult]) -> str:
+def _localized(checks: Sequence[AnyCheck]) -> str:
     """The place a localization pass named (``module (step N)``, ``code between A and B``,
     ``A .. B not run``), '' when none did."""
     for check in checks:
-        if check.name is Check.LOCALIZATION and check.status is CheckStatus.PASS:
-            found = check_record(check)
-            if isinstance(found, LocalizationCheck):  # always: its name selects its record
-                data = found.data
-                where = data.where or data.module or "outside any module"
-                return f"{where} (step {data.step})" if data.step is not None else where
+        if isinstance(check, LocalizationCheck) and check.status is CheckStatus.PASS:
+            data = check.data
+            where = data.where or data.module or "outside any module"
+            return f"{where} (step {data.step})" if data.step is not None else where
     return ""
 
 
@@ -256,7 +252,7 @@ def _caps(cap_reason: str | Sequence[str] | None) -> list[Reason]:
 
 
 def _judge(track: str, quality_class: QualityClass | str, candidate: str | None,
-           relevant: Sequence[CheckResult], cap_reason: str | Sequence[str] | None
+           relevant: Sequence[AnyCheck], cap_reason: str | Sequence[str] | None
            ) -> TrackVerdict:
     found = classify(relevant, required_checks(quality_class), _caps(cap_reason))
     if candidate is None:
@@ -277,7 +273,7 @@ def _judge(track: str, quality_class: QualityClass | str, candidate: str | None,
 
 
 def judge_tracks(tracks: Sequence[tuple[str, QualityClass | str, Sequence[str]]],
-                 checks: Sequence[CheckResult], caps: Sequence[str], alpha: float
+                 checks: Sequence[AnyCheck], caps: Sequence[str], alpha: float
                  ) -> list[TrackVerdict]:
     """A run's verdict rows: per track (its id, quality class and candidates, in the order
     given) one row per candidate (one without a candidate where none entered), Holm's column
@@ -290,7 +286,7 @@ def judge_tracks(tracks: Sequence[tuple[str, QualityClass | str, Sequence[str]]]
     return rows
 
 
-def family_wise(rows: Sequence[TrackVerdict], checks: Sequence[CheckResult], alpha: float
+def family_wise(rows: Sequence[TrackVerdict], checks: Sequence[AnyCheck], alpha: float
                 ) -> list[TrackVerdict]:
     """The rows of one track with Holm's column: with K candidates judged against one B0,
     a candidate stays supported family-wise only when Holm's step-down at `alpha` rejects its

@@ -18,7 +18,12 @@ import statistics
 
 from ref2va_accept.arms import Arms
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason
-from ref2va_accept.evidence import CheckResult, utc_now
+from ref2va_accept.evidence import (
+    NoData,
+    WarmupDemonstrationCheck,
+    WarmupDemonstrationData,
+    utc_now,
+)
 from ref2va_accept.planning import DEFAULT_PAIRS
 from ref2va_accept.timing import warmup_done
 
@@ -42,7 +47,8 @@ def _one(arms: Arms, steps: int | None, index: int) -> float | None:
         arms.registry.stop(engine)
 
 
-def demonstrate(arms: Arms, steps: int, pairs: int = DEFAULT_PAIRS) -> CheckResult:
+def demonstrate(arms: Arms, steps: int, pairs: int = DEFAULT_PAIRS
+                ) -> WarmupDemonstrationCheck:
     """Run the demonstration on the arm runner's track; the check carries the figures and the
     YAML to paste under `protocol.warmup_demonstration.per_duration`."""
     plan = arms.plan
@@ -55,20 +61,22 @@ def demonstrate(arms: Arms, steps: int, pairs: int = DEFAULT_PAIRS) -> CheckResu
         for slot, kind in enumerate(order):
             value = _one(arms, kind, pair * 2 + slot)
             if value is None:
-                return CheckResult(plan.track_id, ArmRole.B0, Check.WARMUP_DEMONSTRATION,
-                                   CheckStatus.FAIL,
-                                   Reason.BASELINE_REQUEST_FAILED,
-                                   f"pair {pair + 1}: a B0 request failed; nothing shown")
+                return WarmupDemonstrationCheck(
+                    track=plan.track_id, arm=ArmRole.B0, name=Check.WARMUP_DEMONSTRATION,
+                    status=CheckStatus.FAIL, reason=Reason.BASELINE_REQUEST_FAILED,
+                    detail=f"pair {pair + 1}: a B0 request failed; nothing shown",
+                    data=NoData())
             (full if kind is None else cheap).append(value)
     ratio = statistics.median(cheap) / statistics.median(full)
     within = abs(ratio - 1) <= limit
     yaml = (f'"{plan.duration}": {{full_s: [{", ".join(f"{v:.3f}" for v in full)}], '
             f'cheap_s: [{", ".join(f"{v:.3f}" for v in cheap)}]}}')
-    data = {"warmup_steps": steps, "full_s": full, "cheap_s": cheap, "ratio": ratio,
-            "limit": limit, "measured_at": utc_now(), "per_duration_yaml": yaml}
+    data = WarmupDemonstrationData(warmup_steps=steps, full_s=full, cheap_s=cheap, ratio=ratio,
+                                   limit=limit, measured_at=utc_now(), per_duration_yaml=yaml)
     detail = (f"the request after {steps}-step warm-ups took {ratio:.3f} of one after full "
               f"warm-ups (median of {pairs} each; within {limit:g}: "
               f"{'yes' if within else 'no'}); per_duration entry: {yaml}")
-    return CheckResult(plan.track_id, ArmRole.B0, Check.WARMUP_DEMONSTRATION,
-                       CheckStatus.PASS if within else CheckStatus.FAIL,
-                       None if within else Reason.WARMUP_NOT_STEADY, detail, data)
+    return WarmupDemonstrationCheck(
+        track=plan.track_id, arm=ArmRole.B0, name=Check.WARMUP_DEMONSTRATION,
+        status=CheckStatus.PASS if within else CheckStatus.FAIL,
+        reason=None if within else Reason.WARMUP_NOT_STEADY, detail=detail, data=data)

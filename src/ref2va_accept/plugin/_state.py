@@ -39,7 +39,7 @@ from ref2va_accept.engines import (
 )
 from ref2va_accept.evidence import (
     WRITE_FAILED,
-    CheckResult,
+    AnyCheck,
     Cleanup,
     EvidenceBundle,
     LedgerEntry,
@@ -417,7 +417,7 @@ class RunState:
             for check in found:
                 bundle.add_check(check)
 
-    def verdicts(self, checks: list[CheckResult]) -> list[TrackVerdict]:
+    def verdicts(self, checks: list[AnyCheck]) -> list[TrackVerdict]:
         if self.bundle is not None and self.bundle.failures:
             # Its verdict scenarios may never have run: every selected track gets its row.
             self.ran_tracks |= self.selected_tracks

@@ -8,12 +8,11 @@ from typing import Any
 
 from ref2va_accept.core import CheckStatus
 from ref2va_accept.evidence import (
+    AnyCheck,
     Bundle,
-    CheckResult,
     EvidenceBundle,
     LocalizationCheck,
     LocalizedFigures,
-    check_record,
 )
 from ref2va_accept.judging.localize import svg
 
@@ -31,19 +30,15 @@ def _figure_rows(figures: LocalizedFigures) -> str:
                    for label, value in labelled)
 
 
-def localization_check(check: LocalizationCheck | CheckResult) -> LocalizationCheck:
-    """A localization check, typed; one made by the pass (a CheckResult) is read into its record
-    (a ValueError naming the check when it is not a localization check)."""
-    if isinstance(check, LocalizationCheck):
-        return check
-    typed = check_record(check)
-    if not isinstance(typed, LocalizationCheck):
-        raise ValueError(f"{typed.track}/{typed.arm}: a {typed.name} check is not a "
+def localization_check(check: AnyCheck) -> LocalizationCheck:
+    """A localization check, as it is (a ValueError naming the check when it is another)."""
+    if not isinstance(check, LocalizationCheck):
+        raise ValueError(f"{check.track}/{check.arm}: a {check.name} check is not a "
                          "localization check")
-    return typed
+    return check
 
 
-def panel(check: LocalizationCheck | CheckResult) -> str:
+def panel(check: AnyCheck) -> str:
     """One candidate's panel (the report's, and localize.html's of ``ref2va-accept localize``)."""
     check = localization_check(check)
     data = check.data

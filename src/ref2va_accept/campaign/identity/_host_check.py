@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 from ref2va_accept.core import ArmRole, Check, CheckStatus, Reason, is_placeholder
 from ref2va_accept.evidence import (
-    CheckResult,
+    AnyCheck,
     EngineKindName,
     HostIdentity,
     IdentityRow,
     IdentityStatus,
+    new_check,
 )
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def preflight(campaign: LoadedCampaign, probes: HostProbes | None = None) -> Hos
     return result
 
 
-def identity_checks(result: HostIdentity, track_ids: Iterable[str]) -> list[CheckResult]:
+def identity_checks(result: HostIdentity, track_ids: Iterable[str]) -> list[AnyCheck]:
     """One `host_identity` check per track, on B0 so that it counts for every candidate.
 
     A field that is not a match makes the run not evaluable (`protocol_deviation`): numbers
@@ -90,10 +91,10 @@ def identity_checks(result: HostIdentity, track_ids: Iterable[str]) -> list[Chec
     """
     data = {"rows": [row.json_dict() for row in result.rows]}
     if result.ok:
-        return [CheckResult(t, ArmRole.B0, Check.HOST_IDENTITY, CheckStatus.PASS, None,
-                            f"all {len(result.rows)} pinned fields match the host", data)
+        return [new_check(t, ArmRole.B0, Check.HOST_IDENTITY, CheckStatus.PASS, None,
+                          f"all {len(result.rows)} pinned fields match the host", data)
                 for t in track_ids]
-    return [CheckResult(t, ArmRole.B0, Check.HOST_IDENTITY, CheckStatus.FAIL,
-                        Reason.PROTOCOL_DEVIATION,
-                        "host identity differs from engine.source_pin: " + result.detail(), data)
+    return [new_check(t, ArmRole.B0, Check.HOST_IDENTITY, CheckStatus.FAIL,
+                      Reason.PROTOCOL_DEVIATION,
+                      "host identity differs from engine.source_pin: " + result.detail(), data)
             for t in track_ids]

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from ref2va_accept.core import Check, CheckStatus
 from ref2va_accept.evidence import (
-    CheckResult,
     DiffPicture,
     DivergenceRecord,
+    LocalizationCheck,
     LocalizationData,
     LocalizedFigures,
     LocalizeRequest,
@@ -87,13 +87,13 @@ class Localization:
     picture_of: str = ""
     requests: list[LocalizeRequest] = field(default_factory=list)
 
-    def check(self) -> CheckResult:
+    def check(self) -> LocalizationCheck:
         detail = (f"first divergence at {self.point}"
                   + (f", in {self.target.describe()}" if self.target else "")
                   + f": {self.sentence}")
-        return CheckResult(self.track, self.candidate, Check.LOCALIZATION,
-                           CheckStatus.PASS if self.found else CheckStatus.OPEN, None, detail,
-                           self.record().json_dict())
+        return LocalizationCheck(track=self.track, arm=self.candidate, name=Check.LOCALIZATION,
+                                 status=CheckStatus.PASS if self.found else CheckStatus.OPEN,
+                                 reason=None, detail=detail, data=self.record())
 
     def record(self) -> LocalizationData:
         """What the pass found, as the evidence records it (the check's data)."""

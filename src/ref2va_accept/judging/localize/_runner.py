@@ -50,19 +50,19 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ref2va_accept.core import (
     ArmRole,
-    Check,
     LocalizeError,
     Reason,
     Ref2VAError,
     TensorFileError,
 )
 from ref2va_accept.evidence import (
-    CheckResult,
+    AnyCheck,
+    LocalizationCheck,
     LocalizedFigures,
     LocalizeRequest,
+    LosslessGateCheck,
     LosslessGateData,
     NotCompared,
-    check_record,
 )
 from ref2va_accept.judging.localize._capture import Call, Divergence, divergence
 from ref2va_accept.judging.localize._judgement import (
@@ -348,7 +348,7 @@ class LocalizationPass:
 def localize(arms: Arms, candidate: str, point: str, seed: int,
              gate_dumps: tuple[Path, Path] | None = None,
              b0_captures: dict[tuple[Any, ...], Outcome] | None = None,
-             equal_points: Sequence[str] = ()) -> CheckResult:
+             equal_points: Sequence[str] = ()) -> LocalizationCheck:
     """Run the pass and record its one check in the evidence (also when it could not finish)."""
     result = LocalizationPass(arms, candidate, point, seed, gate_dumps, b0_captures,
                               equal_points).run()
@@ -357,17 +357,16 @@ def localize(arms: Arms, candidate: str, point: str, seed: int,
     return check
 
 
-def failed_gate(checks: Sequence[CheckResult]) -> LosslessGateData | None:
+def failed_gate(checks: Sequence[AnyCheck]) -> LosslessGateData | None:
     """The table of a lossless gate that failed on bit-exactness (as the evidence records
     it), None when no gate did."""
     for check in checks:
-        if check.name is Check.LOSSLESS_GATE and check.reason is Reason.QUALITY_GATE_FAILED:
-            data = check_record(check).data
-            return data if isinstance(data, LosslessGateData) else None
+        if isinstance(check, LosslessGateCheck) and check.reason is Reason.QUALITY_GATE_FAILED:
+            return check.data if isinstance(check.data, LosslessGateData) else None
     return None
 
 
-def wants_pass(checks: Sequence[CheckResult]) -> str | None:
+def wants_pass(checks: Sequence[AnyCheck]) -> str | None:
     """The first diverging point of a lossless gate that failed on bit-exactness, or None."""
     table = failed_gate(checks)
     return None if table is None else table.first_divergence
