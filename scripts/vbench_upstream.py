@@ -23,7 +23,6 @@ built by ``dreamsim(pretrained=True)`` from its folder, which holds torch.hub's 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import warnings
@@ -104,23 +103,23 @@ def upstream_scores(cache: Path, gif: str, frames: str, image: str) -> dict[str,
         motion = MotionSmoothness(str(config), str(cache / LAYOUT["amt_s"]), device)
         out["motion_smoothness"] = float(motion.motion_score(frames))
     if have["raft"]:
-        import torch
         from vbench.dynamic_degree import DynamicDegree
-        from vbench.third_party.RAFT.core.utils_core.utils import InputPadder
 
         args = EasyDict({"model": str(cache / LAYOUT["raft"]), "small": False,
                          "mixed_precision": False, "alternate_corr": False})
         dynamic = DynamicDegree(args, device)
+        # infer's own loop, run once: each pair's score as its get_score returns it (infer keeps
+        # them to itself), recorded on the way through.
+        pairs: list[float] = []
+        score = dynamic.get_score
+
+        def recorded(img: Any, flo: Any) -> float:
+            value: float = score(img, flo)
+            pairs.append(value)
+            return value
+
+        dynamic.get_score = recorded
         out["dynamic_degree"] = 1.0 if dynamic.infer(frames) else 0.0
-        # infer's loop, to see each pair's score (it keeps them to itself).
-        pairs = []
-        images = dynamic.get_frames_from_img_folder(frames)
-        with torch.no_grad():
-            for first, second in itertools.pairwise(images):
-                padder = InputPadder(first.shape)
-                image1, image2 = padder.pad(first, second)
-                _, flow_up = dynamic.model(image1, image2, iters=20, test_mode=True)
-                pairs.append(dynamic.get_score(image1, flow_up))
         out["dynamic_degree_pairs"] = pairs
     return out
 
