@@ -41,9 +41,9 @@ SMALLEST: dict[Check, dict[str, Any]] = {
 
 
 def make_check(track: str, arm: str, name: Check | str, status: CheckStatus | str,
-          reason: Reason | str | None = None, detail: str = "",
-          data: Mapping[str, Any] | None = None, *,
-          latency: LatencyInterval | None = None) -> AnyCheck:
+               reason: Reason | str | None = None, detail: str = "",
+               data: Mapping[str, Any] | None = None, *,
+               latency: LatencyInterval | None = None) -> AnyCheck:
     """A check as new_check builds it; `data` None: the smallest its name records; `latency`:
     the interval's result a passed latency_ratio check carries (in its data)."""
     given = dict(SMALLEST.get(check_name(name), {}) if data is None else data)
