@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 import yaml
 
+from ref2va_accept.engines._leftovers import die_with_parent
+
 # The worker extension's tests run it in the fake vLLM-Omni: `upstream` and its diagnostics `root`.
 from tests.engine.fake_upstream import root, upstream  # noqa: F401
 
@@ -91,6 +93,14 @@ def running_engine(
 ) -> Iterator[EngineProcess]:
     port = free_port()
     log_path = log_dir / f"engine-{port}.log"
+
+    def before_exec() -> None:
+        # As the judge starts an engine: SIGTERM when this process dies, so that an engine of a
+        # test whose worker was killed (no teardown ran) does not live on; then the test's own.
+        die_with_parent()
+        if preexec_fn is not None:
+            preexec_fn()
+
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             engine_command(profile, port),
@@ -99,7 +109,7 @@ def running_engine(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=new_session,  # its own group, as the judge starts it
-            preexec_fn=preexec_fn,  # noqa: PLW1509
+            preexec_fn=before_exec if sys.platform == "linux" else preexec_fn,  # noqa: PLW1509
         )
     engine = EngineProcess(process, f"http://127.0.0.1:{port}", log_path)
     try:

@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ import uvicorn
 
 from engine.reference.__main__ import _Server
 from engine.reference.runner import GenerationRunner
-from tests.engine.conftest import B0_PROFILE, running_engine
+from tests.engine.conftest import B0_PROFILE, REPO_ROOT, engine_env, running_engine
 
 pytestmark = pytest.mark.engine
 
@@ -99,3 +100,34 @@ def test_engine_started_with_stop_signals_ignored_still_stops(tmp_path: Path) ->
         code, _ = _stop_like_the_judge(engine.process)
     assert code == 0
 
+
+
+_KILLED_TEST = """
+import sys, time
+from pathlib import Path
+from tests.engine.conftest import B0_PROFILE, REPO_ROOT, engine_env, running_engine
+with running_engine(B0_PROFILE, Path(sys.argv[1]), new_session=True) as engine:
+    print(engine.process.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's prctl")
+def test_an_engine_outlives_no_test_process_killed_before_its_teardown(tmp_path: Path) -> None:
+    # A worker killed mid-test runs no teardown; its engine, in a session of its own, must still
+    # go (one did live on for an hour after a killed selftest).
+    with subprocess.Popen([sys.executable, "-c", _KILLED_TEST, str(tmp_path)], cwd=REPO_ROOT,
+                          env=engine_env(), stdout=subprocess.PIPE, text=True) as test:
+        try:
+            line = test.stdout.readline() if test.stdout else ""
+            assert line.strip().isdigit(), f"the test process printed {line!r}"
+            engine = int(line)
+        finally:
+            test.kill()  # as a killed worker dies: no teardown runs
+    deadline = time.monotonic() + GRACE_S + 5
+    while Path(f"/proc/{engine}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = Path(f"/proc/{engine}").exists()
+    if alive:
+        os.kill(engine, signal.SIGKILL)
+    assert not alive, "the engine outlived the test process that started it"
