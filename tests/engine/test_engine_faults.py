@@ -35,6 +35,7 @@ from engine.reference.faults import (
     WORKER_PROCESS_NAME,
 )
 from engine.reference.profile import load_profile
+from ref2va_accept.engines._leftovers import die_with_parent
 from ref2va_contract.launch import INSTANCE_TAG_ENV
 from tests.engine.asgi_engine import AsgiEngine
 from tests.engine.conftest import (
@@ -175,6 +176,8 @@ def fault_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
                         env=env,
                         stdout=log,
                         stderr=subprocess.STDOUT,
+                        # As the judge starts one: it goes if this worker dies before the finally.
+                        preexec_fn=die_with_parent,  # noqa: PLW1509
                     )
                 servers[fault] = EngineProcess(process, f"http://127.0.0.1:{port}", log_path)
             for engine in servers.values():
