@@ -349,3 +349,33 @@ def test_the_phases_run_at_once_on_separate_cpus_when_there_are_two() -> None:
     assert body.index('wait_for "$timed_pid"') < heavy < body.index("cpu_affinity.py widen")
     assert heavy < body.index('wait_for "$spread_pid"')
     assert "selftest_in_turn" in body  # one CPU: one after the other
+
+
+def _build_done(folder: Path, **env: str) -> tuple[float, str]:
+    """The script's vbench_build_done, run in `folder`: its seconds and what it said."""
+    body = SCRIPT[SCRIPT.index("vbench_build_done() {"):]
+    function = body[:body.index("\n}\n") + 3]
+    started = time.monotonic()
+    done = subprocess.run(["bash", "-c", f"VBENCH_DIR=.venv-vbench\n{function}vbench_build_done"],
+                          cwd=folder, env={"PATH": os.environ["PATH"], **env},
+                          capture_output=True, text=True, timeout=30, check=True)
+    return time.monotonic() - started, done.stderr
+
+
+def test_the_timed_phase_waits_for_a_vbench_build_holding_its_lock(tmp_path: Path) -> None:
+    lock = tmp_path / ".venv-vbench.lock"
+    lock.touch()
+    # A build holds the lock for 2 s: the timed phase waits it out, and says so.
+    holder = subprocess.Popen(["flock", str(lock), "sleep", "2"])
+    try:
+        time.sleep(0.3)
+        waited, said = _build_done(tmp_path, REF2VA_UPSTREAM="1")
+        assert waited >= 1.2 and "wait for VBench's environment build" in said
+        # Without REF2VA_UPSTREAM nothing is waited for, lock held or not.
+        waited, said = _build_done(tmp_path)
+        assert waited < 1.0 and said == ""
+    finally:
+        holder.wait(10)
+    # The build done (the lock free): no wait, nothing said.
+    waited, said = _build_done(tmp_path, REF2VA_UPSTREAM="1")
+    assert waited < 1.0 and said == ""
