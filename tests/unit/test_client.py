@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
+from ref2va_accept.core import tls_context
 from ref2va_accept.timing import ClientTimeouts, GenerationRequest, ReferenceFile, TimedClient
 
 pytestmark = pytest.mark.fast
@@ -161,3 +162,34 @@ def test_unparsable_server_header_is_kept_verbatim() -> None:
                                          (1.5, "1.5"), ({"b": 1, "a": 2}, '{"a":2,"b":1}')])
 def test_form_values_are_rendered_stably(value: object, text: str) -> None:
     assert GenerationRequest.from_values({"f": value}).field("f") == text
+
+
+def _counting_contexts(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every SSL context made from here on (httpx makes its default one with
+    ssl.create_default_context), counted; the judge's shared one starts unmade."""
+    import ssl
+
+    made: list[object] = []
+    original = ssl.create_default_context
+
+    def counted(*args: object, **kwargs: object) -> ssl.SSLContext:
+        context = original(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(context)
+        return context
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    tls_context.cache_clear()
+    return made
+
+
+def test_the_judges_http_clients_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    # httpx loads its whole CA bundle for each client it is not handed a context: ~40 ms of CPU,
+    # twice per engine start. The timed client (its own transport) makes none after the first.
+    made = _counting_contexts(monkeypatch)
+    for _ in range(3):
+        TimedClient("http://engine", ClientTimeouts(request_s=30.0)).close()
+    assert len(made) == 1 and made[0] is tls_context()
+    # Planted: a client made with httpx's default makes a context of its own, and is seen.
+    httpx.Client().close()
+    assert len(made) == 2
+    tls_context.cache_clear()

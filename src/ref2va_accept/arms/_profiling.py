@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from ref2va_accept.arms._arms import Arms
+from ref2va_accept.core import tls_context
 from ref2va_accept.evidence import Profile, Profiled, ServerPeak
 from ref2va_accept.planning import device_count
 from ref2va_accept.profiles import compare, find_profiles, read_profiles
@@ -49,7 +50,8 @@ def expected_ranks(arms: Arms) -> list[int]:
 def _post(base_url: str, route: str, timeout_s: float) -> str | None:
     """None when the server answered 200, else what went wrong (one line)."""
     try:
-        response = httpx.post(base_url + route, json={}, timeout=timeout_s)
+        response = httpx.post(base_url + route, json={}, timeout=timeout_s,
+                              verify=tls_context())
     except httpx.HTTPError as exc:
         return f"{route}: {type(exc).__name__}: {exc}"
     if response.status_code != 200:

@@ -1,6 +1,6 @@
 """The vocabulary every stage shares: the error hierarchy, the names of checks, reasons and
-verdicts and the records they make, file hashes, the `<FILL: ...>` placeholder and the
-evidence's safe writers. It imports nothing else of the judge.
+verdicts and the records they make, file hashes, the `<FILL: ...>` placeholder, the evidence's
+safe writers and the HTTP clients' one TLS context. It imports nothing else of the judge.
 
 The modules are private; the other stages import these names from here.
 """
@@ -30,6 +30,7 @@ from ref2va_accept.core._errors import (
     TensorFileError,
 )
 from ref2va_accept.core._hashing import file_sha256, tree_sha256
+from ref2va_accept.core._http import tls_context
 from ref2va_accept.core._lazy import load_name
 from ref2va_accept.core._placeholder import is_placeholder
 from ref2va_accept.core._safe_write import (
@@ -98,6 +99,7 @@ __all__ = [
     "reason_code",
     "reasons_of",
     "required_checks",
+    "tls_context",
     "tree_sha256",
     "write_new",
 ]

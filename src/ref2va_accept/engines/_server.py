@@ -22,7 +22,7 @@ from typing import Literal
 import httpx
 import psutil
 
-from ref2va_accept.core import EngineStartError, ForeignServerError
+from ref2va_accept.core import EngineStartError, ForeignServerError, tls_context
 from ref2va_accept.engines._leftovers import die_with_parent, judge_identity, tagged_processes
 from ref2va_accept.engines._ownership import foreign_server_problem
 from ref2va_accept.engines._ports import LOOPBACK, free_port, port_is_free
@@ -190,7 +190,7 @@ class EngineInstance:
         spec = self.spec
         deadline = time.monotonic() + spec.startup_timeout_s
         delay = 0.05
-        with httpx.Client(timeout=httpx.Timeout(5.0)) as client:
+        with httpx.Client(timeout=httpx.Timeout(5.0), verify=tls_context()) as client:
             while True:
                 code = self._popen.poll() if self._popen else None
                 if code is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from ref2va_accept.core import tls_context
 from ref2va_accept.evidence import RequestRecord, Sample
 from ref2va_contract.api import (
     HEALTH_ROUTE,
@@ -154,11 +155,13 @@ class TimedClient:
             # TCP_NODELAY as curl sets it: without it, the body written after the headers can
             # wait on a delayed ACK, and that wait would be reported as engine latency.
             transport = httpx.HTTPTransport(
-                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+                verify=tls_context(),
+                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
             )
         self._client = httpx.Client(
             base_url=self.base_url,
             transport=transport,
+            verify=tls_context(),
             timeout=httpx.Timeout(
                 connect=timeouts.connect_s,
                 read=timeouts.request_s,
