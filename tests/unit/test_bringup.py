@@ -72,15 +72,15 @@ def test_set_scalar_refuses_a_key_it_cannot_find(keys: tuple[str, ...]) -> None:
 def test_the_910c_bringup_is_scheduled_and_priced_before_it_runs() -> None:
     campaign = load_campaign(CAMPAIGN_910C)
     plan = step_schedule(campaign)
-    assert [p.name for p in plan.policies] == ["b0.yaml", "b0-legacy-dlo.yaml"]
+    assert [p.name for p in plan.profiles] == ["b0.yaml", "b0-legacy-dlo.yaml"]
     assert plan.cache_dit == "cache-dit"  # not the lossless guard: that one asks for no cache
     assert (plan.track_5s, plan.track_15s) == ("5s-lossless", "15s-lossless")
     # 3 servers and 2 x 2 pairs for the warm-up demonstration (5 s and 15 s)
     assert (plan.starts, plan.requests_5s, plan.requests_15s, plan.capture_requests) == (
         11, 5, 1, 2)
-    assert [(d.track, d.pairs, d.steps) for d in plan.demonstrations] == [
+    assert [(d.track, d.pairs, d.warmup_steps) for d in plan.warmup_demonstration] == [
         ("5s-lossless", 2, 4), ("15s-lossless", 2, 4)]
-    assert [(s.track, s.source, len(s.dimensions), s.same_shape) for s in plan.scorings] == [
+    assert [(s.track, s.output_of, len(s.dimensions), s.same_shape) for s in plan.scoring] == [
         ("5s-lossy", "5s-lossless", 9, True), ("15s-lossy", "15s-lossless", 9, True)]
     cost = price(campaign, plan)
     five, fifteen, stop = 292.148, 1702.939, 60 + 120  # a stop at its bound: grace + memory
@@ -89,19 +89,20 @@ def test_the_910c_bringup_is_scheduled_and_priced_before_it_runs() -> None:
     # and per pair up to 3 full warm-ups and a measured request, 3 at 4 of 50 steps and one.
     demo = sum(4 * (600 + stop) + 2 * ((3 + 1) + (3 * 4 / 50 + 1)) * r for r in (five, fifteen))
     scoring = 2277.8 + 6657.4
-    assert cost.demonstration_s == pytest.approx(demo)
+    assert cost.warmup_demonstration_s == pytest.approx(demo)
     assert cost.scoring_s == pytest.approx(scoring, abs=0.5)
+    assert cost.wall_s is not None  # every start and request is priced
     assert cost.wall_s == pytest.approx(3 * (600 + stop) + 7 * five + fifteen + demo + scoring,
                                         abs=0.5)
     # Scoring on the CPU holds no device; the rest holds all four.
-    assert cost.device_h == pytest.approx((cost.wall_s - cost.scoring_s) * 4 / 3600)
+    assert cost.logical_device_h == pytest.approx((cost.wall_s - cost.scoring_s) * 4 / 3600)
     assert cost.unpriced == () and cost.at_least
     line = cost.line(plan)
     assert "worst case" not in line and ": at least " in line
     assert "(the capture overhead unpriced: its requests at a plain request's price)" in line
     # Without the demonstration it costs what the demonstration did less.
     short = step_schedule(campaign, demonstrate=False)
-    assert short.demonstrations == () and short.starts == 3
+    assert short.warmup_demonstration == () and short.starts == 3
     assert price(campaign, short).wall_s == pytest.approx(cost.wall_s - demo)
 
 
@@ -142,11 +143,11 @@ def test_every_question_gets_a_row_and_an_unanswered_one_stays_open() -> None:
 
 @pytest.mark.fast
 def test_the_cache_dit_requests_get_enough_steps_to_cache_and_say_so(tmp_path: Path) -> None:
-    assert step_schedule(load_campaign(CAMPAIGN_910C)).cache_steps == CacheSteps(4, 50, 50)
+    assert step_schedule(load_campaign(CAMPAIGN_910C)).cache_dit_steps == CacheSteps.of(4, 50)
     campaign = load_campaign(bringup_campaign(tmp_path, steps=4))
     plan = step_schedule(campaign)
-    assert plan.cache_steps == CacheSteps(warmup=4, track=4, requested=8)
-    assert plan.to_dict(campaign)["cache_dit_steps"] == {
+    assert plan.cache_dit_steps == CacheSteps.of(warmup_steps=4, track_steps=4)
+    assert plan.json_dict()["cache_dit_steps"] == {
         "warmup_steps": 4, "track_steps": 4, "requested_steps": 8, "raised": True}
     assert price(campaign, plan).line(plan).endswith(
         "; the Cache-DiT requests run 8 steps, raised from the track's 4, past the cache's "

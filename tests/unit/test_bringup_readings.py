@@ -37,7 +37,7 @@ UPSTREAM_400 = ('{"error": {"message": "reference audio 0 duration must be in [2
                 'got 1.000", "type": "BadRequestError", "code": 400}}')
 BOUND = ServerBounds((Bound("VLLM_OMNI_DLO_DP_WAVE_TIMEOUT", "3720", "the server's environment"),
                       Bound("VLLM_OMNI_VIDEO_SYNC_TIMEOUT", "3720", "the server's environment")))
-STEPS = CacheSteps(warmup=4, track=8, requested=8)
+STEPS = CacheSteps.of(warmup_steps=4, track_steps=8)
 
 
 def _outcome(*, ok: bool = True, latency: float | None = 12.0, sha: str = "aa",
@@ -79,7 +79,7 @@ def test_cached_steps_confirm_avg_and_reset_and_the_lossless_request_none() -> N
 def test_a_request_that_cached_no_step_leaves_avg_and_reset_open() -> None:
     runs = {"first": _outcome(), "second": _outcome(), "lossless": _outcome()}
     paths = {"first": _path(), "second": _path(), "lossless": _path("none")}
-    raised = CacheSteps(warmup=4, track=4, requested=8)
+    raised = CacheSteps.of(warmup_steps=4, track_steps=4)
     rows = _by_id(cache_rows(runs, paths, "", raised))
     assert rows["cache_dit_avg"].status == "not_checked"
     assert rows["cache_dit_avg"].seen.startswith(

@@ -30,7 +30,7 @@ class Judging(Pricing):
                                   strict=True))}
             for k, v in self.cache_runs.items()}
         for row in readings.cache_rows(self.cache_runs, self.cache_paths, self.cache_log,
-                                       self.plan.cache_steps):
+                                       self.plan.cache_dit_steps):
             self.put(row)
 
     # -- rows from the policies ------------------------------------------------------------------
@@ -277,7 +277,7 @@ class Judging(Pricing):
         if self.imports.get("mindiesd", "importable") != "importable":
             for path in {self.campaign.resolve(s.profile) for s in
                          [self.model.baseline, *self.model.candidates]} | set(
-                             self.plan.policies):
+                             self.plan.profiles):
                 text = path.read_text(encoding="utf-8") if path.is_file() else ""
                 if "diffusion-attention-backend: FLASH_ATTN" in text:
                     profile_edits.append((path, ("args", "diffusion-attention-backend"),

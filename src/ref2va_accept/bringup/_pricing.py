@@ -116,7 +116,7 @@ class Pricing(BringupState):
     def demonstration(self) -> None:
         served = [r for r in self.policies if r.served]
         chosen = next((r for r in served if r.release is None or r.release.released), None)
-        for demo in self.plan.demonstrations:
+        for demo in self.plan.warmup_demonstration:
             if chosen is None or chosen.path is None:
                 self.demos[demo.duration] = "no B0 memory policy started, served and released"
                 continue
@@ -127,7 +127,7 @@ class Pricing(BringupState):
 
             self.registry.on_audit.append(hook)
             try:
-                check = demonstrate(arms, demo.steps, demo.pairs)
+                check = demonstrate(arms, demo.warmup_steps, demo.pairs)
             except Ref2VAError as exc:
                 self.demos[demo.duration] = f"an instance did not start: {str(exc).splitlines()[0]}"
                 continue
@@ -139,10 +139,10 @@ class Pricing(BringupState):
 
     # -- scoring -----------------------------------------------------------------------------------
     def scoring(self) -> None:
-        for step in self.plan.scorings:
+        for step in self.plan.scoring:
             if not step.same_shape:
                 self.scoring_missing[step.duration] = (
-                    f"{step.source}'s frames or size differ from {step.track}'s: B0's output "
+                    f"{step.output_of}'s frames or size differ from {step.track}'s: B0's output "
                     "is not one of its")
                 continue
             outcome = self._output(step.duration)
@@ -179,7 +179,7 @@ class Pricing(BringupState):
             "capture_problems": dict(self.capture_problems),
             "warmup_demonstration": {d: c if isinstance(c, str) else c.json_dict()
                                      for d, c in self.demos.items()},
-            "scoring": [p.to_dict() for p in self.scoring_prices],
+            "scoring": [p.json_dict() for p in self.scoring_prices],
             "scoring_missing": dict(self.scoring_missing)}
 
     def _stop_row(self) -> BringupRow:
@@ -230,14 +230,15 @@ class Pricing(BringupState):
         return f"the request did not complete: {outcome.explain()[:200]}"
 
     def _warmup_row(self) -> BringupRow:
+        demos = self.plan.warmup_demonstration
         command = (f"pytest -m warmup_demonstration --warmup-steps "
-                   f"{self.plan.demonstrations[0].steps if self.plan.demonstrations else 4} "
+                   f"{demos[0].warmup_steps if demos else 4} "
                    f"{_campaign_arg(self)}")
-        if not self.plan.demonstrations:
+        if not demos:
             return not_checked("warmup_steps", "the bring-up was asked to leave the warm-up "
                                "demonstration out (--no-warmup-demonstration)", command)
         open_, bad, good = [], [], []
-        for demo in self.plan.demonstrations:
+        for demo in demos:
             found = self.demos.get(demo.duration)
             if found is None or isinstance(found, str):
                 open_.append(f"{demo.duration}: {found or 'not reached'}")
@@ -254,7 +255,7 @@ class Pricing(BringupState):
         return confirmed("warmup_steps", "; ".join(good) + " (in the patch)")
 
     def _scoring_row(self) -> BringupRow:
-        if not self.plan.scorings:
+        if not self.plan.scoring:
             return not_checked("scoring_price", "the campaign has no lossy track: nothing is "
                                "scored")
         frozen = self.model.scoring.seconds_per_output or {}
@@ -325,7 +326,7 @@ class Pricing(BringupState):
         return edits
 
     def _warmup_edits(self) -> list[ScalarEdit]:
-        demos = self.plan.demonstrations
+        demos = self.plan.warmup_demonstration
         found = [self.demos.get(d.duration) for d in demos]
         shown = [c.data for c in found if c is not None and not isinstance(c, str)
                  and c.status == CheckStatus.PASS and isinstance(c.data, WarmupDemonstrationData)]
@@ -339,7 +340,7 @@ class Pricing(BringupState):
             if abs(statistics.median(cheap) / statistics.median(full) - 1) > limit:
                 return []  # rounding took it past the limit: the campaign would refuse it
             per[demo.duration] = {"full_s": full, "cheap_s": cheap}
-        steps = demos[0].steps
+        steps = demos[0].warmup_steps
         block = {"warmup_steps": steps, "run_id": self.bundle.run_id,
                  "measured_at": shown[0].measured_at, "per_duration": per}
         return [ScalarEdit(("protocol", "warmup_steps"), steps,

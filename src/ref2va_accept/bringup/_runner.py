@@ -106,8 +106,8 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
     # Every stop's audit, the engines whose start failed or was interrupted included.
     work.registry.subscribe(lambda audit: bundle.add_audit(audit.json_dict()))
     cost = price(campaign, plan)
-    work.data["schedule"] = plan.to_dict(campaign)
-    work.data["cost"] = cost.to_dict()
+    work.data["schedule"] = plan.json_dict()
+    work.data["cost"] = cost.json_dict()
     started = time.monotonic()
     failure: str | None = None
     signalled: int | None = None
@@ -151,7 +151,7 @@ def _steps(work: Steps) -> None:
         work.step = "the idle device memory"
         work.idle = read_idle(work.probe(), campaign.model.devices.visible)
         work.data["idle"] = work.idle.json_dict()
-    for profile in plan.policies:
+    for profile in plan.profiles:
         work.step = f"B0 with {display(campaign, profile)}"
         first = not any(r.served for r in work.policies)
         work.policy(profile, first)
@@ -159,10 +159,10 @@ def _steps(work: Steps) -> None:
         work.bundle.checkpoint()
     work.step = "the Cache-DiT server"
     work.cache_dit()
-    if plan.demonstrations:
+    if plan.warmup_demonstration:
         work.step = "the warm-up demonstration"
         work.demonstration()
-    if plan.scorings:
+    if plan.scoring:
         work.step = "the scoring prices"
         work.scoring()
     work.step = "the judgements"

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field, PlainSerializer
 
 from ref2va_accept.campaign import LoadedCampaign
+from ref2va_accept.evidence import Number, Record
 from ref2va_accept.quality import VBENCH_LAYOUT, WEIGHT_DIMENSIONS
 
 # Where the checkout keeps the stand-ins `ref2va-accept scorers standins` writes (git-ignored).
@@ -71,24 +74,42 @@ def resolve(campaign: LoadedCampaign, names: Sequence[str]) -> Weights | str:
             "writes them; then run the bring-up again)")
 
 
-@dataclass
-class ScoringPrice:
-    """One duration class's scoring, measured: seconds per gated dimension, and what was not."""
+class ScoringPass(Record):
+    """One scoring pass and its time: the first decodes and scores every dimension no model
+    serves; each after it runs one model (or pair), naming its stand-ins (none: the pinned
+    files)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    what: str = Field(validation_alias="pass", serialization_alias="pass")
+    seconds: Number  # rounded to the millisecond
+    stand_ins: list[str] | None = None  # a model pass's; the first pass writes none
+
+    @property
+    def model(self) -> bool:
+        return self.stand_ins is not None
+
+
+class ScoringPrice(Record):
+    """One duration class's scoring, measured (bringup.json's `prices.scoring`; `measure`
+    builds it): seconds per gated dimension, as measured and written to the millisecond, and
+    what was not."""
+
+    model_config = ConfigDict(frozen=True)
 
     duration: str
     track: str  # the lossy track whose gated dimensions were scored
     device: str
-    seconds: dict[str, float] = field(default_factory=dict)
-    missing: dict[str, str] = field(default_factory=dict)  # dimension -> why not measured
-    passes: list[dict[str, Any]] = field(default_factory=list)  # each pass: what, seconds
-    with_standins: bool = False
-    models: int = 0  # model passes run
+    seconds: dict[str, Annotated[Number, PlainSerializer(lambda value: round(value, 3),
+                                                         when_used="json")]]
+    missing: dict[str, str]  # dimension -> why not measured
+    passes: list[ScoringPass]
+    with_standins: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"duration": self.duration, "track": self.track, "device": self.device,
-                "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-                "missing": dict(self.missing), "passes": list(self.passes),
-                "with_standins": self.with_standins}
+    @property
+    def models(self) -> int:
+        """The model passes run."""
+        return sum(1 for p in self.passes if p.model)
 
 
 def _status(scores: Sequence[Any], dimension: str) -> tuple[str, str]:
@@ -103,7 +124,9 @@ def measure(campaign: LoadedCampaign, duration: str, track: str, gated: Sequence
             clock: Callable[[], float] = time.perf_counter) -> ScoringPrice:
     """Score `video` once per model and once without, on `device`, and share the times out
     over `gated` (see the module doc)."""
-    found = ScoringPrice(duration, track, device)
+    seconds: dict[str, float] = {}
+    missing: dict[str, str] = {}
+    standins = False
     plain = [d for d in gated if not names_for(d)]
     groups: dict[tuple[str, ...], list[str]] = {}
     for dimension in gated:
@@ -113,35 +136,35 @@ def measure(campaign: LoadedCampaign, duration: str, track: str, gated: Sequence
     started = clock()
     base_scores = scorer(video, reference_image=reference, weights={}, device=device)
     base = clock() - started
-    found.passes.append({"pass": "decode and every dimension no model serves",
-                         "seconds": round(base, 3)})
+    passes = [ScoringPass(what="decode and every dimension no model serves",
+                          seconds=round(base, 3))]
     for dimension in plain:
         status, detail = _status(base_scores, dimension)
         if status == "error":
-            found.missing[dimension] = f"its score failed: {detail}"
+            missing[dimension] = f"its score failed: {detail}"
     share = plain if plain else list(gated)
     for names, dims in groups.items():
         weights = resolve(campaign, names)
         if isinstance(weights, str):
             for dimension in dims:
-                found.missing[dimension] = weights
+                missing[dimension] = weights
             continue
         started = clock()
         scores = scorer(video, reference_image=reference, weights=dict(weights.paths),
                         weight_pins=dict(weights.pins), stand_ins=weights.stand_ins,
                         device=device)
         took = clock() - started
-        found.models += 1
-        found.with_standins = found.with_standins or weights.with_standins
-        found.passes.append({"pass": ", ".join(names), "seconds": round(took, 3),
-                             "stand_ins": sorted(weights.stand_ins)})
+        standins = standins or weights.with_standins
+        passes.append(ScoringPass(what=", ".join(names), seconds=round(took, 3),
+                                  stand_ins=sorted(weights.stand_ins)))
         for dimension in dims:
             status, detail = _status(scores, dimension)
             if status != "ok":
-                found.missing[dimension] = f"its model did not score ({status}: {detail})"
+                missing[dimension] = f"its model did not score ({status}: {detail})"
             else:
-                found.seconds[dimension] = max(took - base, 0.0) / len(dims)
+                seconds[dimension] = max(took - base, 0.0) / len(dims)
     for dimension in share:
-        if dimension not in found.missing:
-            found.seconds[dimension] = found.seconds.get(dimension, 0.0) + base / len(share)
-    return found
+        if dimension not in missing:
+            seconds[dimension] = seconds.get(dimension, 0.0) + base / len(share)
+    return ScoringPrice(duration=duration, track=track, device=device, seconds=seconds,
+                        missing=missing, passes=passes, with_standins=standins)

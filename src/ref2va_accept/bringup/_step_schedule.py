@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ConfigDict, Field
+
 from ref2va_accept.campaign import DurationClass, LoadedCampaign, duration_class, quality_class
+from ref2va_accept.evidence import Record
 from ref2va_accept.planning import DEFAULT_PAIRS
 
 CACHE_DIT_BACKEND = "cache_dit"
@@ -47,118 +49,92 @@ DURATIONS: tuple[DurationClass, ...] = ("5s", "15s")
 WARMUP_STEPS = 4
 
 
-@dataclass(frozen=True)
-class CacheSteps:
-    """The denoising steps of the Cache-DiT server's two identical requests."""
+class CacheSteps(Record):
+    """The denoising steps of the Cache-DiT server's two identical requests (bringup.json's
+    `schedule.cache_dit_steps`; `of` builds it)."""
 
-    warmup: int  # the profile's cache-config max_warmup_steps
-    track: int  # the 5 s track's num_inference_steps
-    requested: int  # what the two requests run: at least warmup + CACHE_STEPS_PAST_WARMUP
+    model_config = ConfigDict(frozen=True)
 
-    @property
-    def raised(self) -> bool:
-        return self.requested > self.track
+    warmup_steps: int  # the profile's cache-config max_warmup_steps
+    track_steps: int  # the 5 s track's num_inference_steps
+    requested_steps: int  # what the two requests run: at least warmup + CACHE_STEPS_PAST_WARMUP
+    raised: bool  # requested_steps > track_steps: the requests run more steps than the track's
+
+    @classmethod
+    def of(cls, warmup_steps: int, track_steps: int) -> CacheSteps:
+        """The track's steps, raised where they leave no room past the cache's warm-up."""
+        requested = max(track_steps, warmup_steps + CACHE_STEPS_PAST_WARMUP)
+        return cls(warmup_steps=warmup_steps, track_steps=track_steps,
+                   requested_steps=requested, raised=requested > track_steps)
 
     def line(self) -> str:
-        said = (f"{self.requested} steps, raised from the track's {self.track}," if self.raised
-                else f"the track's {self.track} steps")
-        return f"the Cache-DiT requests run {said} past the cache's {self.warmup}-step warm-up"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"warmup_steps": self.warmup, "track_steps": self.track,
-                "requested_steps": self.requested, "raised": self.raised}
+        said = (f"{self.requested_steps} steps, raised from the track's {self.track_steps},"
+                if self.raised else f"the track's {self.track_steps} steps")
+        return (f"the Cache-DiT requests run {said} past the cache's {self.warmup_steps}-step "
+                "warm-up")
 
 
-@dataclass(frozen=True)
-class Demonstration:
-    """The warm-up demonstration on one duration class's track."""
+class Demonstration(Record):
+    """The warm-up demonstration on one duration class's track (bringup.json's
+    `schedule.warmup_demonstration`)."""
+
+    model_config = ConfigDict(frozen=True)
 
     track: str
     duration: DurationClass
     pairs: int  # pairs of fresh B0 instances: one warmed up in full, one cheaply
-    warmups: int
-    max_warmups: int
-    steps: int  # the cheap warm-ups' denoising steps
+    starts: int  # two per pair
+    warmups: tuple[int, int]  # the warm-ups each instance sends: fewest, most
+    warmup_steps: int  # the cheap warm-ups' denoising steps
     track_steps: int
 
     @property
-    def starts(self) -> int:
-        return 2 * self.pairs
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"track": self.track, "duration": self.duration, "pairs": self.pairs,
-                "starts": self.starts, "warmups": [self.warmups, self.max_warmups],
-                "warmup_steps": self.steps, "track_steps": self.track_steps}
+    def max_warmups(self) -> int:
+        return self.warmups[1]
 
 
-@dataclass(frozen=True)
-class ScoringStep:
+class ScoringStep(Record):
     """B0's output of one duration class scored on the gated dimensions of that class's lossy
-    track (the output of `source`: the track whose request the bring-up sends)."""
+    track (the output of `output_of`: the track whose request the bring-up sends; bringup.json's
+    `schedule.scoring`)."""
+
+    model_config = ConfigDict(frozen=True)
 
     duration: DurationClass
     track: str
-    source: str
+    output_of: str
     dimensions: tuple[str, ...]
     device: str
     same_shape: bool  # the two tracks' frames and size agree: else nothing is scored
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"duration": self.duration, "track": self.track, "output_of": self.source,
-                "dimensions": list(self.dimensions), "device": self.device,
-                "same_shape": self.same_shape}
 
+class BringupSchedule(Record):
+    """The starts and requests of one bring-up of a campaign, counted when it is listed
+    (step_schedule): bringup.json's `schedule`, `bringup --dry-run --json` and `plan --json`
+    write it."""
 
-@dataclass(frozen=True)
-class BringupSchedule:
-    """The starts and requests of one bring-up of a campaign."""
+    model_config = ConfigDict(frozen=True)
 
-    policies: tuple[Path, ...]  # B0 memory-policy profiles, the campaign's own first
+    # The B0 memory-policy profiles, the campaign's own first, as the steps start them (this
+    # host's paths, not written: `policies` names them as an operator finds them).
+    profiles: tuple[Path, ...] = Field(exclude=True)
+    policies: tuple[str, ...]
     cache_dit: str | None  # the candidate whose profile runs Cache-DiT, if any
     track_5s: str | None  # the 5 s track whose request it sends (a lossless one first)
     track_15s: str | None  # the 15 s track of the untimed long request (lossless first)
-    cache_steps: CacheSteps | None = None  # the Cache-DiT requests' steps
-    capture: bool = False  # the two capture requests (a lossless track can start a pass)
-    demonstrations: tuple[Demonstration, ...] = ()
-    scorings: tuple[ScoringStep, ...] = ()
+    starts: int
+    requests_5s: int  # plain 5 s requests (the capture requests and the demonstration's apart)
+    requests_15s: int
+    capture_requests: int  # two where a lossless track can start a localization pass
+    bad_audio_requests: int
+    cache_dit_steps: CacheSteps | None  # the Cache-DiT requests' steps
+    warmup_demonstration: tuple[Demonstration, ...]
+    scoring: tuple[ScoringStep, ...]
 
-    @property
-    def starts(self) -> int:
-        return (len(self.policies) + (1 if self.cache_dit else 0)
-                + sum(d.starts for d in self.demonstrations))
-
-    @property
-    def requests_5s(self) -> int:
-        """Plain 5 s requests (the capture requests and the demonstration's apart)."""
-        if self.track_5s is None:
-            return 0
-        return len(self.policies) + (3 if self.cache_dit else 0)
-
-    @property
-    def requests_15s(self) -> int:
-        return 1 if self.track_15s is not None and self.policies else 0
-
-    @property
-    def capture_requests(self) -> int:
-        return 2 if self.capture and self.track_5s is not None and self.policies else 0
-
-    def to_dict(self, campaign: LoadedCampaign) -> dict[str, Any]:
-        return {"policies": [display(campaign, p) for p in self.policies],
-                "cache_dit": self.cache_dit, "track_5s": self.track_5s,
-                "track_15s": self.track_15s, "starts": self.starts,
-                "requests_5s": self.requests_5s, "requests_15s": self.requests_15s,
-                "capture_requests": self.capture_requests,
-                "bad_audio_requests": 1 if self.policies and self.track_5s else 0,
-                "cache_dit_steps": None if self.cache_steps is None
-                else self.cache_steps.to_dict(),
-                "warmup_demonstration": [d.to_dict() for d in self.demonstrations],
-                "scoring": [s.to_dict() for s in self.scorings]}
-
-    def lines(self, campaign: LoadedCampaign) -> list[str]:
+    def lines(self) -> list[str]:
         """What it starts and sends, step by step (`bringup --dry-run`)."""
-        names = ", ".join(display(campaign, p) for p in self.policies)
-        out = [f"B0 per memory policy ({names}): a start, one 5 s request with comparison "
-               "points, a stop and the wait for device memory, each"]
+        out = [f"B0 per memory policy ({', '.join(self.policies)}): a start, one 5 s request "
+               "with comparison points, a stop and the wait for device memory, each"]
         first = ["a too-short reference audio (refused before any compute)"]
         if self.capture_requests:
             first.append("two capture requests (level 1: every DiT block hooked at step 0; "
@@ -169,18 +145,18 @@ class BringupSchedule:
         if self.cache_dit:
             out.append(f"the Cache-DiT server ({self.cache_dit}): a start, two identical 5 s "
                        "requests and one with quality=lossless, a stop"
-                       + (f"; {self.cache_steps.line()}" if self.cache_steps is not None
-                          and self.cache_steps.raised else ""))
-        for demo in self.demonstrations:
+                       + (f"; {self.cache_dit_steps.line()}" if self.cache_dit_steps is not None
+                          and self.cache_dit_steps.raised else ""))
+        for demo in self.warmup_demonstration:
+            fewest, most = demo.warmups
             out.append(f"the warm-up demonstration on {demo.track}: {demo.pairs} pairs of fresh "
-                       f"B0 instances, one warmed up in full and one with {demo.steps}-step "
-                       f"warm-ups ({demo.warmups}-{demo.max_warmups} each), then one measured "
-                       "request each")
-        for step in self.scorings:
+                       f"B0 instances, one warmed up in full and one with {demo.warmup_steps}-step "
+                       f"warm-ups ({fewest}-{most} each), then one measured request each")
+        for step in self.scoring:
             out.append(f"scoring: B0's {step.duration} output on the "
                        f"{len(step.dimensions)} gated dimension(s) of {step.track}, on "
                        f"{step.device}, once per model"
-                       + ("" if step.same_shape else f" - not scored: {step.source}'s frames "
+                       + ("" if step.same_shape else f" - not scored: {step.output_of}'s frames "
                           f"or size differ from {step.track}'s"))
         return out
 
@@ -238,7 +214,7 @@ def cache_steps(campaign: LoadedCampaign, candidate: str | None, track: str | No
     warmup = warmup_steps(campaign.profile(spec).args.get("cache-config"))
     steps = next(t.request.num_inference_steps for name, t in campaign.model.tracks.items()
                  if name == track)
-    return CacheSteps(warmup, steps, max(steps, warmup + CACHE_STEPS_PAST_WARMUP))
+    return CacheSteps.of(warmup, steps)
 
 
 def _track(campaign: LoadedCampaign, duration: str) -> str | None:
@@ -258,10 +234,11 @@ def demonstrations(campaign: LoadedCampaign) -> tuple[Demonstration, ...]:
         track = _track(campaign, duration)
         if track is None:
             continue
+        most = protocol.warmups if protocol.max_warmups is None else protocol.max_warmups
+        track_steps = campaign.model.tracks[track].request.num_inference_steps  # type: ignore[index]
         found.append(Demonstration(
-            track, duration, DEFAULT_PAIRS, protocol.warmups,
-            protocol.warmups if protocol.max_warmups is None else protocol.max_warmups, steps,
-            campaign.model.tracks[track].request.num_inference_steps))  # type: ignore[index]
+            track=track, duration=duration, pairs=DEFAULT_PAIRS, starts=2 * DEFAULT_PAIRS,
+            warmups=(protocol.warmups, most), warmup_steps=steps, track_steps=track_steps))
     return tuple(found)
 
 
@@ -283,20 +260,28 @@ def scorings(campaign: LoadedCampaign, track_5s: str | None, track_15s: str | No
             continue
         gate = tracks[lossy].lossy_gate
         same = _shape(tracks[lossy]) == _shape(tracks[source])  # type: ignore[index]
-        found.append(ScoringStep(duration, lossy, source,
-                                 tuple(gate.gated) if gate is not None else (),
-                                 campaign.model.scoring.device, same))
+        found.append(ScoringStep(duration=duration, track=lossy, output_of=source,
+                                 dimensions=tuple(gate.gated) if gate is not None else (),
+                                 device=campaign.model.scoring.device, same_shape=same))
     return tuple(found)
 
 
 def step_schedule(campaign: LoadedCampaign, policies: tuple[Path, ...] | None = None, *,
                   demonstrate: bool = True) -> BringupSchedule:
+    """What a bring-up of `campaign` starts and sends (`policies`: the memory-policy profiles
+    to try instead of the baseline's and its siblings), counted."""
     candidate, track_5s = cache_dit_candidate(campaign), _track(campaign, "5s")
     track_15s = _track(campaign, "15s")
     lossless = any(quality_class(t) == "lossless" for t in campaign.model.tracks)
+    profiles = memory_policies(campaign) if policies is None else policies
+    demos = demonstrations(campaign) if demonstrate else ()
     return BringupSchedule(
-        policies=memory_policies(campaign) if policies is None else policies,
+        profiles=profiles, policies=tuple(display(campaign, p) for p in profiles),
         cache_dit=candidate, track_5s=track_5s, track_15s=track_15s,
-        cache_steps=cache_steps(campaign, candidate, track_5s), capture=lossless,
-        demonstrations=demonstrations(campaign) if demonstrate else (),
-        scorings=scorings(campaign, track_5s, track_15s))
+        starts=len(profiles) + (1 if candidate else 0) + sum(d.starts for d in demos),
+        requests_5s=0 if track_5s is None else len(profiles) + (3 if candidate else 0),
+        requests_15s=1 if track_15s is not None and profiles else 0,
+        capture_requests=2 if lossless and track_5s is not None and profiles else 0,
+        bad_audio_requests=1 if profiles and track_5s else 0,
+        cache_dit_steps=cache_steps(campaign, candidate, track_5s),
+        warmup_demonstration=demos, scoring=scorings(campaign, track_5s, track_15s))

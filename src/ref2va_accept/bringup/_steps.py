@@ -81,7 +81,7 @@ class Steps(Judging):
 
     def flags(self) -> None:
         used: dict[str, set[str]] = {}
-        specs = [self.policy_spec(p) for p in self.plan.policies] + list(self.model.candidates)
+        specs = [self.policy_spec(p) for p in self.plan.profiles] + list(self.model.candidates)
         for spec in specs:
             try:
                 profile = self.campaign.profile(spec)
@@ -266,10 +266,10 @@ class Steps(Judging):
             for row in ("cache_dit_avg", "cache_dit_reset", "lossless_no_cache"):
                 self.put(not_checked(row, why))
             return
-        steps = self.plan.cache_steps
+        steps = self.plan.cache_dit_steps
         # Enough steps to cache some (the schedule says when it raised them); the lossless
         # request keeps the track's, so that its bytes can equal B0's.
-        raised = steps.requested if steps is not None and steps.raised else None
+        raised = steps.requested_steps if steps is not None and steps.raised else None
         try:
             for name, runner, at in (("first", arms, raised), ("second", arms, raised),
                                      ("lossless", lossless, None)):

@@ -196,13 +196,13 @@ def _cmd_bringup(args: argparse.Namespace) -> int:
                             demonstrate=not args.no_warmup_demonstration)
     cost = bringup.price(campaign, plan)
     if args.dry_run:
-        sys.stdout.write(json.dumps(plan.to_dict(campaign) | {"cost": cost.to_dict()},
+        sys.stdout.write(json.dumps(plan.json_dict() | {"cost": cost.json_dict()},
                                     indent=2) + "\n" if args.json else "\n".join(
             [f"{args.campaign}: the bring-up starts and sends, in order:",
-             *(f"  {line}" for line in plan.lines(campaign)), cost.line(plan)]) + "\n")
+             *(f"  {line}" for line in plan.lines()), cost.line(plan)]) + "\n")
         return EXIT_OK
     sys.stderr.write(cost.line(plan) + "\n")
-    result = bringup.run_bringup(args.campaign, args.evidence_dir, args.run_id, plan.policies,
+    result = bringup.run_bringup(args.campaign, args.evidence_dir, args.run_id, plan.profiles,
                                  warmup_demonstration=not args.no_warmup_demonstration)
     if args.json:
         sys.stdout.write(json.dumps({"folder": result.folder.name, "counts": result.counts(),

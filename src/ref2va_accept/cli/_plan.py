@@ -86,7 +86,7 @@ def _localization(plans: dict[str, TrackPlan], prices: Prices, devices: int
 def _bringup_line(campaign: LoadedCampaign) -> tuple[str, dict[str, Any]]:
     plan = step_schedule(campaign)
     cost = bringup_price(campaign, plan)
-    return cost.line(plan), plan.to_dict(campaign) | {"cost": cost.to_dict()}
+    return cost.line(plan), plan.json_dict() | {"cost": cost.json_dict()}
 
 
 def run_plan(args: argparse.Namespace) -> int:
