@@ -16,8 +16,9 @@ from ref2va_accept.arms import Outcome
 from ref2va_accept.bringup import step_schedule
 from ref2va_accept.bringup._judge import Judging
 from ref2va_accept.bringup._patch import PatchError, ScalarEdit, build, set_value
+from ref2va_accept.bringup._records import StopRecord
 from ref2va_accept.bringup._scoring import STANDINS_FOLDER, measure, resolve
-from ref2va_accept.bringup._state import PolicyRun, StopRecord
+from ref2va_accept.bringup._state import PolicyRun
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.core import Check, CheckStatus, Reason
 from ref2va_accept.evidence import AnyCheck

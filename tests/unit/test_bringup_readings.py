@@ -22,7 +22,8 @@ from ref2va_accept.bringup._readings import (
     long_rows,
     mindiesd_row,
 )
-from ref2va_accept.bringup._state import Bound, PolicyRun, ServerBounds, StopRecord
+from ref2va_accept.bringup._records import Bound, ServerBounds, StopRecord
+from ref2va_accept.bringup._state import PolicyRun
 from ref2va_accept.bringup._step_schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.engines import Release
@@ -35,8 +36,8 @@ pytestmark = pytest.mark.fast
 CAMPAIGN_910C = ROOT / "fixtures/campaigns/910c.yaml"
 UPSTREAM_400 = ('{"error": {"message": "reference audio 0 duration must be in [2, 15] seconds, '
                 'got 1.000", "type": "BadRequestError", "code": 400}}')
-BOUND = ServerBounds((Bound("VLLM_OMNI_DLO_DP_WAVE_TIMEOUT", "3720", "the server's environment"),
-                      Bound("VLLM_OMNI_VIDEO_SYNC_TIMEOUT", "3720", "the server's environment")))
+BOUND = ServerBounds(wave=Bound.read("3720", "the server's environment"),
+                     sync=Bound.read("3720", "the server's environment"))
 STEPS = CacheSteps.of(warmup_steps=4, track_steps=8)
 
 

@@ -14,8 +14,8 @@ from ref2va_accept.core import atomic_write
 from ref2va_accept.evidence import EvidenceBundle
 
 if TYPE_CHECKING:
+    from ref2va_accept.bringup._records import PolicyRecord
     from ref2va_accept.bringup._runner import BringupResult
-    from ref2va_accept.bringup._state import PolicyRecord
 
 PAGE_FILE = "bringup.html"
 JSON_FILE = "bringup.json"

@@ -26,6 +26,7 @@ from typing import Any
 
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.bringup._patch import ScalarEdit
+from ref2va_accept.bringup._records import StopRecord
 from ref2va_accept.bringup._rows import confirmed, contradicted, measured, not_checked
 from ref2va_accept.bringup._scoring import measure
 from ref2va_accept.bringup._state import (
@@ -34,7 +35,6 @@ from ref2va_accept.bringup._state import (
     TRACK_LABEL,
     BringupState,
     PolicyRun,
-    StopRecord,
 )
 from ref2va_accept.core import ArmRole, CheckStatus, Ref2VAError
 from ref2va_accept.engines import EngineInstance, Release, wait_for_release

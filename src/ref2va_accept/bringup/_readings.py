@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ref2va_accept.arms import Outcome
+from ref2va_accept.bringup._records import ServerBounds
 from ref2va_accept.bringup._rows import BOUND_HEADROOM, confirmed, contradicted, not_checked
-from ref2va_accept.bringup._state import PolicyRun, ServerBounds, cache_of
+from ref2va_accept.bringup._state import PolicyRun, cache_of
 from ref2va_accept.bringup._step_schedule import CacheSteps
 from ref2va_accept.evidence import BringupRow
 from ref2va_contract.diagnostics import CACHE_DIT_PATH, ENABLED_PATH_FILE

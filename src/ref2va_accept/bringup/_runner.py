@@ -22,8 +22,8 @@ from typing import Any
 from ref2va_accept.bringup._cost import price
 from ref2va_accept.bringup._page import write_page
 from ref2va_accept.bringup._patch import CampaignPatch
+from ref2va_accept.bringup._records import PolicyRecord
 from ref2va_accept.bringup._rows import complete, not_checked
-from ref2va_accept.bringup._state import PolicyRecord
 from ref2va_accept.bringup._step_schedule import display, step_schedule
 from ref2va_accept.bringup._steps import Steps
 from ref2va_accept.bringup._stopping import (

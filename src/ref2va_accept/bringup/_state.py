@@ -11,6 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from ref2va_accept.arms import Arms, Outcome
+from ref2va_accept.bringup._records import (
+    SYNC_TIMEOUT,
+    WAVE_TIMEOUT,
+    Bound,
+    PolicyRecord,
+    RequestSummary,
+    ServerBounds,
+    StopRecord,
+)
 from ref2va_accept.bringup._scoring import ScoringPrice
 from ref2va_accept.bringup._step_schedule import BringupSchedule
 from ref2va_accept.campaign import ArmSpec, LoadedCampaign
@@ -20,9 +29,6 @@ from ref2va_accept.evidence import (
     Cleanup,
     EvidenceBundle,
     IdleLevel,
-    Number,
-    Record,
-    ReleaseRecord,
     WarmupDemonstrationCheck,
 )
 from ref2va_accept.planning import Arm, TrackPlan, plan_track
@@ -31,56 +37,9 @@ from ref2va_contract.launch import PROJECT_ENV_PREFIX
 
 log = logging.getLogger(__name__)
 
-# The server's time bounds: every execute_model RPC (one whole generation, dumps included) and
-# the sync route; vLLM-Omni 0.30.0 reads both with float(os.environ.get(NAME, 600.0)) at import.
-SERVER_BOUNDS = ("VLLM_OMNI_DLO_DP_WAVE_TIMEOUT", "VLLM_OMNI_VIDEO_SYNC_TIMEOUT")
-DEFAULT_BOUND_S = 600.0  # both bounds' default in vLLM-Omni 0.30.0
 START_TOLERANCE = 0.25  # a measured start within 25% of the estimate confirms it
 POINT_FOR_PATH = "latent.video"  # one small point: enough for enabled_path.json
 TRACK_LABEL = "bringup"
-
-
-class StopRecord(Record):
-    """One engine the bring-up stopped: its audit (the evidence's `audit` payload) and the wait
-    for its device memory (None without an accelerator)."""
-
-    audit: Cleanup
-    release: ReleaseRecord | None
-    what: str | None = None  # which server: a memory-policy profile, Cache-DiT, a demonstration
-
-    @property
-    def seconds(self) -> float:
-        """What the stop took: SIGTERM to gone, then device memory back to idle."""
-        return float(self.audit.stop_s) + (float(self.release.waited_s) if self.release else 0.0)
-
-
-class RequestSummary(Record):
-    """A memory-policy profile's request, as bringup.json records it (PolicyRun.record)."""
-
-    ok: bool
-    complete: bool
-    latency_s: Number | None
-    sha256: str | None
-    explain: str
-    sample_id: str
-
-
-class PolicyRecord(Record):
-    """One B0 memory-policy profile as bringup.json records it (PolicyRun.record): what the
-    page shows."""
-
-    profile: str
-    started: bool
-    start_s: Number | None
-    start_error: str | None
-    hbm_loaded_mb: dict[str, Number] | None
-    hbm_problem: str | None
-    request: RequestSummary | None
-    enabled_path: dict[str, Any] | None  # the engine's own enabled_path.json, as it wrote it
-    dump_folders: int
-    text_encoder_tp: dict[str, int | None]  # the profile's text-encoder-tp-size; the server's
-    stop: Cleanup | None
-    release: ReleaseRecord | None
 
 
 @dataclass
@@ -140,60 +99,6 @@ class PolicyRun:
             stop=self.stop,
             release=None if self.release is None else self.release.record())
 
-
-
-@dataclass(frozen=True)
-class Bound:
-    """One server time bound as the server sees it: its value, and where it comes from."""
-
-    name: str
-    raw: str | None  # as set (None: unset, upstream's default applies)
-    source: str
-
-    @property
-    def seconds(self) -> float | None:
-        """Seconds, or None when the value is not a number (the server would not start)."""
-        if self.raw is None:
-            return DEFAULT_BOUND_S
-        try:
-            return float(self.raw)
-        except ValueError:
-            return None
-
-    def describe(self) -> str:
-        if self.raw is None:
-            return f"{self.name} unset: upstream's default"
-        return f"{self.name}={self.raw}, from {self.source}"
-
-
-@dataclass(frozen=True)
-class ServerBounds:
-    """The server's time bounds for one B0 server."""
-
-    bounds: tuple[Bound, ...]
-
-    @property
-    def unread(self) -> list[Bound]:
-        return [b for b in self.bounds if b.seconds is None]
-
-    @property
-    def tightest(self) -> Bound | None:
-        """The bound that cuts first; None when one of them is not a number."""
-        if self.unread or not self.bounds:
-            return None
-        return min(self.bounds, key=lambda b: b.seconds or 0.0)
-
-    def line(self) -> str:
-        """`the 3720 s server bound (NAME=3720 (where))`, or why no bound was read."""
-        bound = self.tightest
-        if bound is None:
-            return "no server bound read: " + "; ".join(
-                f"{b.describe()} is not a number of seconds" for b in self.unread)
-        return f"the {bound.seconds:g} s server bound ({bound.describe()})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {b.name: {"value": b.raw, "seconds": b.seconds, "source": b.source}
-                for b in self.bounds}
 
 
 def enabled_path_of(outcome: Outcome | None) -> dict[str, Any] | None:
@@ -285,12 +190,13 @@ class BringupState:
             layers = [("the profile's env", profile_env),
                       ("the campaign's environment", dict(self.model.environment)),
                       ("the judge's environment, inherited", inherited)]
-        found = []
-        for name in SERVER_BOUNDS:
-            source, raw = next(((where, env[name]) for where, env in layers if name in env),
-                               ("unset", None))
-            found.append(Bound(name, raw, source))
-        return ServerBounds(tuple(found))
+
+        def bound(name: str) -> Bound:
+            source, value = next(((where, env[name]) for where, env in layers if name in env),
+                                 ("unset", None))
+            return Bound.read(value, source)
+
+        return ServerBounds(wave=bound(WAVE_TIMEOUT), sync=bound(SYNC_TIMEOUT))
 
     def probe(self) -> Any:
         devices = self.model.devices

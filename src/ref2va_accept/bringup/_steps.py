@@ -243,7 +243,7 @@ class Steps(Judging):
                                      "explain": self.long_request.explain(),
                                      "client_timeout_s": arms.plan.timeouts.request_s,
                                      "server_bounds": self.server_bounds(
-                                         self.long_run).to_dict()}
+                                         self.long_run).json_dict()}
 
     def cache_dit(self) -> None:
         candidate = self.plan.cache_dit
