@@ -20,6 +20,7 @@ import yaml
 
 from ref2va_accept.bringup import QUESTION_IDS, BringupResult, price, step_schedule
 from ref2va_accept.bringup._patch import PatchError, set_scalar
+from ref2va_accept.bringup._records import BringupData
 from ref2va_accept.bringup._rows import complete, confirmed, contradicted
 from ref2va_accept.bringup._step_schedule import CacheSteps
 from ref2va_accept.campaign import load_campaign
@@ -158,11 +159,13 @@ def test_the_cache_dit_requests_get_enough_steps_to_cache_and_say_so(tmp_path: P
 def test_the_exit_code_says_how_the_bringup_ended() -> None:
     clean = complete({"flags": confirmed("flags", "all there")}, "why")
     bad = complete({"flags": contradicted("flags", "--x missing")}, "why")
-    assert BringupResult(Path("b"), clean, {}).exit_code == 0
-    assert BringupResult(Path("b"), bad, {}).exit_code == 1
-    early = BringupResult(Path("b"), bad, {}, failure="stopped early during the Cache-DiT server")
+    assert BringupResult(Path("b"), clean, BringupData()).exit_code == 0
+    assert BringupResult(Path("b"), bad, BringupData()).exit_code == 1
+    early = BringupResult(Path("b"), bad, BringupData(),
+                          failure="stopped early during the Cache-DiT server")
     assert early.exit_code == 3 and not early.finished
-    signalled = BringupResult(Path("b"), clean, {}, failure="interrupted by SIGTERM during x",
+    signalled = BringupResult(Path("b"), clean, BringupData(),
+                              failure="interrupted by SIGTERM during x",
                               signalled=int(signal.SIGTERM))
     assert signalled.exit_code == 143
 

@@ -11,6 +11,7 @@ from ref2va_accept.bringup import _probes as probes
 from ref2va_accept.bringup import _readings as readings
 from ref2va_accept.bringup._patch import CampaignPatch, ScalarEdit, build
 from ref2va_accept.bringup._pricing import Pricing
+from ref2va_accept.bringup._records import CacheDit, CacheRequest
 from ref2va_accept.bringup._rows import confirmed, contradicted, measured, not_checked
 from ref2va_accept.bringup._state import START_TOLERANCE, PolicyRun, cache_of
 from ref2va_accept.campaign import fill_points
@@ -24,11 +25,12 @@ class Judging(Pricing):
 
     def judge_cache_dit(self) -> None:
         """The Cache-DiT server's rows, from its requests, their enabled paths and its log."""
-        self.data.setdefault("cache_dit", {})["requests"] = {
-            k: {"ok": v.sample.ok, "sha256": v.sample.sha256, "explain": v.explain(),
-                "cache": dict(zip(("backend", "reused_steps"), cache_of(self.cache_paths.get(k)),
-                                  strict=True))}
+        cache = self.data.cache_dit or CacheDit()  # its stop recorded it first
+        cache.requests = {
+            k: CacheRequest(ok=v.sample.ok, sha256=v.sample.sha256, explain=v.explain(),
+                            cache=cache_of(self.cache_paths.get(k)))
             for k, v in self.cache_runs.items()}
+        self.data.cache_dit = cache
         for row in readings.cache_rows(self.cache_runs, self.cache_paths, self.cache_log,
                                        self.plan.cache_dit_steps):
             self.put(row)

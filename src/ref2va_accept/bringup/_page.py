@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ref2va_accept.bringup._rows import QUESTIONS, ROW_STATUSES
+from ref2va_accept.bringup._records import PatchSummary
+from ref2va_accept.bringup._rows import ROW_STATUSES
 from ref2va_accept.campaign import LoadedCampaign
 from ref2va_accept.core import atomic_write
 from ref2va_accept.evidence import EvidenceBundle
@@ -83,10 +84,12 @@ def _unfinished(result: BringupResult) -> str:
 
 
 def write_page(result: BringupResult, campaign: LoadedCampaign, bundle: EvidenceBundle,
-               patch_base: Path, cost_line: str) -> None:
-    """bringup.json, bringup.patch (when anything changes) and bringup.html."""
+               patch_base: Path) -> None:
+    """bringup.json (result.data, the patch's summary added), bringup.patch (when anything
+    changes) and bringup.html."""
     folder = result.folder
     sanitizer = bundle.sanitizer
+    data = result.data
     patch = result.patch
     diff = patch.diff(patch_base) if patch is not None else ""
     if diff:
@@ -94,18 +97,11 @@ def write_page(result: BringupResult, campaign: LoadedCampaign, bundle: Evidence
         atomic_write(result.patch_file, sanitizer.text(diff))
     apply_in = ("the checkout's root" if patch_base == campaign.engine_workdir()
                 else "the campaign's folder")
-    payload = {
-        "campaign": campaign.path.name, "run_id": bundle.run_id,
-        "questions": len(QUESTIONS), "counts": result.counts(),
-        "finished": result.finished, "exit_code": result.exit_code,
-        "rows": [row.json_dict() for row in result.rows],
-        "patch": None if patch is None else {
-            "file": PATCH_FILE if diff else None, "apply_in": apply_in,
-            "changes": patch.changes, "skipped": patch.skipped},
-        "plan": cost_line, **result.data,
-    }
-    atomic_write(folder / JSON_FILE, json.dumps(sanitizer.value(payload), indent=2,
-                                                sort_keys=True, default=str) + "\n")
+    data.patch = None if patch is None else PatchSummary(
+        file=PATCH_FILE if diff else None, apply_in=apply_in, changes=patch.changes,
+        skipped=patch.skipped)
+    atomic_write(folder / JSON_FILE, json.dumps(sanitizer.value(data.json_dict()), indent=2,
+                                                sort_keys=True) + "\n")
     counts = result.counts()
     summary = "".join(f"<span style='color:{_COLOURS[s]}'>{counts.get(s, 0)} "
                       f"{_e(s.replace('_', ' '))}</span>" for s in _COLOURS)
@@ -121,13 +117,13 @@ def write_page(result: BringupResult, campaign: LoadedCampaign, bundle: Evidence
 host before anything is frozen. A row not checked is open, never confirmed.</p>
 {_rows_table(result)}
 <h2>B0 per memory-policy profile</h2>
-{_policies_table(result.policies)}
+{_policies_table(data.policies or [])}
 <h2>The patch ({_e(PATCH_FILE) if diff else "nothing to change"})</h2>
 <p>Review, then apply in {_e(apply_in)} (<code>git apply {_e(PATCH_FILE)}</code> or
 <code>patch -p1 &lt; {_e(PATCH_FILE)}</code>) before freezing.</p>
 <ul>{changes}</ul>{f"<p>Not patched:</p><ul>{skipped}</ul>" if skipped else ""}
 <pre>{_e(diff) or "(empty)"}</pre>
-<h2>Cost</h2><p>{_e(cost_line)}; this run took {_e(result.elapsed_s)} s.</p>
+<h2>Cost</h2><p>{_e(data.plan)}; this run took {_e(data.elapsed_s)} s.</p>
 <p>Every start, request, log and dump is in this run's <a href="evidence.json">evidence.json</a>
 and <code>logs/</code>; the rows with their data in <a href="{JSON_FILE}">{JSON_FILE}</a>.</p>
 </body></html>

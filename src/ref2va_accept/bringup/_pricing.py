@@ -26,7 +26,7 @@ from typing import Any
 
 from ref2va_accept.arms import Arms, Outcome
 from ref2va_accept.bringup._patch import ScalarEdit
-from ref2va_accept.bringup._records import StopRecord
+from ref2va_accept.bringup._records import Prices, StopPrice, StopRecord
 from ref2va_accept.bringup._rows import confirmed, contradicted, measured, not_checked
 from ref2va_accept.bringup._scoring import measure
 from ref2va_accept.bringup._state import (
@@ -173,14 +173,12 @@ class Pricing(BringupState):
         self.put(self._capture_row())
         self.put(self._warmup_row())
         self.put(self._scoring_row())
-        self.data["prices"] = {
-            "stops": [{"what": s.what, "seconds": round(s.seconds, 3)} for s in self.stops],
-            "capture": {k: round(v, 4) for k, v in self.capture_factors().items()},
-            "capture_problems": dict(self.capture_problems),
-            "warmup_demonstration": {d: c if isinstance(c, str) else c.json_dict()
-                                     for d, c in self.demos.items()},
-            "scoring": [p.json_dict() for p in self.scoring_prices],
-            "scoring_missing": dict(self.scoring_missing)}
+        self.data.prices = Prices(
+            stops=[StopPrice(what=s.what, seconds=round(s.seconds, 3)) for s in self.stops],
+            capture={k: round(v, 4) for k, v in self.capture_factors().items()},
+            capture_problems=dict(self.capture_problems),
+            warmup_demonstration=dict(self.demos), scoring=list(self.scoring_prices),
+            scoring_missing=dict(self.scoring_missing))
 
     def _stop_row(self) -> BringupRow:
         if not self.stops:
@@ -357,10 +355,8 @@ class Pricing(BringupState):
         if self.model.devices.kind != "none" and self.idle is not None:
             release = wait_for_release(self.probe(), self.model.devices.visible, self.idle,
                                        self.model.devices.memory_release)
-        recorded = {"audit": audit.json_dict(),
-                    "release": None if release is None else release.record().json_dict(),
-                    "what": what}
-        self.stops.append(StopRecord.model_validate(recorded))
-        self.data.setdefault("stops", []).append(recorded)
+        self.stops.append(StopRecord(audit=audit, release=None if release is None
+                                     else release.record(), what=what))
+        self.data.stops = list(self.stops)
         self.bundle.checkpoint()
         return release

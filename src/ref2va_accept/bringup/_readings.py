@@ -69,7 +69,8 @@ def _avg_row(first: Outcome | None, path: dict[str, Any] | None, log_text: str,
     if path is None:
         return not_checked("cache_dit_avg", f"the first Cache-DiT request wrote no "
                            f"{ENABLED_PATH_FILE}: its cached steps were not seen")
-    backend, reused = cache_of(path)
+    cache = cache_of(path)
+    backend, reused = cache.backend, cache.reused_steps
     if backend == "none":
         return contradicted("cache_dit_avg", f"the Cache-DiT server ran no cache "
                             f"({ENABLED_PATH_FILE}: cache backend none; {asked})")
@@ -93,7 +94,7 @@ def _reset_row(first: Outcome | None, second: Outcome | None,
     if paths.get("first") is None or paths.get("second") is None:
         return not_checked("cache_dit_reset", f"a request wrote no {ENABLED_PATH_FILE}: its "
                            "cached steps were not seen")
-    a, b = cache_of(paths["first"])[1], cache_of(paths["second"])[1]
+    a, b = cache_of(paths["first"]).reused_steps, cache_of(paths["second"]).reused_steps
     same_bytes = first.sample.sha256 == second.sample.sha256
     if not a and not b:
         return not_checked("cache_dit_reset", f"neither request cached a step ({asked}): there "
@@ -113,17 +114,17 @@ def _lossless_row(lossless: Outcome | None, path: dict[str, Any] | None,
     if path is None:
         return not_checked("lossless_no_cache", f"the quality=lossless request wrote no "
                            f"{ENABLED_PATH_FILE}: its cache was not seen")
-    backend, reused = cache_of(path)
-    if backend != "none" or reused:
-        return contradicted("lossless_no_cache", f"cache backend {backend}, cached steps "
-                            f"{reused}")
-    plain_backend, plain_reused = cache_of(plain)
-    if plain_backend != CACHE_DIT_PATH:
+    cache, plain_cache = cache_of(path), cache_of(plain)
+    if cache.backend != "none" or cache.reused_steps:
+        return contradicted("lossless_no_cache", f"cache backend {cache.backend}, cached steps "
+                            f"{cache.reused_steps}")
+    if plain_cache.backend != CACHE_DIT_PATH:
         return not_checked("lossless_no_cache", "the lossless request ran no cache, but the "
                            f"plain request did not run Cache-DiT either (backend "
-                           f"{plain_backend}): the switch was not seen")
+                           f"{plain_cache.backend}): the switch was not seen")
     return confirmed("lossless_no_cache", f"{ENABLED_PATH_FILE}: cache backend none, no cached "
-                     f"step (the plain request: {CACHE_DIT_PATH}, {len(plain_reused)} cached)")
+                     f"step (the plain request: {CACHE_DIT_PATH}, "
+                     f"{len(plain_cache.reused_steps)} cached)")
 
 
 # -- the too-short reference audio ---------------------------------------------------------------

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ref2va_accept.bringup._cost import price
 from ref2va_accept.bringup._page import write_page
 from ref2va_accept.bringup._patch import CampaignPatch
-from ref2va_accept.bringup._records import PolicyRecord
-from ref2va_accept.bringup._rows import complete, not_checked
+from ref2va_accept.bringup._records import BringupData
+from ref2va_accept.bringup._rows import QUESTIONS, complete, not_checked
 from ref2va_accept.bringup._step_schedule import display, step_schedule
 from ref2va_accept.bringup._steps import Steps
 from ref2va_accept.bringup._stopping import (
@@ -49,12 +48,10 @@ class BringupResult:
 
     folder: Path
     rows: list[BringupRow]
-    data: dict[str, Any]
+    data: BringupData  # what bringup.json holds
     patch: CampaignPatch | None = None
     patch_file: Path | None = None
-    policies: list[PolicyRecord] = field(default_factory=list)  # as bringup.json records them
     failure: str | None = None  # where and why it stopped before finishing, if it did
-    elapsed_s: float | None = None
     signalled: int | None = None  # the stop signal that interrupted it
 
     @property
@@ -102,12 +99,12 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
     run_id = run_id or f"bringup-{new_run_id()}"
     sanitizer = Sanitizer.for_this_host(repo=campaign.engine_workdir(), evidence=evidence_root)
     bundle = EvidenceBundle.create(evidence_root, run_id, sanitizer)
-    work = Steps(campaign, bundle, plan)
+    cost = price(campaign, plan)
+    work = Steps(campaign, bundle, plan, data=BringupData(
+        campaign=campaign.path.name, run_id=bundle.run_id, questions=len(QUESTIONS),
+        plan=cost.line(plan), schedule=plan, cost=cost))
     # Every stop's audit, the engines whose start failed or was interrupted included.
     work.registry.subscribe(lambda audit: bundle.add_audit(audit.json_dict()))
-    cost = price(campaign, plan)
-    work.data["schedule"] = plan.json_dict()
-    work.data["cost"] = cost.json_dict()
     started = time.monotonic()
     failure: str | None = None
     signalled: int | None = None
@@ -124,8 +121,7 @@ def run_bringup(campaign_path: Path, evidence_root: Path, run_id: str | None = N
         # From here a signal only hurries the stops: the page is written whatever comes.
         signals.settle()
         _stop_all(work)
-        return _finish(work, campaign, cost.line(plan), failure, signalled,
-                       round(time.monotonic() - started, 1))
+        return _finish(work, campaign, failure, signalled, round(time.monotonic() - started, 1))
 
 
 def _stop_all(work: Steps) -> None:
@@ -150,12 +146,12 @@ def _steps(work: Steps) -> None:
     if campaign.model.devices.kind != "none":
         work.step = "the idle device memory"
         work.idle = read_idle(work.probe(), campaign.model.devices.visible)
-        work.data["idle"] = work.idle.json_dict()
+        work.data.idle = work.idle
     for profile in plan.profiles:
         work.step = f"B0 with {display(campaign, profile)}"
         first = not any(r.served for r in work.policies)
         work.policy(profile, first)
-        work.data["policies"] = [r.record().json_dict() for r in work.policies]
+        work.data.policies = [r.record() for r in work.policies]
         work.bundle.checkpoint()
     work.step = "the Cache-DiT server"
     work.cache_dit()
@@ -170,28 +166,27 @@ def _steps(work: Steps) -> None:
     work.judge_prices()
 
 
-def _finish(work: Steps, campaign: LoadedCampaign, cost_line: str, failure: str | None,
-            signalled: int | None, elapsed_s: float) -> BringupResult:
+def _finish(work: Steps, campaign: LoadedCampaign, failure: str | None, signalled: int | None,
+            elapsed_s: float) -> BringupResult:
     """The rows (every question once), the patch, the page and the evidence's end."""
-    bundle = work.bundle
-    work.data["policies"] = [r.record().json_dict() for r in work.policies]
-    work.data["elapsed_s"] = elapsed_s
-    work.data["failure"] = failure
+    bundle, data = work.bundle, work.data
+    data.policies = [r.record() for r in work.policies]
+    data.elapsed_s = elapsed_s
+    data.failure = failure
     why = (f"not reached: the bring-up did not finish ({failure})" if failure
            else "not reached: an earlier step failed")
     work.put(not_checked("live_line", "needs a person at the host's terminal: watch the "
                          "progress line of any `pytest -m ...` run there"))
     rows = complete(work.rows, why)
-    result = BringupResult(bundle.folder, rows, work.data,
-                           policies=[r.record() for r in work.policies], failure=failure,
-                           elapsed_s=elapsed_s, signalled=signalled)
-    work.data["exit_code"] = result.exit_code
+    result = BringupResult(bundle.folder, rows, data, failure=failure, signalled=signalled)
+    data.rows, data.counts = rows, result.counts()
+    data.finished, data.exit_code = result.finished, result.exit_code
     try:
         result.patch = work.make_patch()
     except Exception as exc:
-        work.data["patch_error"] = str(exc)
+        data.patch_error = str(exc)
         log.exception("bring-up: no patch")
-    write_page(result, campaign, bundle, patch_base(campaign), cost_line)
+    write_page(result, campaign, bundle, patch_base(campaign))
     bundle.set_section("bringup", {"campaign": campaign.path.name,
                                    "rows": [r.json_dict() for r in rows], "failure": failure})
     if failure is not None:

@@ -15,6 +15,8 @@ from ref2va_accept.bringup._records import (
     SYNC_TIMEOUT,
     WAVE_TIMEOUT,
     Bound,
+    BringupData,
+    CacheUse,
     PolicyRecord,
     RequestSummary,
     ServerBounds,
@@ -110,9 +112,11 @@ def enabled_path_of(outcome: Outcome | None) -> dict[str, Any] | None:
         return None
 
 
-def cache_of(path: dict[str, Any] | None) -> tuple[str, list[Any]]:
+def cache_of(path: dict[str, Any] | None) -> CacheUse:
+    """What a request's enabled_path.json says its cache did."""
     cache = (path or {}).get("cache") or {}
-    return str(cache.get("backend", "unknown")), list(cache.get("reused_steps") or [])
+    return CacheUse(backend=str(cache.get("backend", "unknown")),
+                    reused_steps=list(cache.get("reused_steps") or []))
 
 
 
@@ -125,7 +129,7 @@ class BringupState:
     plan: BringupSchedule
     registry: InstanceRegistry = field(default_factory=InstanceRegistry)
     rows: dict[str, BringupRow] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
+    data: BringupData = field(default_factory=BringupData)  # what bringup.json will hold
     policies: list[PolicyRun] = field(default_factory=list)
     idle: IdleLevel | None = None
     imports: dict[str, str] = field(default_factory=dict)

@@ -8,12 +8,19 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ref2va_accept.arms import Arms, build_request
 from ref2va_accept.bringup import _probes as probes
 from ref2va_accept.bringup import _readings as readings
 from ref2va_accept.bringup._judge import Judging
+from ref2va_accept.bringup._records import (
+    BadAudio,
+    CacheDit,
+    Flags,
+    InputReading,
+    LongRequest,
+    PreflightError,
+)
 from ref2va_accept.bringup._rows import confirmed, contradicted, not_checked
 from ref2va_accept.bringup._state import (
     POINT_FOR_PATH,
@@ -45,12 +52,12 @@ class Steps(Judging):
             result = preflight(self.campaign)
         except IdentityToolMissing as exc:
             self.put(contradicted("identity_lines", f"a tool the pin needs is missing: {exc}"))
-            self.data["preflight"] = {"error": str(exc)}
+            self.data.preflight = PreflightError(error=str(exc))
             self.preflight_error = f"a tool the pin needs is missing: {exc}"
             self.put(not_checked("mindiesd", f"the identity preflight did not read the imports: "
                                  f"{self.preflight_error}"))
             return
-        self.data["preflight"] = result.json_dict()
+        self.data.preflight = result
         fields = [r for r in result.rows if not r.field.startswith("import ")]
         unread = [r for r in fields if r.status == "not found"]
         if unread:
@@ -102,8 +109,8 @@ class Steps(Judging):
             self.put(not_checked("flags", why))
             return
         missing = sorted(f for f in used if f not in found)
-        self.data["flags"] = {"used": {f: sorted(p) for f, p in sorted(used.items())},
-                              "missing": missing}
+        self.data.flags = Flags(used={f: sorted(p) for f, p in sorted(used.items())},
+                                missing=missing)
         if missing:
             self.put(contradicted("flags", "not in `vllm serve --omni --help=all`: " + ", ".join(
                 f"{f} ({', '.join(sorted(used[f]))})" for f in missing)))
@@ -120,13 +127,13 @@ class Steps(Judging):
             self.put(not_checked("ffprobe_duration", "the campaign sends no reference audio"))
             return
         env = self.launch_environment()  # ffprobe as the server finds it, on its PATH
-        seen: list[dict[str, Any]] = []
+        seen: list[InputReading] = []
         bad: list[str] = []
         for path, shown in audio.items():
             read = probes.ffprobe_duration(path, env)
             own = probes.judge_duration(path)
-            seen.append({"file": shown, "ffprobe_s": read.seconds, "read_from": read.read_from,
-                         "decoded_s": own, "problem": read.problem})
+            seen.append(InputReading(file=shown, ffprobe_s=read.seconds, read_from=read.read_from,
+                                     decoded_s=own, problem=read.problem))
             name = Path(shown).name
             if read.seconds is None:
                 bad.append(f"{name}: {read.problem}")
@@ -136,13 +143,13 @@ class Steps(Judging):
             elif own is not None and abs(own - read.seconds) > 0.1:
                 bad.append(f"{name}: ffprobe reads {read.seconds:.3f} s (the "
                            f"{read.read_from}'s), the judge decodes {own:.3f} s")
-        self.data["inputs"] = seen
+        self.data.inputs = seen
         if bad:
             self.put(contradicted("ffprobe_duration", "; ".join(bad)))
         else:
             self.put(confirmed("ffprobe_duration", "ffprobe on the server's PATH reads "
-                               + ", ".join(f"{Path(s['file']).name}: {s['ffprobe_s']:.3f} s "
-                                           f"(the {s['read_from']}'s)" for s in seen)))
+                               + ", ".join(f"{Path(s.file).name}: {s.ffprobe_s:.3f} s "
+                                           f"(the {s.read_from}'s)" for s in seen)))
 
     def policy(self, profile: Path, first: bool) -> PolicyRun:
         run = PolicyRun(display(self.campaign, profile), profile)
@@ -206,9 +213,9 @@ class Steps(Judging):
         if run is not None:
             run.stop, run.release = audit, release
         else:
-            self.data.setdefault("cache_dit", {})["stop"] = audit.json_dict()
+            self.data.cache_dit = CacheDit(stop=audit)
             if release is not None:
-                self.data["cache_dit"]["release"] = release.record().json_dict()
+                self.data.cache_dit.release = release.record()
         return release
 
     def bad_audio(self, arms: Arms, engine: EngineInstance) -> None:
@@ -222,8 +229,8 @@ class Steps(Judging):
                                         kind="bringup-bad-audio", index=0, seed=plan.seeds[0])
         self.bundle.add_sample(sample.json_dict())
         detail = (sample.detail or "").removeprefix(f"HTTP {sample.status}: ")
-        self.data["bad_audio"] = {"status": sample.status, "wording": detail[:300],
-                                  "failure": sample.failure}
+        self.data.bad_audio = BadAudio(status=sample.status, wording=detail[:300],
+                                       failure=sample.failure)
         self.bad_audio_seen = (sample.status, detail, sample.failure)
         self.put(readings.bad_audio_row(sample.status, detail, sample.failure))
 
@@ -237,13 +244,11 @@ class Steps(Judging):
                                          diagnostics_points=points)
         self.long_path = enabled_path_of(self.long_request)
         self.long_timeout_s = arms.plan.timeouts.request_s
-        self.data["long_request"] = {"track": track, "ok": self.long_request.sample.ok,
-                                     "complete": self.long_request.complete,
-                                     "latency_s": self.long_request.sample.latency_s,
-                                     "explain": self.long_request.explain(),
-                                     "client_timeout_s": arms.plan.timeouts.request_s,
-                                     "server_bounds": self.server_bounds(
-                                         self.long_run).json_dict()}
+        self.data.long_request = LongRequest(
+            track=track, ok=self.long_request.sample.ok, complete=self.long_request.complete,
+            latency_s=self.long_request.sample.latency_s, explain=self.long_request.explain(),
+            client_timeout_s=arms.plan.timeouts.request_s,
+            server_bounds=self.server_bounds(self.long_run))
 
     def cache_dit(self) -> None:
         candidate = self.plan.cache_dit
