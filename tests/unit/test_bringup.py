@@ -188,6 +188,10 @@ def test_a_bringup_that_stops_early_exits_3_and_its_page_says_where(
     folder = tmp_path / "ev" / "bringup-early"
     found = json.loads((folder / "bringup.json").read_text())
     assert (found["finished"], found["exit_code"], found["failure"]) == (False, 3, where)
+    # What it did not reach (the preflight and every step after it) is left out of the file.
+    assert sorted(found) == ["campaign", "cost", "counts", "elapsed_s", "exit_code", "failure",
+                             "finished", "patch", "plan", "policies", "questions", "rows",
+                             "run_id", "schedule"]
     rows = _rows(found)
     assert {r["status"] for r in rows.values()} == {"not_checked"}
     assert rows["flags"]["seen"] == f"not reached: the bring-up did not finish ({where})"
