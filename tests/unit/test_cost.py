@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.planning import (
@@ -20,6 +21,7 @@ from ref2va_accept.planning import (
     search_cost,
     track_costs,
 )
+from ref2va_accept.planning._cost import Part, Requests
 
 pytestmark = pytest.mark.fast
 
@@ -40,8 +42,8 @@ def test_instance_design_prices_every_start_request_and_score(host_plans) -> Non
     plan = host_plans["15s-lossless"]
     cost = candidate_cost(plan, "cache-dit-lossless-guard", PRICES)
     # 3 B0 + 3 candidate latency instances, each 2..3 warm-ups and 1 measured.
-    assert cost.starts == 6
-    assert (cost.b0.least, cost.b0.most) == (9, 12)
+    assert cost.instance_starts == 6
+    assert (cost.b0_requests.least, cost.b0_requests.most) == (9, 12)
     # The candidate's: 9..12 in the protocol, 2 caching-probe requests, 1 lossless-gate request
     # (on its first latency instance, whose first measured output is its unobserved one).
     assert (cost.candidate_requests.least, cost.candidate_requests.most) == (12, 15)
@@ -53,13 +55,30 @@ def test_instance_design_prices_every_start_request_and_score(host_plans) -> Non
     assert upper == pytest.approx(starts + (12 + 3 + 15) * 1702.939)
 
 
+
+def test_a_candidate_cost_writes_its_keys_and_refuses_a_part_misbuilt(host_plans) -> None:  # type: ignore[no-untyped-def]
+    cost = candidate_cost(host_plans["15s-lossless"], "cache-dit-lossless-guard", PRICES)
+    written = cost.json_dict()
+    # plan --json and verify --json write these keys in this order (a part's warm-ups left out).
+    assert list(written) == ["track", "candidate", "instance_starts", "gate", "latency",
+                             "b0_gate", "b0_latency", "b0_requests", "candidate_requests",
+                             "host_s_at_target", "host_s_upper", "scoring_s", "unpriced"]
+    assert written["b0_gate"] == {"starts": 2, "requests": [3, 3], "scored_outputs": 0}
+    assert (written["b0_requests"], written["candidate_requests"]) == ([9, 12], [12, 15])
+    # A part without its scored outputs would leave the key out of the JSON; a misspelt one
+    # would be lost: both are refused where the part is built.
+    with pytest.raises(ValidationError, match="scored_outputs"):
+        Part(starts=1, requests=Requests.exactly(1))  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="scored"):
+        Part(starts=1, requests=Requests.exactly(1), scored_outputs=0, scored=1)  # type: ignore[call-arg]
+
 def test_a_lossy_track_prices_its_scores(host_plans) -> None:  # type: ignore[no-untyped-def]
     plan = host_plans["5s-lossy"]
     gated = plan.lossy.gate.gated
     prices = dataclasses.replace(PRICES, scoring_s={"5s": dict.fromkeys(gated, 10.0)})
     cost = candidate_cost(plan, "cache-dit", prices)
     # B0 scores both seeds on two instances, the candidate both seeds once.
-    assert (cost.b0_gate.scored, cost.gate.scored) == (4, 2)
+    assert (cost.b0_gate.scored_outputs, cost.gate.scored_outputs) == (4, 2)
     without = candidate_cost(plan, "cache-dit", dataclasses.replace(
         prices, scoring_s={"5s": dict.fromkeys(gated, 0.0)}))
     assert cost.host_seconds()[0] - without.host_seconds()[0] == pytest.approx(  # type: ignore[index]
@@ -95,7 +114,7 @@ def test_request_design_as_before_costs_less_and_is_labelled(host_plans) -> None
                               repeats=3)
     cost = candidate_cost(dataclasses.replace(plan, latency=old), "cache-dit", PRICES)
     # B0, candidate, B0 again: (1 + 3) each; the candidate adds 2 probes and its 2 seeds.
-    assert (cost.starts, cost.b0.most, cost.candidate_requests.most) == (3, 8, 8)
+    assert (cost.instance_starts, cost.b0_requests.most, cost.candidate_requests.most) == (3, 8, 8)
     lines = cost_lines({"5s-lossy": dataclasses.replace(plan, latency=old)}, PRICES)
     assert lines[0].startswith("protocol: request design: ABA")
 

@@ -158,7 +158,7 @@ def test_scoring_on_the_cpu_costs_wall_time_and_no_device_hours() -> None:
     costs = campaign_costs(plans, cpu)
     scoring = sum(c.scoring_s for c in costs)
     assert scoring > 0
-    wall = sum(c.seconds_at_target or 0 for c in costs)
+    wall = sum(c.host_s_at_target or 0 for c in costs)
     device = device_seconds(costs, cpu, 4)
     assert device is not None and device[0] == pytest.approx((wall - scoring) * 4)
     npu = dataclasses.replace(cpu, scoring_device="npu:0")

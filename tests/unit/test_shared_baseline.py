@@ -305,8 +305,8 @@ def test_progress_counts_b0_once_per_track(plan: TrackPlan) -> None:
 def test_cost_counts_b0_on_the_first_candidate_only() -> None:
     plans = plan_campaign(load_campaign(CAMPAIGN))
     costs = [c for c in campaign_costs(plans, Prices()) if c.track == "5s-lossless"]
-    assert [c.starts for c in costs] == [6, 3, 3]
-    assert [c.b0.least for c in costs] == [9, 0, 0]
+    assert [c.instance_starts for c in costs] == [6, 3, 3]
+    assert [c.b0_requests.least for c in costs] == [9, 0, 0]
 
 
 def test_the_report_names_a_b0_shared_across_tracks() -> None:

@@ -63,7 +63,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             "campaign": str(args.campaign), "lock": lock_path(args.campaign).name,
             "state": status.state, "ok": status.ok, "problems": list(status.problems),
             "unfilled": list(status.unfilled), "verdict_cap": status.cap_reason,
-            "cost": [c.to_dict() for c in campaign_costs(plans, prices)],
+            "cost": [c.json_dict() for c in campaign_costs(plans, prices)],
         }, indent=2) + "\n")
     else:
         for problem in status.problems:

@@ -25,10 +25,11 @@ The campaign's `search` is priced as a whole in planning/_search.py.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+
+from pydantic import ConfigDict, Field, model_serializer
 
 from ref2va_accept.core import ArmRole
+from ref2va_accept.evidence import Number, Record
 from ref2va_accept.planning._prices import Prices, unpriced_text
 from ref2va_accept.planning._request_plan import (
     gate_units,
@@ -49,32 +50,56 @@ from ref2va_accept.planning._track_plan import TrackPlan, baseline_groups, gate_
 from ref2va_accept.timing import candidate_schedule
 
 
-@dataclass(frozen=True)
-class Requests:
-    """A count of requests, least and most (warm-ups may run to their bound)."""
+class Requests(Record):
+    """A count of requests, least and most (warm-ups may run to their bound), written as
+    [least, most]."""
+
+    model_config = ConfigDict(frozen=True)
 
     least: int
     most: int
 
+    @classmethod
+    def exactly(cls, count: int) -> Requests:
+        return cls(least=count, most=count)
+
     def __add__(self, other: Requests) -> Requests:
-        return Requests(self.least + other.least, self.most + other.most)
+        return Requests(least=self.least + other.least, most=self.most + other.most)
+
+    def __mul__(self, times: int) -> Requests:
+        return Requests(least=self.least * times, most=self.most * times)
 
     def text(self) -> str:
         return str(self.least) if self.least == self.most else f"{self.least}-{self.most}"
 
+    @model_serializer
+    def _pair(self) -> list[int]:
+        return [self.least, self.most]
 
-@dataclass(frozen=True)
-class Part:
-    """What one arm's share of a track asks of the host: starts, requests and scored outputs."""
+
+NO_REQUESTS = Requests(least=0, most=0)
+
+
+class Part(Record):
+    """What one arm's share of a track asks of the host: starts, requests and scored outputs
+    (plan --json and verify --json write it, its warm-ups left out)."""
+
+    model_config = ConfigDict(frozen=True)
 
     starts: int
     requests: Requests  # every request, warm-ups included
-    scored: int = 0
-    warmups: Requests = Requests(0, 0)  # of the requests, the warm-ups
+    scored_outputs: int
+    warmups: Requests = Field(default=NO_REQUESTS, exclude=True)  # of the requests, the warm-ups
 
     def __add__(self, other: Part) -> Part:
-        return Part(self.starts + other.starts, self.requests + other.requests,
-                    self.scored + other.scored, self.warmups + other.warmups)
+        return Part(starts=self.starts + other.starts, requests=self.requests + other.requests,
+                    scored_outputs=self.scored_outputs + other.scored_outputs,
+                    warmups=self.warmups + other.warmups)
+
+    def __mul__(self, times: int) -> Part:
+        """`times` of it (0: none)."""
+        return Part(starts=self.starts * times, requests=self.requests * times,
+                    scored_outputs=self.scored_outputs * times, warmups=self.warmups * times)
 
     def seconds(self, plan: TrackPlan, prices: Prices, speed: float, *, most: bool = True
                 ) -> float:
@@ -91,61 +116,39 @@ class Part:
 
     def scoring_seconds(self, plan: TrackPlan, prices: Prices) -> float:
         """Of `seconds`, the scoring: wall time, and device time only on an accelerator."""
-        return self.scored * prices.score_s(plan)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"starts": self.starts, "requests": [self.requests.least, self.requests.most],
-                "scored_outputs": self.scored}
+        return self.scored_outputs * prices.score_s(plan)
 
 
-@dataclass(frozen=True)
-class CandidateCost:
+NO_PART = Part(starts=0, requests=NO_REQUESTS, scored_outputs=0)
+
+
+class CandidateCost(Record):
     """One candidate of one track: its gate and latency protocol, and B0's share it needs (B0's
-    whole part on the first candidate of a track with a shared B0, none on the others)."""
+    whole part on the first candidate of a track with a shared B0, none on the others); its
+    counts and seconds computed when `_cost` builds it (plan --json, verify --json)."""
+
+    model_config = ConfigDict(frozen=True)
 
     track: str
     candidate: str
+    instance_starts: int  # latency-protocol instance starts, B0's and the candidate's
     gate: Part  # the candidate's quality gate
     latency: Part  # the candidate's latency instances and its caching probe
     b0_gate: Part  # B0's quality gate (once per track: on its first candidate)
     b0_latency: Part  # B0's latency instances (shared: on the first candidate only)
-    target_ratio: float
-    unpriced: tuple[str, ...] = ()
-    seconds_at_target: float | None = None
-    seconds_upper: float | None = None
-    scoring_s: float = 0.0  # of those seconds (the same in both), scoring's
-
-    @property
-    def starts(self) -> int:
-        """Latency-protocol instance starts, B0's and the candidate's."""
-        return self.latency.starts + self.b0_latency.starts
-
-    @property
-    def b0(self) -> Requests:
-        return self.b0_latency.requests
-
-    @property
-    def candidate_requests(self) -> Requests:
-        return self.latency.requests + self.gate.requests
+    b0_requests: Requests  # B0's latency requests
+    candidate_requests: Requests  # the candidate's, latency and gate
+    # Host seconds at the target ratio and no faster than B0; None while a price is missing.
+    host_s_at_target: Number | None
+    host_s_upper: Number | None
+    scoring_s: Number  # of those seconds (the same in both), scoring's
+    unpriced: tuple[str, ...]
 
     def host_seconds(self) -> tuple[float, float] | None:
         """(at the target ratio, no faster than B0); None while a price is missing."""
-        if self.seconds_at_target is None or self.seconds_upper is None:
+        if self.host_s_at_target is None or self.host_s_upper is None:
             return None
-        return self.seconds_at_target, self.seconds_upper
-
-    def to_dict(self) -> dict[str, Any]:
-        host = self.host_seconds()
-        return {"track": self.track, "candidate": self.candidate,
-                "instance_starts": self.starts, "gate": self.gate.to_dict(),
-                "latency": self.latency.to_dict(), "b0_gate": self.b0_gate.to_dict(),
-                "b0_latency": self.b0_latency.to_dict(),
-                "b0_requests": [self.b0.least, self.b0.most],
-                "candidate_requests": [self.candidate_requests.least,
-                                       self.candidate_requests.most],
-                "host_s_at_target": None if host is None else host[0],
-                "host_s_upper": None if host is None else host[1],
-                "scoring_s": self.scoring_s, "unpriced": list(self.unpriced)}
+        return self.host_s_at_target, self.host_s_upper
 
 
 def _gate_parts(plan: TrackPlan) -> tuple[Part, Part]:
@@ -155,58 +158,62 @@ def _gate_parts(plan: TrackPlan) -> tuple[Part, Part]:
     hosted = hosts_gate(plan)
     if plan.quality == "lossless":
         own = hosted_gate_requests(plan) if hosted else lossless_candidate_requests()
-        return (Part(lossless_baseline_starts(), Requests(*(lossless_baseline_requests(),) * 2)),
-                Part(0 if hosted else lossless_candidate_starts(), Requests(own, own)))
+        return (Part(starts=lossless_baseline_starts(),
+                     requests=Requests.exactly(lossless_baseline_requests()), scored_outputs=0),
+                Part(starts=0 if hosted else lossless_candidate_starts(),
+                     requests=Requests.exactly(own), scored_outputs=0))
     b0, cand = lossy_baseline_requests(plan.seeds), lossy_candidate_requests(plan.seeds)
-    return (Part(lossy_baseline_starts(), Requests(b0, b0), b0),
-            Part(0 if hosted else lossy_candidate_starts(), Requests(cand, cand), cand))
+    return (Part(starts=lossy_baseline_starts(), requests=Requests.exactly(b0), scored_outputs=b0),
+            Part(starts=0 if hosted else lossy_candidate_starts(), requests=Requests.exactly(cand),
+                 scored_outputs=cand))
 
 
 def _latency_parts(plan: TrackPlan, candidate: str) -> tuple[Part, Part]:
     """(B0's, the candidate's) latency instances, from the frozen sequence; the first of the
     candidate's hosts its gate where run_plan.hosts_gate."""
     settings = plan.latency
-    per_instance = Requests(settings.warmups + settings.repeats,
-                            settings.max_warmups + settings.repeats)
-    warm = Requests(settings.warmups, settings.max_warmups)
+    warm = Requests(least=settings.warmups, most=settings.max_warmups)
+    measured = Requests.exactly(settings.repeats)
+    instance = Part(starts=1, requests=warm + measured, scored_outputs=0, warmups=warm)
     # The hosting instance does not send again the warm-ups its gate's requests were.
     least, most = hosted_warmup_requests(settings, hosted_gate_warmups(plan)) \
         if hosts_gate(plan) else (settings.warmups, settings.max_warmups)
-    hosting = Part(1, Requests(least + settings.repeats, most + settings.repeats), 0,
-                   Requests(least, most))
-    b0, cand = Part(0, Requests(0, 0)), Part(0, Requests(0, 0))
-    for arm in candidate_schedule(settings, candidate):
-        if arm == ArmRole.B0:
-            b0 = b0 + Part(1, per_instance, 0, warm)
-        else:
-            cand = cand + (Part(1, per_instance, 0, warm) if cand.starts else hosting)
-    probe = settings.caching_probe_requests
-    return b0, cand + Part(0, Requests(probe, probe))
+    hosted = Requests(least=least, most=most)
+    hosting = Part(starts=1, requests=hosted + measured, scored_outputs=0, warmups=hosted)
+    schedule = candidate_schedule(settings, candidate)
+    b0 = schedule.count(ArmRole.B0)
+    own = len(schedule) - b0  # the first of them hosts the gate
+    probe = Part(starts=0, requests=Requests.exactly(settings.caching_probe_requests),
+                 scored_outputs=0)
+    return instance * b0, (hosting + instance * (own - 1) if own else NO_PART) + probe
 
 
-def _priced(cost: CandidateCost, plan: TrackPlan, prices: Prices) -> CandidateCost:
+def _cost(plan: TrackPlan, candidate: str, prices: Prices, *, gate: Part, latency: Part,
+          b0_gate: Part, b0_latency: Part) -> CandidateCost:
+    """One candidate of `plan` with these parts, priced (none of its seconds while a price it
+    needs is missing)."""
     unpriced = tuple(prices.unpriced(plan))
-    if unpriced:
-        return replace(cost, unpriced=unpriced)
-    b0 = cost.b0_gate + cost.b0_latency
-    own = cost.gate + cost.latency
-    at = b0.seconds(plan, prices, 1.0) + own.seconds(plan, prices, cost.target_ratio)
-    upper = b0.seconds(plan, prices, 1.0) + own.seconds(plan, prices, 1.0)
-    return replace(cost, seconds_at_target=at, seconds_upper=upper,
-                   scoring_s=(b0 + own).scoring_seconds(plan, prices))
-
-
-def _parts(plan: TrackPlan, candidate: str) -> CandidateCost:
-    """One candidate with B0's whole part, not priced yet."""
-    b0_gate, gate = _gate_parts(plan)
-    b0_latency, latency = _latency_parts(plan, candidate)
-    return CandidateCost(plan.track_id, candidate, gate, latency, b0_gate, b0_latency,
-                         plan.latency.target_ratio)
+    at = upper = None
+    scoring = 0.0
+    if not unpriced:
+        b0, own = b0_gate + b0_latency, gate + latency
+        at = b0.seconds(plan, prices, 1.0) + own.seconds(plan, prices, plan.latency.target_ratio)
+        upper = b0.seconds(plan, prices, 1.0) + own.seconds(plan, prices, 1.0)
+        scoring = (b0 + own).scoring_seconds(plan, prices)
+    return CandidateCost(
+        track=plan.track_id, candidate=candidate,
+        instance_starts=latency.starts + b0_latency.starts, gate=gate, latency=latency,
+        b0_gate=b0_gate, b0_latency=b0_latency, b0_requests=b0_latency.requests,
+        candidate_requests=latency.requests + gate.requests, host_s_at_target=at,
+        host_s_upper=upper, scoring_s=scoring, unpriced=unpriced)
 
 
 def candidate_cost(plan: TrackPlan, candidate: str, prices: Prices) -> CandidateCost:
     """One candidate with B0's whole part (a track of one candidate)."""
-    return _priced(_parts(plan, candidate), plan, prices)
+    b0_gate, gate = _gate_parts(plan)
+    b0_latency, latency = _latency_parts(plan, candidate)
+    return _cost(plan, candidate, prices, gate=gate, latency=latency, b0_gate=b0_gate,
+                 b0_latency=b0_latency)
 
 
 def b0_gate_part(track_id: str, group: Mapping[str, TrackPlan]) -> Part:
@@ -214,7 +221,8 @@ def b0_gate_part(track_id: str, group: Mapping[str, TrackPlan]) -> Part:
     run_plan.gate_units counts them): the two starts on the group's first track, each request
     on the track that makes it."""
     unit = next(u for u in gate_units(group) if u.track == track_id)
-    return Part(unit.starts, Requests(unit.requests, unit.requests), unit.scored)
+    return Part(starts=unit.starts, requests=Requests.exactly(unit.requests),
+                scored_outputs=unit.scored)
 
 
 def track_costs(plan: TrackPlan, candidates: Sequence[str], prices: Prices,
@@ -227,14 +235,13 @@ def track_costs(plan: TrackPlan, candidates: Sequence[str], prices: Prices,
     share of B0 gate instances it shares with others (b0_gate_part), else its own."""
     shared = plan.latency.baseline_instances == "shared"
     costs = []
-    none = Part(0, Requests(0, 0))
     for index, candidate in enumerate(candidates):
-        alone = _parts(plan, candidate)
-        gate = none if index else alone.b0_gate if b0_gate is None else b0_gate
+        own_b0_gate, gate = _gate_parts(plan)
+        b0_latency, latency = _latency_parts(plan, candidate)
         paid = b0_latency_paid or (shared and index > 0)
-        costs.append(_priced(replace(alone, b0_gate=gate,
-                                     b0_latency=none if paid else alone.b0_latency),
-                             plan, prices))
+        costs.append(_cost(plan, candidate, prices, gate=gate, latency=latency,
+                           b0_gate=NO_PART if index else own_b0_gate if b0_gate is None
+                           else b0_gate, b0_latency=NO_PART if paid else b0_latency))
     return costs
 
 
@@ -350,7 +357,7 @@ def cost_lines(plans: Mapping[str, TrackPlan], prices: Prices) -> list[str]:
         shown = ("not priced" if host is None else f"{_hours(host[0])} / {_hours(host[1])}")
         starts = cost.gate.starts + cost.latency.starts + cost.b0_gate.starts \
             + cost.b0_latency.starts
-        scored = cost.gate.scored + cost.b0_gate.scored
+        scored = cost.gate.scored_outputs + cost.b0_gate.scored_outputs
         b0_requests = cost.b0_gate.requests + cost.b0_latency.requests
         lines.append(f"{cost.track:<13} {cost.candidate:<{width}} {starts:>6} "
                      f"{b0_requests.text():>7} {cost.candidate_requests.text():>8} "

@@ -49,7 +49,7 @@ def track_weights(campaign: LoadedCampaign,
     # Lanes are sessions of their own: each measures its own B0, shared with no other lane.
     for cost in campaign_costs(plans, Prices.of(campaign), share=False):
         # B0's quality-gate requests are on the track's first candidate, once per track.
-        requests[cost.track] += (cost.b0.least + cost.b0_gate.requests.least
+        requests[cost.track] += (cost.b0_requests.least + cost.b0_gate.requests.least
                                  + cost.candidate_requests.least)
     weights = {}
     for track_id, plan in plans.items():

@@ -160,14 +160,15 @@ def _outcomes(cost: CandidateCost, plan: TrackPlan, prices: Prices, pass_s: floa
     waits = plan.quality == "lossy" and hosts_gate(plan)
     ran = hosted_warmup_requests(settings, hosted_gate_warmups(plan))[1] + settings.repeats \
         if waits else 0
-    hosting = Part(1 if hosts_gate(plan) else 0, Requests(ran, ran))
+    hosting = Part(starts=1 if hosts_gate(plan) else 0, requests=Requests.exactly(ran),
+                   scored_outputs=0)
     b0 = _spend(cost.b0_gate + cost.b0_latency, plan, prices, 1.0)
     gate = _spend(cost.gate + hosting, plan, prices, 1.0)
     slow = _spend(cost.latency, plan, prices, 1.0) * ((n - 1) / n)
     localized = Spend(pass_s or 0.0) if plan.quality == "lossless" else Spend()
     return b0, {"gate failed": gate + localized, "out of reach": gate + slow,
                 "at the target": _spend(cost.gate + cost.latency, plan, prices,
-                                        cost.target_ratio)}
+                                        plan.latency.target_ratio)}
 
 
 def _shares(mix: OutcomeMix) -> dict[str, float]:
