@@ -130,11 +130,17 @@ def test_the_host_campaign_prices_its_whole_search_and_the_confirmation(host_pla
     assert found.worst_s is not None and found.mix_s is not None
     assert found.mix_s < found.worst_s  # half the directions stop at their gate
     assert found.confirmation_s is not None and found.confirmation_s > 0
+    # plan --json writes its figures, not the prices and terms the what-if table reprices.
+    assert list(found.json_dict()) == [
+        "directions", "screened", "worst_s", "mix_s", "worst_device_s", "mix_device_s",
+        "confirmation_s", "confirmation_device_s", "unpriced", "lossless_directions",
+        "localization_passes_expected", "localization_pass_s", "at_least", "worst_outcomes"]
     # Each of the 7 lossless directions that fails its gate starts a localization pass: 3.5 at
     # the mix, each 3 starts (and their stops at the bound, 60 s grace + 120 s memory wait) and
     # 4 requests, at a plain request's price while the capture overhead is unpriced.
-    assert (found.lossless, found.passes_expected, found.at_least) == (7, 3.5, True)
-    assert found.pass_s == pytest.approx(3 * (600 + 180) + 4 * 292.148)
+    assert (found.lossless_directions, found.localization_passes_expected, found.at_least) == (
+        7, 3.5, True)
+    assert found.localization_pass_s == pytest.approx(3 * (600 + 180) + 4 * 292.148)
     # Every start has its stop: 41 of them in the worst case (B0's 2 gate and 3 latency starts
     # once for the two 5 s tracks, 3 per direction), so 10 s more per stop is 410 s more.
     dearer = search_cost(campaign, host_plans, dataclasses.replace(
@@ -145,8 +151,10 @@ def test_the_host_campaign_prices_its_whole_search_and_the_confirmation(host_pla
     # A measured capture overhead prices the pass's requests: the figures are no longer "at least".
     priced = search_cost(campaign, host_plans, dataclasses.replace(
         prices, capture_overhead={"level1": 1.5, "level2": 2.5}), pass_pricer(4), 4)
-    assert priced is not None and not priced.at_least and priced.pass_s is not None
-    assert priced.pass_s - found.pass_s == pytest.approx(4 * 292.148 * (2.0 - 1.0))
+    assert priced is not None and not priced.at_least
+    assert priced.localization_pass_s is not None and found.localization_pass_s is not None
+    assert priced.localization_pass_s - found.localization_pass_s == pytest.approx(
+        4 * 292.148 * (2.0 - 1.0))
     assert priced.mix_s - found.mix_s == pytest.approx(
         3.5 * 4 * 292.148, rel=1e-6)
 

@@ -22,6 +22,7 @@ from ref2va_accept.planning import (
     Arm,
     PassFigures,
     Prices,
+    SearchCost,
     TrackPlan,
     budget_lines,
     check_budget,
@@ -105,7 +106,7 @@ def run_plan(args: argparse.Namespace) -> int:
     # The whole search the budget covers (priced on every track, whatever --track selects).
     everything = dict(plan_campaign(campaign))
     searched = search_cost(campaign, everything, prices, pricer, devices)
-    table = [] if searched is None or searched.worst is None else what_if(
+    table = [] if searched is None or searched.worst_s is None else what_if(
         campaign, everything, searched, pricer, result.wall_ceiling_h, result.device_ceiling_h)
     # What a demonstrated cheap warm-up would make of it (a what-if, said as one).
     cheap = None
@@ -117,14 +118,14 @@ def run_plan(args: argparse.Namespace) -> int:
     passes_line, passes = _localization(everything, prices, devices)
     bring_line, bring = _bringup_line(campaign)
     localized = any(p.quality == "lossless" and p.candidates for p in everything.values()) \
-        or bool(searched is not None and searched.lossless)
+        or bool(searched is not None and searched.lossless_directions)
     durations = list(dict.fromkeys(p.duration for p in everything.values()))
     scored = list(dict.fromkeys(p.duration for p in everything.values() if p.quality == "lossy"))
     shown_prices = price_lines(prices, durations, scored, everything, localized)
     if args.json:
         print(json.dumps({**result.json_dict(), "refused": result.refusal(),
                           "prices": shown_prices[1:],
-                          "search": None if searched is None else searched.to_dict() | {
+                          "search": None if searched is None else searched.json_dict() | {
                               "what_if": [{"price": k.label, "now": k.now,
                                            "worst_case_fits_up_to": _num(w),
                                            "mix_fits_up_to": _num(m)} for k, w, m in table]},
@@ -138,7 +139,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if searched is not None:
         print("\n".join(search_lines(searched, result.wall_ceiling_h, result.device_ceiling_h,
                                      table)))
-    if cheap is not None and cheap.worst is not None:
+    if cheap is not None and cheap.worst_s is not None:
         print(_cheap_line(cheap, result.wall_ceiling_h, result.device_ceiling_h))
     print(localizing.line())
     if passes_line:
@@ -153,12 +154,12 @@ def _num(value: float | None) -> float | str | None:
     return "any" if value == float("inf") else value
 
 
-def _cheap_line(cheap: Any, wall_h: float, device_h: float) -> str:
+def _cheap_line(cheap: SearchCost, wall_h: float, device_h: float) -> str:
     """The search with warm-ups of WHAT_IF_WARMUP_STEPS steps, worst case and at the mix."""
     least = "at least " if cheap.at_least else ""
 
-    def said(spend: Any) -> str:
-        wall, device = spend.wall / 3600, (cheap.device_s(spend) or 0.0) / 3600
+    def said(wall_s: float | None, device_s: float | None) -> str:
+        wall, device = (wall_s or 0.0) / 3600, (device_s or 0.0) / 3600
         fits = wall <= wall_h and device <= device_h
         return (f"{least}{wall:.2f} wall-h, {least}{device:.2f} device-h "
                 f"({'within' if fits else 'OVER'})")
@@ -167,5 +168,6 @@ def _cheap_line(cheap: Any, wall_h: float, device_h: float) -> str:
             "them (`ref2va-accept bringup` runs the demonstration; alone: pytest -m "
             f"warmup_demonstration --warmup-steps {WHAT_IF_WARMUP_STEPS}): "
             + ("each direction at its costliest outcome " if cheap.at_least else "worst case ")
-            + said(cheap.worst)
-            + (f"; at the mix {said(cheap.mix)}" if cheap.mix is not None else ""))
+            + said(cheap.worst_s, cheap.worst_device_s)
+            + (f"; at the mix {said(cheap.mix_s, cheap.mix_device_s)}"
+               if cheap.mix_s is not None else ""))

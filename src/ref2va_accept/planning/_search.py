@@ -24,7 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import ConfigDict, Field
+
 from ref2va_accept.campaign import DurationClass, LoadedCampaign, OutcomeMix
+from ref2va_accept.evidence import Number, Record
 from ref2va_accept.planning._cost import (
     CandidateCost,
     Part,
@@ -95,55 +98,32 @@ class Term:
     outcomes: Mapping[str, Spend]
 
 
-@dataclass(frozen=True)
-class SearchCost:
-    """The campaign's declared search priced against its budget."""
+class SearchCost(Record):
+    """The campaign's declared search priced against its budget (plan --json's `search`), its
+    figures computed when search_cost builds it; what the what-if table prices it again from
+    (the prices, each direction's terms, the outcome mix) is kept, not written."""
+
+    model_config = ConfigDict(frozen=True)
 
     directions: int
     screened: dict[str, int]  # track -> directions screened on it
-    worst: Spend | None  # each direction at its costliest outcome
-    mix: Spend | None  # at the campaign's outcome mix (None without one)
-    confirmation: Spend | None  # one final configuration per track, all four tracks
+    # Wall and logical-device seconds; None while a price is missing (and the mix without one).
+    worst_s: Number | None  # each direction at its costliest outcome
+    mix_s: Number | None  # at the campaign's outcome mix
+    worst_device_s: Number | None
+    mix_device_s: Number | None
+    confirmation_s: Number | None  # one final configuration per track, all four tracks
+    confirmation_device_s: Number | None
     unpriced: tuple[str, ...]
-    lossless: int = 0  # directions on lossless tracks: each gate failure starts a pass
-    passes_expected: float = 0.0  # at the mix
-    pass_s: float | None = None  # one pass (the last lossless track's), stops and overhead in
-    at_least: bool = False  # a pass's capture overhead is unpriced: the figures are lower bounds
-    dominant: dict[str, int] | None = None  # worst case: directions per costliest outcome
-    devices: int = 0
-    prices: Prices | None = None
-    terms: tuple[Term, ...] = ()
-    shares: Mapping[str, float] | None = None  # the outcome mix, by outcome
-
-    @property
-    def worst_s(self) -> float | None:
-        return None if self.worst is None else self.worst.wall
-
-    @property
-    def mix_s(self) -> float | None:
-        return None if self.mix is None else self.mix.wall
-
-    @property
-    def confirmation_s(self) -> float | None:
-        return None if self.confirmation is None else self.confirmation.wall
-
-    def device_s(self, spend: Spend | None) -> float | None:
-        if spend is None or self.prices is None:
-            return None
-        return spend.device(self.prices, self.devices)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"directions": self.directions, "screened": dict(self.screened),
-                "worst_s": self.worst_s, "mix_s": self.mix_s,
-                "worst_device_s": self.device_s(self.worst),
-                "mix_device_s": self.device_s(self.mix),
-                "confirmation_s": self.confirmation_s,
-                "confirmation_device_s": self.device_s(self.confirmation),
-                "unpriced": list(self.unpriced),
-                "lossless_directions": self.lossless,
-                "localization_passes_expected": self.passes_expected,
-                "localization_pass_s": self.pass_s, "at_least": self.at_least,
-                "worst_outcomes": self.dominant}
+    lossless_directions: int  # directions on lossless tracks: each gate failure starts a pass
+    localization_passes_expected: Number  # at the mix
+    localization_pass_s: Number | None  # one pass (the last lossless track's), stops in
+    at_least: bool  # a pass's capture overhead is unpriced: the figures are lower bounds
+    worst_outcomes: dict[str, int]  # worst case: directions per costliest outcome
+    devices: int = Field(exclude=True)
+    prices: Prices = Field(exclude=True)
+    terms: tuple[Term, ...] = Field(exclude=True)
+    shares: dict[str, float] | None = Field(exclude=True)  # the outcome mix, by outcome
 
 
 def _outcomes(cost: CandidateCost, plan: TrackPlan, prices: Prices, pass_s: float | None
@@ -222,14 +202,24 @@ def search_cost(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan], prices
                                                         sum(c.scoring_s for c in confirm))
     priced = not missing
     gate_failed = search.outcome_mix.gate_failed if search.outcome_mix is not None else 0.0
-    return SearchCost(len(search.directions), {t: len(i) for t, i in screened.items()},
-                      worst if priced else None,
-                      mix if priced and search.outcome_mix is not None else None,
-                      confirmation,
-                      tuple(dict.fromkeys(missing)), lossless, gate_failed * lossless, pass_s,
-                      bool(lossless) and prices.overhead() is None, dominant, devices, prices,
-                      tuple(terms), None if search.outcome_mix is None
-                      else _shares(search.outcome_mix))
+    mixed = mix if priced and search.outcome_mix is not None else None
+
+    def wall(spend: Spend | None) -> float | None:
+        return None if spend is None else spend.wall
+
+    def device(spend: Spend | None) -> float | None:
+        return None if spend is None else spend.device(prices, devices)
+
+    return SearchCost(
+        directions=len(search.directions), screened={t: len(i) for t, i in screened.items()},
+        worst_s=wall(worst if priced else None), mix_s=wall(mixed),
+        worst_device_s=device(worst if priced else None), mix_device_s=device(mixed),
+        confirmation_s=wall(confirmation), confirmation_device_s=device(confirmation),
+        unpriced=tuple(dict.fromkeys(missing)), lossless_directions=lossless,
+        localization_passes_expected=gate_failed * lossless, localization_pass_s=pass_s,
+        at_least=bool(lossless) and prices.overhead() is None, worst_outcomes=dominant,
+        devices=devices, prices=prices, terms=tuple(terms),
+        shares=None if search.outcome_mix is None else _shares(search.outcome_mix))
 
 
 # -- what-if -------------------------------------------------------------------------------------
@@ -279,7 +269,6 @@ def _scorer(plans: Mapping[str, TrackPlan], duration: DurationClass
 def knobs(found: SearchCost, plans: Mapping[str, TrackPlan]) -> list[Knob]:
     """The prices of the screened tracks' duration classes, in `plan`'s order."""
     prices = found.prices
-    assert prices is not None
     durations = list(dict.fromkeys(plans[t].duration for t in found.screened))
     out: list[Knob] = []
     for d in durations:
@@ -292,7 +281,7 @@ def knobs(found: SearchCost, plans: Mapping[str, TrackPlan]) -> list[Knob]:
         if lossy is not None:
             out.append(Knob(f"scoring one output ({d}, {prices.scoring_device})",
                             prices.score_s(lossy), "s", _scorer(plans, d)))
-    if found.lossless:
+    if found.lossless_directions:
         for level in ("level1", "level2"):
             out.append(Knob(f"capture overhead {level.replace('level', 'level ')}",
                             prices.capture_overhead.get(level), "x",
@@ -364,7 +353,6 @@ def what_if(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan], found: Sea
             ) -> list[tuple[Knob, float | None, float | None]]:
     """Per price: the value up to which the worst case, and the mix, fit the ceilings."""
     prices = found.prices
-    assert prices is not None
     rows = []
     for knob in knobs(found, plans):
         base = prices if knob.now is not None else knob.set(prices, knob.floor)
@@ -372,7 +360,7 @@ def what_if(campaign: LoadedCampaign, plans: Mapping[str, TrackPlan], found: Sea
                      for v in (0.0, 1.0))
         limits: list[float | None] = []
         for pick in ("worst", "mix"):
-            missing = zero is None or one is None or zero.worst is None or one.worst is None \
+            missing = zero is None or one is None or zero.worst_s is None or one.worst_s is None \
                 or (pick == "mix" and zero.shares is None)
             limits.append(None if missing else _threshold(
                 zero, one, pick, prices, found.devices,  # type: ignore[arg-type]
@@ -395,32 +383,33 @@ def search_lines(found: SearchCost, wall_ceiling_h: float, device_ceiling_h: flo
     """The search against the ceilings, as `plan` prints it."""
     per_track = ", ".join(f"{t} {n}" for t, n in found.screened.items())
     lines = [f"search: {found.directions} candidate directions ({per_track})"]
-    if found.worst is None:
+    if found.worst_s is None:
         return [*lines, "search: not priced: the campaign freezes no "
                 + unpriced_text(found.unpriced)]
     least = "at least " if found.at_least else ""
 
-    def against(label: str, spend: Spend) -> str:
-        wall, device = spend.wall / 3600, (found.device_s(spend) or 0.0) / 3600
+    def against(label: str, wall_s: float, device_s: float | None) -> str:
+        wall, device = wall_s / 3600, (device_s or 0.0) / 3600
         fits = wall <= wall_ceiling_h and device <= device_ceiling_h
         verdict = "OVER" if not fits else "within"
         tail = ", before the capture overhead" if fits and found.at_least else ""
         return (f"  {label}: {least}{wall:.2f} wall-h, {least}{device:.2f} device-h "
                 f"({verdict} {wall_ceiling_h:g} wall-h / {device_ceiling_h:g} device-h{tail})")
 
-    ways = ", ".join(f"{n} {way}" for way, n in (found.dominant or {}).items())
+    ways = ", ".join(f"{n} {way}" for way, n in found.worst_outcomes.items())
     lines.append(against("worst case (each direction at its costliest outcome)"
                          if not found.at_least else "each direction at its costliest outcome",
-                         found.worst)
+                         found.worst_s, found.worst_device_s)
                  + f"; costliest outcome: {ways}")
-    if found.mix is not None:
-        lines.append(against("at the campaign's outcome mix", found.mix))
-    if found.lossless:
-        pass_text = ("not priced" if found.pass_s is None else
-                     f"{found.pass_s / 3600:.2f} wall-h each")
-        lines.append(f"  localization in the outcome mix: each of the {found.lossless} lossless "
-                     f"directions that fails its gate starts a pass ({pass_text}, its stops "
-                     f"in): {found.passes_expected:g} expected at the mix, "
+    if found.mix_s is not None:
+        lines.append(against("at the campaign's outcome mix", found.mix_s, found.mix_device_s))
+    if found.lossless_directions:
+        pass_s = found.localization_pass_s
+        pass_text = "not priced" if pass_s is None else f"{pass_s / 3600:.2f} wall-h each"
+        lines.append(f"  localization in the outcome mix: each of the "
+                     f"{found.lossless_directions} lossless directions that fails its gate "
+                     f"starts a pass ({pass_text}, its stops in): "
+                     f"{found.localization_passes_expected:g} expected at the mix, "
                      + ("its capture overhead unpriced (protocol.capture_overhead: its requests "
                         "taken at a plain request's price, so the figures above are at least "
                         "what the search costs; `ref2va-accept bringup` measures it)"
@@ -433,10 +422,10 @@ def search_lines(found: SearchCost, wall_ceiling_h: float, device_ceiling_h: flo
             now = ("unpriced" if knob.now is None else
                    f"x{knob.now:.2f}" if knob.unit == "x" else f"{knob.now:.0f} s")
             lines.append(f"    {knob.label:<{width}}  {now:>9}  {_limit(worst, knob):>14}  "
-                         f"{_limit(mix, knob) if found.mix is not None else '-':>14}")
-    if found.confirmation is not None:
+                         f"{_limit(mix, knob) if found.mix_s is not None else '-':>14}")
+    if found.confirmation_s is not None:
         lines.append(f"  four-track confirmation of one final configuration per track: "
-                     f"{found.confirmation.wall / 3600:.2f} wall-h, "
-                     f"{(found.device_s(found.confirmation) or 0.0) / 3600:.2f} device-h (a "
+                     f"{found.confirmation_s / 3600:.2f} wall-h, "
+                     f"{(found.confirmation_device_s or 0.0) / 3600:.2f} device-h (a "
                      "budget of its own)")
     return lines
