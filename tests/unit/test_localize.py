@@ -184,7 +184,7 @@ def test_plan_prices_the_pass_at_its_worst_case() -> None:
     expected = sum(n * (3 * prices.start_s[plans[t].duration] + 4 * prices.request_s[
         plans[t].duration]) for t, n in candidates.items())
     assert cost.wall_s == pytest.approx(expected)
-    assert "logical-device-h" in cost.line() and cost.to_dict()["device_h"] > 0
+    assert "logical-device-h" in cost.line() and cost.json_dict()["device_h"] > 0
     # A campaign without frozen prices says which are missing instead of a figure.
     unpriced = pass_cost(plans, Prices(), 4)
     assert unpriced.wall_s is None and "expected_start_s" in unpriced.line()

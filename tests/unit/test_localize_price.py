@@ -10,9 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from ref2va_accept.campaign import load_campaign
-from ref2va_accept.judging.localize._price import pass_cost, request_share
+from ref2va_accept.judging.localize._price import PassCost, pass_cost, request_share
 from ref2va_accept.judging.localize._runner import REQUESTS, STARTS
 from ref2va_accept.planning import LosslessContract, Prices, TrackPlan, plan_campaign
 from ref2va_accept.tensors._comparison import dit_step
@@ -66,10 +67,10 @@ def test_plan_prices_the_pass_at_the_stop_and_names_the_captures_cost_unpriced()
         worst += len(plan.candidates) * (STARTS * start + REQUESTS * request)
         first += len(plan.candidates) * (STARTS * start + REQUESTS * request / steps)
     assert found.passes == n and found.requests == REQUESTS * n
-    assert found.wall_s is not None and found.first_wall_s is not None
+    assert found.wall_s is not None and found.first_point_wall_s is not None
     assert found.wall_s == pytest.approx(worst)
-    assert found.first_wall_s == pytest.approx(first)
-    assert found.first_wall_s < found.wall_s
+    assert found.first_point_wall_s == pytest.approx(first)
+    assert found.first_point_wall_s < found.wall_s
     line = found.line()
     assert "worst case" not in line  # the captures' own cost is not measured
     assert f"{found.wall_s / 3600:.2f} wall-h" in line
@@ -77,10 +78,19 @@ def test_plan_prices_the_pass_at_the_stop_and_names_the_captures_cost_unpriced()
             "protocol.capture_overhead") in line
     assert (f"each request stops once its capture is written: parting at dit.step049 it runs "
             f"{steps} of {steps} steps, at dit.step000 it runs 1 of {steps} steps: "
-            f"{found.first_wall_s / 3600:.2f} wall-h") in line
-    data = found.to_dict()
+            f"{found.first_point_wall_s / 3600:.2f} wall-h") in line
+    data = found.json_dict()
     assert data["stops_after_capture"] is True and data["capture_overhead_priced"] is False
-    assert data["first_point_wall_s"] == found.first_wall_s
+    assert data["first_point_wall_s"] == found.first_point_wall_s
+    assert list(data) == ["passes", "starts", "requests", "wall_s", "device_h",
+                          "first_point_wall_s", "first_point_device_h", "stops_after_capture",
+                          "capture_overhead_priced", "tracks", "unpriced"]
+    # What it writes is the whole record (its devices aside); a misspelt key, or a pass whose
+    # requests would not stop once their capture is written, is refused.
+    assert PassCost.model_validate(data | {"devices": 4}) == found
+    for planted in ({"first_wall_s": 1.0}, {"stops_after_capture": False}):
+        with pytest.raises(ValidationError):
+            PassCost.model_validate(data | {"devices": 4} | planted)
 
 
 def test_a_measured_capture_cost_makes_the_figure_a_worst_case() -> None:

@@ -130,7 +130,7 @@ def run_plan(args: argparse.Namespace) -> int:
                                            "worst_case_fits_up_to": _num(w),
                                            "mix_fits_up_to": _num(m)} for k, w, m in table]},
                           "bringup": bring,
-                          "localization": localizing.to_dict() | {"with_stops": passes}},
+                          "localization": localizing.json_dict() | {"with_stops": passes}},
                          indent=2))
         return EXIT_PROBLEM if result.refusal() else EXIT_OK
     print(f"{args.campaign}: {', '.join(plans)}")

@@ -30,17 +30,21 @@ leaves out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
+from pydantic import ConfigDict, Field
+
+from ref2va_accept.evidence import Record
 from ref2va_accept.judging.localize._runner import REQUESTS, STARTS
 from ref2va_accept.planning import Prices, TrackPlan
 from ref2va_accept.tensors import dit_step
 
 
-@dataclass(frozen=True)
-class TrackPass:
-    """One lossless track's pass: how much of a request it runs where it may stop."""
+class TrackPass(Record):
+    """One lossless track's pass: how much of a request it runs where it may stop (plan --json's
+    `localization.tracks`)."""
+
+    model_config = ConfigDict(frozen=True)
 
     track: str
     steps: int  # the track's denoising steps
@@ -56,36 +60,32 @@ class TrackPass:
             return "no frozen DiT point it runs up to a whole request"
         return f"dit.step{step:03d} it runs {min(step + 1, self.steps)} of {self.steps} steps"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"track": self.track, "steps": self.steps, "last_point": self.last_point,
-                "worst_share": self.worst_share, "first_point": self.first_point,
-                "first_share": self.first_share}
+
+def _device_hours(seconds: float | None, devices: int) -> float | None:
+    """Logical-device hours of `seconds` on `devices`, to the thousandth as --json writes them."""
+    return None if seconds is None else round(seconds * devices / 3600, 3)
 
 
-@dataclass(frozen=True)
-class PassCost:
+class PassCost(Record):
+    """Every lossless candidate's pass, priced (plan --json's `localization`); `pass_cost` builds
+    it, its device hours computed then."""
+
+    model_config = ConfigDict(frozen=True)
+
     passes: int  # lossless candidates that could fail, summed over the tracks
     starts: int
     requests: int
     wall_s: float | None  # every pass at its worst; None: a track's prices are not frozen
-    devices: int
-    unpriced: tuple[str, ...]
+    device_h: float | None  # its logical-device hours, to the thousandth
     # every pass parting at its track's first frozen DiT point (None: not priced)
-    first_wall_s: float | None = None
-    tracks: tuple[TrackPass, ...] = ()
+    first_point_wall_s: float | None
+    first_point_device_h: float | None  # (the same, at the first point)
+    stops_after_capture: Literal[True]  # each request stops once its capture is written
     # False: the capture's own overhead is in no figure (not measured)
-    overhead_priced: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        def device_h(seconds: float | None) -> float | None:
-            return None if seconds is None else round(seconds * self.devices / 3600, 3)
-
-        return {"passes": self.passes, "starts": self.starts, "requests": self.requests,
-                "wall_s": self.wall_s, "device_h": device_h(self.wall_s),
-                "first_point_wall_s": self.first_wall_s,
-                "first_point_device_h": device_h(self.first_wall_s),
-                "stops_after_capture": True, "capture_overhead_priced": self.overhead_priced,
-                "tracks": [t.to_dict() for t in self.tracks], "unpriced": list(self.unpriced)}
+    capture_overhead_priced: bool
+    tracks: tuple[TrackPass, ...]
+    unpriced: tuple[str, ...]
+    devices: int = Field(exclude=True)
 
     def _hours(self, seconds: float) -> str:
         return f"{seconds / 3600:.2f} wall-h / {seconds * self.devices / 3600:.2f} logical-device-h"
@@ -96,7 +96,7 @@ class PassCost:
                 f"{self.requests} requests")
         if self.wall_s is None:
             return head + f", not priced ({', '.join(self.unpriced)} unfrozen)" + self._stops()
-        worst = (f", worst case {self._hours(self.wall_s)}" if self.overhead_priced else
+        worst = (f", worst case {self._hours(self.wall_s)}" if self.capture_overhead_priced else
                  f", {self._hours(self.wall_s)} with its requests at a plain request's price "
                  "(the captures' own cost unpriced: protocol.capture_overhead, which the "
                  "bring-up's capture requests measure)")
@@ -111,8 +111,8 @@ class PassCost:
         firsts = [t for t in self.tracks if t.first_point is not None]
         if firsts:
             said += f", at {'/'.join(dict.fromkeys(t.runs(t.first_point) for t in firsts))}"
-            if self.first_wall_s is not None:
-                said += f": {self._hours(self.first_wall_s)}"
+            if self.first_point_wall_s is not None:
+                said += f": {self._hours(self.first_point_wall_s)}"
             said += " (the encoders and each request's own overhead on top)"
         return said
 
@@ -137,9 +137,10 @@ def request_share(plan: TrackPlan, point: str | None = None) -> float:
 def _track_pass(plan: TrackPlan) -> TrackPass:
     dits = [p for p in plan.lossless.order if dit_step(p) is not None]
     first = dits[0] if dits else None
-    return TrackPass(plan.track_id, plan.shape.num_inference_steps,
-                     dits[-1] if dits else None, request_share(plan),
-                     first, request_share(plan, first) if first else None)
+    return TrackPass(track=plan.track_id, steps=plan.shape.num_inference_steps,
+                     last_point=dits[-1] if dits else None, worst_share=request_share(plan),
+                     first_point=first,
+                     first_share=request_share(plan, first) if first else None)
 
 
 def pass_cost(plans: Mapping[str, TrackPlan], prices: Prices, devices: int) -> PassCost:
@@ -168,6 +169,10 @@ def pass_cost(plans: Mapping[str, TrackPlan], prices: Prices, devices: int) -> P
         wall += n * (STARTS * start + REQUESTS * request * track.worst_share)
         first_share = track.worst_share if track.first_share is None else track.first_share
         first_wall += n * (STARTS * start + REQUESTS * request * first_share)
-    return PassCost(passes, starts, requests, None if unpriced else wall, devices,
-                    tuple(dict.fromkeys(unpriced)), None if unpriced else first_wall,
-                    tuple(tracks), factor is not None and not unpriced)
+    worst, first = (None, None) if unpriced else (wall, first_wall)
+    return PassCost(passes=passes, starts=starts, requests=requests, wall_s=worst,
+                    device_h=_device_hours(worst, devices), first_point_wall_s=first,
+                    first_point_device_h=_device_hours(first, devices), stops_after_capture=True,
+                    capture_overhead_priced=factor is not None and not unpriced,
+                    tracks=tuple(tracks), unpriced=tuple(dict.fromkeys(unpriced)),
+                    devices=devices)
