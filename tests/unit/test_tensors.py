@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from ref2va_accept import tensors
 from ref2va_accept.cli import main
@@ -24,6 +25,7 @@ from ref2va_accept.evidence import PointRecord
 from ref2va_accept.judging import compare_decoded_mp4
 from ref2va_accept.tensors import (
     DTYPES,
+    DumpComparison,
     StreamingComparison,
     compare_arrays,
     compare_dumps,
@@ -330,13 +332,24 @@ def test_files_follow_a_given_order(folder: Path) -> None:
     assert compare_tensor_files(a, b, ["cond.audio"]).first_divergence == "cond.audio"
 
 
+
+def test_a_comparison_writes_what_it_reads_back_and_refuses_a_misspelt_key(folder: Path
+                                                                           ) -> None:
+    a = _dump(folder / "a", {"cond.text": 1, "latent.video": 2})
+    b = _dump(folder / "b", {"cond.text": 1, "dit.step000": 2})
+    written = json.loads(json.dumps(compare_dumps(a, b).json_dict()))
+    assert list(written) == ["equal", "first_divergence", "points"]
+    assert DumpComparison.model_validate(written) == compare_dumps(a, b)
+    with pytest.raises(ValidationError, match="first_divergance"):
+        DumpComparison.model_validate(written | {"first_divergance": "cond.text"})
+
 def test_first_divergence_follows_the_given_order(folder: Path) -> None:
     a = _dump(folder / "a", {"dit.step002": 1, "dit.step010": 1, "latent.video": 1})
     b = _dump(folder / "b", {"dit.step002": 1, "dit.step010": 2, "latent.video": 2})
     result = compare_dumps(a, b, ["latent.video", "dit.step010", "dit.step002"])
     assert [p.name for p in result.points] == ["latent.video", "dit.step010", "dit.step002"]
     assert result.first_divergence == "latent.video"
-    assert json.loads(json.dumps(result.to_dict()))["first_divergence"] == "latent.video"
+    assert json.loads(json.dumps(result.json_dict()))["first_divergence"] == "latent.video"
 
 
 def test_a_dump_file_must_hold_one_tensor(folder: Path) -> None:

@@ -65,7 +65,7 @@ def compare(args: argparse.Namespace) -> DumpComparison:
 def run(args: argparse.Namespace) -> int:
     result = compare(args)
     if args.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(result.json_dict(), indent=2) + "\n")
     else:
         for point in result.points:
             sys.stdout.write(point.summary() + "\n")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
+from pydantic import ConfigDict
 
-from ref2va_accept.evidence import PointRecord, PointStatus
+from ref2va_accept.evidence import PointRecord, PointStatus, Record
 from ref2va_accept.tensors._dtypes import DTYPES, max_ulp, values_of
 
 __all__ = [
@@ -32,29 +32,23 @@ __all__ = [
 Status: TypeAlias = PointStatus
 
 
-@dataclass(frozen=True)
-class DumpComparison:
+class DumpComparison(Record):
     """The points of two dumps compared, in the order compared, and the first that differs
-    (compare-tensors --json writes it; the gates record the points in their own data)."""
+    (compare-tensors --json writes it; the gates record the points in their own data); `of`
+    builds it."""
 
-    points: tuple[PointRecord, ...]  # in the order compared
+    model_config = ConfigDict(frozen=True)
+
+    equal: bool  # every point is
     first_divergence: str | None  # the first point, in that order, that is not equal
+    points: tuple[PointRecord, ...]  # in the order compared
 
     @classmethod
     def of(cls, points: Iterable[PointRecord]) -> DumpComparison:
         compared = tuple(points)
-        return cls(compared, next((p.name for p in compared if not p.equal), None))
-
-    @property
-    def equal(self) -> bool:
-        return all(p.equal for p in self.points)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "equal": self.equal,
-            "first_divergence": self.first_divergence,
-            "points": [p.json_dict() for p in self.points],
-        }
+        return cls(equal=all(p.equal for p in compared),
+                   first_divergence=next((p.name for p in compared if not p.equal), None),
+                   points=compared)
 
 
 # Stages, in the order the pipeline runs them (docs/quality.md, the 910C comparison points).
