@@ -248,3 +248,26 @@ def test_score_json_spells_out_an_infinite_relative_error() -> None:
     finite = RelativeError(scorer="vbench.x", dimension="x", kind="vbench", candidate=0.5,
                            baseline=0.25, error=1.0, status="ok", detail="")
     assert _spelled(finite.json_dict()) == finite.json_dict()
+
+
+@pytest.mark.fast
+def test_scorers_check_json_writes_each_weights_file_and_refuses_a_misspelt_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Nothing in the folder: every file missing, no model loaded.
+    from pydantic import ValidationError
+
+    from ref2va_accept.cli._scorers_check import FileCheck
+
+    code, out, _ = _main(capsys, "scorers", "check", "--dir", str(tmp_path), "--json")
+    assert code == 1
+    raft = json.loads(out)["weights"]["raft"]
+    assert raft == {"name": "raft", "file": "raft-things.pth", "found": False, "sha256": None,
+                    "pin": None, "pin_matches": None, "stand_in": False,
+                    "stand_in_declared": False, "network": None, "forward": None,
+                    "ready": False, "problem": raft["problem"]}
+    assert raft["problem"].startswith("missing: ") and str(tmp_path) in raft["problem"]
+    # What it writes is the whole record, this host's path aside; a misspelt key is refused.
+    read = FileCheck.model_validate(raft | {"path": None})
+    assert read.json_dict() == raft
+    with pytest.raises(ValidationError, match="declared"):
+        FileCheck.model_validate(raft | {"path": None, "declared": True})

@@ -55,10 +55,10 @@ def test_standins_are_laid_out_as_vbench_cache_and_built_by_the_libraries(cache:
     for name in CPU_NAMES:
         assert checks[name].ready, (name, checks[name].problem)
         assert checks[name].stand_in
-    assert "dreamsim" in str(checks["dino_vitb16"].library)  # DINO's ViT code, as DreamSim ships it
-    assert "clip-anytorch" in str(checks["clip_vitb32"].library)
-    assert "vbench 0.1.5" in str(checks["raft"].library)
-    assert "vbench 0.1.5" in str(checks["amt_s"].library)
+    assert "dreamsim" in str(checks["dino_vitb16"].network)  # DINO's ViT code, as DreamSim ships it
+    assert "clip-anytorch" in str(checks["clip_vitb32"].network)
+    assert "vbench 0.1.5" in str(checks["raft"].network)
+    assert "vbench 0.1.5" in str(checks["amt_s"].network)
     assert str(checks["dino_vitb16"].forward).startswith("1x768")
     rows = {d: ok for d, ok, _ in dimension_rows(checks)}
     assert rows["subject_consistency"] and rows["background_consistency"]
@@ -81,8 +81,9 @@ def test_standins_are_the_bytes_whose_hashes_ship_and_are_recognised_without_a_c
     finally:
         (cache / "list.json").rename(cache / WRITTEN_LIST)
     for name in CPU_NAMES:
-        assert checks[name].ready and checks[name].stand_in and not checks[name].declared, name
-        assert checks[name].to_dict()["stand_in_declared"] is False
+        check = checks[name]
+        assert check.ready and check.stand_in and not check.stand_in_declared, name
+        assert checks[name].json_dict()["stand_in_declared"] is False
     lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     for name in CPU_NAMES:  # a file is listed under each dimension it serves
         found = [line for line in lines if line.startswith(f"{name} ")]

@@ -18,6 +18,7 @@ from typing import Any
 
 from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli._scorers_check import (
+    FileCheck,
     check_weights,
     default_paths,
     dimension_rows,
@@ -59,7 +60,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps({"source": source, "device": device,
                           "dimensions": {d: {"ready": ok, "weights": [f.name for f in files]}
                                          for d, ok, files in rows},
-                          "weights": {n: c.to_dict() for n, c in checks.items()}}, indent=2))
+                          "weights": {n: c.json_dict() for n, c in checks.items()}}, indent=2))
     else:
         print(f"scorers: {ready} of {len(rows)} model-based dimensions ready on {device} "
               f"({source})")
@@ -70,7 +71,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK if ready == len(rows) else EXIT_PROBLEM
 
 
-def _line(check: Any) -> str:
+def _line(check: FileCheck) -> str:
     parts = [check.name, "-" if check.path is None else check.path.name]
     parts.append("found" if check.found else "MISSING")
     if check.sha256:
@@ -79,10 +80,10 @@ def _line(check: Any) -> str:
         parts.append(f"sha256 {check.sha256[:16]}...{pin}")
     if check.stand_in:
         parts.append("STAND-IN (seeded random weights, not VBench's; "
-                     + ("declared by the campaign)" if check.declared
+                     + ("declared by the campaign)" if check.stand_in_declared
                         else "recognised by its sha256)"))
-    if check.library:
-        parts.append(check.library)
+    if check.network:
+        parts.append(check.network)
     if check.forward:
         parts.append(f"forward {check.forward}")
     if check.problem:

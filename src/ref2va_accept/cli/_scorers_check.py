@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import ConfigDict, Field
 
+from ref2va_accept.evidence import Record
 from ref2va_accept.quality import VBENCH_LAYOUT, WEIGHT_NAMES, ScorerError
 
 if TYPE_CHECKING:
@@ -25,32 +26,36 @@ if TYPE_CHECKING:
 __all__ = ["FileCheck", "check_weights", "dimension_rows", "resolve_device"]
 
 
-@dataclass
-class FileCheck:
+class FileCheck(Record):
+    """One weights file checked (`scorers check --json` writes it under `weights`); `of` builds
+    it once the check is done, its file name, pin match and readiness computed then."""
+
+    model_config = ConfigDict(frozen=True)
+
     name: str
-    path: Path | None  # None: the campaign names no file for it
-    found: bool = False
-    sha256: str | None = None
-    pin: str | None = None
-    stand_in: bool = False  # declared so by the campaign, or recognised by its bytes
-    declared: bool = False  # the campaign marks it `stand_in: true`
-    library: str | None = None
-    forward: str | None = None  # the output's shape and the seconds it took
-    problem: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    file: str | None  # its file name (None: the campaign names no file for it)
+    found: bool
+    sha256: str | None
+    pin: str | None
+    pin_matches: bool | None  # None: no pin, or no sha256 to hold it to
+    stand_in: bool  # declared so by the campaign, or recognised by its bytes
+    stand_in_declared: bool  # the campaign marks it `stand_in: true`
+    network: str | None  # the library that built it
+    forward: str | None  # the output's shape and the seconds it took
+    ready: bool  # no problem, and one forward pass made
+    problem: str | None
+    path: Path | None = Field(exclude=True)  # where it is looked for (this host's path)
 
-    @property
-    def ready(self) -> bool:
-        return self.problem is None and self.forward is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "file": None if self.path is None else self.path.name,
-                "found": self.found, "sha256": self.sha256, "pin": self.pin,
-                "pin_matches": None if self.pin is None or self.sha256 is None
-                else self.pin.lower() == self.sha256,
-                "stand_in": self.stand_in, "stand_in_declared": self.declared,
-                "network": self.library, "forward": self.forward,
-                "ready": self.ready, "problem": self.problem}
+    @classmethod
+    def of(cls, name: str, path: Path | None, *, found: bool = False, sha256: str | None = None,
+           pin: str | None = None, stand_in: bool = False, declared: bool = False,
+           network: str | None = None, forward: str | None = None,
+           problem: str | None = None) -> FileCheck:
+        return cls(name=name, file=None if path is None else path.name, found=found,
+                   sha256=sha256, pin=pin, pin_matches=None if pin is None or sha256 is None
+                   else pin.lower() == sha256, stand_in=stand_in, stand_in_declared=declared,
+                   network=network, forward=forward,
+                   ready=problem is None and forward is not None, problem=problem, path=path)
 
 
 def resolve_device(device: str) -> str:
@@ -125,42 +130,46 @@ def check_weights(paths: Mapping[str, Path], pins: Mapping[str, str],
                   stand_ins: frozenset[str] = frozenset(), *, device: str = "cpu",
                   names: tuple[str, ...] = WEIGHT_NAMES) -> dict[str, FileCheck]:
     """One :class:`FileCheck` per weights name: found, hashed, pinned, built, run once."""
+    return {name: _check(name, paths.get(name), pins.get(name), name in stand_ins, device)
+            for name in names}
+
+
+def _check(name: str, path: Path | None, pin: str | None, declared: bool, device: str
+           ) -> FileCheck:
+    """One weights file: found, hashed, pinned, built, run once (the first problem ends it)."""
     from ref2va_accept.quality import load_model  # noqa: PLC0415
 
-    checks: dict[str, FileCheck] = {}
-    for name in names:
-        path = paths.get(name)
-        check = checks[name] = FileCheck(name, path, pin=pins.get(name),
-                                         stand_in=name in stand_ins, declared=name in stand_ins)
-        if path is None:
-            check.problem = "no file named (scorer_weights)"
-            continue
-        check.found = path.exists()
-        if not check.found:
-            check.problem = f"missing: {path}"
-            continue
-        try:
-            model = load_model(name, path, stand_in=check.stand_in, device=device)
-            check.sha256, check.library = model.identity.sha256, model.library
-            check.stand_in = bool(model.identity.stand_in)
-            if check.pin is not None and check.pin.lower() != check.sha256:
-                check.problem = (f"sha256 {check.sha256[:12]}... differs from the pin "
-                                 f"{check.pin[:12]}...")
-                continue
-            if check.pin is not None and check.stand_in and not check.declared:
-                # A campaign pins a stand-in's bytes as if they were VBench's weights.
-                check.problem = (f"{path.name} is a seeded stand-in (its sha256 "
-                                 f"{check.sha256[:12]}... is a stand-in's), not VBench's "
-                                 "weights, and the campaign does not mark it stand_in: true: "
-                                 "no lossy verdict scored with it would be better than "
-                                 "inconclusive; pin the real file, or mark it")
-                continue
-            check.forward = _forward(model)
-        except ScorerError as exc:
-            check.problem = str(exc)
-        except Exception as exc:
-            check.problem = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-    return checks
+    if path is None:
+        return FileCheck.of(name, path, pin=pin, stand_in=declared, declared=declared,
+                            problem="no file named (scorer_weights)")
+    if not path.exists():
+        return FileCheck.of(name, path, pin=pin, stand_in=declared, declared=declared,
+                            problem=f"missing: {path}")
+    sha256: str | None = None
+    network: str | None = None
+    forward: str | None = None
+    problem: str | None = None
+    stand_in = declared
+    try:
+        model = load_model(name, path, stand_in=declared, device=device)
+        sha256, network = model.identity.sha256, model.library
+        stand_in = bool(model.identity.stand_in)
+        if pin is not None and pin.lower() != sha256:
+            problem = f"sha256 {sha256[:12]}... differs from the pin {pin[:12]}..."
+        elif pin is not None and stand_in and not declared:
+            # A campaign pins a stand-in's bytes as if they were VBench's weights.
+            problem = (f"{path.name} is a seeded stand-in (its sha256 {sha256[:12]}... is a "
+                       "stand-in's), not VBench's weights, and the campaign does not mark it "
+                       "stand_in: true: no lossy verdict scored with it would be better than "
+                       "inconclusive; pin the real file, or mark it")
+        else:
+            forward = _forward(model)
+    except ScorerError as exc:
+        problem = str(exc)
+    except Exception as exc:
+        problem = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    return FileCheck.of(name, path, found=True, sha256=sha256, pin=pin, stand_in=stand_in,
+                        declared=declared, network=network, forward=forward, problem=problem)
 
 
 def dimension_rows(checks: Mapping[str, FileCheck]) -> list[tuple[str, bool, list[FileCheck]]]:
