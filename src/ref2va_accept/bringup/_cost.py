@@ -12,21 +12,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeAlias
 
-from pydantic import ConfigDict, PlainSerializer
+from pydantic import ConfigDict
 
 from ref2va_accept.bringup._step_schedule import BringupSchedule
 from ref2va_accept.campaign import LoadedCampaign
-from ref2va_accept.evidence import Number, Record
+from ref2va_accept.evidence import Number, Record, written_rounded
 from ref2va_accept.planning import Prices, unpriced_text
 
-
-def _written_to(digits: int) -> PlainSerializer:
-    """A figure kept as priced and written rounded to `digits` (bringup.json, `--json`)."""
-    return PlainSerializer(lambda value: round(value, digits), when_used="json")
-
-
-Seconds: TypeAlias = Annotated[Number, _written_to(1)]
-Hours: TypeAlias = Annotated[Number, _written_to(3)]
+# Figures kept as priced and written rounded (bringup.json, `--json`).
+Seconds: TypeAlias = Annotated[Number, written_rounded(1)]
+Hours: TypeAlias = Annotated[Number, written_rounded(3)]
 
 
 class BringupCost(Record):

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, PlainSerializer
+from pydantic import ConfigDict, Field
 
 from ref2va_accept.campaign import LoadedCampaign
-from ref2va_accept.evidence import Number, Record
+from ref2va_accept.evidence import Number, Record, written_rounded
 from ref2va_accept.quality import VBENCH_LAYOUT, WEIGHT_DIMENSIONS
 
 # Where the checkout keeps the stand-ins `ref2va-accept scorers standins` writes (git-ignored).
@@ -100,8 +100,7 @@ class ScoringPrice(Record):
     duration: str
     track: str  # the lossy track whose gated dimensions were scored
     device: str
-    seconds: dict[str, Annotated[Number, PlainSerializer(lambda value: round(value, 3),
-                                                         when_used="json")]]
+    seconds: dict[str, Annotated[Number, written_rounded(3)]]
     missing: dict[str, str]  # dimension -> why not measured
     passes: list[ScoringPass]
     with_standins: bool

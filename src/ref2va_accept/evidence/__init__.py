@@ -4,7 +4,7 @@ bundle a run writes as it goes, and the scrubbing of identifiers and secrets.
 The modules are private; the other stages import these names from here.
 """
 
-from ref2va_accept.evidence._base import JsonNumber, Number, Record, json_number
+from ref2va_accept.evidence._base import JsonNumber, Number, Record, json_number, written_rounded
 from ref2va_accept.evidence._budget_records import (
     Authorization,
     Budget,
@@ -295,4 +295,5 @@ __all__ = [
     "schema_text",
     "stand_in_label",
     "utc_now",
+    "written_rounded",
 ]

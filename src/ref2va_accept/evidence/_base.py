@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
-__all__ = ["JsonNumber", "Number", "OpenRecord", "Record", "Sha256", "Timestamp", "json_number"]
+__all__ = ["JsonNumber", "Number", "OpenRecord", "Record", "Sha256", "Timestamp", "json_number",
+           "written_rounded"]
 
 
 class Record(BaseModel):
@@ -58,6 +59,14 @@ JsonNumber: TypeAlias = Annotated[
     int | float | Literal["inf", "-inf", "nan"],
     PlainSerializer(json_number, when_used="json"),
     WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]})]
+
+
+def written_rounded(digits: int) -> PlainSerializer:
+    """A figure kept as its writer measured it and written to JSON rounded to `digits` places
+    (Annotated[Number, written_rounded(3)]: a price to the millisecond)."""
+    return PlainSerializer(lambda value: round(value, digits), when_used="json")
+
+
 Timestamp: TypeAlias = Annotated[
     str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")]
 Sha256: TypeAlias = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
