@@ -26,7 +26,6 @@ from ref2va_accept.evidence import (
 # the sync route; vLLM-Omni 0.30.0 reads both with float(os.environ.get(NAME, 600.0)) at import.
 WAVE_TIMEOUT = "VLLM_OMNI_DLO_DP_WAVE_TIMEOUT"
 SYNC_TIMEOUT = "VLLM_OMNI_VIDEO_SYNC_TIMEOUT"
-SERVER_BOUNDS = (WAVE_TIMEOUT, SYNC_TIMEOUT)
 DEFAULT_BOUND_S = 600.0  # both bounds' default in vLLM-Omni 0.30.0
 
 
@@ -293,7 +292,7 @@ class BringupData(Record):
     patch_error: str | None = None
 
 
-__all__ = ["DEFAULT_BOUND_S", "SERVER_BOUNDS", "BadAudio", "Bound", "BringupData", "CacheDit",
+__all__ = ["DEFAULT_BOUND_S", "BadAudio", "Bound", "BringupData", "CacheDit",
            "CacheRequest", "CacheUse", "Flags", "InputReading", "LongRequest", "PatchSummary",
            "PolicyRecord", "PreflightError", "Prices", "RequestSummary", "ServerBounds",
            "StopPrice", "StopRecord"]
