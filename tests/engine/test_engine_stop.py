@@ -101,11 +101,10 @@ def test_engine_started_with_stop_signals_ignored_still_stops(tmp_path: Path) ->
     assert code == 0
 
 
-
 _KILLED_TEST = """
 import sys, time
 from pathlib import Path
-from tests.engine.conftest import B0_PROFILE, REPO_ROOT, engine_env, running_engine
+from tests.engine.conftest import B0_PROFILE, running_engine
 with running_engine(B0_PROFILE, Path(sys.argv[1]), new_session=True) as engine:
     print(engine.process.pid, flush=True)
     time.sleep(600)

@@ -83,7 +83,7 @@ def test_standins_are_the_bytes_whose_hashes_ship_and_are_recognised_without_a_c
     for name in CPU_NAMES:
         check = checks[name]
         assert check.ready and check.stand_in and not check.stand_in_declared, name
-        assert checks[name].json_dict()["stand_in_declared"] is False
+        assert check.json_dict()["stand_in_declared"] is False
     lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     for name in CPU_NAMES:  # a file is listed under each dimension it serves
         found = [line for line in lines if line.startswith(f"{name} ")]
