@@ -53,6 +53,10 @@ def test_baseline_variability_is_in_the_evidence(five_second_run: Any) -> None:
     data = check["data"]
     assert data["same_seed_spread"] and all(v == 0.0 for v in data["same_seed_spread"].values())
     assert data["different_seed_spread"]  # seeds 42 and 43 differ, as they should
+    # B0 repeats its bytes, and the campaign scores on the CPU: each seed's second output is
+    # scored once (test_scoring_repeats_itself_on_the_cpu shows such scoring repeats itself).
+    assert data["same_bytes_scored_once"] == [42, 43]
+    assert "scored once (CPU scoring repeats itself)" in check["detail"]
 
 
 def test_mild_cache_passes_with_per_dimension_numbers(five_second_run: Any) -> None:

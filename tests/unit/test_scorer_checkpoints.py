@@ -114,42 +114,44 @@ def test_a_campaign_that_pins_a_stand_in_without_declaring_it_is_not_ready(
 def test_standins_are_the_same_bytes_every_time(tmp_path: Path, cache: Path) -> None:
     import torch
 
-    again = make_standins(tmp_path, ("amt_s", "laion_aesthetic", "clip_vitb32"))
-    first = make_standins(cache, ("amt_s", "laion_aesthetic", "clip_vitb32"))  # kept as they are
-    # State-dict files: the same bytes, so a campaign can pin them.
-    assert [s.sha256 for s in again[:2]] == [s.sha256 for s in first[:2]]
-    # A TorchScript archive traced twice in one process differs in its code's mangled names; its
-    # weights do not.
+    # Built a second time in this process, after the session's first builds: what is built
+    # in-process (state dicts) must not depend on what ran before it, e.g. a random state
+    # another build left. (The CLIP archives are traced in a fresh interpreter each time
+    # (quality/_standins.py), so a rebuild here would only repeat the shipped-hash test's check.)
+    again = make_standins(tmp_path, ("amt_s", "laion_aesthetic"))
+    first = make_standins(cache, ("amt_s", "laion_aesthetic"))  # kept as they are
+    assert [s.sha256 for s in again] == [s.sha256 for s in first]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.13 deprecates TorchScript
-        a, b = (torch.jit.load(str(s.path)).state_dict() for s in (again[2], first[2]))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert a["visual.conv1.weight"].dtype == torch.float16  # OpenAI's files hold fp16 weights
+        clip = torch.jit.load(str(cache / VBENCH_LAYOUT["clip_vitb32"])).state_dict()
+    assert clip["visual.conv1.weight"].dtype == torch.float16  # OpenAI's files hold fp16 weights
 
 
-def test_model_based_scores_from_standins_carry_their_identity(cache: Path) -> None:
+def test_scoring_repeats_itself_on_the_cpu(cache: Path, tmp_path: Path) -> None:
+    # What lets the lossy gate score B0's second output once where it is the first's bytes
+    # (judging/_lossy.py): on the CPU, the same file scored twice gives the same records, every
+    # dimension a model scores included (stand-ins of each network the CPU builds here).
+    from ref2va_accept.quality import score_video
+    from tests.media_samples import write_mp4
+
+    path = write_mp4(tmp_path / "v.mp4", pictures=np.stack(_frames(3)))
     paths = default_paths(cache)
-    weights = {n: paths[n] for n in ("dino_vitb16", "amt_s", "raft")}
-    scores = _by_id(score_frames(_frames(), fps=24, weights=weights,
-                                 stand_ins=frozenset(weights)))
-    for dim in ("subject_consistency", "motion_smoothness", "dynamic_degree"):
-        score = scores[f"vbench.{dim}"]
-        assert score.status == "ok", score.detail
-        identity = score.weights[0]
-        assert identity.stand_in and identity.json_dict()["stand_in"] is True
-        assert identity.name == Path(VBENCH_LAYOUT[{"subject_consistency": "dino_vitb16",
-                                                    "motion_smoothness": "amt_s",
-                                                    "dynamic_degree": "raft"}[dim]]).name
-    made = scores["vbench.motion_smoothness"].extra["made_with"]["models"]["amt_s"]
-    assert made["network"].startswith("VBench AMT-S") and made["parameters"] == "float32"
-    assert 0.0 <= scores["vbench.motion_smoothness"].value <= 1.0
-    # The same frames, the same weights: the same score (nothing random at scoring time).
-    again = _by_id(score_frames(_frames(), fps=24, weights={"amt_s": paths["amt_s"]}))
-    assert again["vbench.motion_smoothness"].value == scores["vbench.motion_smoothness"].value
-    # Not declared, still a stand-in: its bytes say so (known_standins), the campaign did not.
-    undeclared = again["vbench.motion_smoothness"].weights[0]
-    assert undeclared.stand_in and not undeclared.declared
-    assert scores["vbench.motion_smoothness"].weights[0].declared
+    weights = {n: paths[n] for n in CPU_NAMES}
+    first = [s.json_dict() for s in score_video(path, weights=weights,
+                                                 stand_ins=frozenset(weights))]
+    # Scored again, the campaign now declaring no stand-in: the same records but for that.
+    again = [s.json_dict() for s in score_video(path, weights=weights)]
+    for record in again:
+        for identity in record["weights"]:
+            # Not declared, still a stand-in: its bytes say so (known_standins).
+            assert identity["stand_in"] and not identity["declared"], identity
+            identity["declared"] = True
+    assert first == again
+    by_id = {s["scorer"]: s for s in first}
+    for dim in ("subject_consistency", "background_consistency", "motion_smoothness",
+                "dynamic_degree"):
+        assert by_id[f"vbench.{dim}"]["status"] == "ok", by_id[f"vbench.{dim}"]["detail"]
+        assert by_id[f"vbench.{dim}"]["weights"], dim
 
 
 def test_a_file_in_another_format_is_an_error_naming_it(cache: Path, tmp_path: Path) -> None:

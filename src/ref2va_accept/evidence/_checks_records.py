@@ -127,6 +127,9 @@ class BaselineVariabilityData(Record):
     unmeasured: list[str]
     baseline_scores: list[ScoreRecord]
     gate_instances_served: list[str] | None = None
+    # The seeds whose second B0 output was the first's bytes, scored once on a scorer that
+    # repeats itself (judging/_lossy.py); absent when every output was scored.
+    same_bytes_scored_once: list[int] | None = None
 
 
 class ScorerWeightsData(Record):

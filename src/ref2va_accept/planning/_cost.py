@@ -162,6 +162,8 @@ def _gate_parts(plan: TrackPlan) -> tuple[Part, Part]:
                      requests=Requests.exactly(lossless_baseline_requests()), scored_outputs=0),
                 Part(starts=0 if hosted else lossless_candidate_starts(),
                      requests=Requests.exactly(own), scored_outputs=0))
+    # Every B0 output priced as scored, though one that repeats the first instance's bytes is
+    # scored once on the CPU (judging/_lossy.py): which will is only known once they are made.
     b0, cand = lossy_baseline_requests(plan.seeds), lossy_candidate_requests(plan.seeds)
     return (Part(starts=lossy_baseline_starts(), requests=Requests.exactly(b0), scored_outputs=b0),
             Part(starts=0 if hosted else lossy_candidate_starts(), requests=Requests.exactly(cand),

@@ -78,7 +78,8 @@ def lossy_candidate_requests(seeds: Sequence[int]) -> int:
 
 
 def lossy_baseline_starts() -> int:
-    """lossy.run_baseline: two independent B0 instances (every output of them is scored)."""
+    """lossy.run_baseline: two independent B0 instances (every output of them priced as
+    scored: the most, since on the CPU a second output that is the first's bytes is scored once)."""
     return 2
 
 
