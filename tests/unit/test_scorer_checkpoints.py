@@ -127,6 +127,25 @@ def test_standins_are_the_same_bytes_every_time(tmp_path: Path, cache: Path) -> 
     assert clip["visual.conv1.weight"].dtype == torch.float16  # OpenAI's files hold fp16 weights
 
 
+def test_model_based_scores_from_standins_carry_their_identity(cache: Path) -> None:
+    paths = default_paths(cache)
+    weights = {n: paths[n] for n in ("dino_vitb16", "amt_s", "raft")}
+    scores = _by_id(score_frames(_frames(), fps=24, weights=weights,
+                                 stand_ins=frozenset(weights)))
+    for dim in ("subject_consistency", "motion_smoothness", "dynamic_degree"):
+        score = scores[f"vbench.{dim}"]
+        assert score.status == "ok", score.detail
+        identity = score.weights[0]
+        assert identity.stand_in and identity.json_dict()["stand_in"] is True
+        assert identity.name == Path(VBENCH_LAYOUT[{"subject_consistency": "dino_vitb16",
+                                                    "motion_smoothness": "amt_s",
+                                                    "dynamic_degree": "raft"}[dim]]).name
+    made = scores["vbench.motion_smoothness"].extra["made_with"]["models"]["amt_s"]
+    assert made["network"].startswith("VBench AMT-S") and made["parameters"] == "float32"
+    assert 0.0 <= scores["vbench.motion_smoothness"].value <= 1.0
+    assert scores["vbench.motion_smoothness"].weights[0].declared
+
+
 def test_scoring_repeats_itself_on_the_cpu(cache: Path, tmp_path: Path) -> None:
     # What lets the lossy gate score B0's second output once where it is the first's bytes
     # (judging/_lossy.py): on the CPU, the same file scored twice gives the same records, every
