@@ -71,6 +71,8 @@ class ScoredOutcome:
     seed: int
     outcome: Outcome
     scores: tuple[ScoreRecord, ...]
+    # Not scored: the scores are those of the same bytes from B0's first instance (_second_scored)
+    scored_once: bool = False
 
 
 # Per candidate, seed and dimension: what the gate decided.
@@ -167,14 +169,10 @@ def _second_scored(arms: Arms, first: ScoredOutcome, outcome: Outcome) -> Scored
     scorer repeats itself (the CPU), the first's scores instead of scoring the same bytes again
     (a 5 s output is about 13 s of CPU with the CLIP-based dimension): the same-seed spread is
     then 0 by what was observed, the bytes, and the baseline-variability check says so."""
-    if _scored_once(arms, first, outcome):
-        return ScoredOutcome(first.seed, outcome, first.scores)
+    if (arms.plan.lossy.device == REPEATABLE_SCORING_DEVICE and first.scores
+            and same_bytes(first.outcome, outcome)):
+        return ScoredOutcome(first.seed, outcome, first.scores, scored_once=True)
     return ScoredOutcome(first.seed, outcome, _score(arms, outcome))
-
-
-def _scored_once(arms: Arms, first: ScoredOutcome, outcome: Outcome) -> bool:
-    return (arms.plan.lossy.device == REPEATABLE_SCORING_DEVICE and bool(first.scores)
-            and same_bytes(first.outcome, outcome))
 
 
 def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome]
@@ -212,8 +210,7 @@ def _baseline(arms: Arms, first: list[ScoredOutcome], second: list[ScoredOutcome
             "gated": sorted(decisive), "limit": limit, "threshold": gate.threshold,
             "below_limit": below, "unmeasured": sorted(unmeasured),
             "baseline_scores": [s.json_dict() for s in first[0].scores]}
-    once = [b.seed for a, b in zip(first, second, strict=True)
-            if _scored_once(arms, a, b.outcome)]
+    once = [b.seed for b in second if b.scored_once]
     if once:
         data["same_bytes_scored_once"] = once
     said_once = (f"; seed(s) {', '.join(map(str, once))}: the second instance gave the first's "
