@@ -23,13 +23,19 @@ from tests.unit.evidence_schema import read_bundle
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Hypothesis's pytest plugin imports all of hypothesis at the end of every session (its terminal
+# summary), used or not: 1.3 s of CPU in each new interpreter. No scenario uses hypothesis.
+NO_HYPOTHESIS = ("-p", "no:hypothesispytest")
+
+
 def run_pytest(*args: str, cwd: Path = ROOT, timeout: float = 300,
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m pytest ARGS`` in a new interpreter: for the tests whose subject is that process
     (signals, exit codes, process groups, what an interpreter reads at start); the others run
     the session in their own process (plugin_sessions.run_in_checkout)."""
-    return subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
+    return subprocess.run([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **(env or {})})
 
 
 # Denoising steps of a cheap copy (campaign_variant(..., steps=CHEAP_STEPS)): a B0 5 s request in
