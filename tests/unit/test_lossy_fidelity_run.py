@@ -25,10 +25,17 @@ def _check(evidence: dict[str, Any], arm: str, name: str) -> dict[str, Any]:
     return found
 
 
+# Past cache-dit-mild's 8 warm-up steps (at CHEAP_STEPS it would cache nothing and be B0).
+FIDELITY_STEPS = 12
+
+
 def test_frozen_psnr_minimum_fails_a_candidate_vbench_would_pass(tmp_path: Path) -> None:
     # cache-dit-mild is within 1% on every gated score at about 32 dB PSNR to B0; a campaign that
-    # freezes 40 dB must fail it, naming fidelity and not the scores.
-    path = campaign_variant(tmp_path / "campaign")
+    # freezes 40 dB must fail it, naming fidelity and not the scores. On a 12-step copy: mild
+    # computes its 8 warm-up steps and then caches every other one, and measured 31.9 and
+    # 32.2 dB with its worst score 0.36% off (2026-12-07), as at 50 steps, at a quarter of the
+    # CPU (the 50-step track is test_lossy_suite.py's).
+    path = campaign_variant(tmp_path / "campaign", steps=FIDELITY_STEPS)
     data = yaml.safe_load(path.read_text())
     data["tracks"]["5s-lossy"]["lossy_gate"]["min_psnr_db"] = 40.0
     path.write_text(yaml.safe_dump(data, sort_keys=False))
