@@ -92,8 +92,7 @@ def _slow_b0_session(tmp_path: Path, **popen: Any) -> tuple[subprocess.Popen[str
     evidence = tmp_path / "evidence"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "tests/acceptance/test_b0_output.py",
-             "-m",
-         "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
+         "-m", "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
     return proc, evidence
 

@@ -43,8 +43,7 @@ def _start_session(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     with open(tmp_path / "output.txt", "wb") as output:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "tests/acceptance/test_b0_output.py",
-             "-m",
-             "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
+             "-m", "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
             cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
     return proc, evidence
 
