@@ -28,14 +28,20 @@ ROOT = Path(__file__).resolve().parents[2]
 NO_HYPOTHESIS = ("-p", "no:hypothesispytest")
 
 
+def pytest_command(*args: str) -> list[str]:
+    """The command line of a pytest session in a new interpreter, as the harness's own tests
+    start one (run_pytest, or a Popen a test signals): ``python -m pytest ARGS`` without
+    hypothesis's plugin (NO_HYPOTHESIS)."""
+    return [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, *args]
+
+
 def run_pytest(*args: str, cwd: Path = ROOT, timeout: float = 300,
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m pytest ARGS`` in a new interpreter: for the tests whose subject is that process
     (signals, exit codes, process groups, what an interpreter reads at start); the others run
     the session in their own process (plugin_sessions.run_in_checkout)."""
-    return subprocess.run([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(pytest_command(*args), capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd, env={**os.environ, **(env or {})})
 
 
 # Denoising steps of a cheap copy (campaign_variant(..., steps=CHEAP_STEPS)): a B0 5 s request in

@@ -27,7 +27,7 @@ from ref2va_accept.campaign import load_campaign
 from ref2va_accept.cli import main
 from tests.unit.evidence_schema import schema_errors
 from tests.unit.standin_host import STANDIN_GATED, bringup_campaign, host
-from tests.unit.suite_runner import NO_HYPOTHESIS, ROOT, sigterm_when, tagged
+from tests.unit.suite_runner import ROOT, pytest_command, sigterm_when, tagged
 
 CAMPAIGN_910C = ROOT / "fixtures/campaigns/910c.yaml"
 
@@ -243,9 +243,8 @@ def fresh_host(tmp_path_factory: pytest.TempPathFactory) -> FreshHost:
     env = host(folder)
     campaign = bringup_campaign(folder)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "tests/bringup", "-m", "bringup", "-p",
-         "no:randomly", "-q", "-rfs", "--campaign", str(campaign), "--evidence-dir",
-         str(folder / "ev")],
+        pytest_command("tests/bringup", "-m", "bringup", "-p", "no:randomly", "-q", "-rfs",
+                       "--campaign", str(campaign), "--evidence-dir", str(folder / "ev")),
         capture_output=True, text=True, timeout=600, cwd=ROOT, check=False, env=_judge_env(env))
     runs = sorted((folder / "ev").glob("bringup-*"))
     assert len(runs) == 1 and (runs[0] / "bringup.json").is_file(), done.stdout[-3000:]
@@ -412,8 +411,8 @@ def test_the_bringup_mark_reports_each_row_as_a_test(
     assert "1 failed, 25 passed, 1 skipped" in out, out[-3000:]
     assert "FAILED tests/bringup/test_bringup_rows.py::test_row[start_time]" in out
     assert "not checked: needs a person at the host's terminal" in out
-    unasked = subprocess.run([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "tests/bringup", "-q",
-                              "--campaign", str(campaign)], capture_output=True, text=True,
+    unasked = subprocess.run(pytest_command("tests/bringup", "-q", "--campaign", str(campaign)),
+                             capture_output=True, text=True,
                              timeout=120, cwd=ROOT, check=False, env=_judge_env(env))
     assert "27 deselected" in unasked.stdout  # never run unless -m names it
 
@@ -518,9 +517,9 @@ def test_sigterm_mid_bringup_stops_its_engine_writes_the_page_and_exits_143(
 def test_the_bringup_mark_fails_when_the_bringup_did_not_finish(tmp_path: Path) -> None:
     env = host(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "tests/bringup", "-m", "bringup", "-p",
-         "no:randomly", "-p", "tests.unit.bringup_stops_early", "-q", "-rf", "--campaign",
-         str(bringup_campaign(tmp_path)), "--evidence-dir", str(tmp_path / "ev")],
+        pytest_command("tests/bringup", "-m", "bringup", "-p", "no:randomly", "-p",
+                       "tests.unit.bringup_stops_early", "-q", "-rf", "--campaign",
+                       str(bringup_campaign(tmp_path)), "--evidence-dir", str(tmp_path / "ev")),
         capture_output=True, text=True, timeout=600, cwd=ROOT, check=False, env=_judge_env(env))
     out = done.stdout
     assert done.returncode == 1, out[-3000:]

@@ -29,10 +29,10 @@ from tests.unit.evidence_schema import read_bundle
 from tests.unit.plugin_sessions import Session, run_in_checkout
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
-    NO_HYPOTHESIS,
     ROOT,
     campaign_variant,
     only_run,
+    pytest_command,
     tagged,
 )
 
@@ -91,8 +91,8 @@ def _slow_b0_session(tmp_path: Path, **popen: Any) -> tuple[subprocess.Popen[str
     campaign = campaign_variant(tmp_path / "c", profile_args={"step-cost-ms": 400})
     evidence = tmp_path / "evidence"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "tests/acceptance/test_b0_output.py",
-         "-m", "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
+        pytest_command("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                       "--campaign", str(campaign), "--evidence-dir", str(evidence)),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
     return proc, evidence
 

@@ -21,9 +21,9 @@ import psutil
 from tests.unit.evidence_schema import read_bundle
 from tests.unit.suite_runner import (
     CHEAP_STEPS,
-    NO_HYPOTHESIS,
     ROOT,
     campaign_variant,
+    pytest_command,
     run_pytest,
     sigterm_when,
     tagged,
@@ -42,8 +42,8 @@ def _start_session(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     evidence = tmp_path / "evidence"
     with open(tmp_path / "output.txt", "wb") as output:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "tests/acceptance/test_b0_output.py",
-             "-m", "lossless and 5s", "--campaign", str(campaign), "--evidence-dir", str(evidence)],
+            pytest_command("tests/acceptance/test_b0_output.py", "-m", "lossless and 5s",
+                           "--campaign", str(campaign), "--evidence-dir", str(evidence)),
             cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
     return proc, evidence
 
