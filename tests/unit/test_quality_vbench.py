@@ -276,3 +276,54 @@ def test_model_scores_say_what_they_were_made_with(tmp_path: Path) -> None:
     assert load_model("raft", linear).made_with()["parameters"] == "float64"
     # Flicker needs no model: nothing to record.
     assert "made_with" not in scores["vbench.temporal_flickering"].extra
+
+
+class _Counting(torch.nn.Module):  # type: ignore[misc]
+    """A small random convolutional feature extractor that counts its runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 8, 5, stride=4)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.conv(x).mean(dim=(2, 3))
+
+
+def test_a_held_frame_runs_the_network_once(tmp_path: Path) -> None:
+    # A still video (frame-hold): every frame after the first is the first's bytes, so the
+    # network runs once, and the score is a perfect 1.0 as if it ran on every frame.
+    fake = _Counting()
+    model = _script(fake, tmp_path / "clip.pt")
+    still = [np.full((32, 48, 3), [10, 200, 30], np.uint8)] * 6
+    score = _by_id(score_frames(still, fps=24, weights={"clip_vitb32": model}))[
+        "vbench.background_consistency"]
+    assert score.status == "ok" and score.value == pytest.approx(1.0, abs=1e-12)
+    assert fake.calls == 1
+
+
+def test_a_repeated_input_gives_what_running_the_network_gives(tmp_path: Path) -> None:
+    # Two alternating frames: each runs once (the model remembers its latest calls, not only the
+    # last), and what a repeat gets is bit for bit what running the network again gives.
+    from ref2va_accept.quality._models import RECENT_CALLS, clip_input
+
+    fake = _Counting()
+    model = load_model("clip_vitb32", _script(fake, tmp_path / "clip.pt"))
+    rng = np.random.default_rng(5)
+    a, b = (rng.integers(0, 256, (32, 48, 3), dtype=np.uint8) for _ in range(2))
+    outputs = [model(clip_input(frame)) for frame in (a, b, a, b, a)]
+    assert fake.calls == 2 and model.runs == [2]
+    assert np.array_equal(outputs[0], outputs[2]) and np.array_equal(outputs[1], outputs[3])
+    rerun = model._run((clip_input(a),))
+    assert fake.calls == 3 and np.array_equal(rerun, outputs[4])
+    # A returned output is the caller's own: changing it changes nothing remembered.
+    outputs[4][:] = 0.0
+    assert np.array_equal(model(clip_input(a)), rerun)
+    # Inputs that differ in one value, or in shape, run the network; the memory stays bounded.
+    x = clip_input(a)
+    x[0, 0, 112, 112] += 1.0
+    model(x)
+    model(x[:, :, :200])
+    assert fake.calls == 5 and len(model.recent) <= RECENT_CALLS

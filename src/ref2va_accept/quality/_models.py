@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +79,23 @@ F32 = npt.NDArray[np.float32]
 I2V_ANTIALIAS = True
 
 
+# How many of a model's latest calls it remembers (inputs and output): a video's frames reach
+# several dimensions, each with its own preprocessing, so a repeat need not be the very last call.
+RECENT_CALLS = 4
+
+
 @dataclass(frozen=True)
 class LoadedModel:
+    """A network ready to score with, and the file it was built from.
+
+    A call whose inputs equal one of its :data:`RECENT_CALLS` latest (same shapes, same values)
+    gives that call's output again instead of running the network: a held frame (a still video,
+    or any frame identical to one before it) costs nothing after its first. The network is a
+    function of its inputs, so on the CPU that is bit for bit the output a second run gives
+    (tests/unit/test_quality_vbench.py); on a device whose kernels need not be deterministic it
+    is one of the outputs a run may give. A 5 s output of a still video took 27 s of CPU through
+    CLIP ViT-B/32 here, frame by frame, and takes one frame's worth now (docs/benchmarks.md)."""
+
     name: str
     identity: WeightRecord
     module: Any  # the network's call (loaders.Network.call); loosely typed: no torch at import
@@ -90,6 +105,10 @@ class LoadedModel:
     parameters_dtype: str | None = None
     device: str = "cpu"
     library: str = ""
+    # The latest calls, newest last: (inputs, output); and how many calls ran the network.
+    recent: list[tuple[tuple[Any, ...], F32]] = field(default_factory=list, compare=False,
+                                                      repr=False)
+    runs: list[int] = field(default_factory=lambda: [0], compare=False, repr=False)
 
     def made_with(self) -> dict[str, Any]:
         return {"parameters": self.parameters_dtype, "inputs": "float32", "device": self.device,
@@ -97,6 +116,21 @@ class LoadedModel:
 
     def __call__(self, *inputs: Any) -> F32:
         import torch  # noqa: PLC0415 - the judge imports torch only when a model is used
+
+        for seen, output in reversed(self.recent):
+            if len(seen) == len(inputs) and all(
+                    a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+                    for a, b in zip(seen, inputs, strict=True)):
+                again: F32 = output.copy()
+                return again
+        result = self._run(inputs)
+        self.recent.append((tuple(x.detach().clone() for x in inputs), result.copy()))
+        del self.recent[:-RECENT_CALLS]
+        self.runs[0] += 1
+        return result
+
+    def _run(self, inputs: tuple[Any, ...]) -> F32:
+        import torch  # noqa: PLC0415
 
         with torch.inference_mode(), warnings.catch_warnings():
             # VBench's RAFT still calls torch.cuda.amp.autocast (disabled) and meshgrid unindexed.
