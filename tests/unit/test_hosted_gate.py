@@ -276,7 +276,7 @@ def _lossy_host(device: str, monkeypatch: pytest.MonkeyPatch, *, fails: bool,
         track, c, Check.LOSSY_GATE, "fail" if fails else "pass",
         Reason.QUALITY_GATE_FAILED if fails else None, "planted"))
     runner = SimpleNamespace(made=lambda a: SimpleNamespace(
-        runs=[SimpleNamespace(seed=s) for s in plan.seeds]))
+        runs=[SimpleNamespace(seed=s, scores=()) for s in plan.seeds]))
     host = lossy.HostedGate(runner, LOSSY[0])  # type: ignore[arg-type]
     schedules = latency.LatencySchedules()
     schedules.cover("5s-lossy", LOSSY)

@@ -3,6 +3,7 @@ in error with the reason, and the gate open (never a crash at B0, never a pass).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -58,3 +59,39 @@ def test_a_video_that_scores_is_scored(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(quality, "score_video", lambda *_, **__: scored)
     arms, outcome = _arms_and_outcome(tmp_path)
     assert lossy._score(arms, outcome) == tuple(scored)
+
+
+# ---- a candidate's seeds are scored until one breaks the gate -------------------------------
+
+def _scoring(values: dict[str, float]) -> tuple[list[str], Any]:
+    """A scorer that hands each output's planted flicker score and notes which it scored."""
+    scored: list[str] = []
+
+    def score(output: str) -> tuple[Any, ...]:
+        scored.append(output)
+        value = values[output]
+        return (ok_score(SCORERS[GATED[0]], value) if not math.isnan(value) else
+                quality.error_score(SCORERS[GATED[0]], "weights missing"),)
+    return scored, score
+
+
+B0_SCORES = [ok_score(SCORERS[GATED[0]], 0.9)]
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    # Within on every seed: each seed is scored.
+    ({"s42": 0.9, "s43": 0.901, "s44": 0.9}, ["s42", "s43", "s44"]),
+    # Broken on the second: the third is never scored.
+    ({"s42": 0.9, "s43": 0.8, "s44": 0.9}, ["s42", "s43"]),
+    # Broken on the first: only the first.
+    ({"s42": 0.8, "s43": 0.9, "s44": 0.9}, ["s42"]),
+    # An open dimension decides nothing: scoring goes on.
+    ({"s42": float("nan"), "s43": 0.9, "s44": 0.8}, ["s42", "s43", "s44"]),
+])
+def test_a_candidates_seeds_are_scored_until_one_breaks_the_gate(
+        values: dict[str, float], expected: list[str]) -> None:
+    scored, score = _scoring(values)
+    found = lossy_errors.scored_until_broken([(o, B0_SCORES) for o in values], score,
+                                             LossyGate(gated=GATED[:1]))
+    assert scored == expected
+    assert [s is not None for s in found] == [o in expected for o in values]

@@ -114,13 +114,27 @@ def test_a_model_based_dimension_is_gated_on_stand_in_weights(five_second_run: A
 def test_a_still_video_breaks_the_model_based_dimension(five_second_run: Any) -> None:
     check = _check(five_second_run[1], "frame-hold", "lossy_gate")
     assert check["status"] == "fail" and check["reason"] == "quality_gate_failed"
-    for seed in (42, 43):
-        error = _model_error(check, seed)
-        # A still video is perfectly consistent: 1.0 against B0's ~0.983.
-        assert error["candidate"] == pytest.approx(1.0, abs=1e-9) and error["gate"] == "broken"
-        assert 0.01 < error["error"] < 0.03 and error["weights"] == [STAND_IN_CLIP]
+    error = _model_error(check, 42)
+    # A still video is perfectly consistent: 1.0 against B0's ~0.983.
+    assert error["candidate"] == pytest.approx(1.0, abs=1e-9) and error["gate"] == "broken"
+    assert 0.01 < error["error"] < 0.03 and error["weights"] == [STAND_IN_CLIP]
     assert "vbench.background_consistency" in check["detail"]
     assert verdict_of(five_second_run[1], "frame-hold")["verdict"] == "failed"
+
+
+def test_seeds_after_the_one_that_broke_the_gate_are_not_scored(five_second_run: Any) -> None:
+    # Seed 42 broke the gate of both failing candidates: seed 43 could change neither verdict
+    # nor reason, so it was generated (and compared with B0 beside the gate) but not scored.
+    for candidate in ("cache-dit-aggressive", "frame-hold"):
+        first, second = _check(five_second_run[1], candidate, "lossy_gate")["data"]["per_seed"]
+        assert first["seed"] == 42 and "not_scored" not in first
+        assert any(e["gate"] == "broken" for e in first["errors"]), candidate
+        assert second == {**second, "seed": 43, "errors": [],
+                          "not_scored": "seed 42 broke the gate first"}
+        assert "psnr_db" in second["fidelity"]
+    # The passing candidate is scored on every seed.
+    mild = _check(five_second_run[1], "cache-dit-mild", "lossy_gate")["data"]["per_seed"]
+    assert [s["seed"] for s in mild] == [42, 43] and all("not_scored" not in s for s in mild)
 
 
 def test_report_shows_the_lossy_numbers(five_second_run: Any) -> None:

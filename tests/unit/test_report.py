@@ -23,7 +23,7 @@ from tests.unit.check_records import make_check
 pytestmark = pytest.mark.fast
 
 
-def _bundle(tmp_path: Path) -> EvidenceBundle:
+def _bundle(tmp_path: Path, unscored_seed: int | None = None) -> EvidenceBundle:
     bundle = EvidenceBundle.create(tmp_path / "evidence", "run", Sanitizer((), ()))
     bundle.add_check(make_check(
         "5s-lossy", "b0", "baseline_variability", "pass", None, "B0 same-seed spread at most 0",
@@ -55,7 +55,12 @@ def _bundle(tmp_path: Path) -> EvidenceBundle:
                                     "all_identical": False,
                                     "psnr_per_frame": ["inf", 25.0, 26.0],
                                     "ssim_per_frame": [1.0, 0.88, 0.85]},
-                       "audio": {"error": "b.mp4: expected an audio stream, found none"}}]}))
+                       "audio": {"error": "b.mp4: expected an audio stream, found none"}}]
+         + ([] if unscored_seed is None else [
+             {"seed": unscored_seed, "threshold": 0.01, "errors": [],
+              "not_scored": "seed 42 broke the gate first",
+              "fidelity_gate": {"below_minimum": [], "open": []},
+              "fidelity": {"error": "not compared"}, "audio": {"error": "not compared"}}])}))
     return bundle
 
 
@@ -131,6 +136,14 @@ def test_host_section_says_when_memory_was_not_measured(tmp_path: Path) -> None:
          "source": "installed torch"}]})
     page = host_html(bundle)
     assert "(all match)" in page and "DIFFERS" not in page and "color:#cf222e" not in page
+
+
+def test_a_seed_left_unscored_says_why_and_shows_no_score_table(tmp_path: Path) -> None:
+    tables = lossy_tables_html(_bundle(tmp_path / "a")).count("<table class='ref2va-lossy'")
+    page = lossy_tables_html(_bundle(tmp_path / "b", unscored_seed=43))
+    assert "<p><b>seed 43</b></p><p>not scored: seed 42 broke the gate first; the gate was " \
+        "failed already" in page
+    assert page.count("<table class='ref2va-lossy'") == tables  # none for seed 43
 
 
 def test_the_report_renders_the_gates_decisions_and_does_not_decide_again(tmp_path: Path) -> None:

@@ -260,6 +260,8 @@ class LossySeed(Record):
     seed: int | None
     threshold: Number
     errors: list[GateError]
+    # Why this seed's output was not scored (an earlier seed broke the gate): absent otherwise
+    not_scored: str | None = None
     fidelity_gate: FidelityGate
     fidelity: FidelityFigures | NotCompared
     audio: AudioComparisonRecord | NotCompared

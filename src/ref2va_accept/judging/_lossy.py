@@ -48,6 +48,7 @@ from ref2va_accept.judging._lossy_errors import (
     decide,
     fidelity_below,
     gate_error,
+    scored_until_broken,
 )
 from ref2va_accept.judging._verdicts import GateChecks
 from ref2va_accept.media import probe
@@ -73,6 +74,8 @@ class ScoredOutcome:
     scores: tuple[ScoreRecord, ...]
     # Not scored: the scores are those of the same bytes from B0's first instance (_second_scored)
     scored_once: bool = False
+    # A candidate's seed left unscored (scored_until_broken): why, for the evidence
+    not_scored: str | None = None
 
 
 # Per candidate, seed and dimension: what the gate decided.
@@ -105,16 +108,14 @@ def _score(arms: Arms, outcome: Outcome) -> tuple[ScoreRecord, ...]:
 
 
 def _run_seeds(arms: Arms, arm_id: str, seeds: Sequence[int],
-               index: int, record_check: Check | None) -> list[ScoredOutcome]:
-    """The seeds on a fresh instance, scored once it is stopped: a scoring device may be one
+               index: int, record_check: Check | None) -> list[Outcome]:
+    """The seeds on a fresh instance, stopped before any is scored: a scoring device may be one
     the engine holds, and the instance would only idle while the CPU scores."""
     engine = arms.start(arm_id)
     try:
-        outcomes = _requests(arms, engine, arm_id, seeds, index, record_check)
+        return _requests(arms, engine, arm_id, seeds, index, record_check)
     finally:
         arms.registry.stop(engine)
-    return [ScoredOutcome(seed, o, _score(arms, o)) for seed, o in zip(seeds, outcomes,
-                                                                        strict=True)]
 
 
 def _requests(arms: Arms, engine: EngineInstance, arm_id: str, seeds: Sequence[int],
@@ -293,11 +294,11 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
             # scored, so it cannot be compared either; never an open score.
             found = [f"seed {cand.seed}: {cand.outcome.explain()}"]
         precondition += found
-        errors = _errors(cand.scores, base.scores, gate)
+        errors = [] if cand.not_scored else _errors(cand.scores, base.scores, gate)
         # Which weights made each score (a model-based one names its files, stand-ins labelled).
         weights = {sc.scorer: sc.weights for sc in cand.scores if sc.weights}
         opened |= {e.scorer for e in errors if e.status == "open"}
-        opened |= set(_missing_gated(cand.scores, gate))
+        opened |= set() if cand.not_scored else set(_missing_gated(cand.scores, gate))
         for e in errors:
             if e.error is not None:
                 worst[e.scorer] = max(worst.get(e.scorer, 0.0), e.error)
@@ -310,6 +311,7 @@ def judge_candidate(track_id: str, gate: LossyGate, candidate: str, baseline: Lo
         per_seed.append({"seed": cand.seed, "threshold": gate.threshold,
                          "errors": [gate_error(e, gate.threshold, weights).json_dict()
                                     for e in errors],
+                         **({"not_scored": cand.not_scored} if cand.not_scored else {}),
                          "fidelity_gate": {"below_minimum": low, "open": unjudged}, **beside})
     data = {"threshold": gate.threshold, "normalized": gate.normalized, "worst": worst,
             "min_psnr_db": gate.min_psnr_db, "min_ssim": gate.min_ssim, "per_seed": per_seed}
@@ -367,10 +369,21 @@ def run_candidate(arms: Arms, candidate: str, baseline: LossyBaseline) -> list[A
 
 
 def _judged(arms: Arms, candidate: str, baseline: LossyBaseline,
-            runs: Sequence[ScoredOutcome]) -> list[AnyCheck]:
-    """The lossy gate's check of the candidate and its weights check, each recorded."""
-    checks = [judge_candidate(arms.plan.track_id, arms.plan.lossy.gate, candidate, baseline,
-                              runs)]
+            outcomes: Sequence[Outcome]) -> list[AnyCheck]:
+    """The candidate's outputs (one per B0 seed) scored until one breaks the gate, then the
+    lossy gate's check of the candidate and its weights check, each recorded."""
+    gate = arms.plan.lossy.gate
+    pairs = list(zip(baseline.runs, outcomes, strict=True))
+    scored = scored_until_broken([(o, base.scores) for base, o in pairs],
+                                 lambda o: _score(arms, o), gate)
+    # The seed that broke the gate, where it left others unscored: the last one scored.
+    broke = next((base.seed for (base, _), scores in reversed(list(zip(pairs, scored,
+                                                                       strict=True)))
+                  if scores is not None), None)
+    runs = [ScoredOutcome(base.seed, o, scores) if scores is not None else
+            ScoredOutcome(base.seed, o, (), not_scored=f"seed {broke} broke the gate first")
+            for (base, o), scores in zip(pairs, scored, strict=True)]
+    checks = [judge_candidate(arms.plan.track_id, gate, candidate, baseline, runs)]
     weights = weights_check(arms.plan.track_id, candidate, runs)
     checks += [weights] if weights is not None else []
     return record(arms, checks)
@@ -424,6 +437,4 @@ class HostedGate(GateOnInstance[LossyBaseline]):
 
     def _judge(self, arms: Arms, outcomes: Sequence[Outcome]) -> list[AnyCheck]:
         baseline = self.runner.made(arms)
-        scored = [ScoredOutcome(run.seed, o, _score(arms, o))
-                  for o, run in zip(outcomes, baseline.runs, strict=True)]
-        return _judged(arms, self.candidate, baseline, scored)
+        return _judged(arms, self.candidate, baseline, outcomes)

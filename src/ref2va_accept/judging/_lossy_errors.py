@@ -5,8 +5,8 @@ decision per dimension (`within`, `broken`, `open`) with the evidence it writes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
 
 from ref2va_accept.campaign import LossyGate
 from ref2va_accept.evidence import (
@@ -21,6 +21,8 @@ from ref2va_accept.quality import relative_errors
 WITHIN: Final[GateDecision] = "within"
 BROKEN: Final[GateDecision] = "broken"
 OPEN: Final[GateDecision] = "open"
+
+T = TypeVar("T")
 
 
 def _gated_errors(errors: Sequence[RelativeError], gate: LossyGate) -> list[RelativeError]:
@@ -87,3 +89,25 @@ def gate_error(error: RelativeError, threshold: float,
     named = {"weights": weights[error.scorer]} if error.scorer in weights else {}
     return GateError.model_validate({**error.model_dump(), "threshold": threshold,
                                      "gate": decide(error, threshold), **named})
+
+
+def scored_until_broken(outputs: Sequence[tuple[T, Sequence[ScoreRecord]]],
+                        score: Callable[[T], tuple[ScoreRecord, ...]], gate: LossyGate
+                        ) -> list[tuple[ScoreRecord, ...] | None]:
+    """A candidate's outputs, each with its seed's B0 scores, scored in seed order until one
+    breaks a gated dimension; None for each output after it, never scored. A dimension broken on
+    any seed fails the gate (`quality_gate_failed`), and what is checked before it (a request
+    that failed, outputs that cannot be compared) needs no score: the seeds left could change
+    neither the verdict nor its reason, only add model time (a 5 s output through CLIP ViT-B/32
+    was 27 s of CPU here; on the host, a scoring device's time)."""
+    scored: list[tuple[ScoreRecord, ...] | None] = []
+    broken = False
+    for output, baseline in outputs:
+        if broken:
+            scored.append(None)
+            continue
+        scores = score(output)
+        scored.append(scores)
+        broken = any(decide(e, gate.threshold) == BROKEN
+                     for e in _errors(scores, baseline, gate))
+    return scored

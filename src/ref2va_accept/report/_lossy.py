@@ -114,10 +114,14 @@ def _seed_html(seed: LossySeed) -> str:
                          number(e.candidate, ".6f"), number(e.error, ".4%")))
         + _gate_cell(e.gate) + cells((e.detail or "",)) + "</tr>"
         for e in seed.errors)
-    parts = [f"<p><b>seed {html.escape(str(seed.seed))}</b></p>",
-             f"<table class='ref2va-lossy' {TABLE}><tr>"
-             + cells(("scorer", "kind", "B0", "candidate", "relative error", "gate", "detail"),
-                      "th") + "</tr>" + rows + "</table>"]
+    parts = [f"<p><b>seed {html.escape(str(seed.seed))}</b></p>"]
+    if seed.not_scored:
+        parts.append(f"<p>not scored: {html.escape(seed.not_scored)}; the gate was failed "
+                     "already, so this seed's scores could not change its verdict</p>")
+    else:
+        parts.append(f"<table class='ref2va-lossy' {TABLE}><tr>"
+                     + cells(("scorer", "kind", "B0", "candidate", "relative error", "gate",
+                              "detail"), "th") + "</tr>" + rows + "</table>")
     fidelity = seed.fidelity
     if isinstance(fidelity, NotCompared):
         parts.append(f"<p>fidelity to B0: error: {html.escape(str(fidelity.error))}</p>")
