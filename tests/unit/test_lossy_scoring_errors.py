@@ -95,3 +95,34 @@ def test_a_candidates_seeds_are_scored_until_one_breaks_the_gate(
                                              LossyGate(gated=GATED[:1]))
     assert scored == expected
     assert [s is not None for s in found] == [o in expected for o in values]
+
+
+def test_the_candidate_check_is_handed_each_seed_scored_or_why_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The gate judged (judge_candidate, planted) receives every seed: those scored with their
+    # scores, those after the seed that broke the gate with none and that seed named.
+    values = {42: 0.9, 43: 0.8, 44: 0.9}
+    scored: list[int] = []
+    handed: list[Any] = []
+
+    def score(_arms: Any, outcome: Any) -> tuple[Any, ...]:
+        scored.append(outcome.seed)
+        return (ok_score(SCORERS[GATED[0]], values[outcome.seed]),)
+
+    monkeypatch.setattr(lossy, "_score", score)
+    monkeypatch.setattr(lossy, "judge_candidate",
+                        lambda track, gate, c, b, runs: handed.extend(runs) or "judged")
+    monkeypatch.setattr(lossy, "record", lambda arms, checks: checks)
+    arms = SimpleNamespace(plan=SimpleNamespace(
+        track_id="5s-lossy", lossy=SimpleNamespace(gate=LossyGate(gated=GATED[:1]))))
+    baseline = SimpleNamespace(runs=[SimpleNamespace(seed=s, scores=B0_SCORES) for s in values])
+    outcomes = [SimpleNamespace(seed=s) for s in values]
+    assert lossy._judged(arms, "c1", baseline, outcomes)[0] == "judged"  # type: ignore[arg-type]
+    assert scored == [42, 43]
+    assert [(r.seed, r.not_scored, len(r.scores)) for r in handed] == [
+        (42, None, 1), (43, None, 1), (44, "seed 43 broke the gate first", 0)]
+    # Nothing broken: every seed scored, none marked.
+    values[43] = 0.9
+    scored.clear(), handed.clear()
+    lossy._judged(arms, "c1", baseline, outcomes)  # type: ignore[arg-type]
+    assert scored == [42, 43, 44] and all(r.not_scored is None for r in handed)

@@ -376,10 +376,8 @@ def _judged(arms: Arms, candidate: str, baseline: LossyBaseline,
     pairs = list(zip(baseline.runs, outcomes, strict=True))
     scored = scored_until_broken([(o, base.scores) for base, o in pairs],
                                  lambda o: _score(arms, o), gate)
-    # The seed that broke the gate, where it left others unscored: the last one scored.
-    broke = next((base.seed for (base, _), scores in reversed(list(zip(pairs, scored,
-                                                                       strict=True)))
-                  if scores is not None), None)
+    # The seeds left unscored follow the one that broke the gate.
+    broke = pairs[scored.index(None) - 1][0].seed if None in scored else None
     runs = [ScoredOutcome(base.seed, o, scores) if scores is not None else
             ScoredOutcome(base.seed, o, (), not_scored=f"seed {broke} broke the gate first")
             for (base, o), scores in zip(pairs, scored, strict=True)]

@@ -105,10 +105,9 @@ class LoadedModel:
     parameters_dtype: str | None = None
     device: str = "cpu"
     library: str = ""
-    # The latest calls, newest last: (inputs, output); and how many calls ran the network.
+    # The latest calls, newest last: (inputs, output).
     recent: list[tuple[tuple[Any, ...], F32]] = field(default_factory=list, compare=False,
                                                       repr=False)
-    runs: list[int] = field(default_factory=lambda: [0], compare=False, repr=False)
 
     def made_with(self) -> dict[str, Any]:
         return {"parameters": self.parameters_dtype, "inputs": "float32", "device": self.device,
@@ -126,7 +125,6 @@ class LoadedModel:
         result = self._run(inputs)
         self.recent.append((tuple(x.detach().clone() for x in inputs), result.copy()))
         del self.recent[:-RECENT_CALLS]
-        self.runs[0] += 1
         return result
 
     def _run(self, inputs: tuple[Any, ...]) -> F32:
