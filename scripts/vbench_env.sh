@@ -18,11 +18,13 @@ if [ ! -f "$stamp" ]; then
     rm -rf "$DIR"
     "$PYTHON" -m venv "$DIR"
     "$DIR/bin/python" -m pip install --quiet --upgrade pip
+    # --no-compile: bytecode for the modules the comparison imports is written as they are first
+    # imported (./ref2va unsets PYTHONDONTWRITEBYTECODE), not for all of torch's and CUDA's.
     constraints=$(mktemp)
     trap 'rm -f "$constraints"' EXIT
     grep -E '^(torch|torchvision)==' scripts/vbench-env.txt > "$constraints"
-    "$DIR/bin/python" -m pip install --quiet -c "$constraints" -r scripts/vbench-env.txt
-    "$DIR/bin/python" -m pip install --quiet --no-deps vbench==0.1.5
+    "$DIR/bin/python" -m pip install --quiet --no-compile -c "$constraints" -r scripts/vbench-env.txt
+    "$DIR/bin/python" -m pip install --quiet --no-compile --no-deps vbench==0.1.5
     # The judge's package from this checkout, without its dependencies (those it needs are above):
     # its src/ on the path, by a .pth file, rather than an editable install, which would write
     # src/*.egg-info while the judge's own .venv may be installing the same checkout.
