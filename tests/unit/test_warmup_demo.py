@@ -39,7 +39,8 @@ def _campaign(tmp_path: Path, **protocol: Any) -> Path:
 @pytest.mark.fast
 def test_a_cheap_warmup_without_its_demonstration_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CampaignError) as caught:
-        load_campaign(_campaign(tmp_path, warmup_steps=4))
+        # (the reference campaign, which this copies, carries its own demonstration)
+        load_campaign(_campaign(tmp_path, warmup_steps=4, warmup_demonstration=None))
     assert "pytest -m warmup_demonstration --warmup-steps 4" in str(caught.value)
 
 
