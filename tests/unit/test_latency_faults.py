@@ -32,7 +32,8 @@ def _campaign(folder: Path, candidate_args: dict[str, Any], b0_args: dict[str, A
     data["candidates"] = [{"id": "faulty", "profile": "faulty.yaml", "tracks": ["5s-lossless"]}]
     data["tracks"] = {"5s-lossless": data["tracks"]["5s-lossless"]}
     # The request design (ABA, two measured each, no warm-up): the shortest frozen protocol.
-    for key in ("instances_per_arm", "max_warmups", "steady_fraction", "baseline_instances"):
+    for key in ("instances_per_arm", "max_warmups", "steady_fraction", "baseline_instances",
+                "warmup_steps", "warmup_demonstration"):
         data["protocol"].pop(key, None)
     data["protocol"].update(replication="request", ordering="ABA", warmups=0, repeats=2,
                             caching_probe_requests=0)
