@@ -4,10 +4,13 @@ refused with one clear reason when the file, its format, its pin or its library 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,10 +51,30 @@ def _frames(n: int = 5) -> list[np.ndarray]:
     return [np.roll(base, 2 * i, axis=1) for i in range(n)]
 
 
-def test_standins_are_laid_out_as_vbench_cache_and_built_by_the_libraries(cache: Path) -> None:
+@pytest.fixture(scope="module")
+def checked_by_bytes(cache: Path) -> tuple[dict[str, Any], int, list[str]]:
+    """The folder checked as a campaign-less user checks it, with its own list of stand-ins put
+    aside, so that only their bytes can say what they are: check_weights's records, and the
+    exit code and lines of `scorers check --dir`. (Each check loads every network and runs it
+    once, about 50 s of CPU for these five: done once for the tests that read it.)"""
+    from ref2va_accept.quality._known_standins import WRITTEN_LIST
+
+    (cache / WRITTEN_LIST).rename(cache / "list.json")
+    try:
+        checks = check_weights(default_paths(cache), {}, names=CPU_NAMES)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["scorers", "check", "--dir", str(cache)])
+    finally:
+        (cache / "list.json").rename(cache / WRITTEN_LIST)
+    return checks, code, [line.strip() for line in out.getvalue().splitlines()]
+
+
+def test_standins_are_laid_out_as_vbench_cache_and_built_by_the_libraries(
+        cache: Path, checked_by_bytes: tuple[dict[str, Any], int, list[str]]) -> None:
     for name in CPU_NAMES:
         assert (cache / VBENCH_LAYOUT[name]).is_file()
-    checks = check_weights(default_paths(cache), {}, frozenset(CPU_NAMES), names=CPU_NAMES)
+    checks = checked_by_bytes[0]
     for name in CPU_NAMES:
         assert checks[name].ready, (name, checks[name].problem)
         assert checks[name].stand_in
@@ -67,24 +90,19 @@ def test_standins_are_laid_out_as_vbench_cache_and_built_by_the_libraries(cache:
 
 
 def test_standins_are_the_bytes_whose_hashes_ship_and_are_recognised_without_a_campaign(
-        cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        cache: Path, checked_by_bytes: tuple[dict[str, Any], int, list[str]]) -> None:
     from ref2va_accept.core import tree_sha256
-    from ref2va_accept.quality._known_standins import SHIPPED, WRITTEN_LIST
+    from ref2va_accept.quality._known_standins import SHIPPED
 
     for name in CPU_NAMES:
         assert tree_sha256(cache / VBENCH_LAYOUT[name]) == SHIPPED[name], name
     # Recognised by their bytes alone: the folder's own list is not what says so here.
-    (cache / WRITTEN_LIST).rename(cache / "list.json")
-    try:
-        checks = check_weights(default_paths(cache), {}, names=CPU_NAMES)
-        assert main(["scorers", "check", "--dir", str(cache)]) == 1  # ViT-L/14 etc. missing
-    finally:
-        (cache / "list.json").rename(cache / WRITTEN_LIST)
+    checks, code, lines = checked_by_bytes
+    assert code == 1  # ViT-L/14 etc. missing
     for name in CPU_NAMES:
         check = checks[name]
         assert check.ready and check.stand_in and not check.stand_in_declared, name
         assert check.json_dict()["stand_in_declared"] is False
-    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     for name in CPU_NAMES:  # a file is listed under each dimension it serves
         found = [line for line in lines if line.startswith(f"{name} ")]
         assert found and all("STAND-IN (seeded random weights, not VBench's; recognised by "
