@@ -57,7 +57,7 @@ def test_the_reference_campaign_runs_its_two_15s_tracks_in_different_lanes() -> 
     campaign = load_campaign(REFERENCE)
     weights = track_weights(campaign)
     assert list(weights) == list(TRACK_IDS)
-    # No frozen medians: requests times frames times steps (a warm-up at its 4 of 50 steps);
+    # No frozen medians: requests times frames times steps (a 4-step warm-up counted whole);
     # the 15 s tracks are the heaviest, 15 s lossless heavier than 15 s lossy (four arms per
     # instance block against three); at 5 s the lossy track has four arms too (frame-hold) and
     # two seeds, and its hosted gates' full requests are not its instances' 4-step warm-ups, so

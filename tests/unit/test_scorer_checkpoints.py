@@ -56,7 +56,8 @@ def checked_by_bytes(cache: Path) -> tuple[dict[str, Any], int, list[str]]:
     """The folder checked as a campaign-less user checks it, with its own list of stand-ins put
     aside, so that only their bytes can say what they are: check_weights's records, and the
     exit code and lines of `scorers check --dir`. (Each check loads every network and runs it
-    once, about 50 s of CPU for these five: done once for the tests that read it.)"""
+    once, about 10 s of CPU for these five on a quiet core: done once for the tests that read
+    it, where they made three.)"""
     from ref2va_accept.quality._known_standins import WRITTEN_LIST
 
     (cache / WRITTEN_LIST).rename(cache / "list.json")
