@@ -83,5 +83,6 @@ def test_a_store_copies_the_checkouts_standin_only_when_it_is_the_shipped_one(
     assert built_in_store is (planted != "the shipped bytes")
     if planted == "the shipped bytes":  # a copy, not a link to the checkout's file
         assert laid.path.stat().st_ino != (checkout / VBENCH_LAYOUT[NAME]).stat().st_ino
-    if planted == "other bytes":  # left as it was
+    if planted == "other bytes":  # left as it was, and its refused copy gone
         assert (checkout / VBENCH_LAYOUT[NAME]).read_bytes() == b"not a stand-in"
+        assert not list(store.rglob("*.partial"))
