@@ -13,7 +13,8 @@ import pytest
 from ref2va_accept.arms import Outcome, OutcomeLog
 from ref2va_accept.campaign import LoadedCampaign, load_campaign
 from ref2va_accept.core import Check
-from ref2va_accept.judging import GateInstances, run_gate_instances
+from ref2va_accept.evidence import ScoreRecord, WeightRecord
+from ref2va_accept.judging import Baselines, GateInstances, run_gate_instances
 from ref2va_accept.judging import _lossless as lossless
 from ref2va_accept.judging import _lossy as lossy
 from ref2va_accept.planning import (
@@ -140,6 +141,58 @@ def test_one_pair_of_instances_answers_both_gates(plans: dict[str, TrackPlan]) -
     assert runners["5s-lossy"].checks == list(scored.checks)
     assert "(B0's gate instances served 5s-lossless+5s-lossy)" in scored.checks[0].detail
     assert len(arms.starts) == 2  # judging started nothing more
+
+
+CLIP = WeightRecord(name="ViT-B-32.pt", sha256="86a40ba7e120" + "0" * 52, stand_in=True,
+                    declared=True)
+
+
+def _model_scored(arms: Any, outcome: Outcome) -> tuple[ScoreRecord, ...]:
+    """A model-based score of each output, named with the weights that made it."""
+    return (ScoreRecord(dimension="background_consistency", kind="vbench",
+                        scorer="vbench.background_consistency", version="test", weights=[CLIP],
+                        value=0.98, status="ok", detail="", extra={}),)
+
+
+def test_shared_instances_leave_the_scorer_weights_check_as_made(
+        plans: dict[str, TrackPlan], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A lossy track scored with a model (the reference campaign's stand-in CLIP) and its
+    # lossless twin in one session: B0's checks say the instances were shared, but which weights
+    # scored B0 is not about the instances, and its record has no field to say so (a session
+    # of `-m 5s` on the reference campaign failed every scenario of both tracks on it).
+    monkeypatch.setattr(lossy, "_score", _model_scored)
+    runners = _arms(plans, "5s-lossless", "5s-lossy")
+    runs = run_gate_instances(runners)
+    scored = lossy.run_baseline(runners["5s-lossy"], runs)  # type: ignore[arg-type]
+    variability, weights = scored.checks
+    assert variability.name == Check.BASELINE_VARIABILITY
+    assert variability.json_dict()["data"]["gate_instances_served"] == ["5s-lossless",
+                                                                        "5s-lossy"]
+    assert weights.name == Check.SCORER_WEIGHTS and weights.status == "pass"
+    assert "gate_instances_served" not in weights.json_dict()["data"]
+    assert "served" not in weights.detail and "ViT-B-32.pt" in weights.detail
+    assert runners["5s-lossy"].checks == [variability, weights]
+    # The same checks from instances of its own: the weights check is the same record.
+    alone = _arms(plans, "5s-lossy")["5s-lossy"]
+    own = lossy.run_baseline(alone, run_gate_instances({"5s-lossy": alone}))  # type: ignore
+    assert own.checks[1] == weights
+
+
+def test_a_reference_run_that_failed_is_not_made_again(plans: dict[str, TrackPlan]) -> None:
+    baselines = Baselines()
+    made: list[str] = []
+
+    def broken() -> object:
+        made.append("tried")
+        raise ValueError("B0 could not be judged")
+
+    for _ in range(3):  # each scenario that needs it fails with the same error
+        with pytest.raises(ValueError, match="could not be judged"):
+            baselines.get_or_make("lossy", "5s-lossy", broken)
+    assert made == ["tried"]
+    # Another track's, or another gate's, is its own.
+    assert baselines.get_or_make("lossless", "5s-lossy", lambda: "made") == "made"
+    assert baselines.get_or_make("lossless", "5s-lossy", broken) == "made"
 
 
 @pytest.mark.parametrize("track", ["5s-lossless", "5s-lossy"])

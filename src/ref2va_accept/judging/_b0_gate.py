@@ -70,14 +70,22 @@ def run_gate_instances(runners: Mapping[str, Arms]) -> GateRuns:
     return runs
 
 
+# B0's checks that are not about its gate instances: which weights files made its scores says
+# nothing of the instances that made the outputs, and its record has no field to say they were
+# shared.
+_NOT_OF_THE_INSTANCES = frozenset({Check.SCORER_WEIGHTS})
+
+
 def mark_shared(checks: Sequence[AnyCheck], runs: GateRuns, **data: object
                 ) -> tuple[AnyCheck, ...]:
     """A track's B0 checks, saying (in the detail, and `gate_instances_served` with `data` in
-    the data) that their instances served other tracks too; as they are when they did not."""
+    the data) that their instances served other tracks too; as they are when they did not, and
+    the checks that are not about the instances (`_NOT_OF_THE_INSTANCES`) always."""
     if not runs.shared:
         return tuple(checks)
     said = f"B0's gate instances served {'+'.join(runs.tracks)}"
-    return tuple(check.revised(detail=f"{check.detail} ({said})",
+    return tuple(check if check.name in _NOT_OF_THE_INSTANCES else
+                 check.revised(detail=f"{check.detail} ({said})",
                                gate_instances_served=list(runs.tracks), **data)
                  for check in checks)
 
@@ -120,6 +128,7 @@ class Baselines:
     def __init__(self, instances: GateInstances | None = None,
                  schedules: LatencySchedules | None = None) -> None:
         self._made: dict[tuple[str, str], Any] = {}
+        self._failed: dict[tuple[str, str], Exception] = {}
         self.instances = instances if instances is not None else GateInstances()
         self.schedules = schedules
         # The localization pass after a lossless candidate's bit-exact failure (localize/);
@@ -136,8 +145,17 @@ class Baselines:
         return self.schedules.hosted_gate(arms, candidate)
 
     def get_or_make(self, gate: str, track_id: str, make: Callable[[], T]) -> T:
+        """The track's reference run for the gate, made by the first scenario that needs it. One
+        that failed is not made again: every later scenario fails with the same error (making it
+        again would repeat the same judging of the same outputs, B0's scoring included)."""
         key = (gate, track_id)
+        if key in self._failed:
+            raise self._failed[key]
         if key not in self._made:
-            self._made[key] = make()
+            try:
+                self._made[key] = make()
+            except Exception as exc:
+                self._failed[key] = exc
+                raise
         made: T = self._made[key]
         return made
