@@ -152,8 +152,9 @@ def add_run_commands(sub: Any) -> None:
     p.set_defaults(run=_cmd_review, problems=(ReviewError,))
 
     p = sub.add_parser("lanes", help="the campaign's tracks split into lanes that `./ref2va "
-                       "campaign` runs as concurrent sessions: a line per lane, its tracks and "
-                       "its pytest -m expression (one lane when the instances hold devices)")
+                       "campaign` runs as concurrent sessions (the tracks that share B0's "
+                       "instances together): a line per lane, its tracks and its pytest -m "
+                       "expression (one lane when the instances hold devices)")
     p.add_argument("campaign", type=Path)
     p.add_argument("--count", type=int, default=2, help="at most this many lanes (default 2)")
     p.set_defaults(run=_cmd_lanes)

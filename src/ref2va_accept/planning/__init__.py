@@ -39,7 +39,13 @@ from ref2va_accept.planning._disk import (
     disk_skipped_line,
     fmt_bytes,
 )
-from ref2va_accept.planning._lanes import campaign_lanes, split_lanes, track_weights
+from ref2va_accept.planning._lanes import (
+    campaign_lanes,
+    lane_weigher,
+    sharing_groups,
+    split_lanes,
+    track_weights,
+)
 from ref2va_accept.planning._prices import Prices, price_lines, unpriced_text
 from ref2va_accept.planning._request_plan import (
     DEFAULT_PAIRS,
@@ -137,6 +143,7 @@ __all__ = [
     "hosted_gate_warmups",
     "hosting_lines",
     "hosts_gate",
+    "lane_weigher",
     "latency_arm_starts",
     "latency_requests",
     "lossless_baseline_dumps",
@@ -161,6 +168,7 @@ __all__ = [
     "run_cells",
     "search_cost",
     "search_lines",
+    "sharing_groups",
     "split_lanes",
     "table",
     "track_costs",
