@@ -12,7 +12,13 @@ import pytest
 import yaml
 from _pytest.mark.expression import Expression
 
-from ref2va_accept.campaign import TRACK_IDS, duration_class, load_campaign, quality_class
+from ref2va_accept.campaign import (
+    TRACK_IDS,
+    LoadedCampaign,
+    duration_class,
+    load_campaign,
+    quality_class,
+)
 from ref2va_accept.cli import main
 from ref2va_accept.planning import (
     campaign_lanes,
@@ -20,7 +26,6 @@ from ref2va_accept.planning import (
     plan_campaign,
     sharing_groups,
     split_lanes,
-    track_weights,
 )
 from tests.unit.suite_runner import ROOT, campaign_variant
 
@@ -35,6 +40,12 @@ def _scenarios() -> str:
     found = re.search(r'^SCENARIOS="([^"]+)"$', SCRIPT, re.MULTILINE)
     assert found, "./ref2va names the campaign's scenario marks in SCENARIOS"
     return found.group(1)
+
+
+def _alone(campaign: LoadedCampaign) -> dict[str, float]:
+    """Each track's weight in a session of its own."""
+    weigh = lane_weigher(campaign)
+    return {track_id: weigh((track_id,)) for track_id in plan_campaign(campaign)}
 
 
 def _summed(weights: dict[str, float], saved: float = 0.0,
@@ -95,7 +106,7 @@ def test_tracks_that_share_b0_stay_in_one_lane_unless_a_lane_would_have_none() -
 
 def test_the_reference_campaign_runs_each_duration_in_a_lane_of_its_own() -> None:
     campaign = load_campaign(REFERENCE)
-    weights = track_weights(campaign)
+    weights = _alone(campaign)
     assert list(weights) == list(TRACK_IDS)
     # No frozen medians: requests times frames times steps (a 4-step warm-up counted whole);
     # the 15 s tracks are the heaviest, 15 s lossless heavier than 15 s lossy (four arms per
@@ -134,7 +145,7 @@ def test_a_track_that_shares_no_b0_is_a_group_of_its_own(tmp_path: Path) -> None
     plans = plan_campaign(campaign)
     assert sharing_groups(plans) == [("5s-lossless",), ("5s-lossy",),
                                      ("15s-lossless", "15s-lossy")]
-    weights = track_weights(campaign)
+    weights = _alone(campaign)
     assert lane_weigher(campaign)(("5s-lossless", "5s-lossy")) == weights["5s-lossless"] \
         + weights["5s-lossy"]
     assert [lane.tracks for lane in campaign_lanes(campaign, 3)] == [
@@ -145,8 +156,8 @@ def test_frozen_preflight_medians_price_the_tracks(tmp_path: Path) -> None:
     data = yaml.safe_load(REFERENCE.read_text())
     protocol = {**data["protocol"], "expected_request_s": {"5s": 100.0, "15s": 1.0}}
     campaign = load_campaign(campaign_variant(tmp_path, protocol=protocol))
-    weights = track_weights(campaign)
-    unpriced = track_weights(load_campaign(REFERENCE))
+    weights = _alone(campaign)
+    unpriced = _alone(load_campaign(REFERENCE))
     for track_id in TRACK_IDS:
         median = 100.0 if duration_class(track_id) == "5s" else 1.0
         requests = unpriced[track_id] / (campaign.model.tracks[track_id].num_frames * 50)

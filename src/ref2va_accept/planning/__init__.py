@@ -44,7 +44,6 @@ from ref2va_accept.planning._lanes import (
     lane_weigher,
     sharing_groups,
     split_lanes,
-    track_weights,
 )
 from ref2va_accept.planning._prices import Prices, price_lines, unpriced_text
 from ref2va_accept.planning._request_plan import (
@@ -172,7 +171,6 @@ __all__ = [
     "split_lanes",
     "table",
     "track_costs",
-    "track_weights",
     "unpriced_text",
     "what_if",
 ]

@@ -31,8 +31,7 @@ from ref2va_accept.planning._cost import campaign_costs, shared_groups
 from ref2va_accept.planning._prices import Prices
 from ref2va_accept.planning._track_plan import TrackPlan, plan_campaign
 
-__all__ = ["Lane", "campaign_lanes", "lane_weigher", "sharing_groups", "split_lanes",
-           "track_weights"]
+__all__ = ["Lane", "campaign_lanes", "lane_weigher", "sharing_groups", "split_lanes"]
 
 # What a lane's tracks ask for, together in one session.
 Weigher = Callable[[Collection[str]], float]
@@ -73,14 +72,6 @@ def lane_weigher(campaign: LoadedCampaign,
         return known[key]
 
     return weigh
-
-
-def track_weights(campaign: LoadedCampaign,
-                  plans: Mapping[str, TrackPlan] | None = None) -> dict[str, float]:
-    """Each track's estimated cost alone in a session (`lane_weigher`)."""
-    plans = plan_campaign(campaign) if plans is None else plans
-    weigh = lane_weigher(campaign, plans)
-    return {track_id: weigh((track_id,)) for track_id in plans}
 
 
 def sharing_groups(plans: Mapping[str, TrackPlan]) -> list[tuple[str, ...]]:
