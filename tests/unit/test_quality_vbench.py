@@ -327,3 +327,86 @@ def test_a_repeated_input_gives_what_running_the_network_gives(tmp_path: Path) -
     model(x)
     model(x[:, :, :200])
     assert fake.calls == 5 and len(model.recent) <= RECENT_CALLS
+
+
+class _Rows(torch.nn.Module):  # type: ignore[misc]
+    """A fake CLIP that records each call's batch size and gives NaN for an all-black frame."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 8, 5, stride=4)
+        self.batches: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.batches.append(int(x.shape[0]))
+        out = self.conv(x).mean(dim=(2, 3))
+        black = (x.amax(dim=(1, 2, 3)) < -1.4).unsqueeze(1)  # CLIP-normalised 0 is below -1.4
+        return torch.where(black, torch.full_like(out, float("nan")), out)
+
+
+def _clip_score(frames: list[np.ndarray], path: Path) -> ScoreRecord:
+    return _by_id(score_frames(frames, fps=24, weights={"clip_vitb32": path}))[
+        "vbench.background_consistency"]
+
+
+def test_frames_run_in_batches_and_score_as_they_do_one_by_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ref2va_accept.quality import _vbench as vbench
+
+    rng = np.random.default_rng(7)
+    frames = [rng.integers(0, 256, (32, 48, 3), dtype=np.uint8) for _ in range(19)]
+    frames[3] = frames[2]  # a frame repeated within its batch runs once
+    batched = _Rows()
+    score = _clip_score(frames, _script(batched, tmp_path / "clip.pt"))
+    assert vbench.BATCH_FRAMES == 8 and batched.batches == [7, 8, 3]
+    monkeypatch.setattr(vbench, "BATCH_FRAMES", 1)
+    alone = _Rows()
+    one_by_one = _clip_score(frames, _script(alone, tmp_path / "clip1.pt"))
+    assert alone.batches == [1] * 18  # the repeat is the last call again: not run
+    # The same score but for float rounding (a batch's GEMMs are not batch 1's).
+    assert score.status == one_by_one.status == "ok"
+    assert score.value == pytest.approx(one_by_one.value, rel=1e-9)
+
+
+@pytest.mark.parametrize(("black", "named"), [(10, "frames 8-15"), (17, "frames 16-18")])
+def test_a_network_failing_on_a_batch_closes_its_dimension_naming_the_frames(
+        tmp_path: Path, black: int, named: str) -> None:
+    # Frame 10 fails with a full batch (run while the frames stream), frame 17 with the last,
+    # short one (run when the video ends): either way the dimension is in error, naming the
+    # batch's frames, and the others are scored.
+    rng = np.random.default_rng(8)
+    frames = [rng.integers(1, 256, (32, 48, 3), dtype=np.uint8) for _ in range(19)]
+    frames[black] = np.zeros_like(frames[black])
+    scores = _by_id(score_frames(frames, fps=24,
+                                 weights={"clip_vitb32": _script(_Rows(), tmp_path / "c.pt")}))
+    failed = scores["vbench.background_consistency"]
+    assert failed.status == "error" and failed.value is None
+    assert failed.detail.startswith(f"{named}: ValueError: clip_vitb32 (c.pt) gave ")
+    assert "non-finite value(s)" in failed.detail
+    assert scores["vbench.temporal_flickering"].status == "ok"
+
+
+def test_a_network_is_built_once_per_file_on_the_cpu(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # A lossy track scores every video with the same weights: the network is built from the
+    # file once, and built again only when the file's bytes change.
+    from ref2va_accept.quality import _loaders as loaders
+
+    built: list[Path] = []
+    build = loaders.build_network
+
+    def counted(name: str, path: Path) -> loaders.Network:
+        built.append(Path(path))
+        return build(name, path)
+
+    monkeypatch.setattr(loaders, "build_network", counted)
+    path = _script(_Rows(), tmp_path / "clip.pt")
+    first, again = (load_model("clip_vitb32", path) for _ in range(2))
+    assert len(built) == 1 and again.module is first.module
+    assert again.recent == [] and again is not first  # each video remembers its own calls
+    path.write_bytes(b"other bytes")
+    _FAKES[path] = _Rows()
+    changed = load_model("clip_vitb32", path)
+    assert len(built) == 2 and changed.module is not first.module
+    assert changed.identity.sha256 != first.identity.sha256

@@ -3,13 +3,14 @@
 Each metric needs a different view of the same frame (full RGB for flicker, a downscaled copy for
 the proxies, a histogram, a gray flow input). A view computes each on first use and caches it, so
 two metrics that need the same thing pay once; the pass keeps only the current and previous views,
-so memory stays at two frames plus what each metric keeps by design.
+so memory stays at two frames plus what each metric keeps by design (a batched network keeps the
+preprocessed frames of one batch: FrameBatch).
 """
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 import cv2
 import numpy as np
@@ -19,7 +20,12 @@ from ref2va_accept.quality import _imageops as imageops
 from ref2va_accept.quality._imageops import F32, U8
 from ref2va_accept.quality._registry import ScorerError
 
-__all__ = ["FrameMetric", "FrameView"]
+__all__ = ["Batched", "FrameBatch", "FrameMetric", "FrameView", "FramesFailed"]
+
+
+class FramesFailed(Exception):
+    """A model failed on the frames its message names (a batch: "frames 8-15: ValueError: ..."):
+    that dimension is in error, the others go on."""
 
 
 class FrameView:
@@ -89,3 +95,38 @@ class FrameMetric(Protocol):
     def update(self, view: FrameView) -> None: ...
 
     def finish(self) -> list[ScoreRecord]: ...
+
+
+class Batched(Protocol):
+    """A network that runs several frames in one call (models.LoadedModel)."""
+
+    def each(self, inputs: list[Any]) -> list[F32]: ...
+
+
+class FrameBatch:
+    """Preprocessed frames waiting for one network call, from frame ``first`` on."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.first = size, 0
+        self.inputs: list[Any] = []
+
+    def add(self, index: int, x: Any) -> bool:
+        """Keep ``x``; True once the batch is full."""
+        if not self.inputs:
+            self.first = index
+        self.inputs.append(x)
+        return len(self.inputs) >= self.size
+
+    def run(self, model: Batched) -> list[F32]:
+        """Each kept frame's output, from one call of ``model``; the batch is empty after it. A
+        model's own failure is FramesFailed naming the frames (ScorerError goes through)."""
+        inputs, self.inputs = self.inputs, []
+        try:
+            return model.each(inputs)
+        except ScorerError:
+            raise
+        except Exception as exc:
+            last = self.first + len(inputs) - 1
+            frames = f"frame {last}" if len(inputs) == 1 else f"frames {self.first}-{last}"
+            raise FramesFailed(f"{frames}: {type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())}") from exc

@@ -22,7 +22,7 @@ from ref2va_accept.media import decoder_record, iter_video_frames, open_mp4
 from ref2va_accept.quality import _consistency as consistency
 from ref2va_accept.quality import _proxies as proxies
 from ref2va_accept.quality import _vbench as vbench
-from ref2va_accept.quality._frames import FrameView
+from ref2va_accept.quality._frames import FramesFailed, FrameView
 from ref2va_accept.quality._imageops import U8
 from ref2va_accept.quality._registry import (
     SCORERS,
@@ -73,6 +73,9 @@ def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None
                 metric.update(view)
             except ScorerError:
                 raise
+            except FramesFailed as exc:  # a batch of frames, named in its message
+                failed[slot] = str(exc)
+                log.warning("%s failed: %s", metric.info.id, failed[slot])  # type: ignore[attr-defined]
             except Exception as exc:  # a model's own failure closes that dimension only
                 if not hasattr(metric, "info"):
                     raise
@@ -82,8 +85,13 @@ def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None
     if count == 0:
         raise ScorerError("no frames to score (the video decoded to zero frames)")
     for slot, metric in enumerate(metrics):
-        scores += ([error_score(metric.info, failed[slot])] if slot in failed  # type: ignore[attr-defined]
-                   else metric.finish())
+        if slot not in failed:
+            try:  # a batched metric runs its last frames here
+                scores += metric.finish()
+                continue
+            except FramesFailed as exc:
+                failed[slot] = str(exc)
+        scores.append(error_score(metric.info, failed[slot]))  # type: ignore[attr-defined]
     return sorted(scores, key=lambda s: _ORDER.get(s.scorer, len(_ORDER)))
 
 
