@@ -20,12 +20,18 @@ from ref2va_accept.quality import _imageops as imageops
 from ref2va_accept.quality._imageops import F32, U8
 from ref2va_accept.quality._registry import ScorerError
 
-__all__ = ["Batched", "FrameBatch", "FrameMetric", "FrameView", "FramesFailed"]
+__all__ = ["Batched", "FrameBatch", "FrameMetric", "FrameView", "FramesFailed", "failed_on"]
 
 
 class FramesFailed(Exception):
     """A model failed on the frames its message names (a batch: "frames 8-15: ValueError: ..."):
     that dimension is in error, the others go on."""
+
+
+def failed_on(frames: str, exc: BaseException) -> str:
+    """What a dimension's error says when a metric failed on ``frames`` ("frame 12",
+    "frames 8-15"): the exception's type and its message on one line."""
+    return f"{frames}: {type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 class FrameView:
@@ -128,5 +134,4 @@ class FrameBatch:
         except Exception as exc:
             last = self.first + len(inputs) - 1
             frames = f"frame {last}" if len(inputs) == 1 else f"frames {self.first}-{last}"
-            raise FramesFailed(f"{frames}: {type(exc).__name__}: "
-                               f"{' '.join(str(exc).split())}") from exc
+            raise FramesFailed(failed_on(frames, exc)) from exc

@@ -22,7 +22,7 @@ from ref2va_accept.media import decoder_record, iter_video_frames, open_mp4
 from ref2va_accept.quality import _consistency as consistency
 from ref2va_accept.quality import _proxies as proxies
 from ref2va_accept.quality import _vbench as vbench
-from ref2va_accept.quality._frames import FramesFailed, FrameView
+from ref2va_accept.quality._frames import FramesFailed, FrameView, failed_on
 from ref2va_accept.quality._imageops import U8
 from ref2va_accept.quality._registry import (
     SCORERS,
@@ -79,7 +79,7 @@ def score_frames(frames: Iterable[U8], *, fps: float, reference_image: U8 | None
             except Exception as exc:  # a model's own failure closes that dimension only
                 if not hasattr(metric, "info"):
                     raise
-                failed[slot] = f"frame {index}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                failed[slot] = failed_on(f"frame {index}", exc)
                 log.warning("%s failed: %s", metric.info.id, failed[slot])
         prev, count = view, index + 1
     if count == 0:
