@@ -174,6 +174,34 @@ def test_plan_of_5s_lossless_with_one_candidate_counts_every_request(
     assert every.total == 1 + 1 + 3 + 9 + candidates * (1 + 11) + (candidates + 1) * 3
 
 
+def test_latency_counts_are_as_scheduled_and_the_plan_says_so(
+        collected: list[ScenarioItem], campaign: LoadedCampaign) -> None:
+    """A latency schedule is counted whole, with its least warm-ups: a run decided early sends
+    fewer, an unsettled instance more. So a plan with one says so, and its remaining time is
+    never written as a bound (">="), priced or not; a plan without one (acceptance scenarios
+    send exactly their count) says nothing of it."""
+    plans = plan_campaign(campaign)
+    clause = ("(latency runs as scheduled: one decided early, or whose candidate fails a gate, "
+              "sends fewer; an unsettled instance more warm-ups)")
+    acceptance = plan_run([i for i in collected if i.track == "5s-lossless"
+                           and i.file in ("test_b0_output.py", "test_lifecycle.py")], plans)
+    assert acceptance.total and not acceptance.as_scheduled
+    assert clause not in Progress(acceptance).summary()
+    perf = [i for i in collected if i.track == "5s-lossless" and i.file == "test_latency.py"]
+    for design in ("shared", None):  # B0's instances shared by the track's candidates, or not
+        latency = dataclasses.replace(plans["5s-lossless"].latency, baseline_instances=design)
+        plan = plan_run(perf, {**plans, "5s-lossless": dataclasses.replace(
+            plans["5s-lossless"], latency=latency)})
+        assert plan.as_scheduled and all(u.as_scheduled for u in plan.units().values())
+        progress = Progress(plan)
+        assert clause in progress.summary()
+        progress.item_started(perf[0].nodeid)
+        progress.request_started()
+        progress.request_finished("5s", 10.0, ok=True)
+        # The reference campaign prices no engine start: named, and still no ">=".
+        assert progress.eta().startswith("~") and "not priced: " in progress.eta()
+
+
 def test_every_campaign_scenario_of_the_suite_has_a_known_request_count(
         collected: list[ScenarioItem], campaign: LoadedCampaign) -> None:
     assert collected
@@ -389,7 +417,7 @@ def test_eta_from_the_runs_own_finished_requests() -> None:
     progress.request_finished("5s", 110.0, ok=True)
     progress.item_finished("a")
     # b's own 2 x 5 s at the median 100 s; c's 15 s request not timed yet
-    assert progress.eta() == (">=3m20s (estimate from 2 finished requests; "
+    assert progress.eta() == ("~3m20s (estimate from 2 finished requests; "
                               "not yet timed: 1 x 15s)")
     assert progress.total == 3 + 3
 
@@ -419,7 +447,7 @@ def test_eta_prices_engine_starts_and_scoring() -> None:
 def test_eta_names_the_starts_and_scoring_it_cannot_price() -> None:
     plan = Plan({"a": (WorkUnit("a", "5s-lossy", 2, starts=1, scored=2),)})
     progress = Progress(plan, {"5s": 100.0})
-    assert progress.eta() == (">=3m20s (from the frozen preflight medians; not priced: "
+    assert progress.eta() == ("~3m20s (from the frozen preflight medians; not priced: "
                               "1 engine start (5s), scoring 2 outputs (5s-lossy))")
     assert progress.summary().endswith(
         "1 engine start (5s) not priced, 2 scored outputs (5s-lossy) not priced")

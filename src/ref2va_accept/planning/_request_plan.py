@@ -159,6 +159,10 @@ class WorkUnit:
     # Localization passes it may trigger (a lossless candidate's gate: one, when it is not
     # bit-exact); contingent, so never in the request count, but sized by planning/_disk.py.
     localize: int = 0
+    # A latency schedule's requests, counted as scheduled: every instance with its least
+    # warm-ups. A run decided early, or not run once its candidate failed a gate, sends fewer;
+    # an instance that has not settled sends more warm-ups (up to max_warmups).
+    as_scheduled: bool = False
 
     @property
     def duration(self) -> DurationClass:
@@ -229,13 +233,14 @@ def _latency(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkU
     b0_starts, own_starts = latency_arm_starts(plan.latency, candidate)
     if plan.latency.baseline_instances != "shared":
         return (WorkUnit(nodeid, plan.track_id, latency_requests(plan.latency, candidate),
-                     starts=b0_starts + own_starts),)
+                     starts=b0_starts + own_starts, as_scheduled=True),)
     # Shared: B0's instances run once per track, in whichever candidate's scenario runs first;
     # so does every candidate's part (the first scenario runs the whole schedule).
     b0, own = latency_arm_requests(plan.latency, candidate)
-    return (WorkUnit(f"{_B0_LATENCY}{plan.track_id}", plan.track_id, b0, starts=b0_starts),
+    return (WorkUnit(f"{_B0_LATENCY}{plan.track_id}", plan.track_id, b0, starts=b0_starts,
+                     as_scheduled=True),
             WorkUnit(f"{_LATENCY}{plan.track_id}/{candidate}", plan.track_id, own,
-                 starts=own_starts))
+                 starts=own_starts, as_scheduled=True))
 
 
 def _profile(plan: TrackPlan, candidate: str | None, nodeid: str) -> tuple[WorkUnit, ...]:
@@ -301,6 +306,12 @@ class Plan:
     @property
     def total(self) -> int:
         return sum(u.requests for u in self.units().values())
+
+    @property
+    def as_scheduled(self) -> bool:
+        """Whether some of its counts are a latency schedule's (WorkUnit.as_scheduled): then
+        neither the total nor a remaining time is a bound."""
+        return any(u.as_scheduled for u in self.units().values())
 
     def per_duration(self) -> dict[str, int]:
         counts: dict[str, int] = {}
