@@ -248,6 +248,26 @@ def test_the_phased_selftest_exits_with_its_first_failure(
     assert result.returncode == expected, result.stderr[-2000:]
 
 
+def test_the_selftest_ends_saying_what_it_took_in_wall_time_and_cpu(tmp_path: Path) -> None:
+    """Its last line: the wall time and the CPU of every process it waited for, counted with
+    theirs; here a stand-in timed phase that burns 2.2 s of CPU in a grandchild of the script
+    (the script's subshell, then the stand-in pytest), as an engine under pytest would be."""
+    checkout = fake_checkout(tmp_path, {})
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 2.2: pass"
+    (checkout / ".venv/bin/python").write_text(
+        f'#!/bin/sh\ncase "$*" in\n    *"-m timed"*) {shlex.quote(sys.executable)} -c '
+        f'{shlex.quote(burn)} ;;\nesac\nexit 0\n')
+    result = subprocess.run(["bash", str(checkout / "ref2va"), "selftest"], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable,
+                                                        "REF2VA_ROOM_CHECK": "0"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    last = result.stderr.splitlines()[-1]
+    found = re.fullmatch(r"ref2va selftest: took (\d+) min (\d+) s, (\d+) s of CPU", last)
+    assert found, last
+    minutes, seconds, cpu = (int(g) for g in found.groups())
+    assert 2 <= cpu <= 60 * minutes + seconds + 1, last
+
+
 def _selftest_with_needs(tmp_path: Path, tmp_gb: int, env_gb: int, **env: str
                         ) -> subprocess.CompletedProcess[str]:
     """The phased selftest of a stand-in checkout whose script needs `tmp_gb` GB under TMPDIR
