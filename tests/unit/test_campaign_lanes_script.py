@@ -37,8 +37,11 @@ def _checkout(tmp_path: Path, *, lane_codes: tuple[int, int] = (0, 0), plan: int
     (tmp_path / ".venv" / f".installed-{digest}").touch()
     calls = tmp_path / "calls.log"
     # pytest: one line per session (its arguments and the CPUs it may run on), its exit code
-    # by the lane it runs; anything else is the real interpreter (cpu_affinity.py, nproc).
+    # by the lane it runs; anything else is the real interpreter (cpu_affinity.py, nproc). The
+    # script starts pytest through a line of Python that restores SIGINT (-c CODE -m pytest):
+    # that line is the script's, not the session's (tests/unit/test_signals.py runs it).
     (venv / "python").write_text(f"""#!/bin/sh
+if [ "$1" = -c ] && [ "$3" = -m ] && [ "$4" = pytest ]; then shift 2; fi
 if [ "$1" = -m ] && [ "$2" = pytest ]; then
     cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
     echo "pytest cpus=$cpus $*" >>'{calls}'

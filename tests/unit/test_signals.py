@@ -1,6 +1,7 @@
-"""Signals and leftovers (issue 13): the wrapper hands SIGTERM to pytest, a second Ctrl-C stops the
-engines at once and still ends with a report, and engines die with the judge even under SIGKILL,
-or the next run stops them and says so.
+"""Signals and leftovers (issue 13): the wrapper hands SIGTERM to pytest and lets a Ctrl-C reach
+it, a selftest asked to stop starts no later phase, a second Ctrl-C stops the engines at once and
+still ends with a report, and engines die with the judge even under SIGKILL, or the next run
+stops them and says so.
 
 Every session here runs in a process of its own: that process, its signals and its death are
 what is under test."""
@@ -14,9 +15,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.unit.evidence_schema import read_bundle
 from tests.unit.suite_runner import (
@@ -28,7 +31,7 @@ from tests.unit.suite_runner import (
     sigterm_when,
     tagged,
 )
-from tests.unit.wrapper_checkout import fake_checkout
+from tests.unit.wrapper_checkout import fake_checkout, python_checkout, sessions
 
 GRACE_S = 10.0  # the reference campaign's frozen engine.shutdown_grace_s
 # Slow steps, so a request is still running when the signal comes; and a worker that ignores
@@ -230,3 +233,77 @@ def test_sigterm_to_the_wrapper_reaches_pytest(tmp_path: Path) -> None:
             _kill_all([int((tmp_path / "pid").read_text())])
     assert marks.read_text().split() == ["running", "term"]
     assert code == 7  # the script waited for pytest and kept its exit code
+
+
+def _wrapper(checkout: Path, tmp_path: Path, *args: str, **given: str
+             ) -> tuple[subprocess.Popen[str], Path]:
+    """./ref2va ARGS in the stand-in checkout, in a process group of its own (a terminal's
+    foreground group: killpg sends what a Ctrl-C there sends); its stand-in sessions' log."""
+    log = tmp_path / "sessions.jsonl"
+    env = {**os.environ, "PYTHON": sys.executable, "REF2VA_ROOM_CHECK": "0",
+           "STAND_IN_LOG": str(log), "STAND_IN_RELEASE": str(tmp_path / "release"), **given}
+    env.pop("REF2VA_UPSTREAM", None)  # CI's: no VBench build to wait for here
+    wrapper = subprocess.Popen(["bash", str(checkout / "ref2va"), *args], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    return wrapper, log
+
+
+def _until(ready: Callable[[], bool], wait_s: float = 30) -> None:
+    deadline = time.monotonic() + wait_s
+    while not ready():
+        assert time.monotonic() < deadline, "the stand-in sessions did not start"
+        time.sleep(0.05)
+
+
+def _ended(wrapper: subprocess.Popen[str], wait_s: float = 30) -> tuple[int, str]:
+    try:
+        out, _ = wrapper.communicate(timeout=wait_s)
+    finally:
+        if wrapper.poll() is None:  # the old script: pytest never saw the Ctrl-C
+            os.killpg(wrapper.pid, signal.SIGKILL)
+            wrapper.wait()
+    return wrapper.returncode, out
+
+
+def test_a_ctrl_c_reaches_pytest_through_the_wrapper(tmp_path: Path) -> None:
+    """A shell script's background command starts with SIGINT ignored, and Python keeps it so:
+    pytest under ./ref2va never saw a Ctrl-C, and the run went on to its end. Now pytest starts
+    with Python's own handler, and the Ctrl-C ends it as at a terminal, once."""
+    wrapper, log = _wrapper(python_checkout(tmp_path), tmp_path, "campaign", "-k", "x")
+    try:
+        _until(lambda: len(sessions(log)) == 1)
+        assert sessions(log)[0]["sigint"] == "<built-in function default_int_handler>"
+        os.killpg(wrapper.pid, signal.SIGINT)
+        code, out = _ended(wrapper)
+    finally:
+        (tmp_path / "release").touch()
+    assert [s.get("interrupted") for s in sessions(log)] == [None, True], out
+    assert code == 2, out  # pytest's exit code for an interrupted session
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the script", "a Ctrl-C"])
+@pytest.mark.parametrize("concurrent", ["1", "0"])
+def test_a_selftest_asked_to_stop_starts_no_later_phase(tmp_path: Path, how: str,
+                                                        concurrent: str) -> None:
+    """The selftest used to start its next phase (the heavy tests, or phase 2 on one CPU) once
+    the phase a signal had stopped ended, and ran it to its end: minutes of a run asked to stop.
+    Phased (where the machine has two CPUs) and in turn (REF2VA_SELFTEST_CONCURRENT=0)."""
+    wrapper, log = _wrapper(python_checkout(tmp_path), tmp_path, "selftest",
+                            REF2VA_SELFTEST_CONCURRENT=concurrent)
+    try:
+        _until(lambda: any("timed" in s["args"] for s in sessions(log)))
+        time.sleep(0.5)  # the phased form starts phase 2's sessions beside it
+        if how == "a Ctrl-C":
+            os.killpg(wrapper.pid, signal.SIGINT)
+        else:
+            wrapper.send_signal(signal.SIGTERM)
+        code, out = _ended(wrapper)
+    finally:
+        (tmp_path / "release").touch()
+    started = [s["args"] for s in sessions(log) if "sigint" in s]
+    # Neither the heavy tests nor phase 2 of the form in turn ("-m", "not timed").
+    assert not [a for a in started if "heavy and not timed" in a or "not timed" in a], out
+    assert len(started) in (1, 3), started  # phase 1 alone, or phase 1 with phase 2's two
+    assert code != 0, out
+    assert "stopped by a signal in phase 1" in out, out
