@@ -258,3 +258,21 @@ def test_engine_failing_to_start_is_one_line_and_its_log_tail_is_in_the_evidence
         f"start-up line {i:02d}" for i in range(11, 31)]
     assert str(tmp_path) not in check["detail"]
     assert all(line.endswith("/model") for line in lines[1:])
+
+
+def test_campaign_scenarios_under_xdist_are_refused_in_one_line(tmp_path: Path) -> None:
+    """A run's engines, evidence and verdicts live in the session's one process; an xdist worker
+    has none of it. Its campaign scenarios failed as a bare KeyError (a StashKey) per file, from
+    the plugin's internals; now each says what to do, and no engine starts. (Its own process:
+    xdist's workers are what is under test.)"""
+    done = subprocess.run(
+        pytest_command("tests/acceptance/test_b0_output.py", "-n", "2", "-p", "no:randomly",
+                       "-m", "lossless and 5s", "--evidence-dir", str(tmp_path / "ev")),
+        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out[-2000:]
+    assert "KeyError" not in out, out[-2000:]
+    assert ("ref2va: the campaign's scenarios (tests/acceptance, quality, perf, verdicts) run in "
+            "one pytest process") in out, out[-2000:]
+    assert "run them without -n (pytest-xdist)" in out
+    assert " passed" not in out and "[ref2va] request" not in out, out[-2000:]

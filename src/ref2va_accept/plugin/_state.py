@@ -70,8 +70,18 @@ STATE = pytest.StashKey["RunState"]()
 
 
 def run_state(config: pytest.Config) -> RunState:
-    """The session's RunState (made at configure by the evidence module)."""
-    return config.stash[STATE]
+    """The session's RunState (made at configure by the evidence module). A pytest-xdist worker
+    has none: the run's engines, evidence and verdicts live in one process, so a campaign
+    scenario collected in a worker is refused in one line rather than as a KeyError."""
+    try:
+        return config.stash[STATE]
+    except KeyError:
+        if hasattr(config, "workerinput"):
+            raise pytest.UsageError(
+                "ref2va: the campaign's scenarios (tests/acceptance, quality, perf, verdicts) "
+                "run in one pytest process, which starts and judges every engine: run them "
+                "without -n (pytest-xdist); the harness's own tests may be spread") from None
+        raise
 
 
 @dataclass
