@@ -1,9 +1,9 @@
 """MP4 muxing of a generated video (H.264 yuv420p) and its audio (stereo AAC) with PyAV.
 
 Determinism is part of the contract: the same frames and audio must give byte-identical MP4s. So
-the encoders run single-threaded (x264's threaded lookahead and slice decisions depend on timing)
-and every stream and the container carry the ``bitexact`` flags that keep FFmpeg from writing its
-version or wall-clock metadata.
+the encoders run single-threaded (x264's threaded lookahead and slice decisions depend on timing),
+x264 without its macroblock tree (VIDEO_OPTIONS), and every stream and the container carry the
+``bitexact`` flags that keep FFmpeg from writing its version or wall-clock metadata.
 """
 
 from __future__ import annotations
@@ -21,9 +21,13 @@ from av.video.reformatter import VideoReformatter
 
 from engine.reference.generator import GeneratedMedia
 
-# What vLLM-Omni's own muxer uses (crf 18, x264's default preset), pinned to one thread.
+# What vLLM-Omni's own muxer uses (crf 18, x264's default preset), pinned to one thread, and
+# without x264's macroblock-tree rate control: with it, the same frames at the campaign's 112x64
+# gave other bytes (and other decoded frames: the mp4.video point) in about one encode in ten in
+# a process that had encoded before (103 of 901 on one machine; 96 wide 12 of 267; 128 and 256
+# wide none), an uninitialised read in its lookahead; without it, none in 1,865 at 112 and 96.
 VIDEO_CODEC = "libx264"
-VIDEO_OPTIONS = {"crf": "18", "preset": "medium", "threads": "1"}
+VIDEO_OPTIONS = {"crf": "18", "preset": "medium", "threads": "1", "x264-params": "mbtree=0"}
 AUDIO_CODEC = "aac"
 AAC_FRAME_SAMPLES = 1024
 
