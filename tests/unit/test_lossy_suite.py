@@ -115,8 +115,11 @@ def test_a_still_video_breaks_the_model_based_dimension(five_second_run: Any) ->
     check = _check(five_second_run[1], "frame-hold", "lossy_gate")
     assert check["status"] == "fail" and check["reason"] == "quality_gate_failed"
     error = _model_error(check, 42)
-    # A still video is perfectly consistent: 1.0 against B0's ~0.983.
-    assert error["candidate"] == pytest.approx(1.0, abs=1e-9) and error["gate"] == "broken"
+    # A still video is all but perfectly consistent: above 0.999 against B0's ~0.983. (Exactly
+    # 1.0 while x264 ran its macroblock tree, whose held frames decoded identical; without it,
+    # as the engine now encodes for determinism, the first P-frames refine the held frame:
+    # 0.99986 on the reference campaign.)
+    assert 0.999 < error["candidate"] <= 1.0 and error["gate"] == "broken", error
     assert 0.01 < error["error"] < 0.03 and error["weights"] == [STAND_IN_CLIP]
     assert "vbench.background_consistency" in check["detail"]
     assert verdict_of(five_second_run[1], "frame-hold")["verdict"] == "failed"
