@@ -46,6 +46,7 @@ class FileCpu:
 class Tally:
     files: dict[str, FileCpu] = field(default_factory=dict)
     processes: float = 0.0  # every process that counted, whole: tests, collection, the rest
+    lost: int = 0  # xdist workers that ended without handing their tally over
 
     def add(self, path: str, own: float, children: float, tests: int = 1) -> None:
         cpu = self.files.setdefault(path, FileCpu())
@@ -72,6 +73,9 @@ class Tally:
         said.append(f"tests: {tests_cpu:.1f} s of CPU in {len(ranked)} file(s) "
                     f"(top {min(top, len(ranked))} above); the session's processes in all: "
                     f"{self.processes:.1f} s (collection and what ran between tests included)")
+        if self.lost:
+            said.append(f"incomplete: {self.lost} xdist worker(s) ended without handing their "
+                        "tally over (crashed); what their tests took is missing above")
         return said
 
 
@@ -107,7 +111,9 @@ class _CpuByFile:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any) -> None:
         message = getattr(node, "workeroutput", {}).get(KEY)
-        if message is not None:
+        if message is None:  # a worker that crashed: what it counted is lost, and said so
+            self.tally.lost += 1
+        else:
             self.tally.merge(message)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

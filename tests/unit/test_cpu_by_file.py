@@ -95,6 +95,32 @@ def test_xdist_workers_tallies_reach_the_table(pytester: pytest.Pytester) -> Non
     _check(result.stdout.str())
 
 
+CRASH = """
+import os
+from pathlib import Path
+
+def test_the_worker_dies_once():
+    once = Path("crashed-once")
+    if not once.exists():  # pytest-xdist gives a crashed test to a new worker: let that one live
+        once.touch()
+        os._exit(3)
+"""
+
+
+def test_a_crashed_workers_lost_tally_is_said(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_crash=CRASH, test_idle=IDLE)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYTHONPATH", os.pathsep.join(
+            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+        result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p",
+                                               "tests.cpu_by_file", "--cpu-by-file", "5")
+    out = result.stdout.str()
+    assert "worker 'gw" in out and "crashed" in out, out[-3000:]
+    assert "CPU by test file, top 5" in out, out[-3000:]
+    assert ("incomplete: 1 xdist worker(s) ended without handing their tally over (crashed); "
+            "what their tests took is missing above") in out, out[-3000:]
+
+
 def test_without_the_option_nothing_is_counted_or_said(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_idle=IDLE)
     result = pytester.runpytest("-p", "tests.cpu_by_file")
