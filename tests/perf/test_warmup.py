@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from ref2va_accept.arms import Arms
+from ref2va_accept.arms import Arms, say_now
 from ref2va_accept.judging import GateResult, demonstrate, fail_unless_passed
 
 TRACK_CLASS = "lossless"  # one track per duration class
@@ -24,7 +24,5 @@ def test_cheap_warmup_is_demonstrated(arms: Arms, pytestconfig: pytest.Config) -
         pytest.fail("OPEN: --warmup-steps N names the warm-up to demonstrate", pytrace=False)
     check = demonstrate(arms, int(steps))
     arms.evidence.add_check(check)
-    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if terminal is not None:
-        terminal.write_line(f"warm-up demonstration {arms.plan.track_id}: {check.detail}")
+    say_now(pytestconfig, f"warm-up demonstration {arms.plan.track_id}: {check.detail}")
     fail_unless_passed(GateResult.from_checks([check]))

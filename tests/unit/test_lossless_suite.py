@@ -22,12 +22,12 @@ test_baseline_nondeterminism_run.py: nothing timed.)
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ref2va_accept.arms import say_now
 from tests.unit.browser import chromium
 from tests.unit.suite_runner import ROOT, bundle, only_run, run_pytest, tagged, verdict_of
 
@@ -85,11 +85,7 @@ def five_second_run(tmp_path_factory: pytest.TempPathFactory,
             break
         said = (f"5 s lossless track run again: its run {run[1]['run_id']} was not evaluable "
                 f"for {', '.join(reasons)}")
-        terminal = request.config.pluginmanager.get_plugin("terminalreporter")
-        if terminal is not None:
-            terminal.write_line(said)
-        else:
-            print(said, file=sys.stderr)
+        say_now(request.config, said)
         run = _run_track(tmp_path_factory)
     return run
 

@@ -19,6 +19,7 @@ from ref2va_accept.arms._progress import (
     ProgressPlugin,
     ProgressReporter,
     Terminal,
+    say_now,
     scenario_item,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "build_request",
     "describe_exit",
     "profile_arm",
+    "say_now",
     "scenario_item",
     "with_comparison",
 ]

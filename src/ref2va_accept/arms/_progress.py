@@ -42,6 +42,24 @@ HEARTBEAT_S = 60.0
 TICK_S = 1.0
 
 
+def say_now(config: pytest.Config, line: str) -> None:
+    """One line on the terminal now, even from inside a test or a fixture's set-up.
+
+    pytest captures output while a test and its fixtures run: a line written to its terminal
+    reporter then lands in the test's captured output (shown only if it fails), and all the
+    terminal shows is pytest's progress line broken in two. Output capture is set aside for
+    the write, as live logging does.
+    """
+    plugins = config.pluginmanager
+    reporter = plugins.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    capture = plugins.get_plugin("capturemanager")
+    with (capture.global_and_fixture_disabled() if capture is not None
+          else contextlib.nullcontext()):
+        reporter.write_line(line)
+
+
 class Terminal:
     """Writes through pytest's terminal reporter, with pytest's output capture set aside.
 

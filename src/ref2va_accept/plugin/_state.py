@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 import pytest
 
-from ref2va_accept.arms import OutcomeLog
+from ref2va_accept.arms import OutcomeLog, say_now
 from ref2va_accept.campaign import (
     TRACK_IDS,
     FreezeStatus,
@@ -369,14 +369,7 @@ class RunState:
 
     def _say(self, line: str) -> None:
         """One line on the terminal now, even from inside a test (output capture paused)."""
-        plugins = self.config.pluginmanager
-        reporter, capture = plugins.get_plugin("terminalreporter"), plugins.get_plugin(
-            "capturemanager")
-        if reporter is None:
-            return
-        paused = capture.global_and_fixture_disabled() if capture is not None else None
-        with paused if paused is not None else contextlib.nullcontext():
-            reporter.write_line(line)
+        say_now(self.config, line)
 
     def close_reaper(self) -> None:
         """The judge is ending normally, its evidence final: the reaper is told so (it then
