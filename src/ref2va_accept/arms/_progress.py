@@ -54,10 +54,18 @@ def say_now(config: pytest.Config, line: str) -> None:
     reporter = plugins.get_plugin("terminalreporter")
     if reporter is None:
         return
-    capture = plugins.get_plugin("capturemanager")
-    with (capture.global_and_fixture_disabled() if capture is not None
-          else contextlib.nullcontext()):
+    with _uncaptured(plugins.get_plugin("capturemanager")):
         reporter.write_line(line)
+
+
+@contextlib.contextmanager
+def _uncaptured(capture: Any) -> Iterator[None]:
+    """pytest's output capture (its capture manager) set aside; nothing to do without one."""
+    if capture is None:
+        yield
+    else:
+        with capture.global_and_fixture_disabled():
+            yield
 
 
 class Terminal:
@@ -80,14 +88,6 @@ class Terminal:
     def isatty(self) -> bool:
         return bool(self.tr.isatty())
 
-    @contextlib.contextmanager
-    def _uncaptured(self) -> Iterator[None]:
-        if self.capture is None:
-            yield
-        else:
-            with self.capture.global_and_fixture_disabled():
-                yield
-
     def _current(self) -> str:
         return str(getattr(self.tr._tw, "_current_line", ""))
 
@@ -100,7 +100,7 @@ class Terminal:
 
     def line(self, text: str) -> None:
         """One whole line of progress, below what pytest had begun on the current one."""
-        with self._uncaptured():
+        with _uncaptured(self.capture):
             self._move_below()
             self.tr._tw.line(text)
             self.tr.flush()
@@ -109,7 +109,7 @@ class Terminal:
         """Put back what pytest had begun on its line before progress lines moved it."""
         displaced, self._displaced = self._displaced, None
         if displaced:
-            with self._uncaptured():
+            with _uncaptured(self.capture):
                 self.tr._tw.write(displaced, flush=True)
 
     def begin_rewrite(self) -> None:
@@ -118,21 +118,21 @@ class Terminal:
         saved = self._current()
         if saved and tw.width_of_current_line >= tw.fullwidth - 1:
             # A wrapped line cannot be restored with a carriage return: start a fresh one.
-            with self._uncaptured():
+            with _uncaptured(self.capture):
                 self._move_below()
             saved = ""
         self._saved_line = saved
 
     def rewrite(self, text: str) -> None:
         width = self.tr._tw.fullwidth - 1
-        with self._uncaptured():
+        with _uncaptured(self.capture):
             self.tr.rewrite(text[:width], erase=True)
             self.tr.flush()
 
     def end_rewrite(self) -> None:
         """Clear the borrowed line and put back what pytest had there."""
         tw = self.tr._tw
-        with self._uncaptured():
+        with _uncaptured(self.capture):
             self.tr.rewrite("", erase=True)
             tw.write("\r" + self._saved_line, flush=True)
         # pytest measures the current line to place its [ 42%]: it must see only its own text.

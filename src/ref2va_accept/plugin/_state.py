@@ -215,7 +215,8 @@ class RunState:
 
     def say_failure(self, failure: WriteFailed) -> None:
         """The run's first failed write: one line on the terminal, now."""
-        self._say(f"ref2va: {self.failure_line(failure)}; the run stops, status {WRITE_FAILED}")
+        say_now(self.config,
+                f"ref2va: {self.failure_line(failure)}; the run stops, status {WRITE_FAILED}")
 
     # -- engine stops (the session registry's one audit subscriber) ------------------------------
     def after_stop(self, audit: Cleanup) -> None:
@@ -250,7 +251,7 @@ class RunState:
             for name in hit) + ": the campaign does not mark them stand_in: true, so no lossy "
             "verdict scored with them will be better than inconclusive; pin the real files")
         self.evidence().note(line)
-        self._say(line)
+        say_now(self.config, line)
 
     def check_inputs(self, tracks: Iterable[str]) -> str | None:
         """Every track's inputs against their pins, before any engine starts (every run).
@@ -290,7 +291,7 @@ class RunState:
         if skip:
             said = disk_skipped_line(result, str(self.evidence_root))
             bundle.note(said)
-            self._say(said)
+            say_now(self.config, said)
             bundle.checkpoint()
             return None
         self._stop_with(line, tracks)
@@ -362,14 +363,10 @@ class RunState:
         if found:
             bundle.set_section("leftovers", [f.json_dict() for f in found])
             bundle.note(stopped_line(found))
-            self._say(f"ref2va: {stopped_line(found)}")
+            say_now(self.config, f"ref2va: {stopped_line(found)}")
         if self.reaper is None:
             self.reaper = start_reaper(self.run_id, grace_s / 2, self.run_folder,
                                        self.config.rootpath, self.evidence_root)
-
-    def _say(self, line: str) -> None:
-        """One line on the terminal now, even from inside a test (output capture paused)."""
-        say_now(self.config, line)
 
     def close_reaper(self) -> None:
         """The judge is ending normally, its evidence final: the reaper is told so (it then
