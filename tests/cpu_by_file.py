@@ -92,6 +92,11 @@ class _CpuByFile:
         self.tally = Tally()
         self.start = cpu_seconds()
 
+    def _since_start(self, *, children: bool) -> float:
+        """CPU seconds this process spent since the plugin started, its reaped children's too."""
+        now = cpu_seconds()
+        return now[0] - self.start[0] + (now[1] - self.start[1] if children else 0.0)
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
         before = cpu_seconds()
@@ -104,8 +109,7 @@ class _CpuByFile:
     def pytest_sessionfinish(self) -> None:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:  # an xdist worker: hand the tally over
-            now = cpu_seconds()
-            self.tally.processes = (now[0] - self.start[0]) + (now[1] - self.start[1])
+            self.tally.processes = self._since_start(children=True)
             workeroutput[KEY] = self.tally.as_message()
 
     @pytest.hookimpl(optionalhook=True)
@@ -119,12 +123,10 @@ class _CpuByFile:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if getattr(self.config, "workeroutput", None) is not None:
             return  # a worker says nothing: the main process prints the merged table
-        now = cpu_seconds()
         # With xdist the workers counted themselves (their message), and the main process adds
         # its own CPU only: its children are those workers. Without, everything it reaped.
         distributed = self.config.pluginmanager.hasplugin("dsession")
-        self.tally.processes += (now[0] - self.start[0]) + (
-            0.0 if distributed else now[1] - self.start[1])
+        self.tally.processes += self._since_start(children=not distributed)
         terminalreporter.write_sep("=", f"CPU by test file, top {self.top}")
         for line in self.tally.lines(self.top):
             terminalreporter.write_line(line)

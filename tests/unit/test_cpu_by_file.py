@@ -77,6 +77,16 @@ def _check(stdout: str) -> None:
     assert in_all >= in_tests >= 2 * BURN * 0.95
 
 
+def _under_xdist(pytester: pytest.Pytester) -> pytest.RunResult:
+    """The pytester folder's tests on two xdist workers with the table on (the checkout
+    importable, for `-p tests.cpu_by_file`, in the workers too)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYTHONPATH", os.pathsep.join(
+            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+        return pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p",
+                                             "tests.cpu_by_file", "--cpu-by-file", "5")
+
+
 def test_one_process_charges_cpu_not_waiting(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_own=OWN, test_child=CHILD, test_idle=IDLE)
     result = pytester.runpytest("-p", "tests.cpu_by_file", "--cpu-by-file", "5")
@@ -86,11 +96,7 @@ def test_one_process_charges_cpu_not_waiting(pytester: pytest.Pytester) -> None:
 
 def test_xdist_workers_tallies_reach_the_table(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_own=OWN, test_child=CHILD, test_idle=IDLE)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("PYTHONPATH", os.pathsep.join(
-            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-        result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p",
-                                               "tests.cpu_by_file", "--cpu-by-file", "5")
+    result = _under_xdist(pytester)
     result.assert_outcomes(passed=4)
     _check(result.stdout.str())
 
@@ -109,11 +115,7 @@ def test_the_worker_dies_once():
 
 def test_a_crashed_workers_lost_tally_is_said(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_crash=CRASH, test_idle=IDLE)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("PYTHONPATH", os.pathsep.join(
-            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-        result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p",
-                                               "tests.cpu_by_file", "--cpu-by-file", "5")
+    result = _under_xdist(pytester)
     out = result.stdout.str()
     assert "worker 'gw" in out and "crashed" in out, out[-3000:]
     assert "CPU by test file, top 5" in out, out[-3000:]

@@ -28,9 +28,11 @@ def test_second(announced):
     pass
 """
 
-
-def _plain_write_line(config: pytest.Config, line: str) -> None:
+# The reporter written to directly, as the timed suite and the warm-up demonstration did.
+PLAIN_WRITER = """
+def plain_write_line(config, line):
     config.pluginmanager.get_plugin("terminalreporter").write_line(line)
+"""
 
 
 def test_a_line_said_in_set_up_or_a_test_reaches_the_terminal(pytester: pytest.Pytester
@@ -46,15 +48,10 @@ def test_a_line_said_in_set_up_or_a_test_reaches_the_terminal(pytester: pytest.P
 
 def test_the_reporter_alone_loses_the_line_while_capture_runs(pytester: pytest.Pytester) -> None:
     # What say_now is for: the same session writing to the reporter directly shows nothing.
-    pytester.makeconftest(f"import pytest\n{_conftest_writer()}")
+    pytester.makeconftest(PLAIN_WRITER)
     pytester.makepyfile(test_said=SESSION.format(write="plain_write_line").replace(
         "from ref2va_accept.arms import say_now", "from conftest import plain_write_line"))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:benchmark")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert "said in" not in out, out
-
-
-def _conftest_writer() -> str:
-    return ("def plain_write_line(config, line):\n"
-            "    config.pluginmanager.get_plugin('terminalreporter').write_line(line)\n")
